@@ -1,0 +1,183 @@
+"""Every byte encoding of the project, fixed-width and big-endian (SPEC.md).
+
+Keeping them in one module means the on-disk contract is readable in one place
+and tested in one place.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import struct
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from .errors import InvalidInput, StoreError
+from .records import Document
+
+FINGERPRINT_BYTES = 8
+ROWKEY_BYTES = 13
+PREFIX_BYTES = 5
+MAX_DOC_ID_BYTES = 1024
+
+_PREFIX = struct.Struct(">IB")
+_ROWKEY = struct.Struct(">IBQ")
+_ROWKEY_DTYPE = np.dtype([("field", ">u4"), ("flag", "u1"), ("fp", ">u8")])
+assert _ROWKEY_DTYPE.itemsize == ROWKEY_BYTES
+
+# Docs table columns (family ``f``), as HBase names them.
+COL_FINGERPRINT = b"f:h"
+COL_TEXT = b"f:text"
+COL_META = b"f:meta"
+
+
+def fingerprint_to_bytes(fp: int) -> bytes:
+    return fp.to_bytes(FINGERPRINT_BYTES, "big")
+
+
+def fingerprint_from_bytes(raw: bytes) -> int:
+    if len(raw) != FINGERPRINT_BYTES:
+        raise StoreError(f"a stored fingerprint has {len(raw)} bytes, expected 8")
+    return int.from_bytes(raw, "big")
+
+
+def fingerprint_to_hex(fp: int) -> str:
+    return f"{fp:016x}"
+
+
+def parse_fingerprint_hex(text: str) -> int:
+    """Parse 1-16 hex digits, with an optional 0x; anything else is a clear error."""
+    digits = text.strip().lower().removeprefix("0x")
+    if not 1 <= len(digits) <= 16 or any(c not in "0123456789abcdef" for c in digits):
+        raise InvalidInput(
+            f"{text!r} is not a 64-bit hex fingerprint: give 1 to 16 hex digits, "
+            "e.g. 3f2a9c0d11e4b7a8"
+        )
+    return int(digits, 16)
+
+
+def encode_rowkey(field: int, flag: int, fp: int) -> bytes:
+    return _ROWKEY.pack(field, flag, fp)
+
+
+def decode_rowkey(key: bytes) -> tuple[int, int, int]:
+    """(segment field, flag, fingerprint) of a 13-byte index row key."""
+    if len(key) != ROWKEY_BYTES:
+        raise StoreError(f"an index row key has {len(key)} bytes, expected 13")
+    field, flag, fp = _ROWKEY.unpack(key)
+    return field, flag, fp
+
+
+def encode_prefix(field: int, flag: int) -> bytes:
+    return _PREFIX.pack(field, flag)
+
+
+def prefix_stop(prefix: bytes) -> bytes:
+    """Smallest key above every key that starts with ``prefix`` (HBase row_stop)."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        raise ValueError("a prefix of only 0xff bytes has no upper bound")
+    return stripped[:-1] + bytes([stripped[-1] + 1])
+
+
+def encode_rowkeys_many(fps: np.ndarray, fields: np.ndarray) -> list[bytes]:
+    """Row keys of many fingerprints at once: row i*c + j is combination j+1 of fp i."""
+    n, c = fields.shape
+    rows = np.empty((n, c), dtype=_ROWKEY_DTYPE)
+    rows["field"] = fields
+    rows["flag"] = np.arange(1, c + 1, dtype=np.uint8)
+    rows["fp"] = np.asarray(fps, dtype=np.uint64)[:, None]
+    buf = rows.tobytes()
+    return [buf[i : i + ROWKEY_BYTES] for i in range(0, len(buf), ROWKEY_BYTES)]
+
+
+def encode_doc_id(doc_id: str) -> bytes:
+    """UTF-8 id, checked against SPEC.md: non-empty, at most 1024 bytes."""
+    if not isinstance(doc_id, str):
+        raise InvalidInput(f"document id {doc_id!r} is a {type(doc_id).__name__}, not a string")
+    raw = doc_id.encode("utf-8", "strict")
+    if not raw:
+        raise InvalidInput("document id is empty; give every document a non-empty id")
+    if len(raw) > MAX_DOC_ID_BYTES:
+        raise InvalidInput(
+            f"document id {doc_id[:40]!r}... is {len(raw)} bytes; ids are at most "
+            f"{MAX_DOC_ID_BYTES} bytes of UTF-8 (hash long ids, e.g. URLs, before ingest)"
+        )
+    return raw
+
+
+def doc_to_columns(doc: Document) -> dict[bytes, bytes]:
+    cols = {COL_FINGERPRINT: fingerprint_to_bytes(doc.fingerprint)}
+    if doc.text is not None:
+        cols[COL_TEXT] = doc.text.encode("utf-8")
+    if doc.meta is not None:
+        cols[COL_META] = json.dumps(doc.meta, ensure_ascii=False, sort_keys=True).encode()
+    return cols
+
+
+def doc_from_columns(doc_id: str, cols: Mapping[bytes, bytes]) -> Document:
+    text = cols.get(COL_TEXT)
+    meta = cols.get(COL_META)
+    return Document(
+        doc_id=doc_id,
+        fingerprint=fingerprint_from_bytes(cols[COL_FINGERPRINT]),
+        text=None if text is None else text.decode("utf-8"),
+        meta=None if meta is None else json.loads(meta),
+    )
+
+
+def encode_json(value: Mapping[str, Any]) -> bytes:
+    return json.dumps(value, sort_keys=True, ensure_ascii=False).encode("utf-8")
+
+
+def decode_json(raw: bytes) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        raise StoreError(f"stored JSON is corrupt: {exc}") from exc
+    if not isinstance(value, dict):
+        raise StoreError("stored JSON is not an object")
+    return value
+
+
+# -- embedded store file format -------------------------------------------------
+# LMDB caps keys at 511 bytes, below SPEC.md's 1024-byte ids. Longer keys are
+# folded to a fixed-length head + digest; the full key is then kept in the value.
+
+_CELL_HEAD = struct.Struct(">BI")
+
+
+def pack_columns(cols: Mapping[bytes, bytes]) -> bytes:
+    """Column map -> bytes: per column, u8 name length, u32 value length, name, value."""
+    parts: list[bytes] = []
+    for name, value in cols.items():
+        parts += (_CELL_HEAD.pack(len(name), len(value)), name, value)
+    return b"".join(parts)
+
+
+def unpack_columns(raw: bytes) -> dict[bytes, bytes]:
+    cols: dict[bytes, bytes] = {}
+    pos, end = 0, len(raw)
+    while pos < end:
+        if pos + _CELL_HEAD.size > end:
+            raise StoreError("an embedded docs row is truncated; run `shdb verify --repair`")
+        name_len, value_len = _CELL_HEAD.unpack_from(raw, pos)
+        pos += _CELL_HEAD.size
+        name = raw[pos : pos + name_len]
+        pos += name_len
+        cols[name] = raw[pos : pos + value_len]
+        pos += value_len
+    if pos != end:
+        raise StoreError("an embedded docs row is truncated; run `shdb verify --repair`")
+    return cols
+
+
+def fold_key(key: bytes, limit: int) -> tuple[bytes, bool]:
+    """(stored key, folded?) for a key that may exceed the store's key limit."""
+    if len(key) <= limit:
+        return key, False
+    digest = hashlib.sha256(key).digest()
+    return key[: limit - len(digest) - 1] + b"\x00" + digest, True
+

@@ -1,0 +1,210 @@
+"""Text -> 64-bit SimHash: jieba terms, TF-IDF weights, top-N, mmh3, signed bit sums.
+
+Every parameter that changes the output is in :class:`FingerprintParams`, which is
+written to the index manifest; an index refuses a fingerprinter that differs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import heapq
+import logging
+import multiprocessing
+import re
+from collections import Counter, deque
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import asdict, dataclass, field
+from functools import cache
+from importlib import resources
+from multiprocessing.pool import AsyncResult
+from pathlib import Path
+from typing import Any
+
+import jieba
+import mmh3
+import numpy as np
+
+from .errors import EmptyDocument, InvalidInput
+
+DEFAULT_TOP_N = 64
+DEFAULT_SEED = 0
+BUILTIN_IDF = "jieba"
+_HAS_WORD_CHAR = re.compile(r"\w").search
+_BIT_SHIFTS = np.arange(63, -1, -1, dtype=np.uint64)  # column 0 is bit 63 (MSB)
+_ONE = np.uint64(1)
+
+
+@dataclass(frozen=True)
+class IdfTable:
+    """Term -> IDF, plus the median used for unknown terms (the design source's rule)."""
+
+    name: str
+    digest: str
+    idf: dict[str, float] = field(repr=False, compare=False)
+    median: float
+
+
+def _sha256(raw: bytes) -> str:
+    return hashlib.sha256(raw).hexdigest()
+
+
+def _parse_idf(raw: bytes, source: str) -> dict[str, float]:
+    table: dict[str, float] = {}
+    for lineno, line in enumerate(raw.decode("utf-8").splitlines(), 1):
+        parts = line.split()
+        if not parts:
+            continue
+        try:
+            term, value = parts[0], float(parts[1])
+        except (IndexError, ValueError):
+            raise InvalidInput(
+                f"{source}:{lineno}: expected 'term idf' per line, got {line[:60]!r}"
+            ) from None
+        table[term] = value
+    if not table:
+        raise InvalidInput(f"{source}: the IDF table is empty; build one with `shdb idf build`")
+    return table
+
+
+def _jieba_idf_path() -> Path:
+    return Path(jieba.__file__).parent / "analyse" / "idf.txt"
+
+
+@cache
+def load_idf(path: str | None = None) -> IdfTable:
+    """jieba's bundled table when ``path`` is None, else a 'term idf' text file."""
+    source = Path(path) if path else _jieba_idf_path()
+    try:
+        raw = source.read_bytes()
+    except OSError as exc:
+        raise InvalidInput(f"cannot read IDF table {source}: {exc.strerror}") from exc
+    idf = _parse_idf(raw, str(source))
+    values = sorted(idf.values())
+    return IdfTable(
+        name=BUILTIN_IDF if path is None else source.name,
+        digest=_sha256(raw),
+        idf=idf,
+        median=values[len(values) // 2],
+    )
+
+
+@cache
+def _stopwords() -> tuple[frozenset[str], str]:
+    raw = resources.files("simhash_hbase").joinpath("data/stopwords.txt").read_bytes()
+    return frozenset(raw.decode("utf-8").split()), _sha256(raw)
+
+
+@cache
+def _tokenizer() -> jieba.Tokenizer:
+    jieba.setLogLevel(logging.WARNING)  # jieba prints "Building prefix dict" otherwise
+    tok = jieba.Tokenizer()
+    tok.initialize()
+    return tok
+
+
+@dataclass(frozen=True)
+class FingerprintParams:
+    """What the manifest records; two fingerprints are comparable iff these match."""
+
+    top_n: int = DEFAULT_TOP_N
+    seed: int = DEFAULT_SEED
+    idf_path: str | None = None
+    tokenizer: str = "jieba"
+    hash: str = "mmh3.hash64[0]"
+    bits: int = 64
+
+    def manifest(self) -> dict[str, Any]:
+        idf = load_idf(self.idf_path)
+        params = asdict(self)
+        del params["idf_path"]  # a local path; the digest identifies the table
+        params.update(
+            tokenizer_version=jieba.__version__,
+            idf_name=idf.name,
+            idf_digest=idf.digest,
+            stopwords_digest=_stopwords()[1],
+        )
+        return params
+
+
+class Fingerprinter:
+    """Turns texts into fingerprints; cheap to call once built (tables are cached)."""
+
+    def __init__(self, params: FingerprintParams | None = None) -> None:
+        self.params = params or FingerprintParams()
+        if self.params.top_n < 1:
+            raise InvalidInput(f"top-N must be at least 1, got {self.params.top_n}")
+        self._idf = load_idf(self.params.idf_path)
+        self._stop = _stopwords()[0]
+        self._cut = _tokenizer().cut
+
+    def weighted_terms(self, text: str) -> list[tuple[str, float]]:
+        """The top-N (term, tf*idf) pairs, heaviest first, ties broken by term."""
+        counts: Counter[str] = Counter()
+        for token in Counter(self._cut(text)).items():
+            term = token[0].strip().lower()
+            if term and term not in self._stop and _HAS_WORD_CHAR(term):
+                counts[term] += token[1]
+        idf, median = self._idf.idf, self._idf.median
+        weighted = [(term, n * idf.get(term, median)) for term, n in counts.items()]
+        return heapq.nlargest(self.params.top_n, weighted, key=lambda tw: (tw[1], tw[0]))
+
+    def fingerprint(self, text: str) -> int:
+        terms = self.weighted_terms(text)
+        if not terms:
+            raise EmptyDocument(
+                "the text has no usable terms (it is empty, or only whitespace, "
+                "punctuation or stop words); it cannot be fingerprinted"
+            )
+        seed = self.params.seed
+        hashes = np.fromiter(
+            (mmh3.hash64(term, seed, signed=False)[0] for term, _ in terms),
+            dtype=np.uint64,
+            count=len(terms),
+        )
+        weights = np.fromiter((w for _, w in terms), dtype=np.float64, count=len(terms))
+        signs = ((hashes[:, None] >> _BIT_SHIFTS) & _ONE).astype(np.float64) * 2.0 - 1.0
+        bits = weights @ signs > 0.0
+        return int.from_bytes(np.packbits(bits).tobytes(), "big")
+
+    def fingerprint_or_error(self, text: str) -> int | EmptyDocument:
+        try:
+            return self.fingerprint(text)
+        except EmptyDocument as exc:
+            return exc
+
+    def map(
+        self, texts: Iterable[Sequence[str]], workers: int = 1
+    ) -> Iterator[list[int | EmptyDocument]]:
+        """Fingerprint chunks of texts, in order, across ``workers`` processes."""
+        if workers <= 1:
+            for chunk in texts:
+                yield [self.fingerprint_or_error(t) for t in chunk]
+            return
+        # fork: children inherit the loaded dictionary and IDF table (no 1 s reload
+        # each). A bounded window of chunks in flight keeps memory flat on endless
+        # input, which Pool.imap (it drains its input eagerly) would not.
+        ctx = multiprocessing.get_context("fork")
+        with ctx.Pool(workers, initializer=_init_worker, initargs=(self.params,)) as pool:
+            pending: deque[AsyncResult[list[int | EmptyDocument]]] = deque()
+            for chunk in texts:
+                pending.append(pool.apply_async(_worker_chunk, (chunk,)))
+                if len(pending) > 2 * workers:
+                    yield pending.popleft().get()
+            while pending:
+                yield pending.popleft().get()
+
+_worker: Fingerprinter | None = None
+
+
+def _init_worker(params: FingerprintParams) -> None:
+    global _worker
+    _worker = Fingerprinter(params)
+
+
+def _worker_chunk(texts: Sequence[str]) -> list[int | EmptyDocument]:
+    assert _worker is not None
+    return [_worker.fingerprint_or_error(t) for t in texts]
+
+
+def hamming(a: int, b: int) -> int:
+    return (a ^ b).bit_count()

@@ -1,0 +1,401 @@
+"""The client API: a near-duplicate index over any store.
+
+    with SimhashIndex.open("shdb-index") as index:
+        index.add("doc-1", text)
+        index.query(other_text, k=3)   # [Match(doc_id, fingerprint, distance)]
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from . import codec
+from .errors import EmptyDocument, InvalidInput
+from .fingerprint import Fingerprinter, FingerprintParams, hamming
+from .manifest import build_manifest, check_format, check_params, resolve_scheme, stored_params
+from .records import Document, Match
+from .scheme import DEFAULT_SCHEME, Scheme, get_scheme
+from .store import IndexCell, Store, open_store
+
+DEFAULT_BATCH_SIZE = 1000
+DEFAULT_K = 3
+
+
+class Record(NamedTuple):
+    """One input document; ``where`` names its origin (file:line) for messages."""
+
+    doc_id: str
+    text: str
+    meta: dict[str, Any] | None = None
+    where: str = ""
+    size: int = 0
+
+
+class BadRecord(NamedTuple):
+    """An input record that could not even be read; it is skipped or fails the run."""
+
+    where: str
+    reason: str
+    size: int = 0
+
+
+class Duplicate(NamedTuple):
+    """A near-duplicate found while ingesting: ``doc_id`` is the new document."""
+
+    doc_id: str
+    existing_id: str
+    distance: int
+
+
+@dataclass
+class IngestSummary:
+    added: int = 0
+    duplicates: int = 0
+    skipped: list[tuple[str, str]] = field(default_factory=list)
+    bytes_read: int = 0
+    seconds: float = 0.0
+
+    @property
+    def docs_per_second(self) -> float:
+        return self.added / self.seconds if self.seconds > 0 else 0.0
+
+
+class SimhashIndex:
+    """Pigeonhole SimHash index over a :class:`Store` (embedded LMDB or HBase)."""
+
+    def __init__(
+        self,
+        store: Store,
+        scheme: Scheme,
+        manifest: dict[str, Any],
+        params: FingerprintParams,
+        *,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+    ) -> None:
+        self.store = store
+        self.scheme = scheme
+        self.manifest = manifest
+        self.batch_size = batch_size
+        self._params = params
+        self._fingerprinter: Fingerprinter | None = None
+
+    # -- opening ----------------------------------------------------------------
+    @classmethod
+    def open(
+        cls,
+        url: str | None = None,
+        *,
+        create: bool = True,
+        scheme: str | None = None,
+        params: FingerprintParams | None = None,
+        idf_path: str | None = None,
+        batch_size: int = DEFAULT_BATCH_SIZE,
+    ) -> SimhashIndex:
+        """Open (or create) the index at ``url``; a manifest mismatch is an error.
+
+        ``params``/``scheme`` left as None adopt what the index was built with.
+        """
+        store = open_store(url, create=create)
+        try:
+            return cls._from_store(store, create, scheme, params, idf_path, batch_size)
+        except BaseException:
+            store.close()
+            raise
+
+    @classmethod
+    def _from_store(
+        cls,
+        store: Store,
+        create: bool,
+        scheme_name: str | None,
+        params: FingerprintParams | None,
+        idf_path: str | None,
+        batch_size: int,
+    ) -> SimhashIndex:
+        stored = store.read_manifest()
+        if stored is None:
+            if not create:
+                raise InvalidInput(f"{store.url} holds no shdb index manifest")
+            scheme = get_scheme(scheme_name or DEFAULT_SCHEME)
+            params = params or FingerprintParams(idf_path=idf_path)
+            stored = build_manifest(scheme, params)
+            store.write_manifest(stored)
+            return cls(store, scheme, stored, params, batch_size=batch_size)
+        check_format(stored, store.url)
+        scheme = resolve_scheme(stored, scheme_name, store.url)
+        if params is not None:
+            check_params(stored, params, store.url)
+        else:
+            params = stored_params(stored, idf_path)
+        return cls(store, scheme, stored, params, batch_size=batch_size)
+
+    def close(self) -> None:
+        self.store.close()
+
+    def __enter__(self) -> SimhashIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def fingerprinter(self) -> Fingerprinter:
+        """Built on first use: jieba takes ~1 s to load, fingerprint-only work skips it."""
+        if self._fingerprinter is None:
+            check_params(self.manifest, self._params, self.store.url)
+            self._fingerprinter = Fingerprinter(self._params)
+        return self._fingerprinter
+
+    def fingerprint(self, text: str) -> int:
+        return self.fingerprinter.fingerprint(text)
+
+    # -- writing ----------------------------------------------------------------
+    def add(self, doc_id: str, text: str, meta: dict[str, Any] | None = None,
+            *, store_text: bool = False) -> int:
+        """Index ``text`` under ``doc_id`` (replacing an earlier version); its fingerprint."""
+        fp = self.fingerprint(text)
+        self.add_documents([Document(doc_id, fp, text if store_text else None, meta)])
+        return fp
+
+    def add_fingerprint(self, doc_id: str, fp: int, meta: dict[str, Any] | None = None) -> None:
+        self.add_documents([Document(doc_id, _check_fingerprint(fp), None, meta)])
+
+    def add_documents(self, docs: Sequence[Document], *, find_k: int | None = None) -> list[Duplicate]:
+        """Write one batch atomically per row; near-duplicates already held if ``find_k``.
+
+        Order matters for crash safety: stale cells go first, then new cells, then
+        the docs row, so a docs row never points at cells that are not there.
+        """
+        latest = {d.doc_id: d for d in docs}  # the same id twice: the last one wins
+        for doc_id in latest:
+            codec.encode_doc_id(doc_id)
+        found = self._find_at_insert(list(latest.values()), find_k) if find_k is not None else []
+        with self.store.batch() as batch:
+            old = batch.get_docs(list(latest))
+            batch.delete_index(
+                self._cells(
+                    [d for d in old.values() if d.fingerprint != latest[d.doc_id].fingerprint]
+                )
+            )
+            batch.put_index(self._cells(list(latest.values())))
+            batch.put_docs(latest.values())
+        return found
+
+    def add_many(
+        self,
+        records: Iterable[Record | BadRecord | tuple[Any, ...]],
+        *,
+        workers: int = 1,
+        store_text: bool = False,
+        find_k: int | None = None,
+        on_error: str = "skip",
+        on_duplicate: Callable[[Duplicate], None] | None = None,
+        on_progress: Callable[[IngestSummary], None] | None = None,
+    ) -> IngestSummary:
+        """Fingerprint and index a stream in batches; bad records are skipped or fatal.
+
+        With ``on_error="fail"`` the valid records read before the bad one are
+        still written, then :class:`InvalidInput` is raised naming the record.
+        """
+        if on_error not in ("skip", "fail"):
+            raise InvalidInput(f"on_error must be 'skip' or 'fail', not {on_error!r}")
+        if find_k is not None:
+            self.scheme.check_k(find_k)
+        summary = IngestSummary()
+        started = time.perf_counter()
+        chunks = _chunks((_as_record(r) for r in records), self.batch_size)
+        pending: deque[list[Record | BadRecord]] = deque()
+
+        def texts() -> Iterator[list[str]]:
+            for chunk in chunks:
+                pending.append(chunk)  # map() pulls a chunk before it yields its fps
+                yield [_text_of(r) for r in chunk]
+
+        for fps in self.fingerprinter.map(texts(), workers):
+            chunk = pending.popleft()
+            docs, failure = self._collect(chunk, fps, summary, store_text, on_error)
+            for dup in self.add_documents(docs, find_k=find_k):
+                summary.duplicates += 1
+                if on_duplicate is not None:
+                    on_duplicate(dup)
+            summary.added += len(docs)
+            summary.seconds = time.perf_counter() - started
+            if on_progress is not None:
+                on_progress(summary)
+            if failure is not None:
+                raise failure
+        summary.seconds = time.perf_counter() - started
+        return summary
+
+    @staticmethod
+    def _collect(
+        chunk: list[Record | BadRecord],
+        fps: list[int | EmptyDocument],
+        summary: IngestSummary,
+        store_text: bool,
+        on_error: str,
+    ) -> tuple[list[Document], InvalidInput | None]:
+        docs: list[Document] = []
+        for record, fp in zip(chunk, fps):
+            summary.bytes_read += record.size
+            reason = _record_problem(record, fp)
+            if reason is not None:
+                summary.skipped.append((record.where, reason))
+                if on_error == "fail":
+                    return docs, InvalidInput(f"{record.where}: {reason}")
+                continue
+            assert isinstance(record, Record) and isinstance(fp, int)
+            docs.append(Document(record.doc_id, fp, record.text if store_text else None, record.meta))
+        return docs, None
+
+    def remove(self, doc_id: str) -> bool:
+        """Delete a document and all its index cells; False if it was not there."""
+        with self.store.batch() as batch:
+            old = batch.get_docs([doc_id]).get(doc_id)
+            if old is None:
+                return False
+            batch.delete_index(self._cells([old]))
+            batch.delete_docs([doc_id])
+        return True
+
+    def _cells(self, docs: Sequence[Document]) -> list[IndexCell]:
+        if not docs:
+            return []
+        fps = np.fromiter((d.fingerprint for d in docs), dtype=np.uint64, count=len(docs))
+        keys = codec.encode_rowkeys_many(fps, self.scheme.fields_many(fps))
+        per_doc = self.scheme.rows_per_fingerprint
+        return [(key, docs[i // per_doc].doc_id) for i, key in enumerate(keys)]
+
+    # -- reading ----------------------------------------------------------------
+    def get(self, doc_id: str) -> Document | None:
+        return self.store.get_docs([doc_id]).get(doc_id)
+
+    def query(self, text: str, k: int = DEFAULT_K) -> list[Match]:
+        return self.query_fingerprint(self.fingerprint(text), k)
+
+    def query_fingerprint(self, fp: int, k: int = DEFAULT_K) -> list[Match]:
+        return self.query_fingerprints([fp], k)[0]
+
+    def query_many(self, texts: Iterable[str], k: int = DEFAULT_K, *, workers: int = 1) -> list[list[Match]]:
+        """Queries in bulk: one round of scans and one multi-get per batch."""
+        self.scheme.check_k(k)
+        results: list[list[Match]] = []
+        for chunk in _chunks(iter(texts), self.batch_size):
+            (fps,) = self.fingerprinter.map([chunk], workers)
+            for fp in fps:
+                if isinstance(fp, EmptyDocument):
+                    raise fp
+            results += self.query_fingerprints(fps, k)  # type: ignore[arg-type]
+        return results
+
+    def query_fingerprints(self, fps: Sequence[int], k: int = DEFAULT_K) -> list[list[Match]]:
+        """Exact for k <= the scheme's k: the pigeonhole scans, then a Hamming filter.
+
+        Hits are confirmed against the docs table, so a cell left behind by an
+        interrupted write never surfaces as a wrong fingerprint.
+        """
+        self.scheme.check_k(k)
+        fps = [_check_fingerprint(fp) for fp in fps]
+        prefixes = self._prefixes(fps)
+        hits: list[dict[tuple[str, int], int]] = []
+        for fp, cells in zip(fps, self.store.scan_prefixes_many(prefixes)):
+            near: dict[tuple[str, int], int] = {}
+            for row, doc_id in cells:
+                cand = int.from_bytes(row[5:13], "big")
+                dist = (cand ^ fp).bit_count()
+                if dist <= k:
+                    near[(doc_id, cand)] = dist
+            hits.append(near)
+        return self._confirm(hits)
+
+    def _prefixes(self, fps: Sequence[int]) -> list[list[bytes]]:
+        fields = self.scheme.fields_many(np.array(fps, dtype=np.uint64))
+        flags = range(1, self.scheme.rows_per_fingerprint + 1)
+        return [[codec.encode_prefix(int(f), flag) for f, flag in zip(row, flags)] for row in fields]
+
+    def _confirm(self, hits: list[dict[tuple[str, int], int]]) -> list[list[Match]]:
+        ids = {doc_id for near in hits for doc_id, _ in near}
+        docs = self.store.get_docs(sorted(ids)) if ids else {}
+        out = []
+        for near in hits:
+            matches = [
+                Match(doc_id, fp, dist)
+                for (doc_id, fp), dist in near.items()
+                if doc_id in docs and docs[doc_id].fingerprint == fp
+            ]
+            matches.sort(key=lambda m: (m.distance, m.doc_id))
+            out.append(matches)
+        return out
+
+    def _find_at_insert(self, docs: list[Document], k: int) -> list[Duplicate]:
+        """Near-copies of each new doc among held docs and earlier docs of this batch."""
+        found: list[Duplicate] = []
+        held = self.query_fingerprints([d.fingerprint for d in docs], k)
+        fps = np.fromiter((d.fingerprint for d in docs), dtype=np.uint64, count=len(docs))
+        within = np.bitwise_count(fps[:, None] ^ fps[None, :]) <= k
+        for i, doc in enumerate(docs):
+            for match in held[i]:
+                if match.doc_id != doc.doc_id:
+                    found.append(Duplicate(doc.doc_id, match.doc_id, match.distance))
+            for j in np.flatnonzero(within[i, :i]):
+                found.append(Duplicate(doc.doc_id, docs[j].doc_id, hamming(doc.fingerprint, docs[j].fingerprint)))
+        return found
+
+    def stats(self) -> dict[str, Any]:
+        stats = self.store.stats()
+        docs = stats.get("documents") or 0
+        stats.update(
+            scheme=self.scheme.name,
+            rows_per_fingerprint=self.scheme.rows_per_fingerprint,
+            exact_for_k=self.scheme.k,
+            fingerprint=self.manifest["fingerprint"],
+        )
+        if docs and "disk_bytes" in stats:
+            stats["disk_bytes_per_document"] = round(stats["disk_bytes"] / docs, 1)
+        return stats
+
+
+def _check_fingerprint(fp: int) -> int:
+    if not isinstance(fp, int) or not 0 <= fp < 1 << 64:
+        raise InvalidInput(f"fingerprint {fp!r} is not an unsigned 64-bit integer")
+    return fp
+
+
+def _as_record(item: Record | BadRecord | tuple[Any, ...]) -> Record | BadRecord:
+    if isinstance(item, (Record, BadRecord)):
+        return item
+    if isinstance(item, Document):
+        raise InvalidInput("add_many takes (id, text[, meta]) records; use add_documents for Documents")
+    if not isinstance(item, tuple) or len(item) not in (2, 3):
+        raise InvalidInput(f"add_many takes (id, text[, meta]) tuples, got {item!r:.80}")
+    return Record(*item)
+
+
+def _record_problem(record: Record | BadRecord, fp: int | EmptyDocument) -> str | None:
+    if isinstance(record, BadRecord):
+        return record.reason
+    if not isinstance(record.text, str):
+        return f"the text of {record.doc_id!r} is a {type(record.text).__name__}, not a string"
+    if isinstance(fp, EmptyDocument):
+        return f"document {record.doc_id!r} has no usable terms (empty, whitespace or punctuation only)"
+    try:
+        codec.encode_doc_id(record.doc_id)
+    except InvalidInput as exc:
+        return str(exc)
+    return None
+
+
+def _chunks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
+    while chunk := list(islice(items, size)):
+        yield chunk
+
+
+def _text_of(record: Record | BadRecord) -> str:
+    return record.text if isinstance(record, Record) and isinstance(record.text, str) else ""

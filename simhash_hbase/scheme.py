@@ -1,0 +1,109 @@
+"""Pigeonhole schemes: which segments of a fingerprint are indexed together.
+
+With m segments and at most k differing bits, at least m-k segments are equal,
+so indexing every combination of m-k segments makes a k-query exact.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from itertools import combinations
+
+import numpy as np
+
+from .errors import InvalidInput, InvalidQuery
+
+FINGERPRINT_BITS = 64
+FIELD_BITS = 32
+
+
+@dataclass(frozen=True)
+class Scheme:
+    """Segment widths (MSB first) and the flag-numbered segment combinations."""
+
+    name: str
+    widths: tuple[int, ...]
+    combo_size: int
+    combos: tuple[tuple[int, ...], ...] = field(init=False)
+    shifts: tuple[int, ...] = field(init=False)
+
+    def __post_init__(self) -> None:
+        if sum(self.widths) != FINGERPRINT_BITS:
+            raise ValueError(f"scheme {self.name}: widths must sum to 64")
+        # Lexicographic order of segment letters gives flags 1, 2, ... (SPEC.md).
+        combos = tuple(combinations(range(len(self.widths)), self.combo_size))
+        if any(self._combo_width(c, self.widths) > FIELD_BITS for c in combos):
+            raise ValueError(f"scheme {self.name}: a combination exceeds 32 bits")
+        shifts, rest = [], FINGERPRINT_BITS
+        for width in self.widths:
+            rest -= width
+            shifts.append(rest)
+        object.__setattr__(self, "combos", combos)
+        object.__setattr__(self, "shifts", tuple(shifts))
+
+    @staticmethod
+    def _combo_width(combo: tuple[int, ...], widths: tuple[int, ...]) -> int:
+        return sum(widths[i] for i in combo)
+
+    @property
+    def k(self) -> int:
+        """Largest Hamming distance for which queries are exact."""
+        return len(self.widths) - self.combo_size
+
+    @property
+    def rows_per_fingerprint(self) -> int:
+        return len(self.combos)
+
+    def check_k(self, k: int) -> None:
+        if not 0 <= k <= self.k:
+            raise InvalidQuery(
+                f"k={k} is out of range for scheme {self.name}: it is exact only for "
+                f"0 <= k <= {self.k}; use a smaller k or an index built with more segments"
+            )
+
+    def segments(self, fp: int) -> tuple[int, ...]:
+        return tuple((fp >> s) & ((1 << w) - 1) for s, w in zip(self.shifts, self.widths))
+
+    def fields(self, fp: int) -> list[int]:
+        """The 32-bit, left-aligned segment field of each combination, by flag order."""
+        segs = self.segments(fp)
+        out = []
+        for combo in self.combos:
+            value, width = 0, 0
+            for i in combo:
+                value = (value << self.widths[i]) | segs[i]
+                width += self.widths[i]
+            out.append(value << (FIELD_BITS - width))
+        return out
+
+    def fields_many(self, fps: np.ndarray) -> np.ndarray:
+        """Vectorised :meth:`fields`: uint64 array (n,) -> uint32 array (n, combos)."""
+        fps = np.asarray(fps, dtype=np.uint64)
+        segs = [
+            (fps >> np.uint64(s)) & np.uint64((1 << w) - 1)
+            for s, w in zip(self.shifts, self.widths)
+        ]
+        out = np.empty((fps.shape[0], len(self.combos)), dtype=np.uint32)
+        for col, combo in enumerate(self.combos):
+            value = np.zeros_like(fps)
+            width = 0
+            for i in combo:
+                value = (value << np.uint64(self.widths[i])) | segs[i]
+                width += self.widths[i]
+            out[:, col] = (value << np.uint64(FIELD_BITS - width)).astype(np.uint32)
+        return out
+
+
+SCHEMES: dict[str, Scheme] = {
+    "5x10": Scheme("5x10", (13, 13, 13, 13, 12), combo_size=2),
+    "4x4": Scheme("4x4", (16, 16, 16, 16), combo_size=1),
+}
+DEFAULT_SCHEME = "5x10"
+
+
+def get_scheme(name: str) -> Scheme:
+    try:
+        return SCHEMES[name]
+    except KeyError:
+        known = ", ".join(SCHEMES)
+        raise InvalidInput(f"unknown scheme {name!r}; choose one of: {known}") from None

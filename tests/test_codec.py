@@ -1,0 +1,133 @@
+"""Byte layout of SPEC.md: table-driven cases and hypothesis round trips."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from simhash_hbase import codec
+from simhash_hbase.errors import InvalidInput, StoreError
+from simhash_hbase.records import Document
+from simhash_hbase.scheme import SCHEMES
+
+fingerprints = st.integers(min_value=0, max_value=(1 << 64) - 1)
+
+
+@pytest.mark.parametrize(
+    ("fp", "raw"),
+    [
+        (0, b"\x00" * 8),
+        (1, b"\x00" * 7 + b"\x01"),
+        (0x0123456789ABCDEF, bytes.fromhex("0123456789abcdef")),
+        ((1 << 64) - 1, b"\xff" * 8),
+    ],
+)
+def test_fingerprint_bytes_are_big_endian(fp: int, raw: bytes) -> None:
+    assert codec.fingerprint_to_bytes(fp) == raw
+    assert codec.fingerprint_from_bytes(raw) == fp
+
+
+@pytest.mark.parametrize(
+    ("field", "flag", "fp", "hex_key"),
+    [
+        (0, 1, 0, "00000000" "01" "0000000000000000"),
+        (0xFFFFFFC0, 10, (1 << 64) - 1, "ffffffc0" "0a" "ffffffffffffffff"),
+        (0x12345600, 3, 0x0123456789ABCDEF, "12345600" "03" "0123456789abcdef"),
+    ],
+)
+def test_rowkey_layout(field: int, flag: int, fp: int, hex_key: str) -> None:
+    key = codec.encode_rowkey(field, flag, fp)
+    assert key.hex() == hex_key
+    assert len(key) == codec.ROWKEY_BYTES
+    assert codec.decode_rowkey(key) == (field, flag, fp)
+    assert key.startswith(codec.encode_prefix(field, flag))
+
+
+def test_spec_worked_example_5x10_flag1() -> None:
+    """SPEC.md: scheme 5x10, flag 1 = (A,B): field = ((A << 13) | B) << 6."""
+    a, b = 0x1ABC, 0x0123
+    fp = (a << 51) | (b << 38) | 0x2AAAAAAAAA
+    field = SCHEMES["5x10"].fields(fp)[0]
+    assert field == ((a << 13) | b) << 6
+    key = codec.encode_rowkey(field, 1, fp)
+    assert key[:4] == (((a << 13) | b) << 6).to_bytes(4, "big")
+    assert key[4] == 1
+    assert key[5:] == fp.to_bytes(8, "big")
+
+
+@given(fingerprints, st.integers(0, (1 << 32) - 1), st.integers(1, 255))
+def test_rowkey_roundtrip(fp: int, field: int, flag: int) -> None:
+    assert codec.decode_rowkey(codec.encode_rowkey(field, flag, fp)) == (field, flag, fp)
+
+
+@given(st.lists(fingerprints, min_size=1, max_size=50), st.sampled_from(sorted(SCHEMES)))
+def test_vectorised_rowkeys_match_scalar(fps: list[int], name: str) -> None:
+    scheme = SCHEMES[name]
+    arr = np.array(fps, dtype=np.uint64)
+    keys = codec.encode_rowkeys_many(arr, scheme.fields_many(arr))
+    expected = [
+        codec.encode_rowkey(field, flag, fp)
+        for fp in fps
+        for flag, field in enumerate(scheme.fields(fp), 1)
+    ]
+    assert keys == expected
+
+
+@given(fingerprints)
+def test_hex_roundtrip(fp: int) -> None:
+    assert codec.parse_fingerprint_hex(codec.fingerprint_to_hex(fp)) == fp
+
+
+@pytest.mark.parametrize("bad", ["", "0x", "xyz", "1" * 17, "-1", "12 34"])
+def test_bad_hex_is_a_clear_error(bad: str) -> None:
+    with pytest.raises(InvalidInput, match="hex fingerprint"):
+        codec.parse_fingerprint_hex(bad)
+
+
+@pytest.mark.parametrize(
+    ("prefix", "stop"),
+    [(b"\x00\x01", b"\x00\x02"), (b"\x01\xff", b"\x02"), (b"ab\xff\xff", b"ac")],
+)
+def test_prefix_stop(prefix: bytes, stop: bytes) -> None:
+    assert codec.prefix_stop(prefix) == stop
+
+
+@given(st.dictionaries(st.binary(min_size=1, max_size=20), st.binary(max_size=300)))
+def test_column_packing_roundtrip(cols: dict[bytes, bytes]) -> None:
+    assert codec.unpack_columns(codec.pack_columns(cols)) == cols
+
+
+def test_truncated_columns_are_detected() -> None:
+    raw = codec.pack_columns({b"f:h": b"12345678"})
+    with pytest.raises(StoreError, match="truncated"):
+        codec.unpack_columns(raw[:-1])
+
+
+@given(
+    st.text(min_size=1, max_size=50).filter(lambda s: len(s.encode()) <= 1024),
+    fingerprints,
+    st.none() | st.text(max_size=100),
+    st.none() | st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5)),
+)
+def test_document_columns_roundtrip(doc_id: str, fp: int, text: str | None, meta: dict | None) -> None:
+    doc = Document(doc_id, fp, text, meta)
+    assert codec.doc_from_columns(doc_id, codec.doc_to_columns(doc)) == doc
+
+
+@pytest.mark.parametrize(
+    ("doc_id", "message"),
+    [("", "empty"), ("x" * 1025, "1025 bytes"), ("é" * 513, "1026 bytes"), (7, "not a string")],
+)
+def test_bad_doc_ids(doc_id: object, message: str) -> None:
+    with pytest.raises(InvalidInput, match=message):
+        codec.encode_doc_id(doc_id)  # type: ignore[arg-type]
+
+
+def test_fold_key_keeps_short_keys_and_bounds_long_ones() -> None:
+    assert codec.fold_key(b"abc", 511) == (b"abc", False)
+    long_a, long_b = b"a" * 600, b"a" * 599 + b"b"
+    folded_a, was_folded = codec.fold_key(long_a, 511)
+    assert was_folded and len(folded_a) <= 511
+    assert codec.fold_key(long_b, 511)[0] != folded_a

@@ -1,0 +1,109 @@
+"""One contract, every store: embedded and HBase must behave identically."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import pytest
+
+from simhash_hbase import codec
+from simhash_hbase.records import Document
+from simhash_hbase.store import Store, open_store
+
+LONG_ID = "l" * 1024  # the longest id SPEC.md allows, above LMDB's 511-byte key limit
+
+
+@pytest.fixture
+def store(store_url: str) -> Iterator[Store]:
+    with open_store(store_url) as s:
+        yield s
+
+
+def _key(field: int, flag: int, fp: int) -> bytes:
+    return codec.encode_rowkey(field, flag, fp)
+
+
+def test_manifest_roundtrip(store: Store) -> None:
+    assert store.read_manifest() is None
+    store.write_manifest({"scheme": "5x10", "n": 1})
+    assert store.read_manifest() == {"scheme": "5x10", "n": 1}
+    store.write_manifest({"scheme": "4x4"})
+    assert store.read_manifest() == {"scheme": "4x4"}
+
+
+def test_docs_put_get_delete(store: Store) -> None:
+    docs = [
+        Document("a", 1),
+        Document("b", 2, "正文 text", {"url": "http://x/1", "n": 3}),
+        Document(LONG_ID, 3),
+        Document("é/路径.txt", (1 << 64) - 1),
+    ]
+    with store.batch() as batch:
+        batch.put_docs(docs)
+    got = store.get_docs(["a", "b", LONG_ID, "é/路径.txt", "missing"])
+    assert got == {d.doc_id: d for d in docs}
+    assert sorted(d.doc_id for d in store.iter_docs()) == sorted(d.doc_id for d in docs)
+    with store.batch() as batch:
+        assert batch.get_docs(["a"]) == {"a": docs[0]}
+        batch.delete_docs(["a", LONG_ID, "never-there"])
+    assert set(store.get_docs(["a", "b", LONG_ID])) == {"b"}
+
+
+def test_prefix_scans_are_exact_and_keys_only(store: Store) -> None:
+    cells = [
+        (_key(0x12345600, 1, 10), "x"),
+        (_key(0x12345600, 1, 11), "y"),
+        (_key(0x12345600, 1, 11), "z"),  # two ids under one row: exact duplicates
+        (_key(0x12345600, 2, 12), "other-flag"),
+        (_key(0x12345700, 1, 13), "other-field"),
+        (_key(0xFFFFFFC0, 10, (1 << 64) - 1), LONG_ID),
+        (_key(0, 1, 0), "zero"),
+    ]
+    with store.batch() as batch:
+        batch.put_index(cells)
+    prefix = codec.encode_prefix(0x12345600, 1)
+    assert sorted(store.scan_prefixes([prefix])) == sorted(cells[:3])
+    assert store.scan_prefixes([codec.encode_prefix(0xFFFFFFC0, 10)]) == [cells[5]]
+    assert store.scan_prefixes([codec.encode_prefix(0x99999900, 4)]) == []
+    many = store.scan_prefixes_many(
+        [[prefix, codec.encode_prefix(0, 1)], [], [codec.encode_prefix(0x12345700, 1)]]
+    )
+    assert [sorted(m) for m in many] == [sorted(cells[:3] + [cells[6]]), [], [cells[4]]]
+    assert sorted(store.iter_index()) == sorted(cells)
+
+
+def test_index_deletes_remove_one_qualifier(store: Store) -> None:
+    row = _key(0x00010000, 3, 42)
+    with store.batch() as batch:
+        batch.put_index([(row, "a"), (row, "b")])
+    with store.batch() as batch:
+        batch.delete_index([(row, "a"), (_key(5, 5, 5), "never-there")])
+    assert store.scan_prefixes([row[:5]]) == [(row, "b")]
+
+
+def test_puts_are_idempotent(store: Store) -> None:
+    row = _key(0x00020000, 1, 7)
+    for _ in range(2):
+        with store.batch() as batch:
+            batch.put_index([(row, "a")])
+            batch.put_docs([Document("a", 7)])
+    assert store.scan_prefixes([row[:5]]) == [(row, "a")]
+    assert list(store.iter_docs()) == [Document("a", 7)]
+
+
+def test_large_batches_flush_completely(store: Store) -> None:
+    cells = [(_key(i << 8, 1, i), f"d{i}") for i in range(2500)]
+    with store.batch() as batch:
+        batch.put_index(cells)
+        batch.put_docs(Document(f"d{i}", i) for i in range(2500))
+    assert len(list(store.iter_index())) == 2500
+    assert len(store.get_docs([f"d{i}" for i in range(0, 2500, 7)])) == len(range(0, 2500, 7))
+
+
+def test_stats_count_documents_and_cells(store: Store) -> None:
+    with store.batch() as batch:
+        batch.put_index([(_key(1 << 8, 1, 1), "a"), (_key(2 << 8, 2, 1), "a")])
+        batch.put_docs([Document("a", 1)])
+    stats = store.stats()
+    assert stats["documents"] == 1
+    assert stats["index_cells"] == 2
