@@ -25,7 +25,7 @@ from rich.progress import (
 )
 from typer.core import TyperGroup
 
-from . import codec
+from . import codec, schema
 from .errors import ShdbError
 from .fingerprint import DEFAULT_TOP_N, Fingerprinter, FingerprintParams
 from .index import DEFAULT_K, Duplicate, IngestSummary, SimhashIndex
@@ -61,7 +61,8 @@ err = Console(stderr=True, soft_wrap=True)
 IndexOpt = Annotated[
     str | None,
     typer.Option(
-        "--index", "-i",
+        "--index",
+        "-i",
         help="Index URL: a directory (embedded) or hbase://HOST:PORT?prefix=NAME. "
         "Default: $SHDB_INDEX, then ./shdb-index.",
         show_default=False,
@@ -99,7 +100,7 @@ def _progress(total: int | None) -> Progress:
         TextColumn("{task.fields[docs]} docs, {task.fields[rate]:.0f} docs/s"),
         TimeElapsedColumn(),
     ]
-    return Progress(*columns, console=err, transient=True)
+    return Progress(*columns, console=err, transient=True, disable=not err.is_terminal)
 
 
 def _print_summary(summary: IngestSummary, k: int | None) -> None:
@@ -148,9 +149,13 @@ def ingest_cmd(
     """Index documents, reporting near-copies of documents already held."""
     opts = SourceOptions(fmt, id_field, text_field, max_bytes)
     total = total_bytes(paths)
-    with SimhashIndex.open(
-        index, scheme=scheme, params=_params(top_n, idf), batch_size=batch_size
-    ) as ix, _open_output(report) as out, _progress(total) as bar:
+    with (
+        SimhashIndex.open(
+            index, scheme=scheme, params=_params(top_n, idf), batch_size=batch_size
+        ) as ix,
+        _open_output(report) as out,
+        _progress(total) as bar,
+    ):
         task = bar.add_task("ingest", total=total, docs=0, rate=0.0)
 
         def on_duplicate(dup: Duplicate) -> None:
@@ -161,8 +166,15 @@ def ingest_cmd(
             bar.update(task, completed=s.bytes_read, docs=s.added, rate=s.docs_per_second)
 
         summary = ingest(
-            ix, paths, opts, workers=workers, store_text=store_text, find_k=k,
-            on_error=on_error, on_duplicate=on_duplicate, on_progress=on_progress,
+            ix,
+            paths,
+            opts,
+            workers=workers,
+            store_text=store_text,
+            find_k=k,
+            on_error=on_error,
+            on_duplicate=on_duplicate,
+            on_progress=on_progress,
         )
     _print_summary(summary, k)
     if summary.skipped:
@@ -172,8 +184,11 @@ def ingest_cmd(
 def _print_matches(matches: list[Match], as_json: bool) -> None:
     if as_json:
         rows = [
-            {"id": m.doc_id, "fingerprint": codec.fingerprint_to_hex(m.fingerprint),
-             "distance": m.distance}
+            {
+                "id": m.doc_id,
+                "fingerprint": codec.fingerprint_to_hex(m.fingerprint),
+                "distance": m.distance,
+            }
             for m in matches
         ]
         typer.echo(json.dumps(rows, ensure_ascii=False))
@@ -185,7 +200,9 @@ def _print_matches(matches: list[Match], as_json: bool) -> None:
 @app.command("query")
 def query_cmd(
     text: Annotated[str | None, typer.Argument(help="Text to look up.")] = None,
-    file: Annotated[str | None, typer.Option("--file", "-f", help="Read the text from FILE.")] = None,
+    file: Annotated[
+        str | None, typer.Option("--file", "-f", help="Read the text from FILE.")
+    ] = None,
     fingerprint: Annotated[
         str | None, typer.Option(help="Look up a 64-bit hex fingerprint instead of text.")
     ] = None,
@@ -211,7 +228,9 @@ def query_cmd(
 @app.command("fingerprint")
 def fingerprint_cmd(
     text: Annotated[str | None, typer.Argument(help="Text to fingerprint.")] = None,
-    file: Annotated[str | None, typer.Option("--file", "-f", help="Read the text from FILE.")] = None,
+    file: Annotated[
+        str | None, typer.Option("--file", "-f", help="Read the text from FILE.")
+    ] = None,
     terms: Annotated[bool, typer.Option(help="Also print the weighted terms used.")] = False,
     top_n: TopNOpt = DEFAULT_TOP_N,
     idf: IdfOpt = None,
@@ -250,8 +269,12 @@ def get_cmd(doc_ids: list[str], index: IndexOpt = None) -> None:
                 err.print(f"not found: {doc_id}", markup=False, highlight=False)
                 missing += 1
                 continue
-            row = {"id": doc.doc_id, "fingerprint": codec.fingerprint_to_hex(doc.fingerprint),
-                   "text": doc.text, "meta": doc.meta}
+            row = {
+                "id": doc.doc_id,
+                "fingerprint": codec.fingerprint_to_hex(doc.fingerprint),
+                "text": doc.text,
+                "meta": doc.meta,
+            }
             typer.echo(json.dumps(row, ensure_ascii=False))
     if missing:
         raise typer.Exit(EXIT_NO_MATCH)
@@ -267,6 +290,14 @@ def remove_cmd(doc_ids: list[str], index: IndexOpt = None) -> None:
     err.print(f"removed {len(doc_ids) - len(missing)} of {len(doc_ids)}", highlight=False)
     if missing:
         raise typer.Exit(EXIT_NO_MATCH)
+
+
+@app.command("schema")
+def schema_cmd(
+    prefix: Annotated[str, typer.Option(help="Table name prefix.")] = "shdb",
+) -> None:
+    """Print the hbase shell script that creates the tables exactly as schema/ defines."""
+    typer.echo(schema.shell_script(prefix), nl=False)
 
 
 @app.callback()

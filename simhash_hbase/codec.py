@@ -180,4 +180,3 @@ def fold_key(key: bytes, limit: int) -> tuple[bytes, bool]:
         return key, False
     digest = hashlib.sha256(key).digest()
     return key[: limit - len(digest) - 1] + b"\x00" + digest, True
-

@@ -193,6 +193,7 @@ class Fingerprinter:
             while pending:
                 yield pending.popleft().get()
 
+
 _worker: Fingerprinter | None = None
 
 

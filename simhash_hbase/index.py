@@ -1,8 +1,8 @@
 """The client API: a near-duplicate index over any store.
 
-    with SimhashIndex.open("shdb-index") as index:
-        index.add("doc-1", text)
-        index.query(other_text, k=3)   # [Match(doc_id, fingerprint, distance)]
+with SimhashIndex.open("shdb-index") as index:
+    index.add("doc-1", text)
+    index.query(other_text, k=3)   # [Match(doc_id, fingerprint, distance)]
 """
 
 from __future__ import annotations
@@ -157,8 +157,14 @@ class SimhashIndex:
         return self.fingerprinter.fingerprint(text)
 
     # -- writing ----------------------------------------------------------------
-    def add(self, doc_id: str, text: str, meta: dict[str, Any] | None = None,
-            *, store_text: bool = False) -> int:
+    def add(
+        self,
+        doc_id: str,
+        text: str,
+        meta: dict[str, Any] | None = None,
+        *,
+        store_text: bool = False,
+    ) -> int:
         """Index ``text`` under ``doc_id`` (replacing an earlier version); its fingerprint."""
         fp = self.fingerprint(text)
         self.add_documents([Document(doc_id, fp, text if store_text else None, meta)])
@@ -167,7 +173,9 @@ class SimhashIndex:
     def add_fingerprint(self, doc_id: str, fp: int, meta: dict[str, Any] | None = None) -> None:
         self.add_documents([Document(doc_id, _check_fingerprint(fp), None, meta)])
 
-    def add_documents(self, docs: Sequence[Document], *, find_k: int | None = None) -> list[Duplicate]:
+    def add_documents(
+        self, docs: Sequence[Document], *, find_k: int | None = None
+    ) -> list[Duplicate]:
         """Write one batch atomically per row; near-duplicates already held if ``find_k``.
 
         Order matters for crash safety: stale cells go first, then new cells, then
@@ -252,7 +260,9 @@ class SimhashIndex:
                     return docs, InvalidInput(f"{record.where}: {reason}")
                 continue
             assert isinstance(record, Record) and isinstance(fp, int)
-            docs.append(Document(record.doc_id, fp, record.text if store_text else None, record.meta))
+            docs.append(
+                Document(record.doc_id, fp, record.text if store_text else None, record.meta)
+            )
         return docs, None
 
     def remove(self, doc_id: str) -> bool:
@@ -283,7 +293,9 @@ class SimhashIndex:
     def query_fingerprint(self, fp: int, k: int = DEFAULT_K) -> list[Match]:
         return self.query_fingerprints([fp], k)[0]
 
-    def query_many(self, texts: Iterable[str], k: int = DEFAULT_K, *, workers: int = 1) -> list[list[Match]]:
+    def query_many(
+        self, texts: Iterable[str], k: int = DEFAULT_K, *, workers: int = 1
+    ) -> list[list[Match]]:
         """Queries in bulk: one round of scans and one multi-get per batch."""
         self.scheme.check_k(k)
         results: list[list[Match]] = []
@@ -318,7 +330,9 @@ class SimhashIndex:
     def _prefixes(self, fps: Sequence[int]) -> list[list[bytes]]:
         fields = self.scheme.fields_many(np.array(fps, dtype=np.uint64))
         flags = range(1, self.scheme.rows_per_fingerprint + 1)
-        return [[codec.encode_prefix(int(f), flag) for f, flag in zip(row, flags)] for row in fields]
+        return [
+            [codec.encode_prefix(int(f), flag) for f, flag in zip(row, flags)] for row in fields
+        ]
 
     def _confirm(self, hits: list[dict[tuple[str, int], int]]) -> list[list[Match]]:
         ids = {doc_id for near in hits for doc_id, _ in near}
@@ -345,7 +359,11 @@ class SimhashIndex:
                 if match.doc_id != doc.doc_id:
                     found.append(Duplicate(doc.doc_id, match.doc_id, match.distance))
             for j in np.flatnonzero(within[i, :i]):
-                found.append(Duplicate(doc.doc_id, docs[j].doc_id, hamming(doc.fingerprint, docs[j].fingerprint)))
+                found.append(
+                    Duplicate(
+                        doc.doc_id, docs[j].doc_id, hamming(doc.fingerprint, docs[j].fingerprint)
+                    )
+                )
         return found
 
     def stats(self) -> dict[str, Any]:
@@ -372,7 +390,9 @@ def _as_record(item: Record | BadRecord | tuple[Any, ...]) -> Record | BadRecord
     if isinstance(item, (Record, BadRecord)):
         return item
     if isinstance(item, Document):
-        raise InvalidInput("add_many takes (id, text[, meta]) records; use add_documents for Documents")
+        raise InvalidInput(
+            "add_many takes (id, text[, meta]) records; use add_documents for Documents"
+        )
     if not isinstance(item, tuple) or len(item) not in (2, 3):
         raise InvalidInput(f"add_many takes (id, text[, meta]) tuples, got {item!r:.80}")
     return Record(*item)
@@ -384,7 +404,10 @@ def _record_problem(record: Record | BadRecord, fp: int | EmptyDocument) -> str 
     if not isinstance(record.text, str):
         return f"the text of {record.doc_id!r} is a {type(record.text).__name__}, not a string"
     if isinstance(fp, EmptyDocument):
-        return f"document {record.doc_id!r} has no usable terms (empty, whitespace or punctuation only)"
+        return (
+            f"document {record.doc_id!r} has no usable terms "
+            "(empty, whitespace or punctuation only)"
+        )
     try:
         codec.encode_doc_id(record.doc_id)
     except InvalidInput as exc:

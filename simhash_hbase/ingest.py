@@ -37,9 +37,7 @@ class SourceOptions:
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
-            raise InvalidInput(
-                f"unknown format {self.format!r}; use one of: {', '.join(FORMATS)}"
-            )
+            raise InvalidInput(f"unknown format {self.format!r}; use one of: {', '.join(FORMATS)}")
         if self.max_bytes < 1:
             raise InvalidInput(f"--max-bytes must be positive, got {self.max_bytes}")
 
@@ -50,7 +48,8 @@ def decode_text(raw: bytes, where: str) -> str | BadRecord:
     nul = raw.find(b"\x00")
     if nul >= 0:
         return BadRecord(
-            where, f"binary content (NUL byte at offset {nul}); only UTF-8 text is indexed",
+            where,
+            f"binary content (NUL byte at offset {nul}); only UTF-8 text is indexed",
             len(raw),
         )
     try:
@@ -63,8 +62,13 @@ def decode_text(raw: bytes, where: str) -> str | BadRecord:
 
 
 def read_text_file(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
-    """One whole file as text, or :class:`InvalidInput` naming what is wrong with it."""
-    result = _read_document(Path(path), path, max_bytes)
+    """One whole file (``-``: stdin) as text, or :class:`InvalidInput` saying what is wrong."""
+    if path == STDIN:
+        result = next(
+            _read_stream(sys.stdin.buffer, "<stdin>", "text", SourceOptions(max_bytes=max_bytes))
+        )
+    else:
+        result = _read_document(Path(path), path, max_bytes)
     if isinstance(result, BadRecord):
         raise InvalidInput(f"{result.where}: {result.reason}")
     return result.text
@@ -147,7 +151,8 @@ def _parse_json_line(line: bytes, where: str, opts: SourceOptions) -> Record | B
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
         return BadRecord(
-            where, f"malformed JSON ({exc.msg} at column {exc.colno}); fix or remove the line",
+            where,
+            f"malformed JSON ({exc.msg} at column {exc.colno}); fix or remove the line",
             len(line),
         )
     if not isinstance(obj, dict):
@@ -208,7 +213,8 @@ def _csv_record(
         return BadRecord(where, "empty CSV row", size)
     if len(row) != len(header):
         return BadRecord(
-            where, f"row has {len(row)} fields, the header has {len(header)}; fix the quoting",
+            where,
+            f"row has {len(row)} fields, the header has {len(header)}; fix the quoting",
             size,
         )
     try:

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from .version import __version__
 from .errors import ManifestMismatch
 from .fingerprint import FingerprintParams
 from .scheme import Scheme, get_scheme
+from .version import __version__
 
 FORMAT_VERSION = 1
 
@@ -46,8 +46,9 @@ def check_format(stored: dict[str, Any], where: str) -> None:
     if stored.get("format_version") != FORMAT_VERSION:
         raise _mismatch(
             where,
-            _differences({"format_version": stored.get("format_version")},
-                         {"format_version": FORMAT_VERSION}),
+            _differences(
+                {"format_version": stored.get("format_version")}, {"format_version": FORMAT_VERSION}
+            ),
             "upgrade simhash-hbase, or rebuild the index with this version",
         )
 

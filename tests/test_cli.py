@@ -15,7 +15,7 @@ from .test_index import ARTICLE, OTHER
 runner = CliRunner()
 
 
-def shdb(*args: str, stdin: str | None = None):  # noqa: ANN201 - click Result
+def shdb(*args: str, stdin: str | None = None):
     return runner.invoke(app, list(args), input=stdin, catch_exceptions=False)
 
 
@@ -61,8 +61,10 @@ def test_query_by_fingerprint_and_file(store_url: str, corpus: Path, tmp_path: P
 def test_skipped_records_exit_3_and_are_listed(store_url: str, tmp_path: Path) -> None:
     path = tmp_path / "mixed.jsonl"
     path.write_text(
-        json.dumps({"id": "ok", "text": ARTICLE}, ensure_ascii=False) + "\n{oops\n"
-        + json.dumps({"id": "e", "text": "   "}) + "\n",
+        json.dumps({"id": "ok", "text": ARTICLE}, ensure_ascii=False)
+        + "\n{oops\n"
+        + json.dumps({"id": "e", "text": "   "})
+        + "\n",
         encoding="utf-8",
     )
     result = shdb("ingest", str(path), "-i", store_url)
@@ -77,8 +79,10 @@ def test_on_error_fail_stops_with_exit_2_after_writing_earlier_records(
 ) -> None:
     path = tmp_path / "mixed.jsonl"
     path.write_text(
-        json.dumps({"id": "ok", "text": ARTICLE}, ensure_ascii=False) + "\n{oops\n"
-        + json.dumps({"id": "later", "text": OTHER}, ensure_ascii=False) + "\n",
+        json.dumps({"id": "ok", "text": ARTICLE}, ensure_ascii=False)
+        + "\n{oops\n"
+        + json.dumps({"id": "later", "text": OTHER}, ensure_ascii=False)
+        + "\n",
         encoding="utf-8",
     )
     result = shdb("ingest", str(path), "-i", store_url, "--on-error", "fail")
@@ -116,7 +120,9 @@ def test_stdin_ingest(store_url: str) -> None:
         (["stats", "-i", "/no/such/index"], "no index at /no/such/index"),
     ],
 )
-def test_errors_exit_2_with_a_message(args: list[str], message: str, tmp_path: Path, monkeypatch) -> None:
+def test_errors_exit_2_with_a_message(
+    args: list[str], message: str, tmp_path: Path, monkeypatch
+) -> None:
     monkeypatch.chdir(tmp_path)
     shdb("ingest", "-", stdin=json.dumps({"id": "a", "text": ARTICLE}, ensure_ascii=False))
     result = shdb(*args)

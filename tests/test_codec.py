@@ -32,9 +32,9 @@ def test_fingerprint_bytes_are_big_endian(fp: int, raw: bytes) -> None:
 @pytest.mark.parametrize(
     ("field", "flag", "fp", "hex_key"),
     [
-        (0, 1, 0, "00000000" "01" "0000000000000000"),
-        (0xFFFFFFC0, 10, (1 << 64) - 1, "ffffffc0" "0a" "ffffffffffffffff"),
-        (0x12345600, 3, 0x0123456789ABCDEF, "12345600" "03" "0123456789abcdef"),
+        (0, 1, 0, "00000000010000000000000000"),
+        (0xFFFFFFC0, 10, (1 << 64) - 1, "ffffffc00affffffffffffffff"),
+        (0x12345600, 3, 0x0123456789ABCDEF, "12345600030123456789abcdef"),
     ],
 )
 def test_rowkey_layout(field: int, flag: int, fp: int, hex_key: str) -> None:
@@ -111,7 +111,9 @@ def test_truncated_columns_are_detected() -> None:
     st.none() | st.text(max_size=100),
     st.none() | st.dictionaries(st.text(max_size=5), st.integers() | st.text(max_size=5)),
 )
-def test_document_columns_roundtrip(doc_id: str, fp: int, text: str | None, meta: dict | None) -> None:
+def test_document_columns_roundtrip(
+    doc_id: str, fp: int, text: str | None, meta: dict | None
+) -> None:
     doc = Document(doc_id, fp, text, meta)
     assert codec.doc_from_columns(doc_id, codec.doc_to_columns(doc)) == doc
 

@@ -19,7 +19,10 @@ PINNED = {
     "今天天气很好，我们去公园散步吧。": 0x2EBE79A84B73A770,
     "SimHash 是 Google 提出的海量文本去重算法，适合长文本。": 0x57219B2419180550,
     "The quick brown fox jumps over the lazy dog.": 0x18BF869DF12AF7DC,
-    "结巴分词支持加载IDF词典并且提供了一个默认的词典，它包含了大量的词组以及基于海量文本统计出来的IDF词频。": 0x7452FF7540194D56,
+    (
+        "结巴分词支持加载IDF词典并且提供了一个默认的词典，"
+        "它包含了大量的词组以及基于海量文本统计出来的IDF词频。"
+    ): 0x7452FF7540194D56,
 }
 
 
@@ -40,13 +43,19 @@ def test_same_in_a_fresh_process(fp: Fingerprinter) -> None:
     )
     texts = list(PINNED)
     out = subprocess.run(
-        [sys.executable, "-c", code], input="\x1e".join(texts), capture_output=True,
-        text=True, check=True, env={"PYTHONHASHSEED": "random", "PATH": ""},
+        [sys.executable, "-c", code],
+        input="\x1e".join(texts),
+        capture_output=True,
+        text=True,
+        check=True,
+        env={"PYTHONHASHSEED": "random", "PATH": ""},
     ).stdout.split()
     assert [int(x) for x in out] == [fp.fingerprint(t) for t in texts]
 
 
-@pytest.mark.parametrize("text", ["", "   \n\t", "，。！？……", "的 了 是 the and of", "\u3000\u3000"])
+@pytest.mark.parametrize(
+    "text", ["", "   \n\t", "，。！？……", "的 了 是 the and of", "\u3000\u3000"]
+)
 def test_no_usable_terms_is_an_error_not_zero(fp: Fingerprinter, text: str) -> None:
     with pytest.raises(EmptyDocument, match="no usable terms"):
         fp.fingerprint(text)
@@ -73,7 +82,9 @@ def test_small_edit_moves_few_bits(fp: Fingerprinter) -> None:
 
 def test_top_n_changes_the_fingerprint_and_is_validated() -> None:
     text = "".join(PINNED)
-    assert Fingerprinter(FingerprintParams(top_n=3)).fingerprint(text) != Fingerprinter().fingerprint(text)
+    assert Fingerprinter(FingerprintParams(top_n=3)).fingerprint(
+        text
+    ) != Fingerprinter().fingerprint(text)
     assert len(Fingerprinter(FingerprintParams(top_n=3)).weighted_terms(text)) == 3
     with pytest.raises(InvalidInput, match="top-N"):
         Fingerprinter(FingerprintParams(top_n=0))
@@ -92,8 +103,17 @@ def test_workers_give_the_same_result_in_order(fp: Fingerprinter) -> None:
 
 def test_manifest_names_every_parameter(fp: Fingerprinter) -> None:
     manifest = fp.params.manifest()
-    for key in ("tokenizer", "tokenizer_version", "idf_name", "idf_digest", "top_n",
-                "hash", "seed", "bits", "stopwords_digest"):
+    for key in (
+        "tokenizer",
+        "tokenizer_version",
+        "idf_name",
+        "idf_digest",
+        "top_n",
+        "hash",
+        "seed",
+        "bits",
+        "stopwords_digest",
+    ):
         assert key in manifest
     assert "idf_path" not in manifest
 

@@ -48,7 +48,10 @@ def test_results_sort_by_distance_then_id(store_url: str) -> None:
         for doc_id, fp in [("z", 0b1), ("y", 0b0), ("x", 0b1), ("w", 0b111)]:
             index.add_fingerprint(doc_id, fp)
         assert index.query_fingerprint(0) == [
-            Match("y", 0, 0), Match("x", 1, 1), Match("z", 1, 1), Match("w", 7, 3)
+            Match("y", 0, 0),
+            Match("x", 1, 1),
+            Match("z", 1, 1),
+            Match("w", 7, 3),
         ]
 
 
@@ -92,7 +95,8 @@ def test_add_many_finds_duplicates_within_a_batch_and_against_the_index(store_ur
         found = []
         summary = index.add_many(
             [("n1", ARTICLE + "！"), ("n2", OTHER), ("n3", OTHER + "。")],
-            find_k=3, on_duplicate=found.append,
+            find_k=3,
+            on_duplicate=found.append,
         )
         assert summary.added == 3 and summary.duplicates == len(found) == 2
         assert {(d.doc_id, d.existing_id) for d in found} == {("n1", "old"), ("n3", "n2")}
@@ -135,7 +139,9 @@ def test_query_many_matches_single_queries(store_url: str) -> None:
     with SimhashIndex.open(store_url) as index:
         index.add_many([("a", ARTICLE), ("c", OTHER)])
         assert index.query_many([ARTICLE, OTHER, "完全不同的内容，讲的是做饭和菜谱"]) == [
-            index.query(ARTICLE), index.query(OTHER), []
+            index.query(ARTICLE),
+            index.query(OTHER),
+            [],
         ]
 
 

@@ -50,7 +50,9 @@ def test_folder_gives_one_document_per_file_with_relative_ids(tmp_path: Path) ->
         (b'{"id": "x", "text": "a\x00b"}', "binary content"),
     ],
 )
-def test_bad_jsonl_line_is_named_and_neighbours_survive(tmp_path: Path, line: bytes, reason: str) -> None:
+def test_bad_jsonl_line_is_named_and_neighbours_survive(
+    tmp_path: Path, line: bytes, reason: str
+) -> None:
     path = _jsonl(tmp_path, [_good("before"), line, b"", _good("after")])
     records = _read([path])
     assert [r.doc_id for r in records if isinstance(r, Record)] == ["before", "after"]
@@ -108,7 +110,7 @@ def test_unreadable_file_inside_a_folder(tmp_path: Path) -> None:
 def test_csv_reading_and_bad_rows(tmp_path: Path) -> None:
     path = tmp_path / "in.csv"
     path.write_bytes(
-        "id,text,lang\nr1,{0},zh\nr2,only-two\nr3,\"{0}\",zh\n".format(GOOD).encode()
+        f'id,text,lang\nr1,{GOOD},zh\nr2,only-two\nr3,"{GOOD}",zh\n'.encode()
         + b"r4,\xff\xfe,zh\nr5,ok text here,en\n"
     )
     records = _read([str(path)])
@@ -135,7 +137,7 @@ def test_stdin_is_jsonl_by_default() -> None:
 
 
 def test_missing_path_and_unknown_format_fail_up_front(tmp_path: Path) -> None:
-    with pytest.raises(InvalidInput, match="nope.txt: no such file"):
+    with pytest.raises(InvalidInput, match=r"nope\.txt: no such file"):
         _read([str(tmp_path / "nope.txt")])
     with pytest.raises(InvalidInput, match="unknown format 'xml'"):
         SourceOptions(format="xml")

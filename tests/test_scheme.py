@@ -35,8 +35,14 @@ def test_4x4_flags_are_single_segments() -> None:
         ("4x4", 0x1111_2222_3333_4444, [0x11110000, 0x22220000, 0x33330000, 0x44440000]),
         ("5x10", 0, [0] * 10),
         # all ones: 26-bit pairs shift by 6, pairs with E (25 bits) by 7
-        ("5x10", (1 << 64) - 1, [0xFFFFFFC0] * 3 + [0xFFFFFF80] + [0xFFFFFFC0] * 2
-         + [0xFFFFFF80, 0xFFFFFFC0, 0xFFFFFF80, 0xFFFFFF80]),
+        (
+            "5x10",
+            (1 << 64) - 1,
+            [0xFFFFFFC0] * 3
+            + [0xFFFFFF80]
+            + [0xFFFFFFC0] * 2
+            + [0xFFFFFF80, 0xFFFFFFC0, 0xFFFFFF80, 0xFFFFFF80],
+        ),
     ],
 )
 def test_fields_table(name: str, fp: int, fields: list[int]) -> None:

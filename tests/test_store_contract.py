@@ -68,7 +68,7 @@ def test_prefix_scans_are_exact_and_keys_only(store: Store) -> None:
     many = store.scan_prefixes_many(
         [[prefix, codec.encode_prefix(0, 1)], [], [codec.encode_prefix(0x12345700, 1)]]
     )
-    assert [sorted(m) for m in many] == [sorted(cells[:3] + [cells[6]]), [], [cells[4]]]
+    assert [sorted(m) for m in many] == [sorted([*cells[:3], cells[6]]), [], [cells[4]]]
     assert sorted(store.iter_index()) == sorted(cells)
 
 
