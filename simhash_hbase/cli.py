@@ -26,12 +26,28 @@ from rich.progress import (
 from typer.core import TyperGroup
 
 from . import codec, schema
+from .dedup import clusters
 from .errors import ShdbError
-from .fingerprint import DEFAULT_TOP_N, Fingerprinter, FingerprintParams
-from .index import DEFAULT_K, Duplicate, IngestSummary, SimhashIndex
-from .ingest import DEFAULT_MAX_BYTES, SourceOptions, ingest, read_text_file, total_bytes
+from .fingerprint import (
+    DEFAULT_NGRAM,
+    DEFAULT_TOP_N,
+    Fingerprinter,
+    FingerprintParams,
+    build_idf,
+    write_idf,
+)
+from .index import DEFAULT_K, Duplicate, IngestSummary, Record, SimhashIndex
+from .ingest import (
+    DEFAULT_MAX_BYTES,
+    SourceOptions,
+    find_duplicates,
+    ingest,
+    read_sources,
+    read_text_file,
+    total_bytes,
+)
 from .records import Match
-from .scheme import DEFAULT_SCHEME
+from .scheme import DEFAULT_SCHEME, get_scheme
 
 EXIT_NO_MATCH = 1
 EXIT_SKIPPED = 3
@@ -77,10 +93,18 @@ IdfOpt = Annotated[
     str | None,
     typer.Option("--idf", help="IDF table ('term idf' lines) instead of jieba's bundled one."),
 ]
+FeaturesOpt = Annotated[
+    str,
+    typer.Option(
+        help="words: jieba TF-IDF terms (long texts); chars: character n-grams "
+        "(short texts). Used when an index is created."
+    ),
+]
+NgramOpt = Annotated[int, typer.Option(help="n-gram length with --features chars.")]
 
 
-def _params(top_n: int, idf: str | None) -> FingerprintParams:
-    return FingerprintParams(top_n=top_n, idf_path=idf)
+def _params(top_n: int, idf: str | None, features: str, ngram: int) -> FingerprintParams:
+    return FingerprintParams(top_n=top_n, idf_path=idf, features=features, ngram=ngram)
 
 
 @contextmanager
@@ -111,10 +135,14 @@ def _print_summary(summary: IngestSummary, k: int | None) -> None:
         f"({summary.docs_per_second:.0f} docs/s)",
         highlight=False,
     )
-    for where, reason in summary.skipped[:_SHOWN_SKIPS]:
+    _print_skips(summary.skipped)
+
+
+def _print_skips(skipped: list[tuple[str, str]]) -> None:
+    for where, reason in skipped[:_SHOWN_SKIPS]:
         err.print(f"  skipped {where}: {reason}", highlight=False, markup=False)
-    if len(summary.skipped) > _SHOWN_SKIPS:
-        err.print(f"  ... and {len(summary.skipped) - _SHOWN_SKIPS} more skipped records")
+    if len(skipped) > _SHOWN_SKIPS:
+        err.print(f"  ... and {len(skipped) - _SHOWN_SKIPS} more skipped records")
 
 
 @app.command("ingest")
@@ -144,6 +172,8 @@ def ingest_cmd(
     ] = None,
     top_n: TopNOpt = DEFAULT_TOP_N,
     idf: IdfOpt = None,
+    features: FeaturesOpt = "words",
+    ngram: NgramOpt = DEFAULT_NGRAM,
     batch_size: Annotated[int, typer.Option(help="Documents per write batch.")] = 1000,
 ) -> None:
     """Index documents, reporting near-copies of documents already held."""
@@ -151,7 +181,7 @@ def ingest_cmd(
     total = total_bytes(paths)
     with (
         SimhashIndex.open(
-            index, scheme=scheme, params=_params(top_n, idf), batch_size=batch_size
+            index, scheme=scheme, params=_params(top_n, idf, features, ngram), batch_size=batch_size
         ) as ix,
         _open_output(report) as out,
         _progress(total) as bar,
@@ -234,12 +264,14 @@ def fingerprint_cmd(
     terms: Annotated[bool, typer.Option(help="Also print the weighted terms used.")] = False,
     top_n: TopNOpt = DEFAULT_TOP_N,
     idf: IdfOpt = None,
+    features: FeaturesOpt = "words",
+    ngram: NgramOpt = DEFAULT_NGRAM,
 ) -> None:
     """Print the 64-bit SimHash of a text, as 16 hex digits."""
     if (text is None) == (file is None):
         raise typer.BadParameter("give exactly one of TEXT or --file")
     body = text if file is None else read_text_file(file)
-    fp = Fingerprinter(_params(top_n, idf))
+    fp = Fingerprinter(_params(top_n, idf, features, ngram))
     typer.echo(codec.fingerprint_to_hex(fp.fingerprint(body)))
     if terms:
         for term, weight in fp.weighted_terms(body):
@@ -290,6 +322,80 @@ def remove_cmd(doc_ids: list[str], index: IndexOpt = None) -> None:
     err.print(f"removed {len(doc_ids) - len(missing)} of {len(doc_ids)}", highlight=False)
     if missing:
         raise typer.Exit(EXIT_NO_MATCH)
+
+
+@app.command("dedup")
+def dedup_cmd(
+    paths: Annotated[list[str], typer.Argument(help="Files, folders, or - for stdin.")],
+    fingerprints: Annotated[
+        bool, typer.Option(help="Input lines are HEX or ID<TAB>HEX fingerprints, not documents.")
+    ] = False,
+    k: KOpt = DEFAULT_K,
+    as_clusters: Annotated[
+        bool, typer.Option("--clusters", help="Print groups of near-copies, not pairs.")
+    ] = False,
+    output: Annotated[str, typer.Option("--output", "-o", help="FILE, or - for stdout.")] = "-",
+    fmt: Annotated[str, typer.Option("--format", help="auto|text|jsonl|csv.")] = "auto",
+    id_field: Annotated[str, typer.Option(help="JSONL/CSV field holding the id.")] = "id",
+    text_field: Annotated[str, typer.Option(help="JSONL/CSV field holding the text.")] = "text",
+    workers: Annotated[int, typer.Option(help="Fingerprinting processes.")] = 1,
+    scheme: Annotated[str, typer.Option(help="5x10 or 4x4.")] = DEFAULT_SCHEME,
+    top_n: TopNOpt = DEFAULT_TOP_N,
+    idf: IdfOpt = None,
+    features: FeaturesOpt = "words",
+    ngram: NgramOpt = DEFAULT_NGRAM,
+) -> None:
+    """All near-duplicate pairs (or clusters) within the input, in memory, no index."""
+    result = find_duplicates(
+        paths,
+        SourceOptions(fmt, id_field, text_field),
+        k=k,
+        scheme=get_scheme(scheme),
+        params=_params(top_n, idf, features, ngram),
+        workers=workers,
+        fingerprints=fingerprints,
+    )
+    ids = result.ids
+    with _open_output(output) as out:
+        assert out is not None
+        if as_clusters:
+            for group in clusters(result.pairs, len(ids)):
+                out.write(json.dumps([ids[i] for i in group], ensure_ascii=False) + "\n")
+        else:
+            for i, j, dist in result.pairs:
+                row = {"a": ids[i], "b": ids[j], "distance": dist}
+                out.write(json.dumps(row, ensure_ascii=False) + "\n")
+    err.print(
+        f"{len(ids)} inputs, {len(result.pairs)} near-duplicate pairs (k<={k}), "
+        f"skipped {len(result.skipped)}",
+        highlight=False,
+    )
+    _print_skips(result.skipped)
+    if result.skipped:
+        raise typer.Exit(EXIT_SKIPPED)
+
+
+idf_app = typer.Typer(cls=_Group, no_args_is_help=True, help="IDF tables for your own domain.")
+app.add_typer(idf_app, name="idf")
+
+
+@idf_app.command("build")
+def idf_build_cmd(
+    paths: Annotated[list[str], typer.Argument(help="Corpus: files, folders, or - for stdin.")],
+    output: Annotated[str, typer.Option("--output", "-o", help="Where to write the table.")],
+    fmt: Annotated[str, typer.Option("--format", help="auto|text|jsonl|csv.")] = "auto",
+    text_field: Annotated[str, typer.Option(help="JSONL/CSV field holding the text.")] = "text",
+    id_field: Annotated[str, typer.Option(help="JSONL/CSV field holding the id.")] = "id",
+) -> None:
+    """Build an IDF table (ln N/df over jieba terms); use it with `ingest --idf`."""
+    docs = (
+        r.text
+        for r in read_sources(paths, SourceOptions(fmt, id_field, text_field))
+        if isinstance(r, Record)
+    )
+    table = build_idf(docs, Fingerprinter())
+    write_idf(table, output)
+    err.print(f"wrote {len(table)} terms to {output}", highlight=False)
 
 
 @app.command("schema")

@@ -9,6 +9,7 @@ from __future__ import annotations
 import hashlib
 import heapq
 import logging
+import math
 import multiprocessing
 import re
 from collections import Counter, deque
@@ -28,8 +29,11 @@ from .errors import EmptyDocument, InvalidInput
 
 DEFAULT_TOP_N = 64
 DEFAULT_SEED = 0
+DEFAULT_NGRAM = 2
+FEATURES = ("words", "chars")
 BUILTIN_IDF = "jieba"
 _HAS_WORD_CHAR = re.compile(r"\w").search
+_WORD_CHARS = re.compile(r"\w+")
 _BIT_SHIFTS = np.arange(63, -1, -1, dtype=np.uint64)  # column 0 is bit 63 (MSB)
 _ONE = np.uint64(1)
 
@@ -109,6 +113,10 @@ class FingerprintParams:
     top_n: int = DEFAULT_TOP_N
     seed: int = DEFAULT_SEED
     idf_path: str | None = None
+    #: "words": jieba terms weighted by TF-IDF (long texts); "chars": character
+    #: n-grams weighted by count (short texts, where a few words carry too little).
+    features: str = "words"
+    ngram: int = DEFAULT_NGRAM
     tokenizer: str = "jieba"
     hash: str = "mmh3.hash64[0]"
     bits: int = 64
@@ -133,19 +141,41 @@ class Fingerprinter:
         self.params = params or FingerprintParams()
         if self.params.top_n < 1:
             raise InvalidInput(f"top-N must be at least 1, got {self.params.top_n}")
+        if self.params.features not in FEATURES:
+            raise InvalidInput(
+                f"unknown features {self.params.features!r}; use one of: {', '.join(FEATURES)}"
+            )
+        if self.params.ngram < 1:
+            raise InvalidInput(f"n-gram length must be at least 1, got {self.params.ngram}")
         self._idf = load_idf(self.params.idf_path)
         self._stop = _stopwords()[0]
         self._cut = _tokenizer().cut
 
-    def weighted_terms(self, text: str) -> list[tuple[str, float]]:
-        """The top-N (term, tf*idf) pairs, heaviest first, ties broken by term."""
+    def term_counts(self, text: str) -> Counter[str]:
+        """Usable terms and their counts: no whitespace, punctuation or stop words."""
+        if self.params.features == "chars":
+            chars = "".join(_WORD_CHARS.findall(text.lower()))
+            n = self.params.ngram
+            return Counter(chars[i : i + n] for i in range(max(len(chars) - n + 1, 0)))
         counts: Counter[str] = Counter()
-        for token in Counter(self._cut(text)).items():
-            term = token[0].strip().lower()
+        for token, n in Counter(self._cut(text)).items():
+            term = token.strip().lower()
             if term and term not in self._stop and _HAS_WORD_CHAR(term):
-                counts[term] += token[1]
-        idf, median = self._idf.idf, self._idf.median
-        weighted = [(term, n * idf.get(term, median)) for term, n in counts.items()]
+                counts[term] += n
+        return counts
+
+    def weighted_terms(self, text: str) -> list[tuple[str, float]]:
+        """The top-N (term, weight) pairs, heaviest first, ties broken by term.
+
+        Words weigh count x IDF (the table's median IDF for unknown words);
+        character n-grams weigh their count.
+        """
+        counts = self.term_counts(text)
+        if self.params.features == "chars":
+            weighted = [(term, float(n)) for term, n in counts.items()]
+        else:
+            idf, median = self._idf.idf, self._idf.median
+            weighted = [(term, n * idf.get(term, median)) for term, n in counts.items()]
         return heapq.nlargest(self.params.top_n, weighted, key=lambda tw: (tw[1], tw[0]))
 
     def fingerprint(self, text: str) -> int:
@@ -209,3 +239,24 @@ def _worker_chunk(texts: Sequence[str]) -> list[int | EmptyDocument]:
 
 def hamming(a: int, b: int) -> int:
     return (a ^ b).bit_count()
+
+
+def build_idf(texts: Iterable[str], fingerprinter: Fingerprinter) -> dict[str, float]:
+    """IDF = ln(N / document frequency) over ``texts``, with the fingerprinter's terms.
+
+    A term in every document weighs 0: site-wide boilerplate stops counting.
+    """
+    df: Counter[str] = Counter()
+    n_docs = 0
+    for text in texts:
+        df.update(fingerprinter.term_counts(text).keys())
+        n_docs += 1
+    if not n_docs:
+        raise InvalidInput("no documents to build an IDF table from")
+    return {term: math.log(n_docs / n) for term, n in df.items()}
+
+
+def write_idf(table: dict[str, float], path: str) -> None:
+    """'term idf' lines, sorted, so that the same corpus gives the same digest."""
+    lines = [f"{term} {value:.6f}\n" for term, value in sorted(table.items()) if " " not in term]
+    Path(path).write_text("".join(lines), encoding="utf-8")

@@ -218,16 +218,8 @@ class SimhashIndex:
             self.scheme.check_k(find_k)
         summary = IngestSummary()
         started = time.perf_counter()
-        chunks = _chunks((_as_record(r) for r in records), self.batch_size)
-        pending: deque[list[Record | BadRecord]] = deque()
-
-        def texts() -> Iterator[list[str]]:
-            for chunk in chunks:
-                pending.append(chunk)  # map() pulls a chunk before it yields its fps
-                yield [_text_of(r) for r in chunk]
-
-        for fps in self.fingerprinter.map(texts(), workers):
-            chunk = pending.popleft()
+        stream = (_as_record(r) for r in records)
+        for chunk, fps in fingerprint_chunks(stream, self.fingerprinter, workers, self.batch_size):
             docs, failure = self._collect(chunk, fps, summary, store_text, on_error)
             for dup in self.add_documents(docs, find_k=find_k):
                 summary.duplicates += 1
@@ -422,3 +414,18 @@ def _chunks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
 
 def _text_of(record: Record | BadRecord) -> str:
     return record.text if isinstance(record, Record) and isinstance(record.text, str) else ""
+
+
+def fingerprint_chunks(
+    records: Iterable[Record | BadRecord], fingerprinter: Fingerprinter, workers: int, size: int
+) -> Iterator[tuple[list[Record | BadRecord], list[int | EmptyDocument]]]:
+    """Chunks of records with their fingerprints, in input order (``workers`` processes)."""
+    pending: deque[list[Record | BadRecord]] = deque()
+
+    def texts() -> Iterator[list[str]]:
+        for chunk in _chunks(iter(records), size):
+            pending.append(chunk)  # map() pulls a chunk before it yields its fps
+            yield [_text_of(r) for r in chunk]
+
+    for fps in fingerprinter.map(texts(), workers):
+        yield pending.popleft(), fps

@@ -16,8 +16,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from .errors import InvalidInput
-from .index import BadRecord, Duplicate, IngestSummary, Record, SimhashIndex
+import numpy as np
+
+from .codec import parse_fingerprint_hex
+from .dedup import Pair, near_duplicate_pairs
+from .errors import EmptyDocument, InvalidInput
+from .fingerprint import Fingerprinter, FingerprintParams
+from .index import (
+    BadRecord,
+    Duplicate,
+    IngestSummary,
+    Record,
+    SimhashIndex,
+    fingerprint_chunks,
+)
+from .scheme import Scheme
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 FORMATS = ("auto", "text", "jsonl", "csv")
@@ -25,6 +38,7 @@ STDIN = "-"
 _JSONL_SUFFIXES = {".jsonl", ".ndjson"}
 _CSV_SUFFIXES = {".csv": ",", ".tsv": "\t"}
 _READ_CHUNK = 1 << 20
+_DEDUP_CHUNK = 1000
 _GBK_HINT = "re-encode it as UTF-8 (for GBK text: iconv -f GB18030 -t UTF-8)"
 
 
@@ -345,3 +359,82 @@ def ingest(
         on_duplicate=on_duplicate,
         on_progress=on_progress,
     )
+
+
+@dataclass
+class DedupResult:
+    """Ids in input order, near-duplicate pairs among them, and what was skipped."""
+
+    ids: list[str]
+    pairs: list[Pair]
+    skipped: list[tuple[str, str]]
+
+
+def read_fingerprint_lines(paths: Sequence[str]) -> Iterator[tuple[str, int] | BadRecord]:
+    """Lines ``HEX`` or ``ID<TAB>HEX``; a bare HEX gets the id ``file:line``."""
+    check_paths(paths)
+    for path in paths:
+        f = sys.stdin.buffer if path == STDIN else open(path, "rb")  # noqa: SIM115
+        name = "<stdin>" if path == STDIN else path
+        try:
+            for lineno, raw in enumerate(f, 1):
+                where = f"{name}:{lineno}"
+                line = decode_text(raw, where)
+                if isinstance(line, BadRecord):
+                    yield line._replace(where=where)
+                elif line.strip():
+                    yield _fingerprint_line(line.rstrip("\r\n"), where)
+        finally:
+            if f is not sys.stdin.buffer:
+                f.close()
+
+
+def _fingerprint_line(line: str, where: str) -> tuple[str, int] | BadRecord:
+    doc_id, _, hex_fp = line.rpartition("\t")
+    try:
+        return doc_id or where, parse_fingerprint_hex(hex_fp)
+    except InvalidInput as exc:
+        return BadRecord(where, str(exc))
+
+
+def find_duplicates(
+    paths: Sequence[str],
+    opts: SourceOptions,
+    *,
+    k: int,
+    scheme: Scheme,
+    params: FingerprintParams,
+    workers: int = 1,
+    fingerprints: bool = False,
+) -> DedupResult:
+    """All near-duplicate pairs within the input (no index): documents, or
+    precomputed fingerprints with ``fingerprints=True``."""
+    scheme.check_k(k)
+    ids: list[str] = []
+    fps: list[int] = []
+    skipped: list[tuple[str, str]] = []
+    if fingerprints:
+        items = read_fingerprint_lines(paths)
+    else:
+        items = _fingerprinted(read_sources(paths, opts), Fingerprinter(params), workers)
+    for item in items:
+        if isinstance(item, BadRecord):
+            skipped.append((item.where, item.reason))
+        else:
+            ids.append(item[0])
+            fps.append(item[1])
+    pairs = near_duplicate_pairs(np.array(fps, dtype=np.uint64), k, scheme)
+    return DedupResult(ids, pairs, skipped)
+
+
+def _fingerprinted(
+    records: Iterator[Record | BadRecord], fingerprinter: Fingerprinter, workers: int
+) -> Iterator[tuple[str, int] | BadRecord]:
+    for chunk, fps in fingerprint_chunks(records, fingerprinter, workers, _DEDUP_CHUNK):
+        for record, fp in zip(chunk, fps):
+            if isinstance(record, BadRecord):
+                yield record
+            elif isinstance(fp, EmptyDocument):
+                yield BadRecord(record.where, f"document {record.doc_id!r}: {fp}")
+            else:
+                yield record.doc_id, fp

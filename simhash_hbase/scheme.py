@@ -76,21 +76,28 @@ class Scheme:
             out.append(value << (FIELD_BITS - width))
         return out
 
-    def fields_many(self, fps: np.ndarray) -> np.ndarray:
-        """Vectorised :meth:`fields`: uint64 array (n,) -> uint32 array (n, combos)."""
+    def segments_many(self, fps: np.ndarray) -> list[np.ndarray]:
+        """Each segment of many fingerprints, as a uint16 array (widths are <= 16)."""
         fps = np.asarray(fps, dtype=np.uint64)
-        segs = [
-            (fps >> np.uint64(s)) & np.uint64((1 << w) - 1)
+        return [
+            ((fps >> np.uint64(s)) & np.uint64((1 << w) - 1)).astype(np.uint16)
             for s, w in zip(self.shifts, self.widths)
         ]
-        out = np.empty((fps.shape[0], len(self.combos)), dtype=np.uint32)
+
+    def combo_keys(self, segments: list[np.ndarray], combo: tuple[int, ...]) -> np.ndarray:
+        """The combination's segments concatenated, right-aligned, as uint32."""
+        key = np.zeros(len(segments[0]), dtype=np.uint32)
+        for i in combo:
+            key = (key << np.uint32(self.widths[i])) | segments[i]
+        return key
+
+    def fields_many(self, fps: np.ndarray) -> np.ndarray:
+        """Vectorised :meth:`fields`: uint64 array (n,) -> uint32 array (n, combos)."""
+        segments = self.segments_many(fps)
+        out = np.empty((len(segments[0]), len(self.combos)), dtype=np.uint32)
         for col, combo in enumerate(self.combos):
-            value = np.zeros_like(fps)
-            width = 0
-            for i in combo:
-                value = (value << np.uint64(self.widths[i])) | segs[i]
-                width += self.widths[i]
-            out[:, col] = (value << np.uint64(FIELD_BITS - width)).astype(np.uint32)
+            width = self._combo_width(combo, self.widths)
+            out[:, col] = self.combo_keys(segments, combo) << np.uint32(FIELD_BITS - width)
         return out
 
 
