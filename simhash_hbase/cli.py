@@ -7,6 +7,7 @@ down), 3 `ingest` finished but skipped records (listed in the summary).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sys
 from collections.abc import Iterator
@@ -48,6 +49,7 @@ from .ingest import (
 )
 from .records import Match
 from .scheme import DEFAULT_SCHEME, get_scheme
+from .verify import verify
 
 EXIT_NO_MATCH = 1
 EXIT_SKIPPED = 3
@@ -128,6 +130,8 @@ def _progress(total: int | None) -> Progress:
 
 
 def _print_summary(summary: IngestSummary, k: int | None) -> None:
+    if summary.resumed_after:
+        err.print(f"resumed: {summary.resumed_after} records were done by an earlier run")
     found = f", {summary.duplicates} near-duplicates (k<={k})" if k is not None else ""
     err.print(
         f"added {summary.added} documents{found}, skipped {len(summary.skipped)}, "
@@ -175,6 +179,9 @@ def ingest_cmd(
     features: FeaturesOpt = "words",
     ngram: NgramOpt = DEFAULT_NGRAM,
     batch_size: Annotated[int, typer.Option(help="Documents per write batch.")] = 1000,
+    resume: Annotated[
+        bool, typer.Option(help="Skip the records an interrupted run of this input finished.")
+    ] = True,
 ) -> None:
     """Index documents, reporting near-copies of documents already held."""
     opts = SourceOptions(fmt, id_field, text_field, max_bytes)
@@ -203,6 +210,7 @@ def ingest_cmd(
             store_text=store_text,
             find_k=k,
             on_error=on_error,
+            resume=resume,
             on_duplicate=on_duplicate,
             on_progress=on_progress,
         )
@@ -321,6 +329,29 @@ def remove_cmd(doc_ids: list[str], index: IndexOpt = None) -> None:
         err.print(f"not found: {doc_id}", markup=False, highlight=False)
     err.print(f"removed {len(doc_ids) - len(missing)} of {len(doc_ids)}", highlight=False)
     if missing:
+        raise typer.Exit(EXIT_NO_MATCH)
+
+
+@app.command("verify")
+def verify_cmd(
+    index: IndexOpt = None,
+    repair: Annotated[bool, typer.Option(help="Fix what is found and report counts.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Check that every document has all its index rows and no row is stale.
+
+    Exit 0 when clean (or repaired), 1 when problems were found and left alone.
+    """
+    with SimhashIndex.open(index, create=False) as ix:
+        report = verify(ix, repair=repair)
+    fields = {k: v for k, v in dataclasses.asdict(report).items() if k != "examples"}
+    if as_json:
+        typer.echo(json.dumps({**fields, "clean": report.clean, "examples": report.examples}))
+    else:
+        typer.echo(" ".join(f"{k}={v}" for k, v in fields.items()))
+        for example in report.examples:
+            typer.echo(f"  {example}")
+    if not report.clean and not report.repaired:
         raise typer.Exit(EXIT_NO_MATCH)
 
 

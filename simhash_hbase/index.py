@@ -19,7 +19,14 @@ import numpy as np
 from . import codec
 from .errors import EmptyDocument, InvalidInput
 from .fingerprint import Fingerprinter, FingerprintParams, hamming
-from .manifest import build_manifest, check_format, check_params, resolve_scheme, stored_params
+from .manifest import (
+    MANIFEST,
+    build_manifest,
+    check_format,
+    check_params,
+    resolve_scheme,
+    stored_params,
+)
 from .records import Document, Match
 from .scheme import DEFAULT_SCHEME, Scheme, get_scheme
 from .store import IndexCell, Store, open_store
@@ -56,11 +63,13 @@ class Duplicate(NamedTuple):
 
 @dataclass
 class IngestSummary:
+    records: int = 0  # read from the input, good and bad
     added: int = 0
     duplicates: int = 0
     skipped: list[tuple[str, str]] = field(default_factory=list)
     bytes_read: int = 0
     seconds: float = 0.0
+    resumed_after: int = 0  # records an earlier, interrupted run had already done
 
     @property
     def docs_per_second(self) -> float:
@@ -85,6 +94,7 @@ class SimhashIndex:
         self.batch_size = batch_size
         self._params = params
         self._fingerprinter: Fingerprinter | None = None
+        self._unreconciled: list[Document] = []
 
     # -- opening ----------------------------------------------------------------
     @classmethod
@@ -119,14 +129,14 @@ class SimhashIndex:
         idf_path: str | None,
         batch_size: int,
     ) -> SimhashIndex:
-        stored = store.read_manifest()
+        stored = store.get_meta(MANIFEST)
         if stored is None:
             if not create:
                 raise InvalidInput(f"{store.url} holds no shdb index manifest")
             scheme = get_scheme(scheme_name or DEFAULT_SCHEME)
             params = params or FingerprintParams(idf_path=idf_path)
             stored = build_manifest(scheme, params)
-            store.write_manifest(stored)
+            store.put_meta(MANIFEST, stored)
             return cls(store, scheme, stored, params, batch_size=batch_size)
         check_format(stored, store.url)
         scheme = resolve_scheme(stored, scheme_name, store.url)
@@ -137,13 +147,19 @@ class SimhashIndex:
         return cls(store, scheme, stored, params, batch_size=batch_size)
 
     def close(self) -> None:
-        self.store.close()
+        try:
+            self.reconcile()
+        finally:
+            self.store.close()
 
     def __enter__(self) -> SimhashIndex:
         return self
 
-    def __exit__(self, *exc: object) -> None:
-        self.close()
+    def __exit__(self, exc_type: object, *exc: object) -> None:
+        if exc_type is None:
+            self.close()
+        else:  # the store may be what failed: do not mask the error with another
+            self.store.close()
 
     @property
     def fingerprinter(self) -> Fingerprinter:
@@ -188,13 +204,38 @@ class SimhashIndex:
         with self.store.batch() as batch:
             old = batch.get_docs(list(latest))
             batch.delete_index(
-                self._cells(
+                self.cells(
                     [d for d in old.values() if d.fingerprint != latest[d.doc_id].fingerprint]
                 )
             )
-            batch.put_index(self._cells(list(latest.values())))
+            batch.put_index(self.cells(list(latest.values())))
             batch.put_docs(latest.values())
+        if not self.store.atomic_batches:
+            self.reconcile()
+            self._unreconciled = list(latest.values())
         return found
+
+    def reconcile(self) -> None:
+        """Drop this process's cells of documents another writer replaced meanwhile.
+
+        HBase is atomic per row only: two processes re-adding one id at once both
+        delete the cells they saw, and the loser's new cells would stay behind.
+        Each batch is re-checked one batch later (by then the other writer's docs
+        row has landed) and at close. Queries never show such cells regardless:
+        hits are confirmed against the docs row.
+        """
+        written, self._unreconciled = self._unreconciled, []
+        if not written:
+            return
+        current = self.store.get_docs([d.doc_id for d in written])
+        lost = [
+            d
+            for d in written
+            if getattr(current.get(d.doc_id), "fingerprint", None) != d.fingerprint
+        ]
+        if lost:
+            with self.store.batch() as batch:
+                batch.delete_index(self.cells(lost))
 
     def add_many(
         self,
@@ -244,6 +285,7 @@ class SimhashIndex:
     ) -> tuple[list[Document], InvalidInput | None]:
         docs: list[Document] = []
         for record, fp in zip(chunk, fps):
+            summary.records += 1
             summary.bytes_read += record.size
             reason = _record_problem(record, fp)
             if reason is not None:
@@ -263,11 +305,12 @@ class SimhashIndex:
             old = batch.get_docs([doc_id]).get(doc_id)
             if old is None:
                 return False
-            batch.delete_index(self._cells([old]))
+            batch.delete_index(self.cells([old]))
             batch.delete_docs([doc_id])
         return True
 
-    def _cells(self, docs: Sequence[Document]) -> list[IndexCell]:
+    def cells(self, docs: Sequence[Document]) -> list[IndexCell]:
+        """The index cells (row key, id) that ``docs`` own under this scheme."""
         if not docs:
             return []
         fps = np.fromiter((d.fingerprint for d in docs), dtype=np.uint64, count=len(docs))

@@ -7,12 +7,15 @@ file and line, so the records around it are still indexed.
 from __future__ import annotations
 
 import csv
+import dataclasses
+import hashlib
 import io
 import json
 import os
 import sys
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -337,6 +340,19 @@ def total_bytes(paths: Sequence[str]) -> int | None:
     return total
 
 
+def checkpoint_name(paths: Sequence[str], opts: SourceOptions) -> str | None:
+    """Names the input (paths, sizes, mtimes, options); None for stdin, which
+    cannot be read again."""
+    if STDIN in paths:
+        return None
+    identity = [dataclasses.asdict(opts)]
+    for path in paths:
+        stat = os.stat(path)
+        identity.append([os.path.abspath(path), stat.st_size, stat.st_mtime_ns])
+    digest = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:32]
+    return f"checkpoint/{digest}"
+
+
 def ingest(
     index: SimhashIndex,
     paths: Sequence[str],
@@ -346,19 +362,39 @@ def ingest(
     store_text: bool = False,
     find_k: int | None = 3,
     on_error: str = "skip",
+    resume: bool = True,
     on_duplicate: Callable[[Duplicate], None] | None = None,
     on_progress: Callable[[IngestSummary], None] | None = None,
 ) -> IngestSummary:
-    """The streaming-dedup job: index every record and report near-copies found."""
-    return index.add_many(
-        read_sources(paths, opts),
+    """The streaming-dedup job: index every record and report near-copies found.
+
+    After each batch the number of input records done is saved in the index; a
+    re-run of the same command on the same files resumes after them, so an
+    interrupted night's ingest does not start over (writes are idempotent, so
+    the batch in flight when it stopped is simply written again).
+    """
+    checkpoint = checkpoint_name(paths, opts) if resume else None
+    done = (index.store.get_meta(checkpoint) or {}).get("records", 0) if checkpoint else 0
+
+    def progress(summary: IngestSummary) -> None:
+        if checkpoint:
+            index.store.put_meta(checkpoint, {"records": done + summary.records})
+        if on_progress is not None:
+            on_progress(summary)
+
+    summary = index.add_many(
+        islice(read_sources(paths, opts), done, None),
         workers=workers,
         store_text=store_text,
         find_k=find_k,
         on_error=on_error,
         on_duplicate=on_duplicate,
-        on_progress=on_progress,
+        on_progress=progress,
     )
+    summary.resumed_after = done
+    if checkpoint:
+        index.store.delete_meta(checkpoint)
+    return summary
 
 
 @dataclass

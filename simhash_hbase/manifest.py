@@ -14,6 +14,7 @@ from .scheme import Scheme, get_scheme
 from .version import __version__
 
 FORMAT_VERSION = 1
+MANIFEST = "manifest"  # its name in the meta table
 
 
 def build_manifest(scheme: Scheme, params: FingerprintParams) -> dict[str, Any]:

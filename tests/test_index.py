@@ -150,7 +150,7 @@ def test_stale_cells_never_surface(store_url: str) -> None:
     with SimhashIndex.open(store_url) as index:
         index.add_fingerprint("a", 0x1000)
         with index.store.batch() as batch:  # simulate a crash before the old cells went
-            batch.put_index(index._cells([Document("a", 0xFFFF_0000_0000_0000)]))
+            batch.put_index(index.cells([Document("a", 0xFFFF_0000_0000_0000)]))
         assert index.query_fingerprint(0xFFFF_0000_0000_0000) == []
         assert index.query_fingerprint(0x1000) == [Match("a", 0x1000, 0)]
 

@@ -23,12 +23,16 @@ def _key(field: int, flag: int, fp: int) -> bytes:
     return codec.encode_rowkey(field, flag, fp)
 
 
-def test_manifest_roundtrip(store: Store) -> None:
-    assert store.read_manifest() is None
-    store.write_manifest({"scheme": "5x10", "n": 1})
-    assert store.read_manifest() == {"scheme": "5x10", "n": 1}
-    store.write_manifest({"scheme": "4x4"})
-    assert store.read_manifest() == {"scheme": "4x4"}
+def test_meta_roundtrip(store: Store) -> None:
+    assert store.get_meta("manifest") is None
+    store.put_meta("manifest", {"scheme": "5x10", "n": 1})
+    store.put_meta("checkpoint/x", {"done": 3})
+    assert store.get_meta("manifest") == {"scheme": "5x10", "n": 1}
+    store.put_meta("manifest", {"scheme": "4x4"})
+    assert store.get_meta("manifest") == {"scheme": "4x4"}
+    store.delete_meta("checkpoint/x")
+    store.delete_meta("never-there")
+    assert store.get_meta("checkpoint/x") is None
 
 
 def test_docs_put_get_delete(store: Store) -> None:

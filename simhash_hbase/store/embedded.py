@@ -26,7 +26,6 @@ from ..records import Document
 from .base import IndexCell
 
 _MAP_SIZE = 1 << 40  # address space only; the file grows as data is written
-_MANIFEST_KEY = b"manifest"
 _ID_COLUMN = b"_id"  # full id of a docs row whose key had to be folded
 _DATA_FILE = "data.mdb"
 
@@ -65,6 +64,8 @@ class _LmdbBatch:
 
 class EmbeddedStore:
     """LMDB environment at ``path`` (a directory holding data.mdb and lock.mdb)."""
+
+    atomic_batches = True
 
     def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
         self.path = Path(path)
@@ -129,14 +130,18 @@ class EmbeddedStore:
         return out
 
     # -- protocol -------------------------------------------------------------
-    def read_manifest(self) -> dict[str, Any] | None:
+    def get_meta(self, name: str) -> dict[str, Any] | None:
         with self._env.begin(db=self._meta) as txn:
-            raw = txn.get(_MANIFEST_KEY)
+            raw = txn.get(name.encode())
         return None if raw is None else codec.decode_json(raw)
 
-    def write_manifest(self, manifest: dict[str, Any]) -> None:
+    def put_meta(self, name: str, value: dict[str, Any]) -> None:
         with self._env.begin(write=True, db=self._meta) as txn:
-            txn.put(_MANIFEST_KEY, codec.encode_json(manifest))
+            txn.put(name.encode(), codec.encode_json(value))
+
+    def delete_meta(self, name: str) -> None:
+        with self._env.begin(write=True, db=self._meta) as txn:
+            txn.delete(name.encode())
 
     @contextmanager
     def batch(self) -> Iterator[_LmdbBatch]:

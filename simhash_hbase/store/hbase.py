@@ -40,8 +40,7 @@ DEFAULT_TIMEOUT_MS = 30_000
 _SCAN_ROWS = 1000  # rows per scannerGetList; a prefix rarely holds more than a few
 _GET_ROWS = 1000  # rows per getRows call
 _FLUSH_CELLS = 20_000  # buffered mutations before a batch flushes
-_MANIFEST_ROW = b"manifest"
-_MANIFEST_COL = b"m:json"
+_META_COL = b"m:json"
 _KEYS_ONLY = b"KeyOnlyFilter()"  # constant: no filter string is ever built from input
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _DOC_COLUMNS = (codec.COL_FINGERPRINT, codec.COL_TEXT, codec.COL_META)
@@ -174,6 +173,8 @@ class _HBaseBatch:
 class HBaseStore:
     """The production store: tables ``<prefix>_index``, ``_docs``, ``_meta``."""
 
+    atomic_batches = False
+
     def __init__(
         self,
         host: str,
@@ -267,20 +268,23 @@ class HBaseStore:
             self._call(f"write to {table.decode()}", lambda c: c.mutateRowsTs(table, batch, ts, {}))
 
     # -- protocol -------------------------------------------------------------
-    def read_manifest(self) -> dict[str, Any] | None:
-        rows = self._call(
-            "read the manifest", lambda c: c.getRow(self.tables["meta"], _MANIFEST_ROW, {})
-        )
-        if not rows or _MANIFEST_COL not in rows[0].columns:
+    def get_meta(self, name: str) -> dict[str, Any] | None:
+        table = self.tables["meta"]
+        rows = self._call("read the meta table", lambda c: c.getRow(table, name.encode(), {}))
+        if not rows or _META_COL not in rows[0].columns:
             return None
-        return codec.decode_json(rows[0].columns[_MANIFEST_COL].value)
+        return codec.decode_json(rows[0].columns[_META_COL].value)
 
-    def write_manifest(self, manifest: dict[str, Any]) -> None:
-        mutation = Hbase_thrift.Mutation(column=_MANIFEST_COL, value=codec.encode_json(manifest))
+    def put_meta(self, name: str, value: dict[str, Any]) -> None:
+        mutation = Hbase_thrift.Mutation(column=_META_COL, value=codec.encode_json(value))
+        table = self.tables["meta"]
         self._call(
-            "write the manifest",
-            lambda c: c.mutateRow(self.tables["meta"], _MANIFEST_ROW, [mutation], {}),
+            "write the meta table", lambda c: c.mutateRow(table, name.encode(), [mutation], {})
         )
+
+    def delete_meta(self, name: str) -> None:
+        table = self.tables["meta"]
+        self._call("write the meta table", lambda c: c.deleteAllRow(table, name.encode(), {}))
 
     @contextmanager
     def batch(self) -> Iterator[_HBaseBatch]:

@@ -1,0 +1,90 @@
+"""`shdb verify`: every document has all its index cells, and no cell is stale.
+
+One pass over the docs table (ids and fingerprints held in memory, ~100 bytes a
+document) and one over the index table; meant to run while nothing writes.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from . import codec
+from .index import SimhashIndex
+from .manifest import MANIFEST, check_format
+from .records import Document
+from .store import IndexCell
+
+_REPAIR_BATCH = 10_000
+_EXAMPLES = 5
+
+
+@dataclass
+class VerifyReport:
+    documents: int = 0
+    cells: int = 0
+    stale_cells: int = 0  # cell of a missing document, of another fingerprint, or a bad key
+    incomplete_documents: int = 0  # documents lacking some of their cells
+    missing_cells: int = 0
+    repaired: bool = False
+    examples: list[str] = field(default_factory=list)  # a few of each kind of problem
+
+    @property
+    def clean(self) -> bool:
+        return not (self.stale_cells or self.missing_cells)
+
+
+def _key_is_valid(index: SimhashIndex, row: bytes) -> bool:
+    field_value, flag, fp = codec.decode_rowkey(row)
+    fields = index.scheme.fields(fp)
+    return 1 <= flag <= len(fields) and fields[flag - 1] == field_value
+
+
+def verify(
+    index: SimhashIndex,
+    *,
+    repair: bool = False,
+    on_progress: Callable[[VerifyReport], None] | None = None,
+) -> VerifyReport:
+    """Check (and with ``repair`` fix) the index against its docs table."""
+    check_format(index.store.get_meta(MANIFEST) or {}, index.store.url)
+    report = VerifyReport()
+    docs = {doc.doc_id: doc.fingerprint for doc in index.store.iter_docs()}
+    report.documents = len(docs)
+    present: Counter[str] = Counter()
+    stale: list[IndexCell] = []
+    for row, doc_id in index.store.iter_index():
+        report.cells += 1
+        fp = codec.decode_rowkey(row)[2]
+        if docs.get(doc_id) != fp or not _key_is_valid(index, row):
+            report.stale_cells += 1
+            if report.stale_cells <= _EXAMPLES:
+                report.examples.append(f"stale cell {row.hex()} -> {doc_id!r}")
+            stale.append((row, doc_id))
+            if repair and len(stale) >= _REPAIR_BATCH:
+                _delete(index, stale)
+        else:
+            present[doc_id] += 1
+        if on_progress is not None and report.cells % 100_000 == 0:
+            on_progress(report)
+    per_doc = index.scheme.rows_per_fingerprint
+    incomplete = [Document(d, fp) for d, fp in docs.items() if present[d] < per_doc]
+    report.incomplete_documents = len(incomplete)
+    report.missing_cells = sum(per_doc - present[d.doc_id] for d in incomplete)
+    report.examples += [
+        f"document {d.doc_id!r} has {present[d.doc_id]} of {per_doc} cells"
+        for d in incomplete[:_EXAMPLES]
+    ]
+    if repair:
+        _delete(index, stale)
+        with index.store.batch() as batch:
+            batch.put_index(index.cells(incomplete))
+        report.repaired = True
+    return report
+
+
+def _delete(index: SimhashIndex, cells: list[IndexCell]) -> None:
+    with index.store.batch() as batch:
+        batch.delete_index(cells)
+    cells.clear()

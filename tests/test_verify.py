@@ -1,0 +1,96 @@
+"""`verify --repair` and resumable ingest, on every store."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from simhash_hbase import Document, SimhashIndex
+from simhash_hbase.ingest import SourceOptions, checkpoint_name, ingest
+from simhash_hbase.verify import verify
+
+from .test_cli import shdb
+
+
+def test_clean_index_verifies_clean(store_url: str) -> None:
+    with SimhashIndex.open(store_url) as index:
+        for i in range(20):
+            index.add_fingerprint(f"d{i}", i * 0x0101_0101_0101_0101)
+        report = verify(index)
+    assert report.clean and report.documents == 20 and report.cells == 200
+
+
+def test_verify_finds_and_repairs_every_kind_of_damage(store_url: str) -> None:
+    with SimhashIndex.open(store_url) as index:
+        for i in range(10):
+            index.add_fingerprint(f"d{i}", (i + 1) * 0x1111_1111)
+        cells = index.cells([Document("d0", 0x1111_1111)])
+        with index.store.batch() as batch:
+            batch.delete_index(cells[:3])  # d0 lost three cells
+            batch.put_index(index.cells([Document("ghost", 42)]))  # no docs row
+            batch.put_index(index.cells([Document("d1", 7)]))  # d1 is not 7
+            batch.put_index([(cells[0][0][:4] + b"\x09" + cells[0][0][5:], "d0")])  # wrong flag
+        report = verify(index)
+        assert not report.clean
+        assert report.missing_cells == 3 and report.incomplete_documents == 1
+        assert report.stale_cells == 10 + 10 + 1
+        assert any("d0" in e for e in report.examples)
+        repaired = verify(index, repair=True)
+        assert repaired.repaired
+        assert verify(index).clean
+        assert [m.doc_id for m in index.query_fingerprint(0x1111_1111, 0)] == ["d0"]
+
+
+def test_cli_verify_exit_codes(tmp_path: Path) -> None:
+    index = str(tmp_path / "ix")
+    with SimhashIndex.open(index) as ix:
+        ix.add_fingerprint("a", 1)
+        with ix.store.batch() as batch:
+            batch.put_index(ix.cells([Document("ghost", 2)]))
+    found = shdb("verify", "-i", index, "--json")
+    assert found.exit_code == 1 and json.loads(found.stdout)["stale_cells"] == 10
+    assert shdb("verify", "-i", index, "--repair").exit_code == 0
+    assert shdb("verify", "-i", index).exit_code == 0
+
+
+def _corpus(path: Path, n: int) -> Path:
+    lines = [
+        json.dumps(
+            {"id": f"doc{i}", "text": f"第{i}篇 海量文本去重 指纹 {i * 7919} 索引"},
+            ensure_ascii=False,
+        )
+        for i in range(n)
+    ]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def test_interrupted_ingest_resumes_from_its_checkpoint(store_url: str, tmp_path: Path) -> None:
+    corpus = _corpus(tmp_path / "c.jsonl", 250)
+    opts = SourceOptions()
+
+    def crash_after_two_batches(summary) -> None:  # noqa: ANN001
+        if summary.records >= 100:
+            raise KeyboardInterrupt  # what Ctrl-C or a kill would do
+
+    with SimhashIndex.open(store_url, batch_size=50) as index:
+        with pytest.raises(KeyboardInterrupt):
+            ingest(index, [str(corpus)], opts, on_progress=crash_after_two_batches)
+        name = checkpoint_name([str(corpus)], opts)
+        assert name is not None
+        assert index.store.get_meta(name) == {"records": 100}
+        summary = ingest(index, [str(corpus)], opts)
+        assert summary.resumed_after == 100 and summary.added == 150
+        assert index.store.get_meta(name) is None  # done: the checkpoint is gone
+        assert index.stats()["documents"] == 250
+        assert verify(index).clean
+
+
+def test_changed_input_does_not_reuse_a_checkpoint(tmp_path: Path) -> None:
+    corpus = _corpus(tmp_path / "c.jsonl", 5)
+    before = checkpoint_name([str(corpus)], SourceOptions())
+    _corpus(corpus, 6)
+    assert checkpoint_name([str(corpus)], SourceOptions()) != before
+    assert checkpoint_name(["-"], SourceOptions()) is None
