@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -42,14 +43,29 @@ def _drop_tables(address: str, prefix: str) -> None:
         conn.close()
 
 
+@contextmanager
+def _fresh_hbase_url() -> Iterator[str]:
+    address = hbase_address()
+    assert address is not None
+    prefix = "t" + uuid.uuid4().hex[:12]
+    try:
+        yield f"hbase://{address}?prefix={prefix}"
+    finally:
+        _drop_tables(address, prefix)
+
+
 @pytest.fixture(params=["embedded", pytest.param("hbase", marks=pytest.mark.hbase)])
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh, empty index URL on each store kind."""
     if request.param == "embedded":
         yield str(tmp_path / "index")
-        return
-    address = hbase_address()
-    assert address is not None
-    prefix = "t" + uuid.uuid4().hex[:12]
-    yield f"hbase://{address}?prefix={prefix}"
-    _drop_tables(address, prefix)
+    else:
+        with _fresh_hbase_url() as url:
+            yield url
+
+
+@pytest.fixture
+def hbase_url() -> Iterator[str]:
+    """A fresh, empty HBase index URL (for HBase-only tests)."""
+    with _fresh_hbase_url() as url:
+        yield url

@@ -3,15 +3,11 @@
 from __future__ import annotations
 
 import json
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from simhash_hbase import InvalidIndexUrl, SimhashIndex, StoreUnavailable, schema
-
-from .conftest import _drop_tables, hbase_address
 
 SPEC_5X10 = {  # SPEC.md, written out independently of simhash_hbase.scheme
     1: "AB",
@@ -37,22 +33,13 @@ def _spec_segments(fp: int) -> dict[str, tuple[int, int]]:
     }
 
 
-@pytest.fixture
-def hbase_prefix() -> Iterator[tuple[str, str]]:
-    address = hbase_address()
-    assert address is not None
-    prefix = "t" + uuid.uuid4().hex[:12]
-    yield address, prefix
-    _drop_tables(address, prefix)
-
-
 @pytest.mark.hbase
-def test_tables_decode_by_spec_alone(hbase_prefix: tuple[str, str]) -> None:
+def test_tables_decode_by_spec_alone(hbase_url: str) -> None:
     import happybase
 
-    address, prefix = hbase_prefix
+    address, prefix = hbase_url.removeprefix("hbase://").split("?prefix=")
     fps = {"doc-1": 0x0123456789ABCDEF, "文档-2": 0xFEDCBA9876543210, "dup": 0x0123456789ABCDEF}
-    with SimhashIndex.open(f"hbase://{address}?prefix={prefix}") as index:
+    with SimhashIndex.open(hbase_url) as index:
         for doc_id, fp in fps.items():
             index.add_fingerprint(doc_id, fp, meta={"n": 1})
     host, port = address.rsplit(":", 1)

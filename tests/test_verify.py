@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from simhash_hbase import Document, SimhashIndex
+from simhash_hbase import Document, IngestSummary, SimhashIndex
 from simhash_hbase.ingest import SourceOptions, checkpoint_name, ingest
 from simhash_hbase.verify import verify
 
@@ -71,7 +71,7 @@ def test_interrupted_ingest_resumes_from_its_checkpoint(store_url: str, tmp_path
     corpus = _corpus(tmp_path / "c.jsonl", 250)
     opts = SourceOptions()
 
-    def crash_after_two_batches(summary) -> None:  # noqa: ANN001
+    def crash_after_two_batches(summary: IngestSummary) -> None:
         if summary.records >= 100:
             raise KeyboardInterrupt  # what Ctrl-C or a kill would do
 

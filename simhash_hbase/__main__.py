@@ -1,0 +1,5 @@
+"""`python -m simhash_hbase` is `shdb`."""
+
+from .cli import main
+
+main()
