@@ -91,12 +91,14 @@ def read_text_file(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
     return result.text
 
 
-def _too_big(where: str, size: int, max_bytes: int) -> BadRecord:
+def _too_big(where: str, size: int | None, max_bytes: int) -> BadRecord:
+    """``size`` None: a line whose end was not even read (its size is unknown)."""
+    what = f"is {size} bytes" if size is not None else "is longer than that"
     return BadRecord(
         where,
-        f"document is {size} bytes, over the {max_bytes}-byte limit; raise --max-bytes "
+        f"the document is over the {max_bytes}-byte limit (it {what}); raise --max-bytes "
         "or split the document",
-        size,
+        size or max_bytes,
     )
 
 
@@ -181,7 +183,7 @@ def _read_jsonl(f: BinaryIO, name: str, opts: SourceOptions) -> Iterator[Record 
     for lineno, line in _bounded_lines(f, opts.max_bytes):
         where = f"{name}:{lineno}"
         if line is None:
-            yield _too_big(where, opts.max_bytes + 1, opts.max_bytes)
+            yield _too_big(where, None, opts.max_bytes)
             continue
         record = _parse_json_line(line, where, opts)
         if record is not None:

@@ -94,7 +94,7 @@ def test_text_file_problems(tmp_path: Path) -> None:
     assert "invalid UTF-8 at byte 0; re-encode" in records["gbk.txt"].reason  # type: ignore[union-attr]
     assert records["gbk.txt"].where.endswith("gbk.txt:1")
     assert "binary content" in records["bin.txt"].reason  # type: ignore[union-attr]
-    assert "3000 bytes, over the 100-byte limit" in records["big.txt"].reason  # type: ignore[union-attr]
+    assert "over the 100-byte limit (it is 3000 bytes)" in records["big.txt"].reason  # type: ignore[union-attr]
 
 
 def test_unreadable_file_inside_a_folder(tmp_path: Path) -> None:
