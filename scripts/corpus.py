@@ -150,5 +150,8 @@ def jsonl_path(packages: tuple[str, ...] = PACKAGES) -> Path:
 if __name__ == "__main__":
     corpus = load()
     sizes = sorted(len(t) for _, t in corpus)
-    print(f"{len(corpus)} documents, {sum(sizes) / 1e6:.1f} M chars, "
-          f"median {sizes[len(sizes) // 2]} chars, cached in {CACHE}", file=sys.stderr)
+    print(
+        f"{len(corpus)} documents, {sum(sizes) / 1e6:.1f} M chars, "
+        f"median {sizes[len(sizes) // 2]} chars, cached in {CACHE}",
+        file=sys.stderr,
+    )
