@@ -182,10 +182,13 @@ def ingest_cmd(
     resume: Annotated[
         bool, typer.Option(help="Skip the records an interrupted run of this input finished.")
     ] = True,
+    fingerprints: Annotated[
+        bool, typer.Option(help="Input lines are HEX or ID<TAB>HEX fingerprints, not documents.")
+    ] = False,
 ) -> None:
     """Index documents, reporting near-copies of documents already held."""
     opts = SourceOptions(fmt, id_field, text_field, max_bytes)
-    total = total_bytes(paths)
+    total = None if fingerprints else total_bytes(paths)
     with (
         SimhashIndex.open(
             index, scheme=scheme, params=_params(top_n, idf, features, ngram), batch_size=batch_size
@@ -211,6 +214,7 @@ def ingest_cmd(
             find_k=k,
             on_error=on_error,
             resume=resume,
+            fingerprints=fingerprints,
             on_duplicate=on_duplicate,
             on_progress=on_progress,
         )

@@ -93,6 +93,23 @@ def encode_rowkeys_many(fps: np.ndarray, fields: np.ndarray) -> list[bytes]:
     return [buf[i : i + ROWKEY_BYTES] for i in range(0, len(buf), ROWKEY_BYTES)]
 
 
+_PREFIX_DTYPE = np.dtype([("field", ">u4"), ("flag", "u1")])
+
+
+def encode_prefixes_many(fields: np.ndarray) -> list[list[bytes]]:
+    """Scan prefixes (field + flag) of many fingerprints: row i holds fp i's prefixes."""
+    n, c = fields.shape
+    rows = np.empty((n, c), dtype=_PREFIX_DTYPE)
+    rows["field"] = fields
+    rows["flag"] = np.arange(1, c + 1, dtype=np.uint8)
+    buf = rows.tobytes()
+    step = PREFIX_BYTES * c
+    return [
+        [buf[j : j + PREFIX_BYTES] for j in range(i, i + step, PREFIX_BYTES)]
+        for i in range(0, len(buf), step)
+    ]
+
+
 def encode_doc_id(doc_id: str) -> bytes:
     """UTF-8 id, checked against SPEC.md: non-empty, at most 1024 bytes."""
     if not isinstance(doc_id, str):

@@ -253,15 +253,51 @@ class SimhashIndex:
         With ``on_error="fail"`` the valid records read before the bad one are
         still written, then :class:`InvalidInput` is raised naming the record.
         """
+        stream = (_as_record(r) for r in records)
+        chunks = (
+            (
+                [_to_document(record, fp, store_text) for record, fp in zip(chunk, fps)],
+                sum(record.size for record in chunk),
+            )
+            for chunk, fps in fingerprint_chunks(
+                stream, self.fingerprinter, workers, self.batch_size
+            )
+        )
+        return self._write_stream(chunks, find_k, on_error, on_duplicate, on_progress)
+
+    def add_fingerprints(
+        self,
+        items: Iterable[tuple[str, int] | BadRecord],
+        *,
+        find_k: int | None = None,
+        on_error: str = "skip",
+        on_duplicate: Callable[[Duplicate], None] | None = None,
+        on_progress: Callable[[IngestSummary], None] | None = None,
+    ) -> IngestSummary:
+        """Like :meth:`add_many`, for precomputed (id, fingerprint) pairs."""
+        chunks = (
+            ([i if isinstance(i, BadRecord) else _checked(Document(*i)) for i in chunk], 0)
+            for chunk in _chunks(iter(items), self.batch_size)
+        )
+        return self._write_stream(chunks, find_k, on_error, on_duplicate, on_progress)
+
+    def _write_stream(
+        self,
+        chunks: Iterable[tuple[list[Document | BadRecord], int]],
+        find_k: int | None,
+        on_error: str,
+        on_duplicate: Callable[[Duplicate], None] | None,
+        on_progress: Callable[[IngestSummary], None] | None,
+    ) -> IngestSummary:
         if on_error not in ("skip", "fail"):
             raise InvalidInput(f"on_error must be 'skip' or 'fail', not {on_error!r}")
         if find_k is not None:
             self.scheme.check_k(find_k)
         summary = IngestSummary()
         started = time.perf_counter()
-        stream = (_as_record(r) for r in records)
-        for chunk, fps in fingerprint_chunks(stream, self.fingerprinter, workers, self.batch_size):
-            docs, failure = self._collect(chunk, fps, summary, store_text, on_error)
+        for chunk, nbytes in chunks:
+            summary.bytes_read += nbytes
+            docs, failure = _split(chunk, summary, on_error)
             for dup in self.add_documents(docs, find_k=find_k):
                 summary.duplicates += 1
                 if on_duplicate is not None:
@@ -274,30 +310,6 @@ class SimhashIndex:
                 raise failure
         summary.seconds = time.perf_counter() - started
         return summary
-
-    @staticmethod
-    def _collect(
-        chunk: list[Record | BadRecord],
-        fps: list[int | EmptyDocument],
-        summary: IngestSummary,
-        store_text: bool,
-        on_error: str,
-    ) -> tuple[list[Document], InvalidInput | None]:
-        docs: list[Document] = []
-        for record, fp in zip(chunk, fps):
-            summary.records += 1
-            summary.bytes_read += record.size
-            reason = _record_problem(record, fp)
-            if reason is not None:
-                summary.skipped.append((record.where, reason))
-                if on_error == "fail":
-                    return docs, InvalidInput(f"{record.where}: {reason}")
-                continue
-            assert isinstance(record, Record) and isinstance(fp, int)
-            docs.append(
-                Document(record.doc_id, fp, record.text if store_text else None, record.meta)
-            )
-        return docs, None
 
     def remove(self, doc_id: str) -> bool:
         """Delete a document and all its index cells; False if it was not there."""
@@ -363,11 +375,7 @@ class SimhashIndex:
         return self._confirm(hits)
 
     def _prefixes(self, fps: Sequence[int]) -> list[list[bytes]]:
-        fields = self.scheme.fields_many(np.array(fps, dtype=np.uint64))
-        flags = range(1, self.scheme.rows_per_fingerprint + 1)
-        return [
-            [codec.encode_prefix(int(f), flag) for f, flag in zip(row, flags)] for row in fields
-        ]
+        return codec.encode_prefixes_many(self.scheme.fields_many(np.array(fps, dtype=np.uint64)))
 
     def _confirm(self, hits: list[dict[tuple[str, int], int]]) -> list[list[Match]]:
         ids = {doc_id for near in hits for doc_id, _ in near}
@@ -433,21 +441,49 @@ def _as_record(item: Record | BadRecord | tuple[Any, ...]) -> Record | BadRecord
     return Record(*item)
 
 
-def _record_problem(record: Record | BadRecord, fp: int | EmptyDocument) -> str | None:
+def _to_document(
+    record: Record | BadRecord, fp: int | EmptyDocument, store_text: bool
+) -> Document | BadRecord:
+    """A fingerprinted record as a Document, or why it cannot be one."""
     if isinstance(record, BadRecord):
-        return record.reason
+        return record
     if not isinstance(record.text, str):
-        return f"the text of {record.doc_id!r} is a {type(record.text).__name__}, not a string"
-    if isinstance(fp, EmptyDocument):
-        return (
+        reason = f"the text of {record.doc_id!r} is a {type(record.text).__name__}, not a string"
+    elif isinstance(fp, EmptyDocument):
+        reason = (
             f"document {record.doc_id!r} has no usable terms "
             "(empty, whitespace or punctuation only)"
         )
+    else:
+        doc = Document(record.doc_id, fp, record.text if store_text else None, record.meta)
+        return _checked(doc, record.where)
+    return BadRecord(record.where, reason)
+
+
+def _checked(doc: Document, where: str = "") -> Document | BadRecord:
+    """The document, or a BadRecord if its id breaks SPEC.md's rules."""
     try:
-        codec.encode_doc_id(record.doc_id)
+        codec.encode_doc_id(doc.doc_id)
+        _check_fingerprint(doc.fingerprint)
     except InvalidInput as exc:
-        return str(exc)
-    return None
+        return BadRecord(where or repr(doc.doc_id)[:60], str(exc))
+    return doc
+
+
+def _split(
+    chunk: list[Document | BadRecord], summary: IngestSummary, on_error: str
+) -> tuple[list[Document], InvalidInput | None]:
+    """The chunk's documents up to the first bad record (``fail``), or all of them."""
+    docs: list[Document] = []
+    for item in chunk:
+        summary.records += 1
+        if isinstance(item, BadRecord):
+            summary.skipped.append((item.where, item.reason))
+            if on_error == "fail":
+                return docs, InvalidInput(f"{item.where}: {item.reason}")
+        else:
+            docs.append(item)
+    return docs, None
 
 
 def _chunks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:

@@ -365,10 +365,14 @@ def ingest(
     find_k: int | None = 3,
     on_error: str = "skip",
     resume: bool = True,
+    fingerprints: bool = False,
     on_duplicate: Callable[[Duplicate], None] | None = None,
     on_progress: Callable[[IngestSummary], None] | None = None,
 ) -> IngestSummary:
     """The streaming-dedup job: index every record and report near-copies found.
+
+    ``fingerprints``: the input is ``HEX`` or ``ID<TAB>HEX`` lines (a Spark job's
+    output, say) rather than documents.
 
     After each batch the number of input records done is saved in the index; a
     re-run of the same command on the same files resumes after them, so an
@@ -384,15 +388,18 @@ def ingest(
         if on_progress is not None:
             on_progress(summary)
 
-    summary = index.add_many(
-        islice(read_sources(paths, opts), done, None),
-        workers=workers,
-        store_text=store_text,
-        find_k=find_k,
-        on_error=on_error,
-        on_duplicate=on_duplicate,
-        on_progress=progress,
-    )
+    common: dict[str, Any] = {
+        "find_k": find_k,
+        "on_error": on_error,
+        "on_duplicate": on_duplicate,
+        "on_progress": progress,
+    }
+    if fingerprints:
+        items = islice(read_fingerprint_lines(paths), done, None)
+        summary = index.add_fingerprints(items, **common)
+    else:
+        records = islice(read_sources(paths, opts), done, None)
+        summary = index.add_many(records, workers=workers, store_text=store_text, **common)
     summary.resumed_after = done
     if checkpoint:
         index.store.delete_meta(checkpoint)

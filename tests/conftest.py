@@ -38,7 +38,9 @@ def _drop_tables(address: str, prefix: str) -> None:
     try:
         for name in conn.tables():
             if name.decode().startswith(prefix + "_"):
-                conn.delete_table(name, disable=True)
+                if conn.is_table_enabled(name):
+                    conn.disable_table(name)
+                conn.delete_table(name)
     finally:
         conn.close()
 

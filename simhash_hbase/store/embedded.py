@@ -45,12 +45,11 @@ class _LmdbBatch:
         return self._store._get_docs(self._txn, doc_ids)
 
     def put_index(self, cells: Iterable[IndexCell]) -> None:
-        items = [self._store._index_item(row, doc_id) for row, doc_id in cells]
-        self._txn.cursor(self._store._index).putmulti(items)
+        self._txn.cursor(self._store._index).putmulti(self._store._index_items(cells))
 
     def delete_index(self, cells: Iterable[IndexCell]) -> None:
-        for row, doc_id in cells:
-            self._txn.delete(self._store._index_item(row, doc_id)[0], db=self._store._index)
+        for key, _ in self._store._index_items(cells):
+            self._txn.delete(key, db=self._store._index)
 
     def put_docs(self, docs: Iterable[Document]) -> None:
         items = [self._store._doc_item(doc) for doc in docs]
@@ -73,7 +72,14 @@ class EmbeddedStore:
         self._check_path(create)
         try:
             self._env = lmdb.open(
-                str(self.path), map_size=_MAP_SIZE, max_dbs=3, create=create, readahead=False
+                str(self.path),
+                map_size=_MAP_SIZE,
+                max_dbs=3,
+                create=create,
+                readahead=False,
+                # One fsync per commit instead of two: a system crash may undo
+                # the last commit, never corrupt the file (LMDB's MDB_NOMETASYNC).
+                metasync=False,
             )
         except lmdb.Error as exc:
             raise StoreError(f"cannot open the embedded index at {self.path}: {exc}") from exc
@@ -99,9 +105,17 @@ class EmbeddedStore:
             )
 
     # -- encoding of the two logical tables into LMDB keys ----------------------
-    def _index_item(self, row: bytes, doc_id: str) -> tuple[bytes, bytes]:
-        key, folded = codec.fold_key(row + codec.encode_doc_id(doc_id), self._max_key)
-        return key, (key[:0] if not folded else doc_id.encode("utf-8"))
+    def _index_items(self, cells: Iterable[IndexCell]) -> list[tuple[bytes, bytes]]:
+        """(key, value) per cell; hot on ingest, so each id is encoded once."""
+        raw_ids: dict[str, bytes] = {}
+        items = []
+        for row, doc_id in cells:
+            raw = raw_ids.get(doc_id)
+            if raw is None:
+                raw = raw_ids[doc_id] = codec.encode_doc_id(doc_id)
+            key, folded = codec.fold_key(row + raw, self._max_key)
+            items.append((key, raw if folded else b""))
+        return items
 
     def _doc_item(self, doc: Document) -> tuple[bytes, bytes]:
         raw_id = codec.encode_doc_id(doc.doc_id)

@@ -242,9 +242,9 @@ class HBaseStore:
         existing = set(self._call("list tables", lambda c: c.getTableNames()))
         missing = [t for t, name in self.tables.items() if name not in existing]
         if create:
-            for table in missing:
+            for table in missing:  # meta last: its presence marks a complete index
                 self._create_table(table)
-        elif len(missing) == len(self.tables):
+        elif "meta" in missing:
             raise InvalidIndexUrl(
                 f"no index at {self.url}; create one with `shdb ingest --index {self.url} ...`"
             )
