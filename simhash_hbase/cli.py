@@ -103,6 +103,18 @@ FeaturesOpt = Annotated[
     ),
 ]
 NgramOpt = Annotated[int, typer.Option(help="n-gram length with --features chars.")]
+PathsArg = Annotated[list[str], typer.Argument(help="Files, folders, or - for stdin.")]
+FormatOpt = Annotated[
+    str, typer.Option("--format", help="auto|text|jsonl|csv (auto: by file suffix).")
+]
+IdFieldOpt = Annotated[str, typer.Option(help="JSONL/CSV field holding the id.")]
+TextFieldOpt = Annotated[str, typer.Option(help="JSONL/CSV field holding the text.")]
+WorkersOpt = Annotated[int, typer.Option(help="Fingerprinting processes.")]
+FingerprintsOpt = Annotated[
+    bool, typer.Option(help="Input lines are HEX or ID<TAB>HEX fingerprints, not documents.")
+]
+TextArg = Annotated[str | None, typer.Argument(help="The text.")]
+FileOpt = Annotated[str | None, typer.Option("--file", "-f", help="Read the text from FILE.")]
 
 
 def _params(top_n: int, idf: str | None, features: str, ngram: int) -> FingerprintParams:
@@ -151,14 +163,12 @@ def _print_skips(skipped: list[tuple[str, str]]) -> None:
 
 @app.command("ingest")
 def ingest_cmd(
-    paths: Annotated[list[str], typer.Argument(help="Files, folders, or - for stdin.")],
+    paths: PathsArg,
     index: IndexOpt = None,
-    fmt: Annotated[
-        str, typer.Option("--format", help="auto|text|jsonl|csv (auto: by file suffix).")
-    ] = "auto",
-    id_field: Annotated[str, typer.Option(help="JSONL/CSV field holding the id.")] = "id",
-    text_field: Annotated[str, typer.Option(help="JSONL/CSV field holding the text.")] = "text",
-    workers: Annotated[int, typer.Option(help="Fingerprinting processes.")] = 1,
+    fmt: FormatOpt = "auto",
+    id_field: IdFieldOpt = "id",
+    text_field: TextFieldOpt = "text",
+    workers: WorkersOpt = 1,
     store_text: Annotated[bool, typer.Option(help="Keep the text in the docs table.")] = False,
     report: Annotated[
         str | None,
@@ -182,9 +192,7 @@ def ingest_cmd(
     resume: Annotated[
         bool, typer.Option(help="Skip the records an interrupted run of this input finished.")
     ] = True,
-    fingerprints: Annotated[
-        bool, typer.Option(help="Input lines are HEX or ID<TAB>HEX fingerprints, not documents.")
-    ] = False,
+    fingerprints: FingerprintsOpt = False,
 ) -> None:
     """Index documents, reporting near-copies of documents already held."""
     opts = SourceOptions(fmt, id_field, text_field, max_bytes)
@@ -241,10 +249,8 @@ def _print_matches(matches: list[Match], as_json: bool) -> None:
 
 @app.command("query")
 def query_cmd(
-    text: Annotated[str | None, typer.Argument(help="Text to look up.")] = None,
-    file: Annotated[
-        str | None, typer.Option("--file", "-f", help="Read the text from FILE.")
-    ] = None,
+    text: TextArg = None,
+    file: FileOpt = None,
     fingerprint: Annotated[
         str | None, typer.Option(help="Look up a 64-bit hex fingerprint instead of text.")
     ] = None,
@@ -269,10 +275,8 @@ def query_cmd(
 
 @app.command("fingerprint")
 def fingerprint_cmd(
-    text: Annotated[str | None, typer.Argument(help="Text to fingerprint.")] = None,
-    file: Annotated[
-        str | None, typer.Option("--file", "-f", help="Read the text from FILE.")
-    ] = None,
+    text: TextArg = None,
+    file: FileOpt = None,
     terms: Annotated[bool, typer.Option(help="Also print the weighted terms used.")] = False,
     top_n: TopNOpt = DEFAULT_TOP_N,
     idf: IdfOpt = None,
@@ -361,19 +365,17 @@ def verify_cmd(
 
 @app.command("dedup")
 def dedup_cmd(
-    paths: Annotated[list[str], typer.Argument(help="Files, folders, or - for stdin.")],
-    fingerprints: Annotated[
-        bool, typer.Option(help="Input lines are HEX or ID<TAB>HEX fingerprints, not documents.")
-    ] = False,
+    paths: PathsArg,
+    fingerprints: FingerprintsOpt = False,
     k: KOpt = DEFAULT_K,
     as_clusters: Annotated[
         bool, typer.Option("--clusters", help="Print groups of near-copies, not pairs.")
     ] = False,
     output: Annotated[str, typer.Option("--output", "-o", help="FILE, or - for stdout.")] = "-",
-    fmt: Annotated[str, typer.Option("--format", help="auto|text|jsonl|csv.")] = "auto",
-    id_field: Annotated[str, typer.Option(help="JSONL/CSV field holding the id.")] = "id",
-    text_field: Annotated[str, typer.Option(help="JSONL/CSV field holding the text.")] = "text",
-    workers: Annotated[int, typer.Option(help="Fingerprinting processes.")] = 1,
+    fmt: FormatOpt = "auto",
+    id_field: IdFieldOpt = "id",
+    text_field: TextFieldOpt = "text",
+    workers: WorkersOpt = 1,
     scheme: Annotated[str, typer.Option(help="5x10 or 4x4.")] = DEFAULT_SCHEME,
     top_n: TopNOpt = DEFAULT_TOP_N,
     idf: IdfOpt = None,
@@ -418,9 +420,9 @@ app.add_typer(idf_app, name="idf")
 def idf_build_cmd(
     paths: Annotated[list[str], typer.Argument(help="Corpus: files, folders, or - for stdin.")],
     output: Annotated[str, typer.Option("--output", "-o", help="Where to write the table.")],
-    fmt: Annotated[str, typer.Option("--format", help="auto|text|jsonl|csv.")] = "auto",
-    text_field: Annotated[str, typer.Option(help="JSONL/CSV field holding the text.")] = "text",
-    id_field: Annotated[str, typer.Option(help="JSONL/CSV field holding the id.")] = "id",
+    fmt: FormatOpt = "auto",
+    text_field: TextFieldOpt = "text",
+    id_field: IdFieldOpt = "id",
 ) -> None:
     """Build an IDF table (ln N/df over jieba terms); use it with `ingest --idf`."""
     docs = (

@@ -33,6 +33,7 @@ from .store import IndexCell, Store, open_store
 
 DEFAULT_BATCH_SIZE = 1000
 DEFAULT_K = 3
+_SCALAR_MAX = 4  # below this many fingerprints, plain Python beats NumPy
 
 
 class Record(NamedTuple):
@@ -375,6 +376,11 @@ class SimhashIndex:
         return self._confirm(hits)
 
     def _prefixes(self, fps: Sequence[int]) -> list[list[bytes]]:
+        if len(fps) <= _SCALAR_MAX:  # a single query: NumPy's per-call cost would dominate
+            return [
+                [codec.encode_prefix(f, flag) for flag, f in enumerate(self.scheme.fields(fp), 1)]
+                for fp in fps
+            ]
         return codec.encode_prefixes_many(self.scheme.fields_many(np.array(fps, dtype=np.uint64)))
 
     def _confirm(self, hits: list[dict[tuple[str, int], int]]) -> list[list[Match]]:
