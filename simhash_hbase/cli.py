@@ -14,7 +14,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Annotated, Any, TextIO
 
-import click
 import typer
 from rich.console import Console
 from rich.progress import (
@@ -59,7 +58,7 @@ _SHOWN_SKIPS = 20
 class _Group(TyperGroup):
     """The one place where library errors become a message and an exit code."""
 
-    def invoke(self, ctx: click.Context) -> Any:
+    def invoke(self, ctx: typer.Context) -> Any:
         try:
             return super().invoke(ctx)
         except ShdbError as exc:
