@@ -58,7 +58,7 @@ _SHOWN_SKIPS = 20
 class _Group(TyperGroup):
     """The one place where library errors become a message and an exit code."""
 
-    def invoke(self, ctx: typer.Context) -> Any:
+    def invoke(self, ctx: Any) -> Any:  # click's Context (vendored by newer typer)
         try:
             return super().invoke(ctx)
         except ShdbError as exc:
@@ -230,6 +230,14 @@ def ingest_cmd(
         raise typer.Exit(EXIT_SKIPPED)
 
 
+def _text_from(text: str | None, file: str | None) -> str:
+    if file is not None and text is None:
+        return read_text_file(file)
+    if text is not None and file is None:
+        return text
+    raise typer.BadParameter("give exactly one of TEXT or --file (- reads stdin)")
+
+
 def _print_matches(matches: list[Match], as_json: bool) -> None:
     if as_json:
         rows = [
@@ -259,14 +267,13 @@ def query_cmd(
     idf: IdfOpt = None,
 ) -> None:
     """Print near-copies held in the index: distance, fingerprint, id. Exit 1 if none."""
-    given = [x for x in (text, file, fingerprint) if x is not None]
-    if len(given) != 1:
+    if fingerprint is not None and (text, file) != (None, None):
         raise typer.BadParameter("give exactly one of TEXT, --file or --fingerprint")
     with SimhashIndex.open(index, create=False, idf_path=idf) as ix:
         if fingerprint is not None:
             matches = ix.query_fingerprint(codec.parse_fingerprint_hex(fingerprint), k)
         else:
-            matches = ix.query(text if file is None else read_text_file(file), k)
+            matches = ix.query(_text_from(text, file), k)
     _print_matches(matches, as_json)
     if not matches:
         raise typer.Exit(EXIT_NO_MATCH)
@@ -283,9 +290,7 @@ def fingerprint_cmd(
     ngram: NgramOpt = DEFAULT_NGRAM,
 ) -> None:
     """Print the 64-bit SimHash of a text, as 16 hex digits."""
-    if (text is None) == (file is None):
-        raise typer.BadParameter("give exactly one of TEXT or --file")
-    body = text if file is None else read_text_file(file)
+    body = _text_from(text, file)
     fp = Fingerprinter(_params(top_n, idf, features, ngram))
     typer.echo(codec.fingerprint_to_hex(fp.fingerprint(body)))
     if terms:

@@ -67,7 +67,7 @@ def near_duplicate_pairs(fps: np.ndarray, k: int, scheme: Scheme) -> list[Pair]:
     scheme.check_k(k)
     unique, inverse = _unique(np.ascontiguousarray(fps, dtype=np.uint64))
     segments = scheme.segments_many(unique)
-    chunks = []
+    chunks: list[np.ndarray] = []
     for combo in scheme.combos:
         order = _lsd_order([segments[i] for i in combo])
         chunks += _candidate_pairs(scheme.combo_keys(segments, combo), order)

@@ -347,7 +347,7 @@ def checkpoint_name(paths: Sequence[str], opts: SourceOptions) -> str | None:
     cannot be read again."""
     if STDIN in paths:
         return None
-    identity = [dataclasses.asdict(opts)]
+    identity: list[Any] = [dataclasses.asdict(opts)]
     for path in paths:
         stat = os.stat(path)
         identity.append([os.path.abspath(path), stat.st_size, stat.st_mtime_ns])

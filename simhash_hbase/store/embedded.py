@@ -126,8 +126,8 @@ class EmbeddedStore:
         return key, codec.pack_columns(cols)
 
     @staticmethod
-    def _doc_from_item(key: bytes, value: bytes) -> Document:
-        cols = codec.unpack_columns(value)
+    def _doc_from_item(key: bytes, value: bytes | memoryview) -> Document:
+        cols = codec.unpack_columns(bytes(value))  # lmdb gives bytes: no copy
         return codec.doc_from_columns(_decode_id(cols.pop(_ID_COLUMN, key)), cols)
 
     @staticmethod

@@ -297,7 +297,11 @@ class HBaseStore:
         table = self.tables["docs"]
         for start in range(0, len(doc_ids), _GET_ROWS):
             keys = [codec.encode_doc_id(d) for d in doc_ids[start : start + _GET_ROWS]]
-            for result in self._call("read documents", lambda c, k=keys: c.getRows(table, k, {})):
+
+            def get_rows(client: Any, keys: list[bytes] = keys) -> list[Any]:
+                return list(client.getRows(table, keys, {}))
+
+            for result in self._call("read documents", get_rows):
                 out[result.row.decode("utf-8")] = self._doc_from_result(result)
         return out
 
@@ -339,7 +343,9 @@ class HBaseStore:
         return self.scan_prefixes_many([prefixes])[0]
 
     def scan_prefixes_many(self, prefix_lists: Sequence[Sequence[bytes]]) -> list[list[IndexCell]]:
-        futures = [[Future() for _ in prefixes] for prefixes in prefix_lists]
+        futures: list[list[Future[list[IndexCell]]]] = [
+            [Future() for _ in prefixes] for prefixes in prefix_lists
+        ]
         for prefixes, results in zip(prefix_lists, futures):
             for prefix, result in zip(prefixes, results):
                 self._executor.submit(self._probe, prefix, result)
