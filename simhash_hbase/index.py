@@ -202,17 +202,20 @@ class SimhashIndex:
         for doc_id in latest:
             codec.encode_doc_id(doc_id)
         found = self._find_at_insert(list(latest.values()), find_k) if find_k is not None else []
+        # The previous batch is re-checked with the same read (see reconcile()).
+        previous = [d for d in self._unreconciled if d.doc_id not in latest]
         with self.store.batch() as batch:
-            old = batch.get_docs(list(latest))
-            batch.delete_index(
-                self.cells(
-                    [d for d in old.values() if d.fingerprint != latest[d.doc_id].fingerprint]
-                )
-            )
+            state = batch.get_docs([*latest, *(d.doc_id for d in previous)])
+            changed = [
+                state[i]
+                for i in latest
+                if i in state and state[i].fingerprint != latest[i].fingerprint
+            ]
+            batch.delete_index(self.cells(changed))
             batch.put_index(self.cells(list(latest.values())))
             batch.put_docs(latest.values())
+            batch.delete_index(self.cells(_replaced(previous, state)))
         if not self.store.atomic_batches:
-            self.reconcile()
             self._unreconciled = list(latest.values())
         return found
 
@@ -221,22 +224,15 @@ class SimhashIndex:
 
         HBase is atomic per row only: two processes re-adding one id at once both
         delete the cells they saw, and the loser's new cells would stay behind.
-        Each batch is re-checked one batch later (by then the other writer's docs
-        row has landed) and at close. Queries never show such cells regardless:
-        hits are confirmed against the docs row.
+        Each batch is re-checked when the next batch reads its old versions (by
+        then the other writer's docs row has landed), and at close. Queries never
+        show such cells regardless: hits are confirmed against the docs row.
         """
         written, self._unreconciled = self._unreconciled, []
-        if not written:
-            return
-        current = self.store.get_docs([d.doc_id for d in written])
-        lost = [
-            d
-            for d in written
-            if getattr(current.get(d.doc_id), "fingerprint", None) != d.fingerprint
-        ]
-        if lost:
+        if written:
+            state = self.store.get_docs([d.doc_id for d in written])
             with self.store.batch() as batch:
-                batch.delete_index(self.cells(lost))
+                batch.delete_index(self.cells(_replaced(written, state)))
 
     def add_many(
         self,
@@ -427,6 +423,13 @@ class SimhashIndex:
         if docs and "disk_bytes" in stats:
             stats["disk_bytes_per_document"] = round(stats["disk_bytes"] / docs, 1)
         return stats
+
+
+def _replaced(written: Sequence[Document], state: dict[str, Document]) -> list[Document]:
+    """Those of ``written`` whose docs row now holds another fingerprint, or none."""
+    return [
+        d for d in written if getattr(state.get(d.doc_id), "fingerprint", None) != d.fingerprint
+    ]
 
 
 def _check_fingerprint(fp: int) -> int:
