@@ -192,6 +192,13 @@ def ingest_cmd(
         bool, typer.Option(help="Skip the records an interrupted run of this input finished.")
     ] = True,
     fingerprints: FingerprintsOpt = False,
+    dedup: Annotated[
+        bool,
+        typer.Option(
+            help="Look up every new document before adding it (10 scans each); "
+            "--no-dedup for a faster bulk load."
+        ),
+    ] = True,
 ) -> None:
     """Index documents, reporting near-copies of documents already held."""
     opts = SourceOptions(fmt, id_field, text_field, max_bytes)
@@ -218,14 +225,14 @@ def ingest_cmd(
             opts,
             workers=workers,
             store_text=store_text,
-            find_k=k,
+            find_k=k if dedup else None,
             on_error=on_error,
             resume=resume,
             fingerprints=fingerprints,
             on_duplicate=on_duplicate,
             on_progress=on_progress,
         )
-    _print_summary(summary, k)
+    _print_summary(summary, k if dedup else None)
     if summary.skipped:
         raise typer.Exit(EXIT_SKIPPED)
 

@@ -199,8 +199,6 @@ class SimhashIndex:
         the docs row, so a docs row never points at cells that are not there.
         """
         latest = {d.doc_id: d for d in docs}  # the same id twice: the last one wins
-        for doc_id in latest:
-            codec.encode_doc_id(doc_id)
         found = self._find_at_insert(list(latest.values()), find_k) if find_k is not None else []
         # The previous batch is re-checked with the same read (see reconcile()).
         previous = [d for d in self._unreconciled if d.doc_id not in latest]
@@ -324,8 +322,8 @@ class SimhashIndex:
             return []
         fps = np.fromiter((d.fingerprint for d in docs), dtype=np.uint64, count=len(docs))
         keys = codec.encode_rowkeys_many(fps, self.scheme.fields_many(fps))
-        per_doc = self.scheme.rows_per_fingerprint
-        return [(key, docs[i // per_doc].doc_id) for i, key in enumerate(keys)]
+        ids = [d.doc_id for d in docs for _ in range(self.scheme.rows_per_fingerprint)]
+        return list(zip(keys, ids))
 
     # -- reading ----------------------------------------------------------------
     def get(self, doc_id: str) -> Document | None:

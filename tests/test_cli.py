@@ -145,3 +145,15 @@ def test_manifest_mismatch_from_the_cli(tmp_path: Path, corpus: Path) -> None:
     assert shdb("ingest", str(corpus), "-i", index, "--scheme", "4x4").exit_code == 0
     result = shdb("ingest", str(corpus), "-i", index, "--top-n", "10")
     assert result.exit_code == 2 and "top_n: index has 64, you asked for 10" in result.stderr
+
+
+def test_no_dedup_bulk_load_skips_the_lookups(tmp_path: Path, corpus: Path) -> None:
+    report = tmp_path / "dups.jsonl"
+    index = str(tmp_path / "ix")
+    result = shdb("ingest", str(corpus), "-i", index, "--no-dedup", "--report", str(report))
+    assert result.exit_code == 0
+    assert (
+        "added 3 documents, skipped 0" in result.stderr and "near-duplicates" not in result.stderr
+    )
+    assert report.read_text() == ""
+    assert shdb("query", ARTICLE, "-i", index).stdout.count("\n") == 2  # both copies indexed

@@ -109,12 +109,16 @@ class EmbeddedStore:
         """(key, value) per cell; hot on ingest, so each id is encoded once."""
         raw_ids: dict[str, bytes] = {}
         items = []
+        limit = self._max_key
         for row, doc_id in cells:
             raw = raw_ids.get(doc_id)
             if raw is None:
                 raw = raw_ids[doc_id] = codec.encode_doc_id(doc_id)
-            key, folded = codec.fold_key(row + raw, self._max_key)
-            items.append((key, raw if folded else b""))
+            key = row + raw
+            if len(key) <= limit:
+                items.append((key, b""))
+            else:
+                items.append((codec.fold_key(key, limit)[0], raw))
         return items
 
     def _doc_item(self, doc: Document) -> tuple[bytes, bytes]:
