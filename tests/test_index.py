@@ -78,7 +78,7 @@ def test_manifest_mismatch_is_a_clear_error(store_url: str) -> None:
     SimhashIndex.open(store_url, scheme="4x4").close()
     with pytest.raises(ManifestMismatch, match="scheme: index has '4x4'"):
         SimhashIndex.open(store_url, scheme="5x10")
-    with pytest.raises(ManifestMismatch, match="top_n: index has 64"):
+    with pytest.raises(ManifestMismatch, match="top_n: index has 16"):
         SimhashIndex.open(store_url, params=FingerprintParams(top_n=32))
     with SimhashIndex.open(store_url) as index:  # adopts what the index was built with
         assert index.scheme.name == "4x4"
@@ -160,4 +160,4 @@ def test_stats(store_url: str) -> None:
         index.add_many([("a", ARTICLE), ("c", OTHER)])
         stats = index.stats()
     assert stats["documents"] == 2 and stats["index_cells"] == 20
-    assert stats["scheme"] == "5x10" and stats["fingerprint"]["top_n"] == 64
+    assert stats["scheme"] == "5x10" and stats["fingerprint"]["top_n"] == 16
