@@ -1,0 +1,197 @@
+"""The bench's own standalone HBase, on ports of its own.
+
+The test suite uses the default instance (Thrift 9090, ZooKeeper 2181,
+~/.cache/shdb-hbase) and may run at the same time, so the bench starts a separate
+one through scripts/hbase with other ports and another home, and always stops it.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import time
+from pathlib import Path
+from typing import Any
+
+from .common import CACHE_DIR, ROOT, log
+
+THRIFT_PORT = 19090
+ZK_PORT = 12181
+HOME = Path(os.environ.get("SHDB_BENCH_HBASE_HOME", Path.home() / ".cache" / "shdb-hbase-bench"))
+_ADMIN_TOOL = Path(__file__).with_name("HBaseAdminTool.java")
+
+
+class BenchHBase:
+    """Start/stop/inspect the bench instance; ``start`` may run in the background."""
+
+    def __init__(self) -> None:
+        self.home = HOME
+        self.env = {
+            **os.environ,
+            "SHDB_HBASE_HOME": str(HOME),
+            "SHDB_HBASE_THRIFT_PORT": str(THRIFT_PORT),
+            "SHDB_HBASE_ZK_PORT": str(ZK_PORT),
+        }
+        self._starting: subprocess.Popen[bytes] | None = None
+        self.started = False
+
+    @property
+    def url_base(self) -> str:
+        return f"hbase://127.0.0.1:{THRIFT_PORT}"
+
+    @property
+    def data_dir(self) -> Path:
+        return HOME / "data" / "hbase" / "data" / "default"
+
+    def _script(self, *args: str) -> list[str]:
+        return [str(ROOT / "scripts" / "hbase"), *args]
+
+    def start_background(self, fresh: bool = True) -> None:
+        """Begin `scripts/hbase start`; jars come from Maven Central on the first run."""
+        log(f"starting the bench HBase (thrift 127.0.0.1:{THRIFT_PORT}, home {HOME})")
+        args = ["start", "--fresh"] if fresh else ["start"]
+        self._starting = subprocess.Popen(
+            self._script(*args), env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT
+        )
+        self.started = True
+
+    def wait(self) -> None:
+        if self._starting is None:
+            return
+        out, _ = self._starting.communicate()
+        code, self._starting = self._starting.returncode, None
+        if code != 0:
+            raise RuntimeError(f"scripts/hbase start failed:\n{out.decode(errors='replace')}")
+        log("bench HBase is ready")
+
+    def start(self, fresh: bool = True) -> None:
+        self.start_background(fresh)
+        self.wait()
+
+    def stop(self) -> None:
+        """Clean shutdown: it flushes the memstores, which the storage figures rely on."""
+        if self._starting is not None:
+            self._starting.wait()
+            self._starting = None
+        if not self.started:
+            return
+        subprocess.run(self._script("stop"), env=self.env, check=False, capture_output=True)
+        self.started = False
+        log("bench HBase stopped")
+
+    def version(self) -> str:
+        jars = sorted((HOME / "lib").glob("hbase-server-*.jar"))
+        match = re.match(r"hbase-server-(.+)\.jar", jars[0].name) if jars else None
+        thrift = sorted((HOME / "lib").glob("hbase-thrift-*.jar"))
+        gateway = (
+            thrift[0].name.removeprefix("hbase-thrift-").removesuffix(".jar") if thrift else "?"
+        )
+        return f"{match.group(1) if match else '?'} (thrift gateway {gateway}, standalone)"
+
+    def connection(self) -> Any:
+        import happybase
+
+        return happybase.Connection("127.0.0.1", THRIFT_PORT, timeout=120_000)
+
+    def _admin_classes(self) -> Path:
+        """HBaseAdminTool compiled once per source change (javac: ~5 s, run: ~2 s)."""
+        out = CACHE_DIR / "admin-tool"
+        stamp = out / "HBaseAdminTool.class"
+        if not stamp.exists() or stamp.stat().st_mtime < _ADMIN_TOOL.stat().st_mtime:
+            out.mkdir(parents=True, exist_ok=True)
+            subprocess.run(
+                ["javac", "-nowarn", "-d", str(out), "-cp", f"{HOME / 'lib'}/*", str(_ADMIN_TOOL)],
+                check=True,
+                capture_output=True,
+            )
+        return out
+
+    def admin(self, *args: str) -> str:
+        """Run HBaseAdminTool (Admin API calls Thrift1 lacks) against this instance."""
+        classpath = f"{HOME / 'conf'}:{HOME / 'lib'}/*:{self._admin_classes()}"
+        result = subprocess.run(
+            [
+                "java",
+                # conf/log4j2.properties logs to ${hbase.log.dir}/${hbase.log.file}
+                f"-Dhbase.log.dir={HOME / 'logs'}",
+                "-Dhbase.log.file=admin-tool.log",
+                "-cp",
+                classpath,
+                "HBaseAdminTool",
+                *args,
+            ],
+            env=self.env,
+            capture_output=True,
+            text=True,
+            timeout=900,
+        )
+        if result.returncode != 0:
+            raise RuntimeError(f"HBaseAdminTool {' '.join(args)} failed:\n{result.stderr[-3000:]}")
+        return result.stdout
+
+    def jvm_cpu_seconds(self) -> float:
+        """CPU time used so far by the master (region server) and Thrift JVMs."""
+        total = 0.0
+        for role in ("master", "thrift"):
+            try:
+                pid = (HOME / "run" / f"{role}.pid").read_text().strip()
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        return total
+
+    # -- table files ------------------------------------------------------------
+    def store_files(self, table: str) -> dict[Path, list[Path]]:
+        """HFiles per store directory (region/family) of ``table``."""
+        stores: dict[Path, list[Path]] = {}
+        root = self.data_dir / table
+        for region in root.iterdir() if root.exists() else []:
+            if not region.is_dir() or region.name.startswith("."):
+                continue
+            for family in region.iterdir():
+                if (
+                    family.is_dir()
+                    and not family.name.startswith(".")
+                    and family.name != ("recovered.edits")
+                ):
+                    stores[family] = [f for f in family.iterdir() if f.is_file()]
+        return stores
+
+    def table_bytes(self, table: str) -> int:
+        """Bytes of every HFile of the table (after a flush, all of them are live)."""
+        return sum(f.stat().st_size for files in self.store_files(table).values() for f in files)
+
+    def live_bytes_after_major(self, table: str) -> int:
+        """Bytes of the newest HFile per store: the output of a major compaction.
+
+        The compacted-away inputs stay in the store directory until HBase's
+        discharger archives them (every 2 minutes by default), so a plain directory
+        total would count the table twice.
+        """
+        return sum(
+            max(files, key=lambda f: f.stat().st_mtime).stat().st_size
+            for files in self.store_files(table).values()
+            if files
+        )
+
+    def wait_compacted(self, table: str, since: float, timeout: float = 600) -> None:
+        """Until every store has a file newer than ``since`` and sizes stop changing."""
+        deadline = time.time() + timeout
+        last = -1
+        while time.time() < deadline:
+            stores = self.store_files(table)
+            tmp_busy = any(  # a compaction writes into region/.tmp/FAMILY/ first
+                f.is_file() for store in stores for f in (store.parent / ".tmp").rglob("*")
+            )
+            fresh = all(
+                files and max(f.stat().st_mtime for f in files) >= since - 1
+                for files in stores.values()
+            )
+            size = self.live_bytes_after_major(table)
+            if fresh and not tmp_busy and size == last:
+                return
+            last = size
+            time.sleep(2)
+        raise RuntimeError(f"major compaction of {table} did not settle in {timeout:.0f} s")

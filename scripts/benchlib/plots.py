@@ -1,0 +1,151 @@
+"""Section 6: the PNG plots of docs/benchmarks.md (matplotlib, Agg: no display here)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # after use(): the backend must be chosen first
+
+_STYLE = {"5x10": ("tab:blue", "o"), "4x4": ("tab:orange", "s")}
+
+
+def _series(steps: list[dict[str, Any]], key: str, field: str = "p50_ms") -> tuple[list, list]:
+    pts = [(s["n"], s[key][field]) for s in steps if key in s]
+    return [p[0] for p in pts], [p[1] for p in pts]
+
+
+def latency(results: dict[str, Any], path: Path) -> Path:
+    """p50 (solid) and p99 (dotted) latency vs N, embedded and HBase side by side."""
+    stores = [
+        ("embedded (LMDB)", results.get("query_embedded")),
+        ("HBase (Thrift1)", results.get("query_hbase")),
+    ]
+    stores = [(name, r) for name, r in stores if r]
+    fig, axes = plt.subplots(1, len(stores), figsize=(6.2 * len(stores), 4.6), squeeze=False)
+    for ax, (title, res) in zip(axes[0], stores):
+        first = next(iter(res["schemes"].values()))
+        for scheme, steps in res["schemes"].items():
+            color, marker = _STYLE[scheme]
+            ax.plot(*_series(steps, "shdb"), marker=marker, color=color, label=f"shdb {scheme} p50")
+            ax.plot(
+                *_series(steps, "shdb", "p99_ms"),
+                ls=":",
+                marker=marker,
+                color=color,
+                alpha=0.6,
+                label=f"shdb {scheme} p99",
+            )
+        ax.plot(
+            *_series(first, "numpy brute force"),
+            marker="^",
+            color="tab:red",
+            label="NumPy brute force p50",
+        )
+        if any("PyPI simhash.SimhashIndex" in s for s in first):
+            ax.plot(
+                *_series(first, "PyPI simhash.SimhashIndex"),
+                marker="v",
+                color="tab:green",
+                label="PyPI simhash.SimhashIndex p50",
+            )
+        if any("raw Thrift getRow" in s for s in first):
+            ax.plot(
+                *_series(first, "raw Thrift getRow"),
+                marker="x",
+                color="black",
+                ls="--",
+                label="one raw Thrift getRow p50",
+            )
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel="documents in the index (N)",
+            ylabel="latency per query (ms)",
+            title=f"query_fingerprint(k=3): {title}",
+        )
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=7)
+    return _save(fig, path)
+
+
+def candidates(results: dict[str, Any], path: Path) -> Path:
+    """Cells examined per query vs N: measured, theory, and brute force's N."""
+    res = results["query_embedded"]
+    fig, ax = plt.subplots(figsize=(6.4, 4.6))
+    ns: list[int] = []
+    for scheme, steps in res["schemes"].items():
+        color, marker = _STYLE[scheme]
+        n = [s["n"] for s in steps]
+        ns = max(ns, n, key=len)
+        ax.plot(
+            n,
+            [max(s["candidates"]["mean"], 1e-3) for s in steps],
+            marker=marker,
+            color=color,
+            label=f"{scheme} measured (mean)",
+        )
+        ax.plot(
+            n,
+            [max(s["candidates"]["theory_total"], 1e-3) for s in steps],
+            ls="--",
+            color=color,
+            label=f"{scheme} theory",
+        )
+    ax.plot(ns, ns, color="tab:red", marker="^", label="brute force (all N)")
+    ax.set(
+        xscale="log",
+        yscale="log",
+        xlabel="documents in the index (N)",
+        ylabel="candidates examined per query",
+        title="Candidates per query (embedded; theory + true-match cells)",
+    )
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def ingest_batches(results: dict[str, Any], path: Path) -> Path:
+    """Ingest docs/s vs batch size, shdb and raw store writes, per store."""
+    stores = [
+        ("embedded (LMDB)", results.get("ingest_embedded")),
+        ("HBase (Thrift1)", results.get("ingest_hbase")),
+    ]
+    stores = [(name, r) for name, r in stores if r]
+    fig, axes = plt.subplots(1, len(stores), figsize=(6.2 * len(stores), 4.4), squeeze=False)
+    for ax, (title, res) in zip(axes[0], stores):
+        sweep = res["batch_sweep"]
+        b = [s["batch_size"] for s in sweep]
+        ax.plot(
+            b,
+            [s["shdb_docs_per_s"] for s in sweep],
+            marker="o",
+            label="shdb add_fingerprints(find_k=None)",
+        )
+        ax.plot(
+            b,
+            [s["raw_docs_per_s"] for s in sweep],
+            marker="s",
+            ls="--",
+            label="raw store writes, same rows",
+        )
+        ax.set(
+            xscale="log",
+            yscale="log",
+            xlabel="batch size (documents)",
+            ylabel="documents per second",
+            title=f"Ingest vs batch size: {title}",
+        )
+        ax.grid(True, which="both", alpha=0.3)
+        ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def _save(fig: Any, path: Path) -> Path:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path

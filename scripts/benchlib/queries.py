@@ -1,0 +1,402 @@
+"""Section 2: query latency and candidates examined vs N, on both stores and schemes.
+
+The index grows in steps (10k, 100k, ... synthetic random fingerprints); at each
+step the same query set runs through the index and its baselines, interleaved
+query by query in rotating order:
+
+* NumPy brute force: XOR against all N, np.bitwise_count, <= k (the floor any
+  index must beat);
+* PyPI ``simhash.SimhashIndex`` in memory, up to the N its pure-Python add can
+  build in reasonable time (capped, and said so);
+* for HBase, one raw Thrift ``getRow`` round trip (the floor of any remote call).
+
+Half the queries are random (they usually match nothing), half are stored
+fingerprints with 0-3 bits flipped. Each index answer is checked against brute
+force, so a fast wrong index cannot pass.
+"""
+
+from __future__ import annotations
+
+import cProfile
+import logging
+import random
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from .common import K, Plan, latency_summary, log, ratio, timed, top_functions
+
+BUILD_BATCH = 10_000  # bulk loads use larger write batches than the default 1000
+_BLOCK = 20  # queries per interleaving block
+
+
+def synthetic_fingerprints(n: int, seed: int) -> np.ndarray:
+    """n distinct random 64-bit fingerprints (repeats are astronomically rare; dropped)."""
+    rng = np.random.default_rng(seed)
+    fps = rng.integers(0, np.iinfo(np.uint64).max, size=n, dtype=np.uint64, endpoint=True)
+    _, first = np.unique(fps, return_index=True)
+    if len(first) != n:
+        fps = fps[np.sort(first)]
+    return fps
+
+
+def make_queries(fps: np.ndarray, count: int, seed: int) -> list[tuple[int, str]]:
+    """(fingerprint, kind): half random, half stored ones with 0..k bits flipped."""
+    rng = random.Random(seed)
+    out: list[tuple[int, str]] = []
+    for i in range(count):
+        if i % 2:
+            out.append((rng.getrandbits(64), "random"))
+            continue
+        fp = int(fps[rng.randrange(len(fps))])
+        for bit in rng.sample(range(64), rng.randint(0, K)):
+            fp ^= 1 << bit
+        out.append((fp, "planted"))
+    return out
+
+
+def brute_force(fps: np.ndarray, fp: int) -> np.ndarray:
+    """Positions within k bits: the whole array, XOR and popcount."""
+    return np.flatnonzero(np.bitwise_count(fps ^ np.uint64(fp)) <= K)
+
+
+def theory_random_candidates(scheme: Any, n: int) -> float:
+    """Expected cells a random query hits: N x sum over combinations of 2^-width."""
+    widths = [sum(scheme.widths[i] for i in combo) for combo in scheme.combos]
+    return n * sum(2.0**-w for w in widths)
+
+
+def true_match_cells(scheme: Any, fp: int, matches: list[int]) -> int:
+    """Cells that true matches occupy under ``fp``'s prefixes (one per equal combination)."""
+    mine = scheme.fields(fp)
+    return sum(a == b for m in matches for a, b in zip(mine, scheme.fields(m)))
+
+
+class PypiIndex:
+    """PyPI simhash.SimhashIndex grown alongside, up to a cap (its add is pure Python)."""
+
+    def __init__(self, cap: int) -> None:
+        from simhash import SimhashIndex
+
+        logging.getLogger("simhash").setLevel(logging.ERROR)  # "big bucket" warnings
+        self.cap = cap
+        self.size = 0
+        self.index = SimhashIndex([], k=K)
+        self.add_seconds = 0.0
+
+    def grow(self, fps: np.ndarray, n: int) -> bool:
+        from simhash import Simhash
+
+        if n > self.cap:
+            return False
+        add = self.index.add
+        dt, _ = timed(lambda: [add(f"d{i}", Simhash(int(fps[i]))) for i in range(self.size, n)])
+        self.add_seconds += dt
+        self.size = n
+        return True
+
+    def query(self, fp: int) -> list[str]:
+        from simhash import Simhash
+
+        return self.index.get_near_dups(Simhash(fp))  # type: ignore[no-any-return]
+
+
+def _measure(
+    tasks: dict[str, Callable[[int], Any]], queries: list[tuple[int, str]]
+) -> tuple[dict[str, list[float]], dict[str, list[Any]]]:
+    """Every query through every task, in blocks of queries, rotating the order per block.
+
+    Blocks (not single queries) alternate because brute force streams the whole
+    array through the CPU caches: run right before each index query it would
+    evict what the index uses, a penalty no real workload has. A block lasts a
+    few milliseconds, so noise bursts still fall on every task alike.
+    """
+    names = list(tasks)
+    times: dict[str, list[float]] = {n: [] for n in names}
+    answers: dict[str, list[Any]] = {n: [] for n in names}
+    for b, start in enumerate(range(0, len(queries), _BLOCK)):
+        block = queries[start : start + _BLOCK]
+        shift = b % len(names)
+        for name in names[shift:] + names[:shift]:
+            for fp, _ in block:
+                dt, out = timed(tasks[name], fp)
+                times[name].append(dt)
+                answers[name].append(out)
+    return times, answers
+
+
+def _candidates(index: Any, fps: np.ndarray, queries: list[tuple[int, str]]) -> dict[str, Any]:
+    """Cells examined per query (the brief's way: scan the query's prefixes, count)."""
+    store, scheme = index.store, index.scheme
+    seen, true = [], []
+    for fp, _ in queries:
+        seen.append(sum(len(c) for c in store.scan_prefixes_many(index._prefixes([fp]))))
+        true.append(true_match_cells(scheme, fp, [int(fps[i]) for i in brute_force(fps, fp)]))
+    rand = theory_random_candidates(scheme, len(fps))
+    return {
+        "mean": float(np.mean(seen)),
+        "max": int(np.max(seen)),
+        "theory_random": rand,
+        "true_match_cells_mean": float(np.mean(true)),
+        "theory_total": rand + float(np.mean(true)),
+    }
+
+
+def _check(answers: list[Any], truth: list[np.ndarray]) -> int:
+    """Queries whose index answer differs from brute force's (must be 0)."""
+    wrong = 0
+    for got, want in zip(answers, truth):
+        if {m.doc_id for m in got} != {f"d{i}" for i in want.tolist()}:
+            wrong += 1
+    return wrong
+
+
+def measure_step(
+    index: Any,
+    fps: np.ndarray,
+    queries: list[tuple[int, str]],
+    extra: dict[str, Callable[[int], Any]],
+    warmup: int = 5,
+) -> dict[str, Any]:
+    """One N: latency of the index and its baselines, candidates, exactness."""
+    tasks: dict[str, Callable[[int], Any]] = {
+        "shdb": lambda fp: index.query_fingerprint(fp, k=K),
+        "numpy brute force": lambda fp: brute_force(fps, fp),
+        **extra,
+    }
+    rng = random.Random(warmup)
+    for _ in range(warmup):  # warm connections, caches and code paths (untimed)
+        fp = rng.getrandbits(64)
+        for task in tasks.values():
+            task(fp)
+    times, answers = _measure(tasks, queries)
+    out: dict[str, Any] = {name: latency_summary(ts) for name, ts in times.items()}
+    out["by_kind_p50_ms"] = {
+        kind: latency_summary([t for t, (_, k) in zip(times["shdb"], queries) if k == kind])[
+            "p50_ms"
+        ]
+        for kind in ("random", "planted")
+    }
+    out["wrong_answers"] = _check(answers["shdb"], answers["numpy brute force"])
+    out["mean_matches"] = float(np.mean([len(a) for a in answers["numpy brute force"]]))
+    if "PyPI simhash.SimhashIndex" in answers:
+        out["pypi_wrong_answers"] = sum(
+            set(got) != {f"d{i}" for i in want.tolist()}
+            for got, want in zip(answers["PyPI simhash.SimhashIndex"], answers["numpy brute force"])
+        )
+    out["candidates"] = _candidates(index, fps, queries)
+    return out
+
+
+def _profile(index: Any, queries: list[tuple[int, str]]) -> list[dict[str, Any]]:
+    """cProfile of the index's queries alone: where a query's microseconds go."""
+    profiler = cProfile.Profile()
+    profiler.enable()
+    for fp, _ in queries:
+        index.query_fingerprint(fp, k=K)
+    profiler.disable()
+    return top_functions(profiler, 12)
+
+
+def _grow(index: Any, fps: np.ndarray, start: int, stop: int) -> float:
+    """Bulk-load fps[start:stop] (find_k=None); docs/s."""
+    dt, _ = timed(
+        lambda: index.add_fingerprints(
+            ((f"d{i}", int(fps[i])) for i in range(start, stop)), find_k=None
+        )
+    )
+    return (stop - start) / dt
+
+
+def run_embedded(plan: Plan, fps: np.ndarray, work: Path) -> dict[str, Any]:
+    """Both schemes on LMDB, N up to the plan's largest; plus bytes/doc at each step."""
+    from simhash_hbase import SimhashIndex
+
+    results: dict[str, Any] = {"pypi_cap": plan.pypi_index_cap, "schemes": {}}
+    pypi = PypiIndex(plan.pypi_index_cap)
+    for scheme in ("5x10", "4x4"):
+        path = work / f"embedded-{scheme}"
+        shutil.rmtree(path, ignore_errors=True)
+        steps = []
+        with SimhashIndex.open(str(path), scheme=scheme, batch_size=BUILD_BATCH) as index:
+            loaded = 0
+            for n in plan.embedded_ns:
+                rate = _grow(index, fps, loaded, n)
+                loaded = n
+                view = fps[:n]
+                queries = make_queries(view, plan.embedded_queries, plan.seed + n)
+                extra: dict[str, Callable[[int], Any]] = {}
+                if scheme == "5x10" and pypi.grow(fps, n):
+                    extra["PyPI simhash.SimhashIndex"] = pypi.query
+                step = measure_step(index, view, queries, extra)
+                step.update(n=n, build_docs_per_s=rate, disk_bytes=_lmdb_bytes(path))
+                step["speedup_vs_brute_p50"] = ratio(
+                    step["numpy brute force"]["p50_ms"], step["shdb"]["p50_ms"]
+                )
+                if n == plan.embedded_ns[-1]:
+                    step["profile"] = _profile(index, queries)
+                steps.append(step)
+                log(
+                    f"embedded {scheme} N={n:,}: p50 {step['shdb']['p50_ms']:.3f} ms, "
+                    f"brute {step['numpy brute force']['p50_ms']:.2f} ms "
+                    f"({step['speedup_vs_brute_p50']:.0f}x), "
+                    f"{step['candidates']['mean']:.2f} cells/query, built at {rate:,.0f} docs/s"
+                )
+        results["schemes"][scheme] = steps
+    results["pypi_add_docs_per_s"] = ratio(pypi.size, pypi.add_seconds)
+    return results
+
+
+def _lmdb_bytes(path: Path) -> int:
+    return (path / "data.mdb").stat().st_size
+
+
+def run_hbase(plan: Plan, fps: np.ndarray, hbase: Any) -> dict[str, Any]:
+    """Both schemes on the bench HBase; the floor is one raw Thrift getRow."""
+    from simhash_hbase import SimhashIndex
+
+    results: dict[str, Any] = {"schemes": {}, "prefixes": {}}
+    conn = hbase.connection()
+    try:
+        for scheme in ("5x10", "4x4"):
+            prefix = f"bench{scheme.replace('x', '_')}"
+            url = f"{hbase.url_base}?prefix={prefix}"
+            results["prefixes"][scheme] = prefix
+            docs_table = f"{prefix}_docs".encode()
+            steps = []
+            with SimhashIndex.open(url, scheme=scheme, batch_size=BUILD_BATCH) as index:
+                loaded = 0
+                for n in plan.hbase_ns:
+                    rate = _grow(index, fps, loaded, n)
+                    loaded = n
+                    view = fps[:n]
+                    queries = make_queries(view, plan.hbase_queries, plan.seed + n)
+                    get_row = _raw_get(conn, docs_table, n)
+                    step = measure_step(index, view, queries, {"raw Thrift getRow": get_row})
+                    step.update(n=n, build_docs_per_s=rate)
+                    if n == plan.hbase_ns[-1]:
+                        step["cpu_per_query"] = cpu_per_query(index, queries, hbase)
+                    step["ratio_to_get_p50"] = ratio(
+                        step["shdb"]["p50_ms"], step["raw Thrift getRow"]["p50_ms"]
+                    )
+                    steps.append(step)
+                    log(
+                        f"hbase {scheme} N={n:,}: p50 {step['shdb']['p50_ms']:.2f} ms = "
+                        f"{step['ratio_to_get_p50']:.1f}x a getRow "
+                        f"({step['raw Thrift getRow']['p50_ms']:.2f} ms); "
+                        f"{step['candidates']['mean']:.2f} cells/query; built at {rate:,.0f} docs/s"
+                    )
+            results["schemes"][scheme] = steps
+        results["round_trips"] = probe_round_trips(conn, f"{results['prefixes']['5x10']}_index")
+    finally:
+        conn.close()
+    return results
+
+
+def remeasure_hbase(plan: Plan, fps: np.ndarray, hbase: Any, prefixes: dict[str, str]) -> Any:
+    """Section 2 again at the largest N, on the tables section 5 gave the schema's settings.
+
+    Thrift1 cannot set the row-prefix bloom filter or FAST_DIFF; this shows what
+    they (and a major compaction) change for query latency.
+    """
+    from simhash_hbase import SimhashIndex
+
+    n = plan.hbase_ns[-1]
+    view = fps[:n]
+    queries = make_queries(view, plan.hbase_queries, plan.seed + n + 1)
+    out: dict[str, Any] = {}
+    conn = hbase.connection()
+    try:
+        for scheme, prefix in prefixes.items():
+            with SimhashIndex.open(f"{hbase.url_base}?prefix={prefix}") as index:
+                get_row = _raw_get(conn, f"{prefix}_docs".encode(), n)
+                # Regions were reopened and rewritten: warm the block cache first.
+                step = measure_step(
+                    index, view, queries, {"raw Thrift getRow": get_row}, warmup=300
+                )
+                step["cpu_per_query"] = cpu_per_query(index, queries, hbase)
+            step.update(n=n)
+            step["ratio_to_get_p50"] = ratio(
+                step["shdb"]["p50_ms"], step["raw Thrift getRow"]["p50_ms"]
+            )
+            out[scheme] = step
+            log(
+                f"hbase {scheme} N={n:,} with the schema's settings: p50 "
+                f"{step['shdb']['p50_ms']:.2f} ms = {step['ratio_to_get_p50']:.1f}x a getRow"
+            )
+    finally:
+        conn.close()
+    return out
+
+
+def _raw_get(conn: Any, table: bytes, n: int) -> Callable[[int], Any]:
+    """One Thrift getRow of a random stored document: the floor of any HBase call."""
+    rng = random.Random(n)
+
+    def get(_fp: int) -> Any:
+        return conn.client.getRow(table, f"d{rng.randrange(n)}".encode(), {})
+
+    return get
+
+
+def cpu_per_query(index: Any, queries: list[tuple[int, str]], hbase: Any) -> dict[str, float]:
+    """Wall time vs CPU time (client process, HBase JVMs) per query, in ms.
+
+    Client and servers share 2 cores here: when their CPU per query adds up to
+    about 2 x the wall time, a query is bound by CPU, not by waiting.
+    """
+    import resource
+
+    def client() -> float:
+        me = resource.getrusage(resource.RUSAGE_SELF)
+        return me.ru_utime + me.ru_stime
+
+    c0, s0, t0 = client(), hbase.jvm_cpu_seconds(), time.perf_counter()
+    for fp, _ in queries:
+        index.query_fingerprint(fp, k=K)
+    wall = time.perf_counter() - t0
+    n = len(queries)
+    return {
+        "wall_ms": wall / n * 1e3,
+        "client_cpu_ms": (client() - c0) / n * 1e3,
+        "hbase_cpu_ms": (hbase.jvm_cpu_seconds() - s0) / n * 1e3,
+    }
+
+
+def probe_round_trips(conn: Any, table: str, probes: int = 100) -> dict[str, Any]:
+    """What one query is made of: the three Thrift calls of a prefix scan, timed serially.
+
+    shdb's query is 10 such scans (open, fetch, close) run on 10 pooled
+    connections at once, plus one getRows when something matched; comparing its
+    latency with 10 x (open + fetch) shows how much of the parallelism survives.
+    """
+    import Hbase_thrift
+
+    from simhash_hbase import codec
+
+    rng = random.Random(7)
+    parts: dict[str, list[float]] = {
+        "scannerOpenWithScan": [],
+        "scannerGetList": [],
+        "scannerClose": [],
+    }
+    client = conn.client
+    for _ in range(probes):
+        prefix = rng.getrandbits(40).to_bytes(5, "big")
+        scan = Hbase_thrift.TScan(
+            startRow=prefix,
+            stopRow=codec.prefix_stop(prefix),
+            caching=1000,
+            filterString=b"KeyOnlyFilter()",
+        )
+        dt, scanner = timed(client.scannerOpenWithScan, table.encode(), scan, {})
+        parts["scannerOpenWithScan"].append(dt)
+        dt, _ = timed(client.scannerGetList, scanner, 1000)
+        parts["scannerGetList"].append(dt)
+        dt, _ = timed(client.scannerClose, scanner)
+        parts["scannerClose"].append(dt)
+    return {name: latency_summary(ts) for name, ts in parts.items()}
