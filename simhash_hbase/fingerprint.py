@@ -176,6 +176,9 @@ class Fingerprinter:
         else:
             idf, median = self._idf.idf, self._idf.median
             weighted = [(term, n * idf.get(term, median)) for term, n in counts.items()]
+            # A term in every document of a custom IDF table weighs 0: it carries no
+            # signal, and texts made only of such terms must not share fingerprint 0.
+            weighted = [tw for tw in weighted if tw[1] > 0.0]
         return heapq.nlargest(self.params.top_n, weighted, key=lambda tw: (tw[1], tw[0]))
 
     def fingerprint(self, text: str) -> int:

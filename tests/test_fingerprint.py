@@ -129,3 +129,12 @@ def test_custom_idf_table(tmp_path: Path) -> None:
     bad.write_text("天气 1.0\n公园 x\n", encoding="utf-8")
     with pytest.raises(InvalidInput, match=r"bad.txt:2"):
         Fingerprinter(FingerprintParams(idf_path=str(bad)))
+
+
+def test_terms_of_zero_weight_do_not_make_fingerprint_zero(tmp_path: Path) -> None:
+    table = tmp_path / "idf.txt"
+    table.write_text("天气 0.0\n公园 0.0\n散步 2.0\n", encoding="utf-8")
+    fp = Fingerprinter(FingerprintParams(idf_path=str(table)))
+    with pytest.raises(EmptyDocument):
+        fp.fingerprint("天气，公园")
+    assert [t for t, _ in fp.weighted_terms("天气，公园，散步")] == ["散步"]
