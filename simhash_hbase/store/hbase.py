@@ -190,6 +190,7 @@ class HBaseStore:
         self.tables = {t: schema.table_name(prefix, t).encode() for t in schema.TABLES}
         with self._translate("connect"):  # the pool opens one connection to test it
             self._pool = happybase.ConnectionPool(pool, host=host, port=port, timeout=timeout)
+        self._pool_size = pool
         self._executor = ThreadPoolExecutor(
             max_workers=max(1, pool - 2), thread_name_prefix="shdb-scan"
         )
@@ -222,18 +223,24 @@ class HBaseStore:
             raise StoreError(f"HBase Thrift error while trying to {action}: {exc}") from exc
 
     def _call(self, action: str, fn: Callable[[Any], T]) -> T:
-        """Run ``fn(thrift_client)`` on a pooled connection, retrying once.
+        """Run ``fn(thrift_client)`` on a pooled connection.
 
-        The retry covers a connection the server dropped while idle: happybase
-        replaces it, and every call we make is idempotent (fixed keys, explicit
-        timestamps).
+        A connection the server dropped (idle timeout, server restart) fails
+        with end-of-file; happybase then replaces it and the call is retried on
+        the next one. Every pooled connection may be dead at once, so this goes
+        on up to the pool's size; a connection that cannot even be opened ends
+        it at once. Every call we make is idempotent (fixed keys, explicit
+        timestamps), so a retry never writes twice.
         """
         with self._translate(action):
-            try:
-                with self._pool.connection() as conn:
-                    return fn(conn.client)
-            except _RETRYABLE as exc:
-                log.info("retrying %s after a dropped connection: %s", action, exc)
+            for _ in range(self._pool_size):
+                try:
+                    with self._pool.connection() as conn:
+                        return fn(conn.client)
+                except _RETRYABLE as exc:
+                    if not _is_dropped(exc):
+                        raise
+                    log.info("retrying %s after a dropped connection: %s", action, exc)
             with self._pool.connection() as conn:
                 return fn(conn.client)
 
@@ -419,3 +426,10 @@ def _close_scanner(client: Any, scanner: int) -> None:
         client.scannerClose(scanner)
     except (*_RETRYABLE, TException) as exc:
         log.info("could not close scanner %s: %s", scanner, exc)
+
+
+def _is_dropped(exc: BaseException) -> bool:
+    """A connection that worked and was cut, as opposed to one that cannot open."""
+    if isinstance(exc, TTransportException):
+        return exc.type == TTransportException.END_OF_FILE
+    return isinstance(exc, (BrokenPipeError, ConnectionResetError, ConnectionAbortedError))
