@@ -48,7 +48,7 @@ class Plan:
     hbase_batch_sizes: tuple[int, ...]
     hbase_batch_docs: int
     rss_lines: tuple[int, ...]
-    rss_dedup: bool  # False: --no-dedup (bulk load), which takes a third of the time
+    rss_args: tuple[str, ...]  # extra `shdb ingest` options (quick: the bulk-load ones)
     dedup_n: int
     dedup_rounds: int
     seed: int = 4
@@ -58,22 +58,22 @@ class Plan:
 QUICK = Plan(
     mode="quick",
     fp_doc_step=6,
-    fp_map_rounds=2,
+    fp_map_rounds=1,
     embedded_ns=(10_000, 100_000, 1_000_000),
     embedded_queries=200,
     pypi_index_cap=100_000,
     hbase_ns=(10_000, 100_000),
     hbase_queries=150,
-    ingest_docs=100_000,
-    ingest_find_docs=50_000,
+    ingest_docs=60_000,
+    ingest_find_docs=30_000,
     batch_sizes=(100, 1000, 10_000),
-    batch_docs=30_000,
-    hbase_ingest_docs=20_000,
-    hbase_ingest_find_docs=3_000,
+    batch_docs=20_000,
+    hbase_ingest_docs=15_000,
+    hbase_ingest_find_docs=1_000,
     hbase_batch_sizes=(100, 1000, 10_000),
-    hbase_batch_docs=10_000,
+    hbase_batch_docs=6_000,
     rss_lines=(100_000, 1_000_000),
-    rss_dedup=False,
+    rss_args=("--no-dedup", "--batch-size", "10000"),
     dedup_n=1_000_000,
     dedup_rounds=2,
 )
@@ -96,7 +96,7 @@ SMOKE = Plan(  # checks that every section runs; its numbers mean nothing
     hbase_batch_sizes=(100, 1000),
     hbase_batch_docs=2_000,
     rss_lines=(10_000, 50_000),
-    rss_dedup=False,
+    rss_args=("--no-dedup",),
     dedup_n=100_000,
     dedup_rounds=1,
 )
@@ -104,7 +104,7 @@ SMOKE = Plan(  # checks that every section runs; its numbers mean nothing
 FULL = Plan(
     mode="full",
     fp_doc_step=1,
-    fp_map_rounds=3,
+    fp_map_rounds=1,
     embedded_ns=(10_000, 100_000, 1_000_000, 3_000_000, 10_000_000),
     embedded_queries=500,
     pypi_index_cap=1_000_000,
@@ -115,11 +115,11 @@ FULL = Plan(
     batch_sizes=(100, 300, 1000, 3000, 10_000, 30_000),
     batch_docs=100_000,
     hbase_ingest_docs=50_000,
-    hbase_ingest_find_docs=10_000,
+    hbase_ingest_find_docs=3_000,
     hbase_batch_sizes=(100, 300, 1000, 3000, 10_000),
     hbase_batch_docs=30_000,
     rss_lines=(100_000, 1_000_000),
-    rss_dedup=True,
+    rss_args=(),
     dedup_n=1_000_000,
     dedup_rounds=3,
 )

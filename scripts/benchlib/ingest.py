@@ -134,7 +134,7 @@ def embedded_pair(
             spent = _time_calls(
                 {
                     "lookups": (index, "_find_at_insert"),
-                    "old-version reads": (index.store, "_get_docs"),
+                    "docs-table reads": (index.store, "_get_docs"),
                 }
             )
             totals = _alternate(
@@ -222,7 +222,7 @@ def hbase_pair(
             spent = _time_calls(
                 {
                     "lookups": (ix, "_find_at_insert"),
-                    "old-version reads": (ix.store, "get_docs"),
+                    "docs-table reads": (ix.store, "get_docs"),
                     "writes (mutateRowsTs)": (ix.store, "_mutate"),
                 }
             )
@@ -283,6 +283,17 @@ def _proc_status(pid: int) -> dict[str, int]:
     return out
 
 
+def _written_bytes(pid: int) -> int:
+    """Bytes the process caused to be written to storage (/proc/PID/io write_bytes)."""
+    try:
+        for line in Path(f"/proc/{pid}/io").read_text().splitlines():
+            if line.startswith("write_bytes:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
 def run_cli_peak(args: list[str], interval: float = 0.05) -> dict[str, Any]:
     """Run ``python -m simhash_hbase ARGS``; wall time and peak memory in MiB."""
     proc = subprocess.Popen(
@@ -292,9 +303,11 @@ def run_cli_peak(args: list[str], interval: float = 0.05) -> dict[str, Any]:
     )
     start = time.perf_counter()
     peak: dict[str, int] = {}
+    written = 0
     while proc.poll() is None:
         for key, value in _proc_status(proc.pid).items():
             peak[key] = max(peak.get(key, 0), value)
+        written = max(written, _written_bytes(proc.pid))
         time.sleep(interval)
     wall = time.perf_counter() - start
     stderr = proc.stderr.read().decode(errors="replace") if proc.stderr else ""
@@ -305,6 +318,7 @@ def run_cli_peak(args: list[str], interval: float = 0.05) -> dict[str, Any]:
         "peak_rss_mib": peak.get("VmHWM", 0) / 1024,
         "peak_anon_mib": peak.get("RssAnon", 0) / 1024,
         "peak_file_mib": peak.get("RssFile", 0) / 1024,
+        "written_bytes": written,
         "stderr_tail": stderr.strip().splitlines()[-1:] if stderr.strip() else [],
     }
 
@@ -316,9 +330,14 @@ def run_rss(plan: Plan, fps: np.ndarray, work: Path) -> list[dict[str, Any]]:
         tsv = write_tsv(fps, lines, work / f"fingerprints-{lines}.tsv")
         index = work / f"rss-{lines}"
         shutil.rmtree(index, ignore_errors=True)
-        args = ["ingest", "--fingerprints", str(tsv), "--index", str(index)]
-        result = run_cli_peak(args if plan.rss_dedup else [*args, "--no-dedup"])
-        result.update(lines=lines, docs_per_s=lines / result["seconds"], dedup=plan.rss_dedup)
+        args = ["ingest", "--fingerprints", str(tsv), "--index", str(index), *plan.rss_args]
+        result = run_cli_peak(args)
+        result.update(
+            lines=lines,
+            docs_per_s=lines / result["seconds"],
+            options=" ".join(plan.rss_args),
+            written_bytes_per_doc=result["written_bytes"] / lines,
+        )
         result["index_bytes"] = (index / "data.mdb").stat().st_size
         out.append(result)
         log(
