@@ -48,9 +48,7 @@ def parse_conf(items: list[str]) -> dict[str, str]:
     return conf
 
 
-def get_session(
-    master: str | None = None, conf: Mapping[str, str] | None = None
-) -> SparkSession:
+def get_session(master: str | None = None, conf: Mapping[str, str] | None = None) -> SparkSession:
     """The active session, or a new one.
 
     ``master`` None: spark-submit's master when launched by it, else ``local[*]``.
@@ -71,11 +69,9 @@ def get_session(
     if name == "pyspark-shell":  # the name PySpark gives a JVM it launched itself
         name = APP_NAME
     builder = SparkSession.builder.appName(name).master(master)
-    if master.startswith("local"):
-        for key, value in _LOCAL_CONF.items():
-            if not base.contains(key):
-                builder = builder.config(key, value)
-    for key, value in (conf or {}).items():
+    settings = dict(_LOCAL_CONF) if master.startswith("local") else {}
+    settings.update(conf or {})
+    for key, value in settings.items():
         builder = builder.config(key, value)
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("WARN")
