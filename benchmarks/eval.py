@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
-"""Near-duplicate detection quality on real Chinese text (issue 6).
+"""Near-duplicate detection quality on real Chinese text.
 
-Real documents (Debian's manpages-zh and gimp-help-zh-cn, see scripts/corpus.py) are
+Real documents (Debian's manpages-zh and gimp-help-zh-cn, see benchmarks/corpus.py) are
 edited the way reposts are edited (a sentence added or removed, ads inserted, numbers
 changed, punctuation and whitespace changed, a paragraph moved, a mirror's header and
 footer); recall is the share of (original, edited) pairs whose fingerprints differ in at
@@ -10,11 +9,12 @@ Several configurations of ``simhash_hbase`` are measured next to two baselines i
 same run: PyPI ``simhash`` and exact character 4-shingle Jaccard similarity.
 
     pip install -e '.[bench]'
-    scripts/eval            # full run, ~5 min on 2 idle cores (~9 CPU-min): writes
-                            # docs/quality.md, docs/quality-long.png,
-                            # docs/quality-short.png and bench-results/quality.json
-    scripts/eval --quick    # a sample, ~1 min: bench-results/quality-quick.json and the
-                            # headline on stdout (add --doc PATH for the full report)
+    python -m benchmarks.eval          # full run, ~5 min on 2 idle cores (~9 CPU-min):
+                                       # docs/quality.md, docs/quality-{long,short}.png,
+                                       # bench-results/quality.json
+    python -m benchmarks.eval --quick  # a sample, ~1 min: the same report, from fewer
+                                       # texts; bench-results/quality-quick.json
+    python -m benchmarks.eval --smoke  # a generated corpus, seconds, output in a temp dir
 
 Everything is deterministic: samples and edits come from seeded RNGs keyed by document
 id, so a rerun on the same corpus gives the same numbers.
@@ -40,8 +40,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-ROOT = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
+from .common import ROOT
 
 try:
     import matplotlib
@@ -59,9 +58,9 @@ try:
         write_idf,
     )
 except ImportError as exc:  # a fresh clone: say what to install instead of a traceback
-    sys.exit(f"scripts/eval: {exc}; run `pip install -e '.[bench]'` from {ROOT} first")
+    sys.exit(f"benchmarks.eval: {exc}; run `pip install -e '.[bench]'` from {ROOT} first")
 
-import corpus  # noqa: E402  (scripts/ is on sys.path above)
+from . import corpus
 
 matplotlib.use("Agg")
 
@@ -215,9 +214,7 @@ def sample(items: list[Item], per_fold: int | None, salt: str) -> list[Item]:
         return items
     out: list[Item] = []
     for fold in (0, 1):
-        mine = sorted(
-            (x for x in items if x.fold == fold), key=lambda x: stable_hash(salt, x.id)
-        )
+        mine = sorted((x for x in items if x.fold == fold), key=lambda x: stable_hash(salt, x.id))
         out.extend(mine[:per_fold])
     return sorted(out, key=lambda x: x.id)
 
@@ -353,9 +350,7 @@ def sentence_removed(text: str, rng: random.Random, ctx: EditContext) -> str | N
     """One sentence (a clause, in a short text) of six or more word characters deleted."""
     segs = segments(text, len(text) < LONG_MIN)
     cap = min(200, budget(text))
-    candidates = [
-        i for i, s in enumerate(segs) if len(_WORD.findall(s)) >= 6 and len(s) <= cap
-    ]
+    candidates = [i for i, s in enumerate(segs) if len(_WORD.findall(s)) >= 6 and len(s) <= cap]
     if len(segs) < 2 or not candidates:
         return None
     i = rng.choice(candidates)
@@ -422,9 +417,13 @@ def punct_whitespace(text: str, rng: random.Random, ctx: EditContext) -> str | N
             out.append("" if soft else " ")
         else:
             out.append(ch)
-        if after and rng.random() < 0.3 and (
-            (_CJK.match(ch) and after.isascii() and after.isalnum())
-            or (ch.isascii() and ch.isalnum() and _CJK.match(after))
+        if (
+            after
+            and rng.random() < 0.3
+            and (
+                (_CJK.match(ch) and after.isascii() and after.isalnum())
+                or (ch.isascii() and ch.isalnum() and _CJK.match(after))
+            )
         ):
             out.append(" ")
     return "".join(out)
@@ -785,9 +784,7 @@ def strata_codes(names: Iterable[str]) -> list[int]:
     return [STRATA.index(s) for s in names]
 
 
-def recall_counts(
-    hist: np.ndarray, edits: Iterable[str], strata: Iterable[str]
-) -> np.ndarray:
+def recall_counts(hist: np.ndarray, edits: Iterable[str], strata: Iterable[str]) -> np.ndarray:
     """Summed distance histogram of the (edit, stratum) groups selected."""
     codes = strata_codes(strata)
     rows = [EDITS.index(e) * len(STRATA) + s for e in edits for s in codes]
@@ -844,9 +841,10 @@ class Results:
     def target_k(self, cfg: str, set_name: str) -> int | None:
         """The smallest k at which both issue targets hold, if any (k <= 32)."""
         for k in range(33):
-            if self.recall(cfg, k, set_name) >= TARGET_RECALL and self.fpr(
-                cfg, k, set_name
-            ) <= TARGET_FPR:
+            if (
+                self.recall(cfg, k, set_name) >= TARGET_RECALL
+                and self.fpr(cfg, k, set_name) <= TARGET_FPR
+            ):
                 return k
         return None
 
@@ -1038,10 +1036,18 @@ def plot(res: Results, names: Sequence[str], set_name: str, path: Path) -> None:
     left.axhline(TARGET_RECALL, color="grey", lw=0.8, ls=":")
     right.axhline(TARGET_FPR, color="grey", lw=0.8, ls=":")
     left.text(K + 0.6, 0.04, "beyond the index's exact k<=3", fontsize=8, color="grey")
-    left.set(title=f"recall, {SET_LABELS[set_name]}", xlabel="k (max Hamming distance)",
-             ylabel="recall (single edits)", ylim=(0, 1.02))
-    right.set(title="false-positive rate (distinct pairs)", xlabel="k (max Hamming distance)",
-              ylabel=f"FPR (log; {floor:.0e} = none of {pairs} pairs)", yscale="log")
+    left.set(
+        title=f"recall, {SET_LABELS[set_name]}",
+        xlabel="k (max Hamming distance)",
+        ylabel="recall (single edits)",
+        ylim=(0, 1.02),
+    )
+    right.set(
+        title="false-positive rate (distinct pairs)",
+        xlabel="k (max Hamming distance)",
+        ylabel=f"FPR (log; {floor:.0e} = none of {pairs} pairs)",
+        yscale="log",
+    )
     left.grid(alpha=0.3)
     right.grid(alpha=0.3)
     right.legend(fontsize=8, loc="lower right")
@@ -1058,8 +1064,7 @@ def versus(res: Results, a: str, b: str, set_name: str) -> str:
 def losses(res: Results, a: str, b: str, set_name: str, n: int = 2) -> str:
     """The n edit types where config a recalls least compared with b, with the numbers."""
     deltas = sorted(
-        (res.recall(a, K, set_name, [e]) - res.recall(b, K, set_name, [e]), e)
-        for e in SINGLE_EDITS
+        (res.recall(a, K, set_name, [e]) - res.recall(b, K, set_name, [e]), e) for e in SINGLE_EDITS
     )
     return " and ".join(
         f"{EDIT_LABELS[e]} ({pct(res.recall(a, K, set_name, [e]))} vs "
@@ -1118,8 +1123,10 @@ def recommendations(res: Results) -> tuple[list[str], dict[str, str]]:
         )
     same_n = f"{best_t}-didf"
     verdict = (
-        "helps" if significant(res, same_n, best_t, "long>500")
-        else "hurts" if significant(res, best_t, same_n, "long>500")
+        "helps"
+        if significant(res, same_n, best_t, "long>500")
+        else "hurts"
+        if significant(res, best_t, same_n, "long>500")
         else "makes no clear difference"
     )
     out.append(
@@ -1240,19 +1247,32 @@ def operating_table(res: Results, names: Sequence[str]) -> str:
 def twin_table(res: Results, names: Sequence[str]) -> str:
     tw = res.meta["twins"]
     return table(
-        ["config", f"twins within k={K}", f"false positives at k={K}, documents >= 200 chars",
-         "of which twins"],
-        [[f"`{n}`", pct(tw["within_k3"][n]), str(tw["false_positives_k3"][n]),
-          str(tw["false_positives_k3_twins"][n])] for n in names],
+        [
+            "config",
+            f"twins within k={K}",
+            f"false positives at k={K}, documents >= 200 chars",
+            "of which twins",
+        ],
+        [
+            [
+                f"`{n}`",
+                pct(tw["within_k3"][n]),
+                str(tw["false_positives_k3"][n]),
+                str(tw["false_positives_k3_twins"][n]),
+            ]
+            for n in names
+        ],
     )
 
 
 def result_paragraph(res: Results) -> str:
     """The answer to the issue, in words: targets met or missed, and where they would be."""
+
     def met_at(n: str, k: int) -> bool:
-        return res.recall(n, k, "long>500") >= TARGET_RECALL and res.fpr(
-            n, k, "long>500"
-        ) <= TARGET_FPR
+        return (
+            res.recall(n, k, "long>500") >= TARGET_RECALL
+            and res.fpr(n, k, "long>500") <= TARGET_FPR
+        )
 
     r, f = res.recall(DEFAULT, K, "long>500"), res.fpr(DEFAULT, K, "long>500")
     meeting = [c.name for c in res.cfgs if met_at(c.name, K)]
@@ -1297,15 +1317,34 @@ def headline(res: Results, names: Sequence[str]) -> str:
         fp, total = res.fp_count(n, K, "long>500")
         met = "met" if r >= TARGET_RECALL and f <= TARGET_FPR else "missed"
         k_met = res.target_k(n, "long>500")
-        rows.append([
-            f"`{n}`", pct(r), f"{pct(per_edit[worst])} ({EDIT_LABELS[list(SINGLE_EDITS)[worst]]})",
-            pct(res.recall(n, K, "long>500", ["combined"])), f"{fpr_str(f)} ({fp}/{total})", met,
-            "none" if k_met is None else f"k={k_met}: {pct(res.recall(n, k_met, 'long>500'))}, "
-            f"{fpr_str(res.fpr(n, k_met, 'long>500'))}",
-        ])
-    header = ["config", "recall, single edits", "worst edit type", "recall, 3 combined",
-              "FPR (pairs)", f"target at k={K}", "smallest k meeting both targets"]
+        rows.append(
+            [
+                f"`{n}`",
+                pct(r),
+                f"{pct(per_edit[worst])} ({EDIT_LABELS[list(SINGLE_EDITS)[worst]]})",
+                pct(res.recall(n, K, "long>500", ["combined"])),
+                f"{fpr_str(f)} ({fp}/{total})",
+                met,
+                "none"
+                if k_met is None
+                else f"k={k_met}: {pct(res.recall(n, k_met, 'long>500'))}, "
+                f"{fpr_str(res.fpr(n, k_met, 'long>500'))}",
+            ]
+        )
+    header = [
+        "config",
+        "recall, single edits",
+        "worst edit type",
+        "recall, 3 combined",
+        "FPR (pairs)",
+        f"target at k={K}",
+        "smallest k meeting both targets",
+    ]
     return table(header, rows)
+
+
+def _mode_flag(mode: str) -> str:
+    return "" if mode == "full" else f" --{mode}"
 
 
 def render(res: Results, doc: Path) -> str:
@@ -1317,26 +1356,52 @@ def render(res: Results, doc: Path) -> str:
     protos = [c.name for c in res.cfgs if c.family == "proto"]
     allc = [c.name for c in res.cfgs]
     recs, picks = recommendations(res)
-    plotted = list(dict.fromkeys([DEFAULT, picks["best_top_n"], f"{picks['best_top_n']}-didf",
-                                  "proto-t64", picks["best_chars_long"], "pypi-simhash"]))
-    plotted_short = list(dict.fromkeys([DEFAULT, picks["best_top_n"], picks["best_short"],
-                                        picks["best_chars_short"], "chars-n2-t64",
-                                        "pypi-simhash"]))
+    plotted = list(
+        dict.fromkeys(
+            [
+                DEFAULT,
+                picks["best_top_n"],
+                f"{picks['best_top_n']}-didf",
+                "proto-t64",
+                picks["best_chars_long"],
+                "pypi-simhash",
+            ]
+        )
+    )
+    plotted_short = list(
+        dict.fromkeys(
+            [
+                DEFAULT,
+                picks["best_top_n"],
+                picks["best_short"],
+                picks["best_chars_short"],
+                "chars-n2-t64",
+                "pypi-simhash",
+            ]
+        )
+    )
     plot(res, plotted, "long>500", doc.parent / "quality-long.png")
     plot(res, plotted_short, "short", doc.parent / "quality-short.png")
 
     strata_rows = [[s, SET_LABELS.get(s, s), str(m["originals"].get(s, 0))] for s in STRATA]
-    edit_rows = [[EDIT_LABELS[e], " ".join((SINGLE_EDITS.get(e, combined).__doc__ or "").split())]
-                 for e in EDITS]
+    edit_rows = [
+        [EDIT_LABELS[e], " ".join((SINGLE_EDITS.get(e, combined).__doc__ or "").split())]
+        for e in EDITS
+    ]
     cfg_rows = [[f"`{c.name}`", c.describe()] for c in res.cfgs]
-    cfg_rows.append(["Jaccard-4", "exact Jaccard of character 4-shingle sets (same "
-                     "normalisation as PyPI simhash); duplicate when >= threshold"])
+    cfg_rows.append(
+        [
+            "Jaccard-4",
+            "exact Jaccard of character 4-shingle sets (same "
+            "normalisation as PyPI simhash); duplicate when >= threshold",
+        ]
+    )
     ex = m["excluded"]
     tw = m["twins"]
     parts = [
         "# Detection quality on real Chinese text",
         "",
-        f"Generated by `scripts/eval{' --quick' if m['quick'] else ''}` "
+        f"Generated by `python -m benchmarks.eval{_mode_flag(m['mode'])}` "
         f"({m['runtime_s']:.0f} s wall, {m['cpu_s']:.0f} s CPU, {m['workers']} workers; "
         f"corpus: {m['corpus_docs']} "
         "documents from Debian `manpages-zh` and `gimp-help-zh-cn`). Do not edit by hand: "
@@ -1352,7 +1417,7 @@ def render(res: Results, doc: Path) -> str:
         "## Method",
         "",
         f"- **Texts.** Debian's `manpages-zh` (zh_CN and zh_TW man pages) and "
-        f"`gimp-help-zh-cn` (HTML), extracted by `scripts/corpus.py`: {m['corpus_docs']} "
+        f"`gimp-help-zh-cn` (HTML), extracted by `benchmarks/corpus.py`: {m['corpus_docs']} "
         f"documents of >= 200 chars. {m['english_docs']} of them (almost all of "
         f"gimp-help-zh-cn, which is mostly untranslated) have under "
         f"{pct(CJK_MIN_SHARE, 0)} CJK among their word characters; they are kept apart as "
@@ -1360,8 +1425,7 @@ def render(res: Results, doc: Path) -> str:
         f"documents: the man pages' one-line descriptions (the line after NAME) and "
         f"paragraphs (hard-wrapped lines joined up to a sentence end) of {PARA_MIN}-{PARA_MAX} "
         "chars with at least 50% CJK, each distinct text once. Used per half: "
-        + ", ".join(f"{'all' if v is None else v} {SIZE_LABELS[k]}"
-                    for k, v in m["sizes"].items())
+        + ", ".join(f"{'all' if v is None else v} {SIZE_LABELS[k]}" for k, v in m["sizes"].items())
         + " (a sample is chosen by a seeded hash of the id).",
         "",
         table(["stratum", "what", "originals"], strata_rows),
@@ -1388,8 +1452,8 @@ def render(res: Results, doc: Path) -> str:
         f"fingerprinted under some configuration (no usable terms) is dropped from all of them "
         f"(texts dropped: {m['dropped_texts']}).",
         "- **Metrics.** Recall at k: share of (original, edited) pairs with Hamming distance "
-        "<= k. FPR at k: share of distinct pairs with distance <= k. \"all single edits\" "
-        "pools the pairs of the seven single edits; \"3 edits combined\" is reported beside "
+        '<= k. FPR at k: share of distinct pairs with distance <= k. "all single edits" '
+        'pools the pairs of the seven single edits; "3 edits combined" is reported beside '
         "it, not in it. FPR of a length band counts pairs with both texts in the band.",
         "- **Configurations**, all in the same run:",
         "",
@@ -1435,8 +1499,16 @@ def render(res: Results, doc: Path) -> str:
         "",
         table(
             ["config", "lines recall", "lines FPR", "paragraphs recall", "paragraphs FPR"],
-            [[f"`{n}`", pct(res.recall(n, K, "line")), fpr_str(res.fpr(n, K, "line")),
-              pct(res.recall(n, K, "para")), fpr_str(res.fpr(n, K, "para"))] for n in allc],
+            [
+                [
+                    f"`{n}`",
+                    pct(res.recall(n, K, "line")),
+                    fpr_str(res.fpr(n, K, "line")),
+                    pct(res.recall(n, K, "para")),
+                    fpr_str(res.fpr(n, K, "para")),
+                ]
+                for n in allc
+            ],
         ),
         "",
         "![recall and FPR against k, short texts](quality-short.png)",
@@ -1470,10 +1542,19 @@ def render(res: Results, doc: Path) -> str:
         "",
         f"## English-dominated pages (stratum `en`, k={K})",
         "",
-        table(["config", "recall", "FPR"],
-              [[f"`{n}`", pct(res.recall(n, K, "en")), fpr_str(res.fpr(n, K, "en"))]
-               for n in [DEFAULT, picks["best_top_n"], "proto-t64", picks["best_chars_short"],
-                         "pypi-simhash"]]),
+        table(
+            ["config", "recall", "FPR"],
+            [
+                [f"`{n}`", pct(res.recall(n, K, "en")), fpr_str(res.fpr(n, K, "en"))]
+                for n in [
+                    DEFAULT,
+                    picks["best_top_n"],
+                    "proto-t64",
+                    picks["best_chars_short"],
+                    "pypi-simhash",
+                ]
+            ],
+        ),
         "",
         "## Tuned defaults",
         "",
@@ -1544,6 +1625,8 @@ SIZE_LABELS = {
 }
 FULL = Sizes(zh_per_fold=None, en_per_fold=150, para_per_fold=2500, line_per_fold=None)
 QUICK = Sizes(zh_per_fold=120, en_per_fold=30, para_per_fold=300, line_per_fold=150)
+SMOKE = Sizes(zh_per_fold=12, en_per_fold=3, para_per_fold=30, line_per_fold=15)
+SIZES = {"full": FULL, "quick": QUICK, "smoke": SMOKE}
 
 
 def build_items(docs: Sequence[tuple[str, str]], sizes: Sizes) -> tuple[list[Item], list[Item]]:
@@ -1634,18 +1717,20 @@ def twin_stats(
     return {
         "pairs": int(twin.sum()),
         "excluded": int((twin & near).sum()),
-        "within_k3": {c.name: float((dist[:, i] <= K).mean()) if len(dist) else float("nan")
-                      for i, c in enumerate(cfgs)},
-        "false_positives_k3": {c.name: int((neg_dist[:, i] <= K).sum())
-                               for i, c in enumerate(cfgs)},
-        "false_positives_k3_twins": {c.name: int(((neg_dist[:, i] <= K) & neg_twin).sum())
-                                     for i, c in enumerate(cfgs)},
+        "within_k3": {
+            c.name: float((dist[:, i] <= K).mean()) if len(dist) else float("nan")
+            for i, c in enumerate(cfgs)
+        },
+        "false_positives_k3": {
+            c.name: int((neg_dist[:, i] <= K).sum()) for i, c in enumerate(cfgs)
+        },
+        "false_positives_k3_twins": {
+            c.name: int(((neg_dist[:, i] <= K) & neg_twin).sum()) for i, c in enumerate(cfgs)
+        },
     }
 
 
-def make_variants(
-    items: list[Item], ctx_pool: list[tuple[str, str]]
-) -> list[tuple[int, int, str]]:
+def make_variants(items: list[Item], ctx_pool: list[tuple[str, str]]) -> list[tuple[int, int, str]]:
     """(original index, edit index, edited text) for every applicable edit."""
     lengths = [len(s) for _, s in ctx_pool]
     out = []
@@ -1659,8 +1744,11 @@ def make_variants(
 
 
 def self_check(
-    cfgs: list[Config], idf_paths: dict[int, str], texts: list[tuple[str, int]],
-    fps: np.ndarray, ok: np.ndarray,
+    cfgs: list[Config],
+    idf_paths: dict[int, str],
+    texts: list[tuple[str, int]],
+    fps: np.ndarray,
+    ok: np.ndarray,
 ) -> None:
     """The shared-count shortcut must give exactly the package's fingerprints."""
     rng = random.Random(SEED)
@@ -1674,9 +1762,9 @@ def self_check(
                 raise SystemExit(f"self-check failed: {c.name} on text {row}")
 
 
-def evaluate(sizes: Sizes, workers: int, quick: bool, json_name: str) -> Results:
+def evaluate(sizes: Sizes, workers: int, mode: str, json_name: str) -> Results:
     start = time.perf_counter()
-    docs = corpus.load()
+    docs = corpus.for_mode(mode)
     log(f"corpus: {len(docs)} documents")
     long_items, short_list = build_items(docs, sizes)
     items = long_items + short_list
@@ -1748,7 +1836,7 @@ def evaluate(sizes: Sizes, workers: int, quick: bool, json_name: str) -> Results
     twins = twin_stats(items, distinct_all, near, fps, cfgs)
     meta = {
         "issue": 6,
-        "quick": quick,
+        "mode": mode,
         "sizes": asdict(sizes),
         "seed": SEED,
         "workers": workers,
@@ -1808,30 +1896,35 @@ def cpu_seconds() -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--quick", action="store_true", help="a sample; under 5 minutes")
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.eval", description=__doc__.split("\n\n")[0]
+    )
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--quick", action="store_true", help="a sample; under 5 minutes")
+    mode.add_argument("--smoke", action="store_true", help="a generated corpus; seconds")
+    mode.add_argument("--full", action="store_true", help="the default: the whole corpus")
     parser.add_argument("--workers", type=int, default=min(2, multiprocessing.cpu_count()))
-    parser.add_argument("--json", type=Path, help="raw numbers (default by mode)")
-    parser.add_argument("--doc", type=Path, help="the report (full mode: docs/quality.md)")
+    parser.add_argument("--out", type=Path, help="directory for the results file and report")
     args = parser.parse_args(argv)
 
-    json_path = args.json or ROOT / "bench-results" / (
-        "quality-quick.json" if args.quick else "quality.json"
+    name = "smoke" if args.smoke else "quick" if args.quick else "full"
+    default_out = Path(tempfile.gettempdir()) / "shdb-eval-smoke" if args.smoke else None
+    out = args.out or default_out
+    json_path = (out or ROOT / "bench-results") / (
+        "quality.json" if name == "full" else f"quality-{name}.json"
     )
-    doc_path = args.doc or (None if args.quick else ROOT / "docs" / "quality.md")
-    try:
-        json_name = str(json_path.resolve().relative_to(ROOT))
-    except ValueError:
-        json_name = str(json_path)
-    res = evaluate(QUICK if args.quick else FULL, args.workers, args.quick, json_name)
+    doc_path = (out or ROOT / "docs") / "quality.md"
+    json_name = (
+        str(json_path.relative_to(ROOT)) if json_path.is_relative_to(ROOT) else str(json_path)
+    )
+    res = evaluate(SIZES[name], args.workers, name, json_name)
 
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(dump_json(res.to_json()), encoding="utf-8")
     log(f"wrote {json_path}")
-    if doc_path:
-        doc_path.parent.mkdir(parents=True, exist_ok=True)
-        doc_path.write_text(render(res, doc_path), encoding="utf-8")
-        log(f"wrote {doc_path} and its plots")
+    doc_path.parent.mkdir(parents=True, exist_ok=True)
+    doc_path.write_text(render(res, doc_path), encoding="utf-8")
+    log(f"wrote {doc_path} and its plots")
     print_summary(res)
     log(f"done in {res.meta['runtime_s']:.0f} s ({res.meta['cpu_s']:.0f} s CPU)")
     return 0
