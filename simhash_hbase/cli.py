@@ -584,6 +584,11 @@ def schema_cmd(
     typer.echo(shell_script(prefix), nl=False)
 
 
+from .spark.cli import spark_app  # noqa: E402  (imported last: it reuses the options above)
+
+app.add_typer(spark_app, name="spark")
+
+
 @app.callback()
 def _root() -> None:
     """Near-duplicate text index (see `shdb COMMAND --help`)."""

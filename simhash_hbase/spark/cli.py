@@ -33,12 +33,12 @@ from ..index import DEFAULT_K
 from ..scheme import DEFAULT_SCHEME, get_scheme
 from ..sources import DEFAULT_MAX_BYTES, SourceOptions
 from ..store import resolve_url
-from . import inputs
-from .dedup import DEFAULT_TILE
-from .jobs import Reading, Summary
+from . import DEFAULT_TILE, inputs
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
+
+    from .jobs import Reading, Summary
 
 spark_app: typer.Typer = typer.Typer(
     cls=_Group,
@@ -84,6 +84,8 @@ def _session(master: str | None, conf: list[str] | None) -> SparkSession:
 def _reading(
     paths: list[str], fmt: str, id_field: str, text_field: str, max_bytes: int, split_mb: int
 ) -> Reading:
+    from .jobs import Reading
+
     if fmt not in inputs.FORMATS:
         raise InvalidInput(f"unknown format {fmt!r}; one of: {', '.join(inputs.FORMATS)}")
     opts = SourceOptions("auto" if fmt == inputs.PARQUET else fmt, id_field, text_field, max_bytes)

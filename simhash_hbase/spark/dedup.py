@@ -39,12 +39,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ..scheme import Scheme
+from . import DEFAULT_TILE
 
 if TYPE_CHECKING:
     from pyspark import RDD
     from pyspark.sql import DataFrame, SparkSession
 
-DEFAULT_TILE = 1024
 _TILE_BITS = 20  # shuffle key = block key << 20 | tile number
 _MAX_CHUNKS = 1 << (_TILE_BITS // 2)  # chunks per block: tile numbers fit in 20 bits
 _MASK64 = (1 << 64) - 1

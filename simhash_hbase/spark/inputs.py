@@ -164,7 +164,8 @@ def number_lines(spark: SparkSession, units: list[Unit]) -> list[Unit]:
     ranges = [u for u in units if u.ordinal in split]
     if not ranges:
         return units
-    counts = spark.sparkContext.parallelize(ranges, min(len(ranges), 1024))
+    sc = spark.sparkContext
+    counts = sc.parallelize(ranges, min(len(ranges), sc.defaultParallelism * 4))
     before: dict[tuple[int, int], int] = {}
     running: dict[int, int] = {}
     for ordinal, start, count in sorted(counts.map(_count_newlines).collect()):

@@ -20,8 +20,8 @@ from ..manifest import Wanted
 from ..records import BadRecord, Document
 from ..scheme import Scheme
 from ..sources import SourceOptions
-from . import inputs
-from .dedup import DEFAULT_TILE, DedupJob, run
+from . import DEFAULT_TILE, inputs
+from .dedup import DedupJob, run
 from .executor import (
     FAULT_ENV,
     DocItem,
