@@ -25,7 +25,7 @@ from rich.progress import (
 )
 from typer.core import TyperGroup
 
-from . import codec, schema
+from . import codec
 from .dedup import clusters
 from .errors import ShdbError
 from .fingerprint import (
@@ -48,6 +48,7 @@ from .ingest import (
 )
 from .records import Match
 from .scheme import DEFAULT_SCHEME, get_scheme
+from .store import hbase_schema
 from .verify import verify
 
 EXIT_NO_MATCH = 1
@@ -451,7 +452,7 @@ def schema_cmd(
     prefix: Annotated[str, typer.Option(help="Table name prefix.")] = "shdb",
 ) -> None:
     """Print the hbase shell script that creates the tables exactly as schema/ defines."""
-    typer.echo(schema.shell_script(prefix), nl=False)
+    typer.echo(hbase_schema.shell_script(prefix), nl=False)
 
 
 @app.callback()

@@ -34,7 +34,7 @@ def _tables(prefixes: dict[str, str]) -> dict[str, str]:
 
 
 def _schema(table: str) -> dict[str, Any]:
-    from simhash_hbase import schema
+    from simhash_hbase.store import hbase_schema as schema
 
     return schema.load()["tables"][table]  # type: ignore[no-any-return]
 
