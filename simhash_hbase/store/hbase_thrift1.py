@@ -11,9 +11,9 @@ query waits for two round trips, not three.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, suppress
 from importlib import resources
 from typing import Any, TypeVar
 
@@ -22,9 +22,9 @@ from thriftpy2.rpc import make_client
 from thriftpy2.thrift import TException
 
 from .. import codec
-from ..errors import ShdbError, StoreError, StoreUnavailable
+from ..errors import ShdbError, StoreError
 from . import hbase_schema
-from .hbase_transport import NETWORK_ERRORS, ClientPool, Deletes, Puts, Row, wrong_protocol
+from .hbase_transport import NETWORK_ERRORS, ClientPool, Deletes, Puts, Row, translate
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -49,24 +49,8 @@ class Thrift1Transport:
         self._executor = ThreadPoolExecutor(max_workers=pool, thread_name_prefix="shdb-t1")
 
     # -- the one place Thrift1 errors are translated -------------------------------
-    @contextmanager
-    def _translate(self, action: str) -> Iterator[None]:
-        try:
-            yield
-        except NETWORK_ERRORS as exc:
-            raise StoreUnavailable(
-                f"{self._where} is not reachable while trying to {action} ({exc}): "
-                "start it with `scripts/hbase start`, or check the host, the port "
-                "and that its Thrift server runs"
-            ) from exc
-        except _IDL.IOError as exc:
-            raise StoreError(f"{self._where} failed to {action}: {exc.message}") from exc
-        except _IDL.IllegalArgument as exc:
-            raise StoreError(f"{self._where} rejected {action}: {exc.message}") from exc
-        except TException as exc:
-            raise wrong_protocol(self._where, self.api, exc) or StoreError(
-                f"{self._where}: Thrift error while trying to {action}: {exc}"
-            ) from exc
+    def _translate(self, action: str) -> AbstractContextManager[None]:
+        return translate(self._where, self.api, action, (_IDL.IOError,), (_IDL.IllegalArgument,))
 
     def _call(self, action: str, fn: Callable[[Any], T]) -> T:
         with self._translate(action):

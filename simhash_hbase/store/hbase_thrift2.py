@@ -19,21 +19,21 @@ import bisect
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager
 from importlib import resources
 from typing import Any, TypeVar
 
 import thriftpy2
 from thriftpy2.rpc import make_client
-from thriftpy2.thrift import TApplicationException, TException
+from thriftpy2.thrift import TApplicationException
 
 from .. import codec
-from ..errors import StoreError, StoreUnavailable
+from ..errors import StoreError
 from . import hbase_filters, hbase_schema
 from .hbase_filters import RowRange
-from .hbase_transport import NETWORK_ERRORS, ClientPool, Deletes, Puts, Row, wrong_protocol
+from .hbase_transport import ClientPool, Deletes, Puts, Row, first_line, translate
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -72,30 +72,9 @@ def gateway_api(host: str, port: int, timeout: int, where: str) -> str:
     return "thrift2" if kind == _IDL.TThriftServerType.TWO else "thrift1"
 
 
-# -- the one place Thrift2 errors are translated --------------------------------------
-@contextmanager
-def _translate(where: str, action: str) -> Iterator[None]:
-    try:
-        yield
-    except NETWORK_ERRORS as exc:
-        raise StoreUnavailable(
-            f"{where} is not reachable while trying to {action} ({exc}): "
-            "start it with `scripts/hbase start`, or check the host, the port "
-            "and that its Thrift server runs"
-        ) from exc
-    except _IDL.TIOError as exc:
-        raise StoreError(f"{where} failed to {action}: {_first_line(exc.message)}") from exc
-    except _IDL.TIllegalArgument as exc:
-        raise StoreError(f"{where} rejected {action}: {_first_line(exc.message)}") from exc
-    except TException as exc:
-        raise wrong_protocol(where, "thrift2", exc) or StoreError(
-            f"{where}: Thrift error while trying to {action}: {exc}"
-        ) from exc
-
-
-def _first_line(message: str | None) -> str:
-    """Server messages carry Java stack traces; the first line says what happened."""
-    return (message or "no message").strip().split("\n", 1)[0]
+# -- the one place Thrift2 errors are translated ------------------------------------
+def _translate(where: str, action: str) -> AbstractContextManager[None]:
+    return translate(where, "thrift2", action, (_IDL.TIOError,), (_IDL.TIllegalArgument,))
 
 
 class Thrift2Transport:
@@ -120,11 +99,7 @@ class Thrift2Transport:
         return {n.qualifier for n in names if n.ns in (None, b"", b"default")}
 
     def create_table(self, name: bytes, table: str) -> None:
-        family, attributes = hbase_schema.family_spec(table)
-        descriptor = _IDL.TTableDescriptor(
-            tableName=_IDL.TTableName(qualifier=name),
-            columns=[_family_descriptor(family, attributes)],
-        )
+        descriptor = table_descriptor(name, table)
         splits = hbase_schema.split_points(table) or None
 
         def create(client: Any) -> None:
@@ -180,7 +155,7 @@ class Thrift2Transport:
             try:
                 return self._scan_grouped(table, ranges, reload=False)
             except _IDL.TIOError as exc:
-                log.info("scan failed (%s); reloading region locations", _first_line(exc.message))
+                log.info("scan failed (%s); reloading region locations", first_line(exc))
                 return self._scan_grouped(table, ranges, reload=True)
 
     def _scan_grouped(self, table: bytes, ranges: list[RowRange], reload: bool) -> list[Row]:
@@ -266,6 +241,15 @@ def _split(column: bytes) -> tuple[bytes, bytes]:
 
 def _row(result: Any) -> Row:
     return result.row, {cv.family + b":" + cv.qualifier: cv.value for cv in result.columnValues}
+
+
+def table_descriptor(name: bytes, table: str) -> Any:
+    """The TTableDescriptor of schema table ``table`` (index, docs, meta), named ``name``."""
+    family, attributes = hbase_schema.family_spec(table)
+    return _IDL.TTableDescriptor(
+        tableName=_IDL.TTableName(qualifier=name),
+        columns=[_family_descriptor(family, attributes)],
+    )
 
 
 def _family_descriptor(family: str, attributes: dict[str, Any]) -> Any:

@@ -12,13 +12,14 @@ from __future__ import annotations
 import logging
 import socket
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import Generic, Protocol, TypeVar
 
-from thriftpy2.thrift import TApplicationException
+from thriftpy2.thrift import TApplicationException, TException
 from thriftpy2.transport import TTransportException
 
-from ..errors import StoreError
+from ..errors import StoreError, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -66,14 +67,46 @@ class Transport(Protocol):
     def close(self) -> None: ...
 
 
-def wrong_protocol(where: str, api: str, exc: BaseException) -> StoreError | None:
-    """The error for a gateway that does not know our calls: it serves the other protocol."""
-    if isinstance(exc, TApplicationException) and exc.type == TApplicationException.UNKNOWN_METHOD:
-        return StoreError(
-            f"{where} does not serve the {api} protocol ({exc}); "
-            "leave api out of the index URL to detect it"
-        )
-    return None
+@contextmanager
+def translate(
+    where: str,
+    api: str,
+    action: str,
+    failures: tuple[type[Exception], ...],
+    rejections: tuple[type[Exception], ...],
+) -> Iterator[None]:
+    """Thrift and socket errors of ``action`` -> :class:`StoreError`s.
+
+    ``failures`` and ``rejections`` are the transport's own server exceptions
+    (an I/O error, an illegal argument), each with a ``message``.
+    """
+    try:
+        yield
+    except NETWORK_ERRORS as exc:
+        raise StoreUnavailable(
+            f"{where} is not reachable while trying to {action} ({exc}): "
+            "start it with `scripts/hbase start`, or check the host, the port "
+            "and that its Thrift server runs"
+        ) from exc
+    except failures as exc:
+        raise StoreError(f"{where} failed to {action}: {first_line(exc)}") from exc
+    except rejections as exc:
+        raise StoreError(f"{where} rejected {action}: {first_line(exc)}") from exc
+    except TApplicationException as exc:
+        if exc.type == TApplicationException.UNKNOWN_METHOD:
+            raise StoreError(
+                f"{where} does not serve the {api} protocol ({exc}); "
+                "leave api out of the index URL to detect it"
+            ) from exc
+        raise StoreError(f"{where}: Thrift error while trying to {action}: {exc}") from exc
+    except TException as exc:
+        raise StoreError(f"{where}: Thrift error while trying to {action}: {exc}") from exc
+
+
+def first_line(exc: Exception) -> str:
+    """Server messages carry Java stack traces; the first line says what happened."""
+    message = getattr(exc, "message", None) or "no message"
+    return str(message).strip().split("\n", 1)[0]
 
 
 def is_dropped(exc: BaseException) -> bool:
