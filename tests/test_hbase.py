@@ -9,12 +9,13 @@ import pytest
 
 from simhash_hbase import InvalidIndexUrl, SimhashIndex, StoreUnavailable
 from simhash_hbase.errors import StoreError
-from simhash_hbase.store import hbase_schema, open_store
+from simhash_hbase.store import hbase_tables, open_store
 from simhash_hbase.store.hbase import HBaseStore
 
 from .conftest import HBASE_APIS, fresh_hbase_url, gateway_address
+from .test_cli import shdb
 
-SPEC_5X10 = {  # SPEC.md, written out independently of simhash_hbase.scheme
+SPEC_5X10 = {  # docs/SPEC.md, written out independently of simhash_hbase.scheme
     1: "AB",
     2: "AC",
     3: "AD",
@@ -77,9 +78,9 @@ def test_tables_decode_by_spec_alone(hbase_url: str) -> None:
 def test_unreachable_hbase_says_what_to_do() -> None:
     with pytest.raises(StoreUnavailable) as info:
         SimhashIndex.open("hbase://127.0.0.1:1?prefix=x&timeout=2000")
-    message = str(info.value)
-    assert "HBase at 127.0.0.1:1 is not reachable" in message
-    assert "scripts/hbase start" in message
+    assert "HBase at 127.0.0.1:1 is not reachable" in str(info.value)
+    result = shdb("stats", "-i", "hbase://127.0.0.1:1?prefix=x&timeout=2000")
+    assert result.exit_code == 2 and "scripts/hbase start" in result.stderr  # the CLI's hint
 
 
 @pytest.mark.parametrize(
@@ -99,16 +100,16 @@ def test_bad_hbase_urls(url: str, message: str) -> None:
 
 
 def test_shell_script_in_schema_is_generated_from_the_json() -> None:
-    committed = Path(hbase_schema.__file__).with_name("hbase-tables.hbase")
-    assert committed.read_text(encoding="utf-8") == hbase_schema.shell_script("shdb"), (
+    committed = Path(hbase_tables.__file__).with_name("hbase-tables.hbase")
+    assert committed.read_text(encoding="utf-8") == hbase_tables.shell_script("shdb"), (
         "regenerate with: shdb schema > simhash_hbase/store/hbase-tables.hbase"
     )
 
 
 def test_split_points_are_even_on_the_first_byte() -> None:
-    points = hbase_schema.split_points("index")
+    points = hbase_tables.split_points("index")
     assert points == [bytes([16 * i]) for i in range(1, 16)]
-    assert hbase_schema.split_points("docs") == []
+    assert hbase_tables.split_points("docs") == []
 
 
 @pytest.mark.hbase
@@ -153,7 +154,7 @@ def test_tables_created_over_thrift2_have_the_whole_schema() -> None:
         client = hbase_thrift2.open_client(host, int(port), 30_000)
         try:
             for table, name in tables.items():
-                family, attributes = hbase_schema.family_spec(table)
+                family, attributes = hbase_tables.family_spec(table)
                 desc = client.getTableDescriptor(idl.TTableName(qualifier=name))
                 (column,) = desc.columns
                 assert column.name == family.encode()
@@ -170,6 +171,6 @@ def test_tables_created_over_thrift2_have_the_whole_schema() -> None:
                 for key, value in attributes.get("CONFIGURATION", {}).items():
                     assert column.configuration[key] == value
                 regions = client.getAllRegionLocations(name)
-                assert len(regions) == len(hbase_schema.split_points(table)) + 1
+                assert len(regions) == len(hbase_tables.split_points(table)) + 1
         finally:
             client.close()

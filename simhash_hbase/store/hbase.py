@@ -20,9 +20,9 @@ from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from .. import codec
-from ..errors import InvalidIndexUrl, StoreError
+from ..errors import IndexNotFound, InvalidIndexUrl, StoreError
 from ..records import Document
-from . import hbase_schema
+from . import hbase_tables
 from .base import IndexCell
 from .hbase_thrift1 import Thrift1Transport
 from .hbase_thrift2 import Thrift2Transport, gateway_api
@@ -183,7 +183,7 @@ class HBaseStore:
     ) -> None:
         self.host, self.port, self.prefix = host, port, prefix
         self.url = f"hbase://{host}:{port}?prefix={prefix}" + (f"&api={api}" if api else "")
-        self.tables = {t: hbase_schema.table_name(prefix, t).encode() for t in hbase_schema.TABLES}
+        self.tables = {t: hbase_tables.table_name(prefix, t).encode() for t in hbase_tables.TABLES}
         where = f"HBase at {host}:{port}"
         if api is None:
             api = gateway_api(host, port, timeout, where)
@@ -214,13 +214,10 @@ class HBaseStore:
             for table in missing:  # meta last: its presence marks a complete index
                 self.transport.create_table(self.tables[table], table)
         elif "meta" in missing:
-            raise InvalidIndexUrl(
-                f"no index at {self.url}; create one with `shdb ingest --index {self.url} ...`"
-            )
+            raise IndexNotFound(self.url)
         elif missing:
             raise StoreError(
-                f"index {self.url} is incomplete: tables {', '.join(missing)} are missing; "
-                "recreate them with `shdb schema` and `hbase shell`"
+                f"index {self.url} is incomplete: tables {', '.join(missing)} are missing"
             )
 
     # -- protocol -------------------------------------------------------------
@@ -233,6 +230,19 @@ class HBaseStore:
     def put_meta(self, name: str, value: dict[str, Any]) -> None:
         cells = [(_META_COL, codec.encode_json(value))]
         self.transport.mutate(self.tables["meta"], {name.encode(): cells}, {}, _clock.pair()[1])
+
+    def put_meta_if_absent(self, name: str, value: dict[str, Any]) -> dict[str, Any]:
+        written = self.transport.put_if_absent(
+            self.tables["meta"],
+            name.encode(),
+            _META_COL,
+            codec.encode_json(value),
+            _clock.pair()[1],
+        )
+        held = value if written else self.get_meta(name)
+        if held is None:
+            raise StoreError(f"meta record {name!r} of {self.url} vanished while being created")
+        return held
 
     def delete_meta(self, name: str) -> None:
         self.transport.mutate(

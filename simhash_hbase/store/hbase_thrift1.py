@@ -23,7 +23,7 @@ from thriftpy2.thrift import TException
 
 from .. import codec
 from ..errors import ShdbError, StoreError
-from . import hbase_schema
+from . import hbase_tables
 from .hbase_transport import NETWORK_ERRORS, ClientPool, Deletes, Puts, Row, translate
 
 log = logging.getLogger(__name__)
@@ -61,7 +61,7 @@ class Thrift1Transport:
         return set(self._call("list tables", lambda c: c.getTableNames()))
 
     def create_table(self, name: bytes, table: str) -> None:
-        descriptor = _IDL.ColumnDescriptor(**hbase_schema.thrift1_family_options(table))
+        descriptor = _IDL.ColumnDescriptor(**hbase_tables.thrift1_family_options(table))
 
         def create(client: Any) -> None:
             with suppress(_IDL.AlreadyExists):  # another process was first: fine
@@ -84,6 +84,17 @@ class Thrift1Transport:
         if rows:
             batch = [_IDL.BatchMutation(key, muts) for key, muts in rows.items()]
             self._call(f"write to {table.decode()}", lambda c: c.mutateRowsTs(table, batch, ts, {}))
+
+    def put_if_absent(self, table: bytes, key: bytes, column: bytes, value: bytes, ts: int) -> bool:
+        """checkAndPut with no expected value: put only if the cell is absent. Thrift1's
+        checkAndPut takes no timestamp (the server's clock stamps the cell)."""
+        mutation = _IDL.Mutation(column=column, value=value)
+        return bool(
+            self._call(
+                f"write to {table.decode()}",
+                lambda c: c.checkAndPut(table, key, column, None, mutation, {}),
+            )
+        )
 
     def scan_prefixes(self, table: bytes, prefixes: Sequence[bytes]) -> list[Row]:
         futures: list[Future[list[Row]]] = [Future() for _ in prefixes]

@@ -31,7 +31,7 @@ from thriftpy2.thrift import TApplicationException
 
 from .. import codec
 from ..errors import StoreError
-from . import hbase_filters, hbase_schema
+from . import hbase_filters, hbase_tables
 from .hbase_filters import RowRange
 from .hbase_transport import ClientPool, Deletes, Puts, Row, first_line, translate
 
@@ -100,7 +100,7 @@ class Thrift2Transport:
 
     def create_table(self, name: bytes, table: str) -> None:
         descriptor = table_descriptor(name, table)
-        splits = hbase_schema.split_points(table) or None
+        splits = hbase_tables.split_points(table) or None
 
         def create(client: Any) -> None:
             try:
@@ -145,6 +145,21 @@ class Thrift2Transport:
                 for key, cells in puts.items()
             ]
             self._call(f"write to {table.decode()}", lambda c: c.putMultiple(table, tputs))
+
+    def put_if_absent(self, table: bytes, key: bytes, column: bytes, value: bytes, ts: int) -> bool:
+        """checkAndPut with no expected value: put only if the cell is absent."""
+        family, qualifier = _split(column)
+        put = _IDL.TPut(
+            row=key,
+            columnValues=[_IDL.TColumnValue(family, qualifier, value, timestamp=ts)],
+            timestamp=ts,
+        )
+        return bool(
+            self._call(
+                f"write to {table.decode()}",
+                lambda c: c.checkAndPut(table, key, family, qualifier, None, put),
+            )
+        )
 
     # -- scans ----------------------------------------------------------------
     def scan_prefixes(self, table: bytes, prefixes: Sequence[bytes]) -> list[Row]:
@@ -245,7 +260,7 @@ def _row(result: Any) -> Row:
 
 def table_descriptor(name: bytes, table: str) -> Any:
     """The TTableDescriptor of schema table ``table`` (index, docs, meta), named ``name``."""
-    family, attributes = hbase_schema.family_spec(table)
+    family, attributes = hbase_tables.family_spec(table)
     return _IDL.TTableDescriptor(
         tableName=_IDL.TTableName(qualifier=name),
         columns=[_family_descriptor(family, attributes)],

@@ -56,6 +56,10 @@ class Transport(Protocol):
         """Write ``puts`` and ``deletes`` with timestamp ``ts``; idempotent."""
         ...
 
+    def put_if_absent(self, table: bytes, key: bytes, column: bytes, value: bytes, ts: int) -> bool:
+        """Put one cell only if it does not exist, atomically; True if it was written."""
+        ...
+
     def scan_prefixes(self, table: bytes, prefixes: Sequence[bytes]) -> list[Row]:
         """Keys-only rows starting with any of ``prefixes`` (sorted, distinct)."""
         ...
@@ -84,9 +88,7 @@ def translate(
         yield
     except NETWORK_ERRORS as exc:
         raise StoreUnavailable(
-            f"{where} is not reachable while trying to {action} ({exc}): "
-            "start it with `scripts/hbase start`, or check the host, the port "
-            "and that its Thrift server runs"
+            f"{where} is not reachable while trying to {action} ({exc})"
         ) from exc
     except failures as exc:
         raise StoreError(f"{where} failed to {action}: {first_line(exc)}") from exc

@@ -48,7 +48,7 @@ def thrift1_family_options(table: str) -> dict[str, Any]:
 
 
 def split_points(table: str) -> list[bytes]:
-    """Even splits on the first key byte (uniform by SPEC.md's left alignment)."""
+    """Even splits on the first key byte (uniform by docs/SPEC.md's left alignment)."""
     regions = int(load()["tables"][table]["presplit_regions"])
     return [bytes([i * 256 // regions]) for i in range(1, regions)] if regions > 1 else []
 
