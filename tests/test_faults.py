@@ -60,7 +60,7 @@ def _wait_for_checkpoint(
                     index, [str(corpus)], SourceOptions(), IngestOptions(batch_size=100)
                 )
                 assert checkpoint is not None
-                done = checkpoint.load()
+                done = checkpoint.load().records
         except InvalidInput:  # the ingest has not created the index yet
             done = 0
         if done >= at_least:
