@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import heapq
-import logging
+import importlib.util
 import math
 import multiprocessing
 import re
@@ -21,10 +21,10 @@ from multiprocessing.pool import AsyncResult
 from pathlib import Path
 from typing import Any
 
-import jieba
 import mmh3
 import numpy as np
 
+from . import segment
 from .errors import EmptyDocument, InvalidInput
 
 DEFAULT_TOP_N = 16  # best recall at k=3 in docs/quality.md (89.0% vs 87.2% for 64)
@@ -71,7 +71,9 @@ def _parse_idf(raw: bytes, source: str) -> dict[str, float]:
 
 
 def _jieba_idf_path() -> Path:
-    return Path(jieba.__file__).parent / "analyse" / "idf.txt"
+    spec = importlib.util.find_spec("jieba")  # its location, without importing it (~0.2 s)
+    assert spec is not None and spec.submodule_search_locations, "jieba is a dependency"
+    return Path(spec.submodule_search_locations[0]) / "analyse" / "idf.txt"
 
 
 @cache
@@ -98,14 +100,6 @@ def _stopwords() -> tuple[frozenset[str], str]:
     return frozenset(raw.decode("utf-8").split()), _sha256(raw)
 
 
-@cache
-def _tokenizer() -> jieba.Tokenizer:
-    jieba.setLogLevel(logging.WARNING)  # jieba prints "Building prefix dict" otherwise
-    tok = jieba.Tokenizer()
-    tok.initialize()
-    return tok
-
-
 @dataclass(frozen=True)
 class FingerprintParams:
     """What the manifest records; two fingerprints are comparable iff these match."""
@@ -126,7 +120,7 @@ class FingerprintParams:
         params = asdict(self)
         del params["idf_path"]  # a local path; the digest identifies the table
         params.update(
-            tokenizer_version=jieba.__version__,
+            tokenizer_version=segment.family_version(),
             idf_name=idf.name,
             idf_digest=idf.digest,
             stopwords_digest=_stopwords()[1],
@@ -149,7 +143,7 @@ class Fingerprinter:
             raise InvalidInput(f"n-gram length must be at least 1, got {self.params.ngram}")
         self._idf = load_idf(self.params.idf_path)
         self._stop = _stopwords()[0]
-        self._cut = _tokenizer().cut
+        self._cut = segment.segmenter()
 
     def term_counts(self, text: str) -> Counter[str]:
         """Usable terms and their counts: no whitespace, punctuation or stop words."""
