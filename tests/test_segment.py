@@ -17,6 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simhash_hbase import EmptyDocument, Fingerprinter, segment
+from simhash_hbase.cache import cache_dir
 from simhash_hbase.errors import InvalidInput
 
 SHARED = Path(os.environ.get("SHDB_SHARED", Path(__file__).resolve().parents[2] / "shared"))
@@ -185,6 +186,6 @@ def test_jieba_dictionary_cache_is_persistent_per_user(tmp_path: Path) -> None:
 def test_cache_dir_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.delenv("SHDB_CACHE_DIR", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    assert segment.cache_dir() == tmp_path / "shdb"
+    assert cache_dir() == tmp_path / "shdb"
     monkeypatch.delenv("XDG_CACHE_HOME")
-    assert segment.cache_dir() == Path.home() / ".cache" / "shdb"
+    assert cache_dir() == Path.home() / ".cache" / "shdb"
