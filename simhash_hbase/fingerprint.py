@@ -12,6 +12,7 @@ import importlib.util
 import math
 import multiprocessing
 import re
+import signal
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -303,6 +304,8 @@ _worker: Fingerprinter | None = None
 
 def _init_worker(params: FingerprintParams) -> None:
     global _worker
+    # Ctrl-C is the parent's to handle (it stops the pool): no traceback per worker.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _worker = Fingerprinter(params)
 
 
