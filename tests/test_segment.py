@@ -131,22 +131,22 @@ def test_an_index_built_with_jieba_opens_with_rjieba(tmp_path: Path) -> None:
     """Built in one process with jieba, queried in another with rjieba: no mismatch."""
     _require_rjieba()
     index = str(tmp_path / "idx")
-    text = SEEDS[0].read_text("utf-8") if SEEDS else "今天天气很好，我们去公园散步吧。" * 20
+    doc = tmp_path / "doc.txt"
+    doc.write_text(SEEDS[0].read_text("utf-8") if SEEDS else "今天天气很好，去公园散步吧。" * 9)
 
     def shdb(segmenter: str, *args: str) -> subprocess.CompletedProcess[str]:
-        env = {**os.environ, segment.ENV: segmenter}
         return subprocess.run(
-            [sys.executable, "-m", "simhash_hbase", *args],
-            input=text,
+            [sys.executable, "-m", "simhash_hbase", *args, "--index", index],
             capture_output=True,
             text=True,
-            env=env,
+            env={**os.environ, segment.ENV: segmenter},
         )
 
-    built = shdb("jieba", "ingest", "-", "--format", "text", "--index", index)
+    built = shdb("jieba", "ingest", str(doc))
     assert built.returncode == 0, built.stderr
-    found = shdb("rjieba", "query", "--file", "-", "--index", index)
+    found = shdb("rjieba", "query", "--file", str(doc))
     assert found.returncode == 0, found.stderr  # 0: the document itself was found
+    assert "doc.txt" in found.stdout
 
 
 def test_unknown_segmenter_is_an_error() -> None:
