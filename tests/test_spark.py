@@ -14,13 +14,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from simhash_hbase.sources import SourceOptions, read_sources
 from typer.testing import CliRunner
 
 from simhash_hbase import codec
 from simhash_hbase.cli import app
 from simhash_hbase.dedup import clusters, near_duplicate_pairs
 from simhash_hbase.scheme import SCHEMES, get_scheme
+from simhash_hbase.sources import SourceOptions, read_sources
 
 pyspark = pytest.importorskip("pyspark", reason="the spark extra is not installed")
 
