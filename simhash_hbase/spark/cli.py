@@ -150,7 +150,7 @@ def dedup_cmd(
     _finish(
         summary,
         f"{summary.documents} inputs, {summary.pairs} near-duplicate pairs (k<={k}){clusters}, "
-        f"skipped {summary.rejected}, {summary.seconds:.1f} s; written to {output}",
+        f"skipped {summary.rejected} in {summary.seconds:.1f} s; written to {output}",
     )
 
 
