@@ -41,7 +41,8 @@ def write_corpus(docs: list[tuple[str, str]], path: Path) -> int:
 
 def _shdb(args: list[str]) -> tuple[float, float]:
     """(seconds the command reports, or its wall time; wall time) of one run."""
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    env = {**os.environ, "PYTHONPATH": path}
     start = time.perf_counter()
     done = subprocess.run(
         [sys.executable, "-m", "simhash_hbase", *args],

@@ -9,6 +9,7 @@ from __future__ import annotations
 import glob
 import json
 import random
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -93,7 +94,7 @@ def test_pairs_and_clusters_equal_the_in_memory_dedup(spark, name: str) -> None:
     # A tile of 16 cuts both the exact-copy group and the crowded block into many units.
     result = run(spark, rdd, DedupJob(scheme, 3, tile=16, partitions=3), with_clusters=True)
     want = near_duplicate_pairs(np.array(fps, dtype=np.uint64), 3, scheme)
-    got = [(r.a, r.b, r.distance) for r in result.pairs.collect()]
+    got = [(r.near_id, r.id, r.distance) for r in result.pairs.collect()]
     assert got == [(ids[i], ids[j], d) for i, j, d in want]
     assert len(got) > 120 * 119 // 2
     assert result.clusters is not None
@@ -265,7 +266,7 @@ def test_spark_ingest_then_query_and_verify(spark, hbase_url: str, tmp_path: Pat
     assert result.exit_code == 3, result.output
     assert [r["source"] for r in _read_parts(rejects)] == [f"{path}:{len(texts) + 1}"]
     dups = _read_parts(report / "duplicates.jsonl")
-    assert {"doc_id": "n10", "existing_id": "old", "distance": dups[0]["distance"]} in dups
+    assert {"id": "n10", "near_id": "old", "distance": dups[0]["distance"]} in dups
     query = runner.invoke(app, ["query", texts[42], "--index", hbase_url, "--json"])
     assert query.exit_code == 0, query.output
     assert json.loads(query.output)[0]["id"] == "n42"
@@ -282,7 +283,8 @@ def test_killed_write_task_is_retried_and_verify_is_clean(
     # Partition 0's first attempt dies after 2 batches, with batch 3's cells written.
     monkeypatch.setenv(FAULT_ENV, "0:2")
     sc = spark.sparkContext
-    sc.setJobGroup("faulted", "ingest with a killed task")
+    group = f"faulted-{uuid.uuid4().hex}"
+    sc.setJobGroup(group, "ingest with a killed task")
     result = runner.invoke(
         app,
         ["spark", "ingest", str(path), "--index", hbase_url, "--batch-size", "8",
@@ -292,7 +294,7 @@ def test_killed_write_task_is_retried_and_verify_is_clean(
     assert f"added {len(texts)} documents" in result.output
     tracker = sc.statusTracker()
     stages = [
-        s for j in tracker.getJobIdsForGroup("faulted") for s in tracker.getJobInfo(j).stageIds
+        s for j in tracker.getJobIdsForGroup(group) for s in tracker.getJobInfo(j).stageIds
     ]
     assert sum(tracker.getStageInfo(s).numFailedTasks for s in stages) == 1
     verify = runner.invoke(app, ["verify", "--index", hbase_url, "--json"])

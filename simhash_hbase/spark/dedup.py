@@ -312,7 +312,8 @@ def run(
     with_clusters: bool = False,
 ) -> DedupResult:
     """Pairs (and clusters) of (position, id, fingerprint) records, with ids, in
-    input order: the rows `shdb dedup` prints, in its order."""
+    input order: the rows `shdb dedup` prints, in its order (``id`` the later
+    record, ``near_id`` the earlier one)."""
     from pyspark.sql import functions as F
     from pyspark.sql.types import LongType, StringType, StructField, StructType
 
@@ -335,7 +336,9 @@ def run(
         positions.join(a, F.col("a_pos") == F.col("a.pos"))
         .join(b, F.col("b_pos") == F.col("b.pos"))
         .orderBy("a_pos", "b_pos")
-        .select(F.col("a.id").alias("a"), F.col("b.id").alias("b"), F.col("distance").cast("int"))
+        .select(
+            F.col("b.id").alias("id"), F.col("a.id").alias("near_id"), F.col("distance").cast("int")
+        )
     )
     clusters = None
     if with_clusters:

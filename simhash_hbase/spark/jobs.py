@@ -208,29 +208,28 @@ def _report(
     batch_size: int,
     folder: str,
 ) -> int:
-    """Write ``duplicates.{parquet,jsonl}``: (doc_id, existing_id, distance) rows,
-    the new document first, as `shdb ingest --report` writes them."""
-    from pyspark.sql import functions as F
+    """Write ``duplicates.{parquet,jsonl}``: (id, near_id, distance) rows, ``id``
+    the new document, as `shdb ingest --report` writes them."""
 
     held = spark.createDataFrame(
         docs.mapPartitions(lambda part: held_duplicates(url, part, k, batch_size)).map(
             lambda hit: (hit[0].doc_id, hit[0].existing_id, hit[0].distance, _signed(hit[1]))
         ),
-        "doc_id string, existing_id string, distance int, existing_fp long",
+        "id string, near_id string, distance int, near_fp long",
     )
     # A hit on a document of this very input is not "held": a re-run after a
     # crash finds the first run's writes, and they must not count.
     new = spark.createDataFrame(
         docs.map(lambda item: (item[1].doc_id, _signed(item[1].fingerprint))),
-        "existing_id string, existing_fp long",
+        "near_id string, near_fp long",
     )
-    held = held.join(new, ["existing_id", "existing_fp"], "left_anti")
+    held = held.join(new, ["near_id", "near_fp"], "left_anti")
     within = run(
         spark,
         docs.map(lambda item: (item[0], item[1].doc_id, item[1].fingerprint)),
         DedupJob(scheme, k),
-    ).pairs.select(F.col("b").alias("doc_id"), F.col("a").alias("existing_id"), "distance")
-    rows = held.select("doc_id", "existing_id", "distance").unionByName(within)
+    ).pairs
+    rows = held.select("id", "near_id", "distance").unionByName(within)
     rows.persist()
     write_both(rows, folder, "duplicates")
     count = rows.count()
