@@ -325,13 +325,24 @@ class SimhashIndex:
     def _find_at_insert(self, docs: list[Document], k: int) -> list[Duplicate]:
         """Near-copies of each new doc among held docs and earlier docs of this batch.
 
-        A document re-added unchanged (same id, same fingerprint) is not its own copy.
+        A document re-added unchanged (same id, same fingerprint) is not new: its
+        pairs were reported when it or its partners were added, so it reports none.
         """
         found: list[Duplicate] = []
         held = self.query_fingerprints([d.fingerprint for d in docs], k)
         fps = np.fromiter((d.fingerprint for d in docs), dtype=np.uint64, count=len(docs))
         within = np.bitwise_count(fps[:, None] ^ fps[None, :]) <= k
+        unchanged = np.array(
+            [
+                any(m.doc_id == d.doc_id and m.distance == 0 for m in near)
+                for d, near in zip(docs, held)
+            ],
+            dtype=bool,
+        )
+        within[:, unchanged] = False
         for i, doc in enumerate(docs):
+            if unchanged[i]:
+                continue
             for match in held[i]:
                 if match.doc_id != doc.doc_id:
                     found.append(Duplicate(doc.doc_id, match.doc_id, match.distance))
