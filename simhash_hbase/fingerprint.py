@@ -12,8 +12,9 @@ import logging
 import math
 import multiprocessing
 import re
+import unicodedata
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field
 from functools import cache
 from importlib import resources
@@ -32,6 +33,13 @@ DEFAULT_SEED = 0
 DEFAULT_NGRAM = 2
 FEATURES = ("words", "chars")
 BUILTIN_IDF = "jieba"
+#: 1: the original recipe (kept bit for bit: indexes built with it answer as before).
+#: 2: NFKC-normalised text, no pure numbers or 1-character ASCII tokens (see
+#: :func:`v2_keeps`); the evaluation in docs/quality.md chose it.
+FINGERPRINT_VERSIONS = (1, 2)
+DEFAULT_VERSION = 1
+#: Optional Traditional -> Simplified folding before tokenizing (v2 only; OpenCC).
+FOLDS = ("none", "t2s")
 _HAS_WORD_CHAR = re.compile(r"\w").search
 _WORD_CHARS = re.compile(r"\w+")
 _BIT_SHIFTS = np.arange(63, -1, -1, dtype=np.uint64)  # column 0 is bit 63 (MSB)
@@ -120,11 +128,19 @@ class FingerprintParams:
     tokenizer: str = "jieba"
     hash: str = "mmh3.hash64[0]"
     bits: int = 64
+    #: The text normalisation and term filter recipe (FINGERPRINT_VERSIONS).
+    version: int = DEFAULT_VERSION
+    #: "t2s": fold Traditional Chinese to Simplified first (version 2 only).
+    fold: str = "none"
 
     def manifest(self) -> dict[str, Any]:
         idf = load_idf(self.idf_path)
         params = asdict(self)
         del params["idf_path"]  # a local path; the digest identifies the table
+        if self.version == 1:  # v1 manifests predate these keys: absent means v1
+            del params["version"], params["fold"]
+        elif self.fold != "none":
+            params["fold_converter"] = _fold_converter_version()
         params.update(
             tokenizer_version=jieba.__version__,
             idf_name=idf.name,
@@ -147,6 +163,8 @@ class Fingerprinter:
             )
         if self.params.ngram < 1:
             raise InvalidInput(f"n-gram length must be at least 1, got {self.params.ngram}")
+        _check_version(self.params)
+        self._fold = _folder(self.params.fold)
         self._idf = load_idf(self.params.idf_path)
         self._stop = _stopwords()[0]
         self._cut = _tokenizer().cut
@@ -164,13 +182,21 @@ class Fingerprinter:
                 counts[term] += n
         return counts
 
+    def features(self, text: str) -> Counter[str]:
+        """The terms a fingerprint is made of: :meth:`term_counts` of the normalised
+        text, filtered by the version's rule (v1: the terms as they are)."""
+        if self.params.version == 1:
+            return self.term_counts(text)
+        counts = self.term_counts(normalise(text, self._fold))
+        return Counter({t: n for t, n in counts.items() if v2_keeps(t)})
+
     def weighted_terms(self, text: str) -> list[tuple[str, float]]:
         """The top-N (term, weight) pairs, heaviest first, ties broken by term.
 
         Words weigh count x IDF (the table's median IDF for unknown words);
         character n-grams weigh their count.
         """
-        counts = self.term_counts(text)
+        counts = self.features(text)
         if self.params.features == "chars":
             weighted = [(term, float(n)) for term, n in counts.items()]
         else:
@@ -181,7 +207,8 @@ class Fingerprinter:
             weighted = [tw for tw in weighted if tw[1] > 0.0]
         return heapq.nlargest(self.params.top_n, weighted, key=lambda tw: (tw[1], tw[0]))
 
-    def fingerprint(self, text: str) -> int:
+    def bit_sums(self, text: str) -> np.ndarray:
+        """The 64 signed, weighted sums whose signs are the fingerprint (MSB first)."""
         terms = self.weighted_terms(text)
         if not terms:
             raise EmptyDocument(
@@ -196,8 +223,18 @@ class Fingerprinter:
         )
         weights = np.fromiter((w for _, w in terms), dtype=np.float64, count=len(terms))
         signs = ((hashes[:, None] >> _BIT_SHIFTS) & _ONE).astype(np.float64) * 2.0 - 1.0
-        bits = weights @ signs > 0.0
-        return int.from_bytes(np.packbits(bits).tobytes(), "big")
+        sums: np.ndarray = weights @ signs
+        return sums
+
+    def fingerprint(self, text: str) -> int:
+        return _bits_of(self.bit_sums(text))
+
+    def fingerprint_margins(self, text: str) -> tuple[int, np.ndarray]:
+        """The fingerprint and each bit's margin: the |signed sum| that an edit must
+        overcome to flip it. ``margins[i]`` belongs to bit ``i`` (value ``1 << i``);
+        the smallest margins are the volatile bits that multi-probe flips."""
+        sums = self.bit_sums(text)
+        return _bits_of(sums), np.abs(sums[::-1])
 
     def fingerprint_or_error(self, text: str) -> int | EmptyDocument:
         try:
@@ -240,6 +277,67 @@ def _worker_chunk(texts: Sequence[str]) -> list[int | EmptyDocument]:
     return [_worker.fingerprint_or_error(t) for t in texts]
 
 
+def _bits_of(sums: np.ndarray) -> int:
+    return int.from_bytes(np.packbits(sums > 0.0).tobytes(), "big")
+
+
+_NUMBER = re.compile(r"[0-9][0-9.,:/_-]*")
+
+
+def v2_keeps(term: str) -> bool:
+    """v2's term filter: no pure numbers (``2024``, ``1.2.3``, ``08:30``) and no single
+    ASCII characters (option letters, list markers). jieba's IDF table has no ASCII
+    entries, so these got its median IDF, more than most Chinese words, and crowded
+    the top-N while carrying no topic; a changed date or version flipped bits."""
+    if len(term) == 1 and term.isascii():
+        return False
+    return _NUMBER.fullmatch(term) is None
+
+
+def normalise(text: str, fold: Callable[[str], str] | None = None) -> str:
+    """v2's text normalisation: NFKC (full-width Latin and digits become ASCII words,
+    ligatures and circled numbers their plain forms), then the optional folding."""
+    text = unicodedata.normalize("NFKC", text)
+    return fold(text) if fold is not None else text
+
+
+def _check_version(params: FingerprintParams) -> None:
+    if params.version not in FINGERPRINT_VERSIONS:
+        known = ", ".join(map(str, FINGERPRINT_VERSIONS))
+        raise InvalidInput(f"unknown fingerprint version {params.version}; known: {known}")
+    if params.fold not in FOLDS:
+        raise InvalidInput(f"unknown folding {params.fold!r}; use one of: {', '.join(FOLDS)}")
+    if params.fold != "none" and params.version < 2:
+        raise InvalidInput("Traditional -> Simplified folding needs fingerprint version 2")
+
+
+@cache
+def _opencc() -> Any:
+    try:
+        import opencc
+    except ImportError:
+        raise InvalidInput(
+            "Traditional -> Simplified folding needs OpenCC: pip install 'simhash-hbase[fold]'"
+        ) from None
+    return opencc
+
+
+def _folder(fold: str) -> Callable[[str], str] | None:
+    """OpenCC's Taiwan-to-Simplified conversion with phrases (tw2sp): 檔案 -> 文件."""
+    if fold == "none":
+        return None
+    converter = _opencc().OpenCC("tw2sp")
+    convert: Callable[[str], str] = converter.convert
+    return convert
+
+
+def _fold_converter_version() -> str:
+    from importlib.metadata import version
+
+    _opencc()
+    return f"opencc {version('opencc')} tw2sp"
+
+
 def hamming(a: int, b: int) -> int:
     return (a ^ b).bit_count()
 
@@ -252,7 +350,7 @@ def build_idf(texts: Iterable[str], fingerprinter: Fingerprinter) -> dict[str, f
     df: Counter[str] = Counter()
     n_docs = 0
     for text in texts:
-        df.update(fingerprinter.term_counts(text).keys())
+        df.update(fingerprinter.features(text).keys())
         n_docs += 1
     if not n_docs:
         raise InvalidInput("no documents to build an IDF table from")
