@@ -7,7 +7,17 @@ import random
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from .texts import _CJK, _CLAUSE_END, _DIGITS, _SENTENCE_END, _WORD, LONG_MIN, Item, blocks, rng_for
+from .texts import (
+    CJK_CHAR,
+    CLAUSE_END,
+    DIGIT_RUN,
+    LONG_MIN,
+    SENTENCE_END,
+    WORD_CHAR,
+    Item,
+    blocks,
+    rng_for,
+)
 
 BOILERPLATE = (
     "本文转载自网络，如有侵权请联系删除。",
@@ -82,7 +92,7 @@ def budget(text: str) -> int:
 
 def segments(text: str, short: bool) -> list[str]:
     """Sentences (clauses, for a short text); they concatenate back to ``text``."""
-    pattern = _CLAUSE_END if short else _SENTENCE_END
+    pattern = CLAUSE_END if short else SENTENCE_END
     return [s for s in pattern.split(text) if s]
 
 
@@ -118,7 +128,7 @@ def sentence_removed(text: str, rng: random.Random, ctx: EditContext) -> str | N
     """One sentence (a clause, in a short text) of six or more word characters deleted."""
     segs = segments(text, len(text) < LONG_MIN)
     cap = min(200, budget(text))
-    candidates = [i for i, s in enumerate(segs) if len(_WORD.findall(s)) >= 6 and len(s) <= cap]
+    candidates = [i for i, s in enumerate(segs) if len(WORD_CHAR.findall(s)) >= 6 and len(s) <= cap]
     if len(segs) < 2 or not candidates:
         return None
     i = rng.choice(candidates)
@@ -156,7 +166,7 @@ def other_number(digits: str, rng: random.Random) -> str:
 
 def numbers_changed(text: str, rng: random.Random, ctx: EditContext) -> str | None:
     """One to three runs of digits (a date, a count, a version) changed, same length."""
-    runs = list(_DIGITS.finditer(text))
+    runs = list(DIGIT_RUN.finditer(text))
     if not runs:
         return None
     chosen = sorted(rng.sample(runs, min(len(runs), rng.randint(1, 3))), key=lambda m: m.start())
@@ -178,10 +188,10 @@ def punct_whitespace(text: str, rng: random.Random, ctx: EditContext) -> str | N
         after = text[i + 1] if i + 1 < len(text) else ""
         if ch in FULL_TO_HALF and rng.random() < 0.5:
             out.append(FULL_TO_HALF[ch])
-        elif ch in HALF_TO_FULL and _CJK.match(before) and rng.random() < 0.5:
+        elif ch in HALF_TO_FULL and CJK_CHAR.match(before) and rng.random() < 0.5:
             out.append(HALF_TO_FULL[ch])
         elif ch in " \n" and rng.random() < 0.5:
-            soft = any(_CJK.match(c) or c in FULL_TO_HALF for c in (before, after) if c)
+            soft = any(CJK_CHAR.match(c) or c in FULL_TO_HALF for c in (before, after) if c)
             out.append("" if soft else " ")
         else:
             out.append(ch)
@@ -189,8 +199,8 @@ def punct_whitespace(text: str, rng: random.Random, ctx: EditContext) -> str | N
             after
             and rng.random() < 0.3
             and (
-                (_CJK.match(ch) and after.isascii() and after.isalnum())
-                or (ch.isascii() and ch.isalnum() and _CJK.match(after))
+                (CJK_CHAR.match(ch) and after.isascii() and after.isalnum())
+                or (ch.isascii() and ch.isalnum() and CJK_CHAR.match(after))
             )
         ):
             out.append(" ")
@@ -279,7 +289,7 @@ def edit(item: Item, name: str, ctx: EditContext) -> str | None:
     """The edited text, or None when the edit does not apply (or changes nothing)."""
     fn = combined if name == "combined" else SINGLE_EDITS[name]
     out = fn(item.text, rng_for("edit", item.id, name), ctx)
-    return out if out is not None and out != item.text and _WORD.search(out) else None
+    return out if out is not None and out != item.text and WORD_CHAR.search(out) else None
 
 
 def make_variants(items: list[Item], ctx_pool: list[tuple[str, str]]) -> list[tuple[int, int, str]]:

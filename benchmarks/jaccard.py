@@ -7,14 +7,14 @@ import multiprocessing
 import numpy as np
 import scipy.sparse
 
-from .texts import _WORDS, Item
+from .texts import WORD_RUN, Item
 
 SHINGLE = 4
 
 
 def shingles(text: str) -> set[str]:
     """Character 4-shingles after PyPI simhash's normalisation (lower case, \\w only)."""
-    chars = "".join(_WORDS.findall(text.lower()))
+    chars = "".join(WORD_RUN.findall(text.lower()))
     return {chars[i : i + SHINGLE] for i in range(max(len(chars) - SHINGLE + 1, 1))}
 
 

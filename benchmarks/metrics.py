@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -13,19 +14,47 @@ from .configs import DEFAULT, Config
 from .edits import EDITS, SINGLE_EDITS
 from .texts import SETS, STRATA
 
-K_MAX = 6
-
-
+K_MAX = 6  # the per-k tables go this far
 TARGET_RECALL = 0.95
-
-
 TARGET_FPR = 0.001
-
-
 EXCLUDE_JACCARD = 0.5  # distinct documents this similar are near-copies, not negatives
-
-
 JACCARD_THRESHOLDS = (0.2, 0.3, 0.4, 0.5, 0.7, 0.9)
+Z95 = 1.959963984540054  # two-sided 95% normal quantile
+
+
+def wilson_interval(hits: int, n: int, z: float = Z95) -> tuple[float, float]:
+    """The 95% Wilson score interval of the rate hits/n.
+
+    Unlike p ± z·se it stays inside [0, 1] and is not empty at 0 or 1: no false
+    pair among 400k says the FPR is below about 1e-5, not that it is 0.
+    """
+    if n <= 0:
+        return math.nan, math.nan
+    p = hits / n
+    denom = 1 + z * z / n
+    centre = (p + z * z / (2 * n)) / denom
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / denom
+    lo = 0.0 if hits == 0 else max(0.0, centre - half)
+    hi = 1.0 if hits == n else min(1.0, centre + half)
+    return lo, hi
+
+
+def paired_difference(hit_a: np.ndarray, hit_b: np.ndarray, z: float = Z95) -> tuple[float, float]:
+    """Rate(a) - rate(b) over the same pairs, and the half-width of its 95% interval.
+
+    Each pair contributes hit_a - hit_b in {-1, 0, 1}; the interval is the normal
+    approximation of their mean, so only the discordant pairs widen it. Comparing two
+    configurations on the same pairs this way is far tighter than comparing two
+    independent rates.
+    """
+    n = len(hit_a)
+    if n != len(hit_b):
+        raise ValueError(f"paired samples differ in size: {n} vs {len(hit_b)}")
+    if not n:
+        return math.nan, math.nan
+    d = hit_a.astype(np.float64) - hit_b.astype(np.float64)
+    half = float(z * d.std(ddof=1) / math.sqrt(n)) if n > 1 else 0.0
+    return float(d.mean()), half
 
 
 @dataclass
@@ -98,20 +127,30 @@ class Results:
     pair_dist: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), dtype=np.int8))
     pair_group: np.ndarray = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
 
-    def paired_diff(self, a: str, b: str, set_name: str) -> tuple[float, float]:
-        """Recall(a) - recall(b) at k=3 on the same single-edit pairs, and the half-width
-        of its 95% interval (normal approximation on the discordant pairs)."""
+    def paired_diff(
+        self, a: str, b: str, set_name: str, edits: Iterable[str] = SINGLE_EDITS, k: int = K
+    ) -> tuple[float, float]:
+        """Recall(a) - recall(b) at k on the same edited pairs, and the half-width of
+        its 95% interval (``paired_difference``)."""
         codes = strata_codes(SETS[set_name])
-        groups = [EDITS.index(e) * len(STRATA) + c for e in SINGLE_EDITS for c in codes]
+        groups = [EDITS.index(e) * len(STRATA) + c for e in edits for c in codes]
         rows = np.isin(self.pair_group, groups)
         names = [c.name for c in self.cfgs]
-        hit_a = self.pair_dist[rows, names.index(a)] <= K
-        hit_b = self.pair_dist[rows, names.index(b)] <= K
-        n = int(rows.sum())
-        if not n:
-            return float("nan"), float("nan")
-        d = (hit_a.astype(np.int64) - hit_b.astype(np.int64)).astype(np.float64)
-        return float(d.mean()), float(1.96 * d.std(ddof=1) / np.sqrt(n)) if n > 1 else 0.0
+        hit_a = self.pair_dist[rows, names.index(a)] <= k
+        hit_b = self.pair_dist[rows, names.index(b)] <= k
+        return paired_difference(hit_a, hit_b)
+
+    def recall_interval(
+        self, cfg: str, k: int, set_name: str, edits: Iterable[str] = SINGLE_EDITS
+    ) -> tuple[float, float]:
+        """95% Wilson interval of ``recall``."""
+        counts = recall_counts(self.recall_hist[cfg], edits, SETS[set_name])
+        return wilson_interval(int(counts[: k + 1].sum()), int(counts.sum()))
+
+    def fpr_interval(self, cfg: str, k: int, set_name: str) -> tuple[float, float]:
+        """95% Wilson interval of ``fpr``."""
+        hits, n = self.fp_count(cfg, k, set_name)
+        return wilson_interval(hits, n)
 
     def target_k(self, cfg: str, set_name: str) -> int | None:
         """The smallest k at which both issue targets hold, if any (k <= 32)."""

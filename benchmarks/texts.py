@@ -54,28 +54,28 @@ SET_LABELS = {
 }
 
 
-_WORD = re.compile(r"\w")
+WORD_CHAR = re.compile(r"\w")
 
 
-_WORDS = re.compile(r"\w+")
+WORD_RUN = re.compile(r"\w+")
 
 
-_CJK = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
+CJK_CHAR = re.compile(r"[\u3400-\u9fff\uf900-\ufaff]")
 
 
-_DIGITS = re.compile(r"[0-9]+")
+DIGIT_RUN = re.compile(r"[0-9]+")
 
 
-_SENTENCE_END = re.compile(r"(?<=[。！？!?\n])")
+SENTENCE_END = re.compile(r"(?<=[。！？!?\n])")
 
 
-_CLAUSE_END = re.compile(r"(?<=[。！？!?\n，,；;：:、])")
+CLAUSE_END = re.compile(r"(?<=[。！？!?\n，,；;：:、])")
 
 
-_PARA_END = ("。", "！", "？", "!", "?")
+PARA_END = ("。", "！", "？", "!", "?")
 
 
-_CLAUSE_PUNCT = re.compile(r"[，,。；;：:！？!?、]")
+CLAUSE_PUNCT = re.compile(r"[，,。；;：:！？!?、]")
 
 
 def stable_hash(*parts: object) -> int:
@@ -89,8 +89,8 @@ def rng_for(*parts: object) -> random.Random:
 
 
 def cjk_share(text: str) -> float:
-    words = len(_WORD.findall(text))
-    return len(_CJK.findall(text)) / words if words else 0.0
+    words = len(WORD_CHAR.findall(text))
+    return len(CJK_CHAR.findall(text)) / words if words else 0.0
 
 
 @dataclass(frozen=True)
@@ -132,12 +132,12 @@ def blocks(text: str) -> list[str]:
             current.clear()
 
     for line in text.split("\n"):
-        if len(line) < 16 and not _CLAUSE_PUNCT.search(line):
+        if len(line) < 16 and not CLAUSE_PUNCT.search(line):
             flush()
             out.append(line)
             continue
         current.append(line)
-        if line.endswith(_PARA_END):
+        if line.endswith(PARA_END):
             flush()
     flush()
     return out
@@ -160,7 +160,7 @@ def name_line(text: str) -> str | None:
         head = line.strip().upper()
         if head.startswith(("NAME", "名称", "名稱")) and len(head) <= 12 and i + 1 < len(lines):
             candidate = lines[i + 1].strip()
-            return candidate if _CJK.search(candidate) else None
+            return candidate if CJK_CHAR.search(candidate) else None
     return None
 
 
@@ -205,7 +205,7 @@ def sentence_pool(docs: Sequence[tuple[str, str]]) -> list[tuple[str, str]]:
                 if (
                     6 <= len(sentence) <= 80
                     and sentence.endswith(("。", "！", "？"))
-                    and _CJK.match(sentence)
+                    and CJK_CHAR.match(sentence)
                     and cjk_share(sentence) >= 0.6
                 ):
                     pool.append((doc_id, sentence))

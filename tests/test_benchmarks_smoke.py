@@ -7,9 +7,7 @@ import json
 import re
 from pathlib import Path
 
-import pytest
-
-from benchmarks import bench, registry
+from benchmarks import bench
 from benchmarks import eval as quality
 
 
@@ -38,11 +36,3 @@ def test_eval_smoke_writes_the_report(tmp_path: Path) -> None:
     data = json.loads((tmp_path / "quality-smoke.json").read_text())
     assert data["meta"]["edited_pairs"] > 0 and data["meta"]["distinct_pairs"] > 0
     assert (tmp_path / "quality-long.png").stat().st_size > 0
-
-
-def test_a_section_cannot_be_registered_twice(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(registry, "_SECTIONS", {})
-    section = registry.Section("twice", "Twice", lambda _ctx: {})
-    registry.register(section)
-    with pytest.raises(ValueError, match="twice"):
-        registry.register(registry.Section("twice", "Other", lambda _ctx: {}))
