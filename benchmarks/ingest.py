@@ -118,18 +118,20 @@ class RawLmdb:
 def embedded_pair(
     fps: np.ndarray, n: int, batch: int, find_k: int | None, work: Path, tag: str
 ) -> dict[str, Any]:
-    """shdb embedded add_fingerprints vs raw putmulti of the same rows, interleaved."""
+    """shdb embedded index_fingerprints vs raw putmulti of the same rows, interleaved."""
     from simhash_hbase import SimhashIndex
+    from simhash_hbase.ingest import IngestOptions, index_fingerprints
 
     shdb_path, raw_path = work / f"ingest-{tag}-shdb", work / f"ingest-{tag}-raw"
     for p in (shdb_path, raw_path):
         shutil.rmtree(p, ignore_errors=True)
     raw = RawLmdb(raw_path)
     try:
-        with SimhashIndex.open(str(shdb_path), scheme=SCHEME, batch_size=batch) as index:
+        options = IngestOptions(batch_size=batch, find_k=find_k)
+        with SimhashIndex.open(str(shdb_path), scheme=SCHEME) as index:
             totals = _alternate(
                 _batches(fps, n, batch, "i"),
-                lambda b: index.add_fingerprints(b, find_k=find_k),
+                lambda b: index_fingerprints(index, b, options),
                 raw.writer,
             )
     finally:
@@ -144,14 +146,15 @@ def embedded_pair(
 def profile_embedded(fps: np.ndarray, n: int, batch: int, work: Path) -> list[dict[str, Any]]:
     """cProfile of an embedded bulk load: where time goes beyond putmulti."""
     from simhash_hbase import SimhashIndex
+    from simhash_hbase.ingest import IngestOptions, index_fingerprints
 
     path = work / "ingest-profile"
     shutil.rmtree(path, ignore_errors=True)
     pairs = _pairs(fps, 0, n, "p")
     profiler = cProfile.Profile()
-    with SimhashIndex.open(str(path), batch_size=batch) as index:
+    with SimhashIndex.open(str(path)) as index:
         profiler.enable()
-        index.add_fingerprints(pairs, find_k=None)
+        index_fingerprints(index, pairs, IngestOptions(batch_size=batch, find_k=None))
         profiler.disable()
     shutil.rmtree(path, ignore_errors=True)
     return top_functions(profiler, 12)
@@ -212,8 +215,9 @@ def _hbase_raw_writer(conn: Any, prefix: str, batch: Pairs) -> Callable[[], None
 def hbase_pair(
     fps: np.ndarray, n: int, batch: int, find_k: int | None, hbase: Any, tag: str
 ) -> dict[str, Any]:
-    """shdb HBase add_fingerprints vs raw mutateRows of the same rows, interleaved."""
+    """shdb HBase index_fingerprints vs raw mutateRows of the same rows, interleaved."""
     from simhash_hbase import SimhashIndex
+    from simhash_hbase.ingest import IngestOptions, index_fingerprints
 
     conn = hbase.connection()
     shdb_prefix, raw_prefix = f"ing_{tag}_shdb", f"ing_{tag}_raw"
@@ -221,10 +225,11 @@ def hbase_pair(
         # The raw tables are created by shdb too, so both sides write the same schema.
         SimhashIndex.open(f"{hbase.url_base}?prefix={raw_prefix}").close()
         url = f"{hbase.url_base}?prefix={shdb_prefix}"
-        with SimhashIndex.open(url, scheme=SCHEME, batch_size=batch) as ix:
+        options = IngestOptions(batch_size=batch, find_k=find_k)
+        with SimhashIndex.open(url, scheme=SCHEME) as ix:
             totals = _alternate(
                 _batches(fps, n, batch, "h"),
-                lambda b: ix.add_fingerprints(b, find_k=find_k),
+                lambda b: index_fingerprints(ix, b, options),
                 lambda b: _hbase_raw_writer(conn, raw_prefix, b),
             )
         for prefix in (shdb_prefix, raw_prefix):  # keep the instance light for what follows

@@ -102,19 +102,12 @@ class PypiIndex:
         return self.index.get_near_dups(Simhash(fp))  # type: ignore[no-any-return]
 
 
-def query_prefixes(scheme: Any, fp: int) -> list[bytes]:
-    """The row-key prefixes a query scans: one per combination (docs/SPEC.md)."""
-    from simhash_hbase import codec
-
-    return [codec.encode_prefix(field, flag) for flag, field in enumerate(scheme.fields(fp), 1)]
-
-
 def _candidates(index: Any, fps: np.ndarray, queries: list[tuple[int, str]]) -> dict[str, Any]:
     """Cells examined per query (the brief's way: scan the query's prefixes, count)."""
-    store, scheme = index.store, index.scheme
+    scheme = index.scheme
     seen, true = [], []
     for fp, _ in queries:
-        (cells,) = store.scan_prefixes_many([query_prefixes(scheme, fp)])
+        (cells,) = index.candidates([fp])
         seen.append(len(cells))
         true.append(true_match_cells(scheme, fp, [int(fps[i]) for i in brute_force(fps, fp)]))
     rand = theory_random_candidates(scheme, len(fps))
@@ -183,11 +176,14 @@ def _profile(index: Any, queries: list[tuple[int, str]]) -> list[dict[str, Any]]
     return top_functions(profiler, 12)
 
 
-def _grow(index: Any, fps: np.ndarray, start: int, stop: int) -> float:
+def _grow(index: Any, fps: np.ndarray, start: int, stop: int, batch: int = BUILD_BATCH) -> float:
     """Bulk-load fps[start:stop] (find_k=None); docs/s."""
+    from simhash_hbase.ingest import IngestOptions, index_fingerprints
+
+    options = IngestOptions(batch_size=batch, find_k=None)
     dt, _ = timed(
-        lambda: index.add_fingerprints(
-            ((f"d{i}", int(fps[i])) for i in range(start, stop)), find_k=None
+        lambda: index_fingerprints(
+            index, ((f"d{i}", int(fps[i])) for i in range(start, stop)), options
         )
     )
     return (stop - start) / dt
@@ -205,7 +201,7 @@ def run_embedded(ctx: Context) -> dict[str, Any]:
         path = work / f"embedded-{scheme}"
         shutil.rmtree(path, ignore_errors=True)
         steps = []
-        with SimhashIndex.open(str(path), scheme=scheme, batch_size=BUILD_BATCH) as index:
+        with SimhashIndex.open(str(path), scheme=scheme) as index:
             loaded = 0
             for n in plan.embedded_ns:
                 rate = _grow(index, fps, loaded, n)
@@ -250,10 +246,10 @@ def run_hbase(ctx: Context) -> dict[str, Any]:
             results["prefixes"][scheme] = prefix
             docs_table = f"{prefix}_docs".encode()
             steps = []
-            with SimhashIndex.open(url, scheme=scheme, batch_size=HBASE_BUILD_BATCH) as index:
+            with SimhashIndex.open(url, scheme=scheme) as index:
                 loaded = 0
                 for n in plan.hbase_ns:
-                    rate = _grow(index, fps, loaded, n)
+                    rate = _grow(index, fps, loaded, n, HBASE_BUILD_BATCH)
                     loaded = n
                     view = fps[:n]
                     queries = make_queries(view, plan.hbase_queries, plan.seed + n)

@@ -1,8 +1,12 @@
-"""`shdb`: a thin command line over the library. Parse, call one function, print.
+"""`shdb`: the command line over the library. Parse, call one function, print.
 
-Exit codes: 0 success (for `query`: matches found), 1 `query` found nothing or
-`remove` missed an id, 2 error (bad usage, bad input with --on-error fail, store
-down), 3 `ingest` finished but skipped records (listed in the summary).
+This module owns every flag name, every hint and every exit code; the library
+below it speaks neutrally and carries structured details in its exceptions.
+
+Exit codes: 0 success (for `query`: matches found), 1 `query` found nothing,
+`get`/`remove` missed an id, or `verify` found problems, 2 error (bad usage,
+bad input with --on-error fail, store down), 3 finished but skipped records
+(listed), 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
@@ -25,45 +29,128 @@ from rich.progress import (
 )
 from typer.core import TyperGroup
 
-from . import codec, schema
-from .dedup import clusters
-from .errors import ShdbError
-from .fingerprint import (
-    DEFAULT_NGRAM,
-    DEFAULT_TOP_N,
-    Fingerprinter,
-    FingerprintParams,
-    build_idf,
-    write_idf,
+from . import codec
+from .errors import (
+    IndexNotFound,
+    InvalidQuery,
+    InvalidSetting,
+    ManifestMismatch,
+    ShdbError,
+    StoreError,
+    StoreUnavailable,
 )
-from .index import DEFAULT_K, Duplicate, IngestSummary, Record, SimhashIndex
-from .ingest import (
-    DEFAULT_MAX_BYTES,
-    SourceOptions,
-    find_duplicates,
-    ingest,
-    read_sources,
-    read_text_file,
-    total_bytes,
-)
-from .records import Match
+from .fingerprint import Fingerprinter, FingerprintParams, build_idf, load_idf_file, write_idf
+from .index import DEFAULT_K, SimhashIndex
+from .ingest import IngestOptions, find_duplicates, ingest
+from .manifest import ENVIRONMENT
+from .records import BadRecord, Duplicate, IngestSummary, Match, OnError, Problem, Record
 from .scheme import DEFAULT_SCHEME, get_scheme
+from .sources import DEFAULT_MAX_BYTES, SourceOptions, read_sources, read_text_file, total_bytes
+from .store.hbase_tables import shell_script
 from .verify import verify
 
 EXIT_NO_MATCH = 1
 EXIT_SKIPPED = 3
+EXIT_INTERRUPTED = 130
 _SHOWN_SKIPS = 20
+
+#: Library setting names -> the flag that sets them.
+FLAGS = {
+    "scheme": "--scheme",
+    "top_n": "--top-n",
+    "idf": "--idf",
+    "features": "--features",
+    "ngram": "--ngram",
+    "seed": "--seed",
+    "format": "--format",
+    "max_bytes": "--max-bytes",
+    "batch_size": "--batch-size",
+    "workers": "--workers",
+}
+
+#: What to do about a skipped record, by kind.
+PROBLEM_HINTS = {
+    Problem.TOO_LARGE: "raise --max-bytes or split the document",
+    Problem.NOT_UTF8: "re-encode it as UTF-8 (from GBK: iconv -f GB18030 -t UTF-8)",
+    Problem.MISSING_FIELD: "set --id-field/--text-field",
+    Problem.WRONG_TYPE: "make it a JSON string",
+    Problem.MALFORMED: "fix or remove the record",
+    Problem.BAD_ID: "ids are 1 to 1024 bytes of UTF-8 (hash longer ones, e.g. URLs)",
+    Problem.UNREADABLE: "check its permissions",
+}
+
+
+def _hint(exc: ShdbError) -> str | None:
+    if isinstance(exc, IndexNotFound):
+        return f"create it with `shdb ingest --index {exc.url} PATH...`"
+    if isinstance(exc, StoreUnavailable):
+        return "is HBase running? (`scripts/hbase start`, see README); check the host and port"
+    if isinstance(exc, ManifestMismatch):
+        given = [FLAGS[n] for n, _, _ in exc.differences if n in FLAGS]
+        if given:
+            return (
+                f"leave out {', '.join(given)} to use the index's own settings, "
+                "or write to a new index"
+            )
+        if any(n in ENVIRONMENT for n, _, _ in exc.differences):
+            return "the index was built by another version of shdb or jieba; rebuild it"
+        return None
+    if isinstance(exc, InvalidQuery) and exc.max_k is not None:
+        return f"give -k between 0 and {exc.max_k}"
+    if isinstance(exc, StoreError) and "corrupt" in str(exc):
+        return "`shdb verify --repair` may fix it"
+    return None
+
+
+def _message(exc: ShdbError) -> str:
+    if isinstance(exc, InvalidSetting) and exc.setting in FLAGS:
+        return f"{FLAGS[exc.setting]}: {exc}"
+    return str(exc)
+
+
+# click's exception classes, reached through typer's public ones (newer typer
+# vendors click, so `import click` would be another copy).
+_UsageError: type[Exception] = typer.BadParameter.__mro__[1]
+_ClickException: type[Exception] = typer.BadParameter.__mro__[2]
+
+
+def _error(message: str, hint: str | None = None) -> None:
+    typer.echo(f"shdb: error: {message}", err=True)
+    if hint:
+        typer.echo(f"hint: {hint}", err=True)
 
 
 class _Group(TyperGroup):
-    """The one place where library errors become a message and an exit code."""
+    """The one place where errors become a message, a hint and an exit code."""
 
     def invoke(self, ctx: Any) -> Any:  # click's Context (vendored by newer typer)
         try:
             return super().invoke(ctx)
         except ShdbError as exc:
-            typer.echo(f"shdb: error: {exc}", err=True)
+            _error(_message(exc), _hint(exc))
             raise typer.Exit(exc.exit_code) from None
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """Usage errors in the same voice as the rest: ``shdb: error: ...``."""
+        standalone = kwargs.pop("standalone_mode", True)
+        kwargs["standalone_mode"] = False
+        try:
+            code = super().main(*args, **kwargs)
+        except _ClickException as exc:
+            ctx = getattr(exc, "ctx", None)
+            if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+                typer.echo(ctx.get_help())
+                code = 0
+            else:
+                hint = f"see `{ctx.command_path} --help`" if ctx is not None else None
+                _error(exc.format_message(), hint if isinstance(exc, _UsageError) else None)  # type: ignore[attr-defined]
+                code = exc.exit_code  # type: ignore[attr-defined]
+        except typer.Abort:
+            _error("interrupted")
+            code = EXIT_INTERRUPTED
+        if not standalone:
+            return code
+        sys.exit(code or 0)
 
 
 app = typer.Typer(
@@ -75,6 +162,7 @@ app = typer.Typer(
 )
 err = Console(stderr=True, soft_wrap=True)
 
+AS_BUILT = "Default: what the index was built with (a new index: {})."
 IndexOpt = Annotated[
     str | None,
     typer.Option(
@@ -87,37 +175,58 @@ IndexOpt = Annotated[
 ]
 KOpt = Annotated[int, typer.Option("-k", help="Largest Hamming distance that counts as a match.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+SchemeOpt = Annotated[
+    str | None,
+    typer.Option(help="5x10 or 4x4. " + AS_BUILT.format(DEFAULT_SCHEME), show_default=False),
+]
 TopNOpt = Annotated[
-    int, typer.Option("--top-n", help="Terms per fingerprint (used when an index is created).")
+    int | None,
+    typer.Option("--top-n", help="Terms per fingerprint. " + AS_BUILT.format(16)),
 ]
 IdfOpt = Annotated[
     str | None,
-    typer.Option("--idf", help="IDF table ('term idf' lines) instead of jieba's bundled one."),
-]
-FeaturesOpt = Annotated[
-    str,
     typer.Option(
-        help="words: jieba TF-IDF terms (long texts); chars: character n-grams "
-        "(short texts). Used when an index is created."
+        "--idf",
+        help="IDF table ('term idf' lines) instead of jieba's; kept inside the index. "
+        + AS_BUILT.format("jieba's"),
     ),
 ]
-NgramOpt = Annotated[int, typer.Option(help="n-gram length with --features chars.")]
+FeaturesOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="words: jieba TF-IDF terms (long texts); chars: character n-grams "
+        "(short texts). " + AS_BUILT.format("words"),
+        show_default=False,
+    ),
+]
+NgramOpt = Annotated[
+    int | None, typer.Option(help="n-gram length with --features chars. " + AS_BUILT.format(2))
+]
 PathsArg = Annotated[list[str], typer.Argument(help="Files, folders, or - for stdin.")]
 FormatOpt = Annotated[
     str, typer.Option("--format", help="auto|text|jsonl|csv (auto: by file suffix).")
 ]
 IdFieldOpt = Annotated[str, typer.Option(help="JSONL/CSV field holding the id.")]
 TextFieldOpt = Annotated[str, typer.Option(help="JSONL/CSV field holding the text.")]
+MaxBytesOpt = Annotated[
+    int, typer.Option(help="Largest document (JSONL line, CSV record, file) accepted, in bytes.")
+]
 WorkersOpt = Annotated[int, typer.Option(help="Fingerprinting processes.")]
 FingerprintsOpt = Annotated[
     bool, typer.Option(help="Input lines are HEX or ID<TAB>HEX fingerprints, not documents.")
 ]
-TextArg = Annotated[str | None, typer.Argument(help="The text.")]
+TextArg = Annotated[str | None, typer.Argument(help="The text.", show_default=False)]
 FileOpt = Annotated[str | None, typer.Option("--file", "-f", help="Read the text from FILE.")]
 
 
-def _params(top_n: int, idf: str | None, features: str, ngram: int) -> FingerprintParams:
-    return FingerprintParams(top_n=top_n, idf_path=idf, features=features, ngram=ngram)
+def _wanted(
+    top_n: int | None, idf: str | None, features: str | None, ngram: int | None
+) -> dict[str, Any]:
+    """The fingerprint settings given on the command line, and only those."""
+    wanted: dict[str, Any] = {"top_n": top_n, "features": features, "ngram": ngram}
+    if idf is not None:
+        wanted["idf"] = load_idf_file(idf).digest
+    return {k: v for k, v in wanted.items() if v is not None}
 
 
 @contextmanager
@@ -153,9 +262,11 @@ def _print_summary(summary: IngestSummary, k: int | None) -> None:
     _print_skips(summary.skipped)
 
 
-def _print_skips(skipped: list[tuple[str, str]]) -> None:
-    for where, reason in skipped[:_SHOWN_SKIPS]:
-        err.print(f"  skipped {where}: {reason}", highlight=False, markup=False)
+def _print_skips(skipped: list[BadRecord]) -> None:
+    for bad in skipped[:_SHOWN_SKIPS]:
+        hint = PROBLEM_HINTS.get(bad.problem)
+        line = f"  skipped {bad.where}: {bad.reason}" + (f"; {hint}" if hint else "")
+        err.print(line, highlight=False, markup=False)
     if len(skipped) > _SHOWN_SKIPS:
         err.print(f"  ... and {len(skipped) - _SHOWN_SKIPS} more skipped records")
 
@@ -175,18 +286,14 @@ def ingest_cmd(
     ] = None,
     k: KOpt = DEFAULT_K,
     on_error: Annotated[
-        str, typer.Option(help="skip: log bad records and go on; fail: stop at the first.")
-    ] = "skip",
-    max_bytes: Annotated[
-        int, typer.Option(help="Largest document (or JSONL line) accepted, in bytes.")
-    ] = DEFAULT_MAX_BYTES,
-    scheme: Annotated[
-        str | None, typer.Option(help=f"5x10 or 4x4, for a new index (default {DEFAULT_SCHEME}).")
-    ] = None,
-    top_n: TopNOpt = DEFAULT_TOP_N,
+        OnError, typer.Option(help="skip: list bad records and go on; fail: stop at the first.")
+    ] = OnError.SKIP,
+    max_bytes: MaxBytesOpt = DEFAULT_MAX_BYTES,
+    scheme: SchemeOpt = None,
+    top_n: TopNOpt = None,
     idf: IdfOpt = None,
-    features: FeaturesOpt = "words",
-    ngram: NgramOpt = DEFAULT_NGRAM,
+    features: FeaturesOpt = None,
+    ngram: NgramOpt = None,
     batch_size: Annotated[int, typer.Option(help="Documents per write batch.")] = 1000,
     resume: Annotated[
         bool, typer.Option(help="Skip the records an interrupted run of this input finished.")
@@ -202,11 +309,11 @@ def ingest_cmd(
 ) -> None:
     """Index documents, reporting near-copies of documents already held."""
     opts = SourceOptions(fmt, id_field, text_field, max_bytes)
+    options = IngestOptions(workers, store_text, k if dedup else None, on_error, batch_size)
+    wanted = _wanted(top_n, idf, features, ngram)
     total = None if fingerprints else total_bytes(paths)
     with (
-        SimhashIndex.open(
-            index, scheme=scheme, params=_params(top_n, idf, features, ngram), batch_size=batch_size
-        ) as ix,
+        SimhashIndex.open(index, scheme=scheme, params=wanted) as ix,
         _open_output(report) as out,
         _progress(total) as bar,
     ):
@@ -223,23 +330,20 @@ def ingest_cmd(
             ix,
             paths,
             opts,
-            workers=workers,
-            store_text=store_text,
-            find_k=k if dedup else None,
-            on_error=on_error,
+            options,
             resume=resume,
             fingerprints=fingerprints,
             on_duplicate=on_duplicate,
             on_progress=on_progress,
         )
-    _print_summary(summary, k if dedup else None)
+    _print_summary(summary, options.find_k)
     if summary.skipped:
         raise typer.Exit(EXIT_SKIPPED)
 
 
-def _text_from(text: str | None, file: str | None) -> str:
+def _text_from(text: str | None, file: str | None, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
     if file is not None and text is None:
-        return read_text_file(file)
+        return read_text_file(file, max_bytes)
     if text is not None and file is None:
         return text
     raise typer.BadParameter("give exactly one of TEXT or --file (- reads stdin)")
@@ -271,16 +375,21 @@ def query_cmd(
     k: KOpt = DEFAULT_K,
     index: IndexOpt = None,
     as_json: JsonOpt = False,
+    max_bytes: MaxBytesOpt = DEFAULT_MAX_BYTES,
+    top_n: TopNOpt = None,
     idf: IdfOpt = None,
+    features: FeaturesOpt = None,
+    ngram: NgramOpt = None,
 ) -> None:
     """Print near-copies held in the index: distance, fingerprint, id. Exit 1 if none."""
     if fingerprint is not None and (text, file) != (None, None):
         raise typer.BadParameter("give exactly one of TEXT, --file or --fingerprint")
-    with SimhashIndex.open(index, create=False, idf_path=idf) as ix:
+    wanted = _wanted(top_n, idf, features, ngram)
+    with SimhashIndex.open(index, create=False, params=wanted) as ix:
         if fingerprint is not None:
             matches = ix.query_fingerprint(codec.parse_fingerprint_hex(fingerprint), k)
         else:
-            matches = ix.query(_text_from(text, file), k)
+            matches = ix.query(_text_from(text, file, max_bytes), k)
     _print_matches(matches, as_json)
     if not matches:
         raise typer.Exit(EXIT_NO_MATCH)
@@ -291,14 +400,24 @@ def fingerprint_cmd(
     text: TextArg = None,
     file: FileOpt = None,
     terms: Annotated[bool, typer.Option(help="Also print the weighted terms used.")] = False,
-    top_n: TopNOpt = DEFAULT_TOP_N,
+    index: Annotated[
+        str | None,
+        typer.Option("--index", "-i", help="Use this index's settings.", show_default=False),
+    ] = None,
+    max_bytes: MaxBytesOpt = DEFAULT_MAX_BYTES,
+    top_n: TopNOpt = None,
     idf: IdfOpt = None,
-    features: FeaturesOpt = "words",
-    ngram: NgramOpt = DEFAULT_NGRAM,
+    features: FeaturesOpt = None,
+    ngram: NgramOpt = None,
 ) -> None:
     """Print the 64-bit SimHash of a text, as 16 hex digits."""
-    body = _text_from(text, file)
-    fp = Fingerprinter(_params(top_n, idf, features, ngram))
+    wanted = _wanted(top_n, idf, features, ngram)
+    body = _text_from(text, file, max_bytes)
+    if index is not None:
+        with SimhashIndex.open(index, create=False, params=wanted) as ix:
+            fp = ix.fingerprinter
+    else:
+        fp = Fingerprinter(FingerprintParams(**wanted))
     typer.echo(codec.fingerprint_to_hex(fp.fingerprint(body)))
     if terms:
         for term, weight in fp.weighted_terms(body):
@@ -386,20 +505,23 @@ def dedup_cmd(
     fmt: FormatOpt = "auto",
     id_field: IdFieldOpt = "id",
     text_field: TextFieldOpt = "text",
+    max_bytes: MaxBytesOpt = DEFAULT_MAX_BYTES,
     workers: WorkersOpt = 1,
     scheme: Annotated[str, typer.Option(help="5x10 or 4x4.")] = DEFAULT_SCHEME,
-    top_n: TopNOpt = DEFAULT_TOP_N,
+    top_n: TopNOpt = None,
     idf: IdfOpt = None,
-    features: FeaturesOpt = "words",
-    ngram: NgramOpt = DEFAULT_NGRAM,
+    features: FeaturesOpt = None,
+    ngram: NgramOpt = None,
 ) -> None:
     """All near-duplicate pairs (or clusters) within the input, in memory, no index."""
+    from .dedup import clusters
+
     result = find_duplicates(
         paths,
-        SourceOptions(fmt, id_field, text_field),
+        SourceOptions(fmt, id_field, text_field, max_bytes),
         k=k,
         scheme=get_scheme(scheme),
-        params=_params(top_n, idf, features, ngram),
+        params=FingerprintParams(**_wanted(top_n, idf, features, ngram)),
         workers=workers,
         fingerprints=fingerprints,
     )
@@ -434,16 +556,24 @@ def idf_build_cmd(
     fmt: FormatOpt = "auto",
     text_field: TextFieldOpt = "text",
     id_field: IdFieldOpt = "id",
+    max_bytes: MaxBytesOpt = DEFAULT_MAX_BYTES,
 ) -> None:
     """Build an IDF table (ln N/df over jieba terms); use it with `ingest --idf`."""
-    docs = (
-        r.text
-        for r in read_sources(paths, SourceOptions(fmt, id_field, text_field))
-        if isinstance(r, Record)
-    )
-    table = build_idf(docs, Fingerprinter())
+    skipped: list[BadRecord] = []
+
+    def texts() -> Iterator[str]:
+        for r in read_sources(paths, SourceOptions(fmt, id_field, text_field, max_bytes)):
+            if isinstance(r, Record):
+                yield r.text
+            else:
+                skipped.append(r)
+
+    table = build_idf(texts(), Fingerprinter())
     write_idf(table, output)
-    err.print(f"wrote {len(table)} terms to {output}", highlight=False)
+    err.print(f"wrote {len(table)} terms to {output}, skipped {len(skipped)}", highlight=False)
+    _print_skips(skipped)
+    if skipped:
+        raise typer.Exit(EXIT_SKIPPED)
 
 
 @app.command("schema")
@@ -451,7 +581,7 @@ def schema_cmd(
     prefix: Annotated[str, typer.Option(help="Table name prefix.")] = "shdb",
 ) -> None:
     """Print the hbase shell script that creates the tables exactly as schema/ defines."""
-    typer.echo(schema.shell_script(prefix), nl=False)
+    typer.echo(shell_script(prefix), nl=False)
 
 
 @app.callback()

@@ -144,7 +144,7 @@ def test_manifest_mismatch_from_the_cli(tmp_path: Path, corpus: Path) -> None:
     index = str(tmp_path / "ix")
     assert shdb("ingest", str(corpus), "-i", index, "--scheme", "4x4").exit_code == 0
     result = shdb("ingest", str(corpus), "-i", index, "--top-n", "10")
-    assert result.exit_code == 2 and "top_n: index has 16, you asked for 10" in result.stderr
+    assert result.exit_code == 2 and "top_n: the index has 16, asked for 10" in result.stderr
 
 
 def test_no_dedup_bulk_load_skips_the_lookups(tmp_path: Path, corpus: Path) -> None:

@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 
 from simhash_hbase import InvalidInput, SimhashIndex
-from simhash_hbase.ingest import SourceOptions, checkpoint_name
+from simhash_hbase.ingest import Checkpoint, IngestOptions, SourceOptions
 from simhash_hbase.verify import verify
 
 from .conftest import hbase_address
@@ -50,14 +50,16 @@ def _wait_for_checkpoint(
     index_url: str, corpus: Path, at_least: int, proc: subprocess.Popen[str]
 ) -> None:
     """Poll the checkpoint the running ingest writes after each batch."""
-    name = checkpoint_name([str(corpus)], SourceOptions())
-    assert name is not None
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         assert proc.poll() is None, f"ingest ended early: {proc.communicate()}"
         try:
             with SimhashIndex.open(index_url, create=False) as index:
-                done = (index.store.get_meta(name) or {}).get("records", 0)
+                checkpoint = Checkpoint.of(
+                    index, [str(corpus)], SourceOptions(), IngestOptions(batch_size=100)
+                )
+                assert checkpoint is not None
+                done = checkpoint.load()
         except InvalidInput:  # the ingest has not created the index yet
             done = 0
         if done >= at_least:
@@ -68,7 +70,7 @@ def _wait_for_checkpoint(
 
 def _assert_exactly(index_url: str, expected: set[str]) -> None:
     with SimhashIndex.open(index_url, create=False) as index:
-        held = {doc.doc_id for doc in index.store.iter_docs()}
+        held = {doc.doc_id for doc in index.documents()}
         report = verify(index)
     assert held == expected
     assert report.clean, report.examples

@@ -21,7 +21,7 @@ from typing import Any
 import lmdb
 
 from .. import codec
-from ..errors import InvalidIndexUrl, StoreError
+from ..errors import IndexNotFound, InvalidIndexUrl, StoreError
 from ..records import Document
 from .base import IndexCell
 
@@ -95,9 +95,7 @@ class EmbeddedStore:
         if (self.path / _DATA_FILE).exists():
             return
         if not create:
-            raise InvalidIndexUrl(
-                f"no index at {self.path}; create one with `shdb ingest --index {self.path} ...`"
-            )
+            raise IndexNotFound(self.url)
         if self.path.exists() and any(self.path.iterdir()):
             raise InvalidIndexUrl(
                 f"{self.path} is a non-empty directory that is not an shdb index; "
@@ -156,6 +154,14 @@ class EmbeddedStore:
     def put_meta(self, name: str, value: dict[str, Any]) -> None:
         with self._env.begin(write=True, db=self._meta) as txn:
             txn.put(name.encode(), codec.encode_json(value))
+
+    def put_meta_if_absent(self, name: str, value: dict[str, Any]) -> dict[str, Any]:
+        with self._env.begin(write=True, db=self._meta) as txn:  # one writer at a time
+            raw = txn.get(name.encode())
+            if raw is not None:
+                return codec.decode_json(raw)
+            txn.put(name.encode(), codec.encode_json(value))
+        return value
 
     def delete_meta(self, name: str) -> None:
         with self._env.begin(write=True, db=self._meta) as txn:
