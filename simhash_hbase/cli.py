@@ -39,7 +39,14 @@ from .errors import (
     StoreError,
     StoreUnavailable,
 )
-from .fingerprint import Fingerprinter, FingerprintParams, build_idf, load_idf_file, write_idf
+from .fingerprint import (
+    DEFAULT_VERSION,
+    Fingerprinter,
+    FingerprintParams,
+    build_idf,
+    load_idf_file,
+    write_idf,
+)
 from .index import DEFAULT_K, SimhashIndex
 from .ingest import IngestOptions, find_duplicates, ingest
 from .manifest import ENVIRONMENT
@@ -202,6 +209,30 @@ FeaturesOpt = Annotated[
 NgramOpt = Annotated[
     int | None, typer.Option(help="n-gram length with --features chars. " + AS_BUILT.format(2))
 ]
+VersionOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--fingerprint-version",
+        help="1: the original recipe; 2: NFKC text, no pure numbers or 1-letter ASCII "
+        "terms (docs/quality.md). " + AS_BUILT.format(DEFAULT_VERSION),
+        show_default=False,
+    ),
+]
+FoldOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="t2s: fold Traditional to Simplified Chinese first (version 2, OpenCC). "
+        + AS_BUILT.format("none"),
+        show_default=False,
+    ),
+]
+ProbesOpt = Annotated[
+    int,
+    typer.Option(
+        help="Multi-probe: also search the text's fingerprint with its weakest bits "
+        "flipped, this many flip sets (0..64; docs/quality.md). Needs text, not fingerprints.",
+    ),
+]
 PathsArg = Annotated[list[str], typer.Argument(help="Files, folders, or - for stdin.")]
 FormatOpt = Annotated[
     str, typer.Option("--format", help="auto|text|jsonl|csv (auto: by file suffix).")
@@ -220,10 +251,21 @@ FileOpt = Annotated[str | None, typer.Option("--file", "-f", help="Read the text
 
 
 def _wanted(
-    top_n: int | None, idf: str | None, features: str | None, ngram: int | None
+    top_n: int | None,
+    idf: str | None,
+    features: str | None,
+    ngram: int | None,
+    version: int | None = None,
+    fold: str | None = None,
 ) -> dict[str, Any]:
     """The fingerprint settings given on the command line, and only those."""
-    wanted: dict[str, Any] = {"top_n": top_n, "features": features, "ngram": ngram}
+    wanted: dict[str, Any] = {
+        "top_n": top_n,
+        "features": features,
+        "ngram": ngram,
+        "version": version,
+        "fold": fold,
+    }
     if idf is not None:
         wanted["idf"] = load_idf_file(idf).digest
     return {k: v for k, v in wanted.items() if v is not None}
@@ -294,6 +336,9 @@ def ingest_cmd(
     idf: IdfOpt = None,
     features: FeaturesOpt = None,
     ngram: NgramOpt = None,
+    fingerprint_version: VersionOpt = None,
+    fold: FoldOpt = None,
+    probes: ProbesOpt = 0,
     batch_size: Annotated[int, typer.Option(help="Documents per write batch.")] = 1000,
     resume: Annotated[
         bool, typer.Option(help="Skip the records an interrupted run of this input finished.")
@@ -309,8 +354,15 @@ def ingest_cmd(
 ) -> None:
     """Index documents, reporting near-copies of documents already held."""
     opts = SourceOptions(fmt, id_field, text_field, max_bytes)
-    options = IngestOptions(workers, store_text, k if dedup else None, on_error, batch_size)
-    wanted = _wanted(top_n, idf, features, ngram)
+    if probes and fingerprints:
+        raise typer.BadParameter(
+            "--probes needs documents: the weak bits come from the text, and "
+            "--fingerprints input has none"
+        )
+    options = IngestOptions(
+        workers, store_text, k if dedup else None, on_error, batch_size, probes=probes
+    )
+    wanted = _wanted(top_n, idf, features, ngram, fingerprint_version, fold)
     total = None if fingerprints else total_bytes(paths)
     with (
         SimhashIndex.open(index, scheme=scheme, params=wanted) as ix,
@@ -380,16 +432,22 @@ def query_cmd(
     idf: IdfOpt = None,
     features: FeaturesOpt = None,
     ngram: NgramOpt = None,
+    probes: ProbesOpt = 0,
 ) -> None:
     """Print near-copies held in the index: distance, fingerprint, id. Exit 1 if none."""
     if fingerprint is not None and (text, file) != (None, None):
         raise typer.BadParameter("give exactly one of TEXT, --file or --fingerprint")
+    if fingerprint is not None and probes:
+        raise typer.BadParameter(
+            "--fingerprint cannot be probed: which bits are weak comes from the text's "
+            "term weights; query with TEXT or --file to use --probes"
+        )
     wanted = _wanted(top_n, idf, features, ngram)
     with SimhashIndex.open(index, create=False, params=wanted) as ix:
         if fingerprint is not None:
             matches = ix.query_fingerprint(codec.parse_fingerprint_hex(fingerprint), k)
         else:
-            matches = ix.query(_text_from(text, file, max_bytes), k)
+            matches = ix.query(_text_from(text, file, max_bytes), k, probes=probes)
     _print_matches(matches, as_json)
     if not matches:
         raise typer.Exit(EXIT_NO_MATCH)
@@ -409,9 +467,11 @@ def fingerprint_cmd(
     idf: IdfOpt = None,
     features: FeaturesOpt = None,
     ngram: NgramOpt = None,
+    fingerprint_version: VersionOpt = None,
+    fold: FoldOpt = None,
 ) -> None:
     """Print the 64-bit SimHash of a text, as 16 hex digits."""
-    wanted = _wanted(top_n, idf, features, ngram)
+    wanted = _wanted(top_n, idf, features, ngram, fingerprint_version, fold)
     body = _text_from(text, file, max_bytes)
     if index is not None:
         with SimhashIndex.open(index, create=False, params=wanted) as ix:
@@ -512,6 +572,8 @@ def dedup_cmd(
     idf: IdfOpt = None,
     features: FeaturesOpt = None,
     ngram: NgramOpt = None,
+    fingerprint_version: VersionOpt = None,
+    fold: FoldOpt = None,
 ) -> None:
     """All near-duplicate pairs (or clusters) within the input, in memory, no index."""
     from .dedup import clusters
@@ -521,7 +583,7 @@ def dedup_cmd(
         SourceOptions(fmt, id_field, text_field, max_bytes),
         k=k,
         scheme=get_scheme(scheme),
-        params=FingerprintParams(**_wanted(top_n, idf, features, ngram)),
+        params=FingerprintParams(**_wanted(top_n, idf, features, ngram, fingerprint_version, fold)),
         workers=workers,
         fingerprints=fingerprints,
     )

@@ -27,6 +27,7 @@ import mmh3
 import numpy as np
 
 from .errors import EmptyDocument, InvalidInput, InvalidSetting
+from .probes import probe_fingerprints
 
 DEFAULT_TOP_N = 16  # best recall at k=3 in docs/quality.md (89.0% vs 87.2% for 64)
 DEFAULT_SEED = 0
@@ -312,22 +313,44 @@ class Fingerprinter:
         except EmptyDocument as exc:
             return exc
 
+    def probes(self, text: str, probes: int) -> list[int]:
+        """The fingerprint followed by its ``probes`` flipped copies, in probe order
+        (:mod:`simhash_hbase.probes`): what a probed lookup searches."""
+        return probe_fingerprints(*self.fingerprint_margins(text), probes)
+
+    def probes_or_error(self, text: str, probes: int) -> list[int] | EmptyDocument:
+        try:
+            return self.probes(text, probes)
+        except EmptyDocument as exc:
+            return exc
+
     def map(
         self, texts: Iterable[Sequence[str]], workers: int = 1
     ) -> Iterator[list[int | EmptyDocument]]:
         """Fingerprint chunks of texts, in order, across ``workers`` processes."""
+        return self._map(texts, workers, None)
+
+    def map_probes(
+        self, texts: Iterable[Sequence[str]], probes: int, workers: int = 1
+    ) -> Iterator[list[list[int] | EmptyDocument]]:
+        """Like :meth:`map`, giving each text's probe list (see :meth:`probes`)."""
+        return self._map(texts, workers, probes)
+
+    def _map(
+        self, texts: Iterable[Sequence[str]], workers: int, probes: int | None
+    ) -> Iterator[list[Any]]:
         if workers <= 1:
             for chunk in texts:
-                yield [self.fingerprint_or_error(t) for t in chunk]
+                yield _chunk_of(self, chunk, probes)
             return
         # fork: children inherit the loaded dictionary and IDF table (no 1 s reload
         # each). A bounded window of chunks in flight keeps memory flat on endless
         # input, which Pool.imap (it drains its input eagerly) would not.
         ctx = multiprocessing.get_context("fork")
         with ctx.Pool(workers, initializer=_init_worker, initargs=(self.params,)) as pool:
-            pending: deque[AsyncResult[list[int | EmptyDocument]]] = deque()
+            pending: deque[AsyncResult[list[Any]]] = deque()
             for chunk in texts:
-                pending.append(pool.apply_async(_worker_chunk, (chunk,)))
+                pending.append(pool.apply_async(_worker_chunk, (chunk, probes)))
                 if len(pending) > 2 * workers:
                     yield pending.popleft().get()
             while pending:
@@ -342,9 +365,15 @@ def _init_worker(params: FingerprintParams) -> None:
     _worker = Fingerprinter(params)
 
 
-def _worker_chunk(texts: Sequence[str]) -> list[int | EmptyDocument]:
+def _chunk_of(fp: Fingerprinter, texts: Sequence[str], probes: int | None) -> list[Any]:
+    if probes is None:
+        return [fp.fingerprint_or_error(t) for t in texts]
+    return [fp.probes_or_error(t, probes) for t in texts]
+
+
+def _worker_chunk(texts: Sequence[str], probes: int | None) -> list[Any]:
     assert _worker is not None
-    return [_worker.fingerprint_or_error(t) for t in texts]
+    return _chunk_of(_worker, texts, probes)
 
 
 def _bits_of(sums: np.ndarray) -> int:

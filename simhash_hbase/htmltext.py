@@ -38,8 +38,9 @@ VOID = frozenset(
      "track", "wbr"}
 )  # fmt: skip
 _SPACES = re.compile(r"[ \t\r\f\v\u00a0]+")
-_HTML_START = re.compile(rb"\A(?:\xef\xbb\xbf)?\s*(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html)\b",
-                         re.IGNORECASE | re.DOTALL)
+_HTML_START = re.compile(
+    r"\A\ufeff?\s*(?:<!--.*?-->\s*)*<(?:!doctype\s+html|html)\b", re.IGNORECASE | re.DOTALL
+)
 
 
 class _TextExtractor(html.parser.HTMLParser):
@@ -92,7 +93,7 @@ def html_to_text(source: str) -> str:
     return "\n".join(line for line in lines if line)
 
 
-def looks_like_html(head: bytes) -> bool:
+def looks_like_html(head: str) -> bool:
     """True when a file starts like an HTML document (``<!DOCTYPE html`` or ``<html``),
     after an optional BOM, whitespace and comments: what auto-detection goes by."""
     return _HTML_START.match(head) is not None

@@ -60,14 +60,14 @@ def test_pages_of_one_site_are_no_longer_near_duplicates_by_their_markup() -> No
 @pytest.mark.parametrize(
     ("head", "expected"),
     [
-        (b"<!DOCTYPE html><html>", True),
-        (b"\xef\xbb\xbf\n  <!doctype HTML>", True),
-        (b"<!-- generated -->\n<html lang='zh'>", True),
-        (b"<html>", True),
-        (b"plain text <html> later", False),
-        (b'{"id": "<html>"}', False),
-        (b"<htmlx>", False),
+        ("<!DOCTYPE html><html>", True),
+        ("\ufeff\n  <!doctype HTML>", True),
+        ("<!-- generated -->\n<html lang='zh'>", True),
+        ("<html>", True),
+        ("plain text <html> later", False),
+        ('{"id": "<html>"}', False),
+        ("<htmlx>", False),
     ],
 )
-def test_auto_detection_by_the_start_of_the_file(head: bytes, expected: bool) -> None:
+def test_auto_detection_by_the_start_of_the_file(head: str, expected: bool) -> None:
     assert looks_like_html(head) is expected

@@ -15,7 +15,10 @@ from simhash_hbase import Fingerprinter
 from simhash_hbase.errors import InvalidQuery
 from simhash_hbase.probes import MAX_FLIPS, MAX_PROBES, bound, flip_sets, probe_fingerprints
 
-TEXT = "结巴分词支持加载IDF词典并且提供了一个默认的词典，它包含了大量的词组以及基于海量文本统计出来的IDF词频。"
+TEXT = (
+    "结巴分词支持加载IDF词典并且提供了一个默认的词典，"
+    "它包含了大量的词组以及基于海量文本统计出来的IDF词频。"
+)
 
 margin_arrays = st.lists(
     st.floats(min_value=0.0, max_value=100.0, allow_nan=False), min_size=64, max_size=64
@@ -70,7 +73,7 @@ def test_probe_fingerprints_flip_exactly_their_sets() -> None:
 
 def test_bound_and_range() -> None:
     assert bound(3, 0) == 3
-    assert bound(3, 1) > 3
+    assert bound(3, 1) == bound(3, 64) == 3 + MAX_FLIPS
     with pytest.raises(InvalidQuery, match="probes"):
         flip_sets(np.zeros(64), MAX_PROBES + 1)
     with pytest.raises(InvalidQuery, match="probes"):
