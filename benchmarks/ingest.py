@@ -220,7 +220,7 @@ def hbase_pair(
     from simhash_hbase.ingest import IngestOptions, index_fingerprints
 
     conn = hbase.connection()
-    shdb_prefix, raw_prefix = f"ing_{tag}_shdb", f"ing_{tag}_raw"
+    shdb_prefix, raw_prefix = hbase.prefix(f"ing_{tag}_shdb"), hbase.prefix(f"ing_{tag}_raw")
     try:
         # The raw tables are created by shdb too, so both sides write the same schema.
         SimhashIndex.open(f"{hbase.url_base}?prefix={raw_prefix}").close()
