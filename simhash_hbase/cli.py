@@ -235,7 +235,12 @@ ProbesOpt = Annotated[
 ]
 PathsArg = Annotated[list[str], typer.Argument(help="Files, folders, or - for stdin.")]
 FormatOpt = Annotated[
-    str, typer.Option("--format", help="auto|text|jsonl|csv (auto: by file suffix).")
+    str,
+    typer.Option(
+        "--format",
+        help="auto|text|jsonl|csv|html (auto: by file suffix; a text file that starts "
+        "like an HTML page is read as HTML: its visible text, no markup or navigation).",
+    ),
 ]
 IdFieldOpt = Annotated[str, typer.Option(help="JSONL/CSV field holding the id.")]
 TextFieldOpt = Annotated[str, typer.Option(help="JSONL/CSV field holding the text.")]

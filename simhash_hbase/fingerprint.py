@@ -422,10 +422,11 @@ def _opencc() -> Any:
 
 
 def _folder(fold: str) -> Callable[[str], str] | None:
-    """OpenCC's Taiwan-to-Simplified conversion with phrases (tw2sp): 檔案 -> 文件."""
+    """OpenCC's character-level Traditional-to-Simplified conversion (t2s): it leaves
+    Simplified text as it is, where the phrase-level tw2sp would turn 文件 into 文档."""
     if fold == "none":
         return None
-    converter = _opencc().OpenCC("tw2sp")
+    converter = _opencc().OpenCC("t2s")
     convert: Callable[[str], str] = converter.convert
     return convert
 
@@ -434,7 +435,7 @@ def _fold_converter_version() -> str:
     from importlib.metadata import version
 
     _opencc()
-    return f"opencc {version('opencc')} tw2sp"
+    return f"opencc {version('opencc')} t2s"
 
 
 def hamming(a: int, b: int) -> int:

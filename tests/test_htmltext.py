@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import io
+from pathlib import Path
+
 import pytest
 
 from simhash_hbase import Fingerprinter, FingerprintParams
 from simhash_hbase.htmltext import html_to_text, looks_like_html
+from simhash_hbase.sources import SourceOptions, read_sources
 
 PAGE = """<!DOCTYPE html>
 <html><head><title>站点标题</title><meta charset="utf-8">
@@ -71,3 +75,19 @@ def test_pages_of_one_site_are_no_longer_near_duplicates_by_their_markup() -> No
 )
 def test_auto_detection_by_the_start_of_the_file(head: str, expected: bool) -> None:
     assert looks_like_html(head) is expected
+
+
+def test_sources_read_html_by_suffix_by_content_and_by_format(tmp_path: Path) -> None:
+    page = PAGE.format(body="<p>正文内容</p>")
+    (tmp_path / "site").mkdir()
+    (tmp_path / "site" / "a.html").write_text(page, encoding="utf-8")
+    (tmp_path / "site" / "b.txt").write_text(page, encoding="utf-8")  # sniffed
+    (tmp_path / "site" / "c.txt").write_text("纯文本 <div> 不是网页", encoding="utf-8")
+    got = {r.doc_id: r.text for r in read_sources([str(tmp_path / "site")], SourceOptions())}
+    assert got["a.html"] == got["b.txt"] == html_to_text(page)
+    assert got["c.txt"] == "纯文本 <div> 不是网页"
+    plain = read_sources([str(tmp_path / "site" / "b.txt")], SourceOptions(format="text"))
+    assert next(iter(plain)).text == page  # --format text reads it as it is
+    stream = io.BytesIO(page.encode())
+    (record,) = read_sources(["-"], SourceOptions(format="html"), stdin=stream)
+    assert record.text == html_to_text(page)
