@@ -160,32 +160,49 @@ def profile_embedded(fps: np.ndarray, n: int, batch: int, work: Path) -> list[di
     return top_functions(profiler, 12)
 
 
-def _lookup_share(out: dict[str, Any]) -> None:
-    """Share of a find_k=3 ingest spent on the near-copy lookups, estimated from the
-    two modes' rates in the same run: 1 - rate(find_k=3) / rate(find_k=None)."""
-    out["find_k3"]["lookup_share"] = (
-        1 - out["find_k3"]["shdb_docs_per_s"] / out["find_none"]["shdb_docs_per_s"]
+PairRun = Callable[[int, int, int | None, str], dict[str, Any]]
+
+
+def _modes_and_sweep(
+    store: str,
+    pair: PairRun,
+    docs: tuple[int, int],
+    batch_sizes: tuple[int, ...],
+    batch_docs: int,
+) -> dict[str, Any]:
+    """find_k=None and find_k=3 at batch 1000, then find_k=None per batch size.
+
+    pair(docs, batch, find_k, tag) runs one interleaved shdb-vs-raw comparison. The
+    share of a find_k=3 ingest spent on near-copy lookups is estimated from the two
+    modes' rates in the same run: 1 - rate(find_k=3) / rate(find_k=None).
+    """
+    out: dict[str, Any] = {
+        "find_none": pair(docs[0], 1000, None, "none"),
+        "find_k3": pair(docs[1], 1000, K, "k3"),
+    }
+    none, k3 = out["find_none"], out["find_k3"]
+    k3["lookup_share"] = 1 - k3["shdb_docs_per_s"] / none["shdb_docs_per_s"]
+    log(
+        f"{store} ingest {none['shdb_docs_per_s']:,.0f} docs/s = {none['ratio']:.0%} of raw; "
+        f"with find_k=3 {k3['ratio']:.0%}"
     )
+    out["batch_sweep"] = [pair(batch_docs, b, None, f"b{b}") for b in batch_sizes]
+    for s in out["batch_sweep"]:
+        log(f"  batch {s['batch_size']}: {s['shdb_docs_per_s']:,.0f} docs/s ({s['ratio']:.0%})")
+    return out
 
 
 def run_embedded(ctx: Context) -> dict[str, Any]:
     plan, work = ctx.plan, ctx.work
     fps = ctx.fingerprints(plan.ingest_docs)
     log(f"embedded ingest: {plan.ingest_docs:,} docs vs raw LMDB putmulti")
-    out: dict[str, Any] = {
-        "find_none": embedded_pair(fps, plan.ingest_docs, 1000, None, work, "none"),
-        "find_k3": embedded_pair(fps, plan.ingest_find_docs, 1000, K, work, "k3"),
-    }
-    log(
-        f"embedded ingest {out['find_none']['shdb_docs_per_s']:,.0f} docs/s = "
-        f"{out['find_none']['ratio']:.0%} of raw; with find_k=3 {out['find_k3']['ratio']:.0%}"
+    out = _modes_and_sweep(
+        "embedded",
+        lambda n, batch, k, tag: embedded_pair(fps, n, batch, k, work, tag),
+        (plan.ingest_docs, plan.ingest_find_docs),
+        plan.batch_sizes,
+        plan.batch_docs,
     )
-    _lookup_share(out)
-    sweep = []
-    for b in plan.batch_sizes:
-        sweep.append(embedded_pair(fps, plan.batch_docs, b, None, work, f"b{b}"))
-        log(f"  batch {b}: {sweep[-1]['shdb_docs_per_s']:,.0f} docs/s ({sweep[-1]['ratio']:.0%})")
-    out["batch_sweep"] = sweep
     out["profile"] = profile_embedded(fps, min(plan.ingest_docs, 100_000), 1000, work)
     return out
 
@@ -246,21 +263,13 @@ def run_hbase(ctx: Context) -> dict[str, Any]:
     plan, hbase = ctx.plan, ctx.require_hbase()
     fps = ctx.fingerprints(plan.hbase_ingest_docs)
     log(f"hbase ingest: {plan.hbase_ingest_docs:,} docs vs raw mutateRows")
-    out: dict[str, Any] = {
-        "find_none": hbase_pair(fps, plan.hbase_ingest_docs, 1000, None, hbase, "none"),
-        "find_k3": hbase_pair(fps, plan.hbase_ingest_find_docs, 1000, K, hbase, "k3"),
-    }
-    log(
-        f"hbase ingest {out['find_none']['shdb_docs_per_s']:,.0f} docs/s = "
-        f"{out['find_none']['ratio']:.0%} of raw; with find_k=3 {out['find_k3']['ratio']:.0%}"
+    return _modes_and_sweep(
+        "hbase",
+        lambda n, batch, k, tag: hbase_pair(fps, n, batch, k, hbase, tag),
+        (plan.hbase_ingest_docs, plan.hbase_ingest_find_docs),
+        plan.hbase_batch_sizes,
+        plan.hbase_batch_docs,
     )
-    _lookup_share(out)
-    sweep = []
-    for b in plan.hbase_batch_sizes:
-        sweep.append(hbase_pair(fps, plan.hbase_batch_docs, b, None, hbase, f"b{b}"))
-        log(f"  batch {b}: {sweep[-1]['shdb_docs_per_s']:,.0f} docs/s ({sweep[-1]['ratio']:.0%})")
-    out["batch_sweep"] = sweep
-    return out
 
 
 # -- peak memory of the CLI -------------------------------------------------------

@@ -243,7 +243,7 @@ def unpack_columns(raw: bytes) -> dict[bytes, bytes]:
     pos, end = 0, len(raw)
     while pos < end:
         if pos + _CELL_HEAD.size > end:
-            raise StoreError("an embedded docs row is truncated; run `shdb verify --repair`")
+            raise StoreError("an embedded docs row is corrupt (truncated)")
         name_len, value_len = _CELL_HEAD.unpack_from(raw, pos)
         pos += _CELL_HEAD.size
         name = raw[pos : pos + name_len]
@@ -251,7 +251,7 @@ def unpack_columns(raw: bytes) -> dict[bytes, bytes]:
         cols[name] = raw[pos : pos + value_len]
         pos += value_len
     if pos != end:
-        raise StoreError("an embedded docs row is truncated; run `shdb verify --repair`")
+        raise StoreError("an embedded docs row is corrupt (truncated)")
     return cols
 
 

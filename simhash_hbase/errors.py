@@ -19,6 +19,14 @@ class InvalidInput(ShdbError):
     """A record, argument or file the user gave cannot be used as it is."""
 
 
+class RejectedRecord(InvalidInput):
+    """A bad record stopped an ingest that was asked to stop at the first one."""
+
+    def __init__(self, where: str, reason: str, problem: str) -> None:
+        super().__init__(f"{where}: {reason}")
+        self.where, self.reason, self.problem = where, reason, problem
+
+
 class EmptyDocument(InvalidInput):
     """The text has no usable terms; a fingerprint of 0 would match garbage."""
 

@@ -12,6 +12,7 @@ import logging
 import math
 import multiprocessing
 import re
+import signal
 import unicodedata
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -362,6 +363,8 @@ _worker: Fingerprinter | None = None
 
 def _init_worker(params: FingerprintParams) -> None:
     global _worker
+    # Ctrl-C is the parent's to handle (it stops the pool): no traceback per worker.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _worker = Fingerprinter(params)
 
 

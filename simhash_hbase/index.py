@@ -395,7 +395,8 @@ class SimhashIndex:
         """Near-copies of each new doc among held docs and earlier docs of this batch,
         by the same rule as :meth:`query_probed` (each doc with its probe list).
 
-        A document re-added unchanged (same id, same fingerprint) is not its own copy.
+        A document re-added unchanged (same id, same fingerprint) is not new: its
+        pairs were reported when it or its partners were added, so it reports none.
         """
         found: list[Duplicate] = []
         held = self.query_probed([probes for _, probes in docs], k)
@@ -406,7 +407,17 @@ class SimhashIndex:
             limit = bound(k, len(probes) - 1)
             for p in probes[1:]:  # a probe hit within the bound counts too
                 within[i] |= (np.bitwise_count(fps ^ np.uint64(p)) <= k) & (dist[i] <= limit)
+        unchanged = np.array(
+            [
+                any(m.doc_id == d.doc_id and m.distance == 0 for m in near)
+                for (d, _), near in zip(docs, held)
+            ],
+            dtype=bool,
+        )
+        within[:, unchanged] = False
         for i, (doc, _) in enumerate(docs):
+            if unchanged[i]:
+                continue
             for match in held[i]:
                 if match.doc_id != doc.doc_id:
                     found.append(Duplicate(doc.doc_id, match.doc_id, match.distance))

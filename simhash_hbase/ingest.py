@@ -17,13 +17,14 @@ from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
-from typing import Any
+from pathlib import Path
+from typing import Any, BinaryIO, Protocol
 
 import numpy as np
 
 from . import codec
 from .dedup import Pair, near_duplicate_pairs
-from .errors import EmptyDocument, InvalidInput, InvalidSetting
+from .errors import EmptyDocument, InvalidInput, InvalidSetting, RejectedRecord
 from .fingerprint import Fingerprinter, FingerprintParams
 from .index import SimhashIndex
 from .probes import check_probes
@@ -37,7 +38,8 @@ from .records import (
     Record,
 )
 from .scheme import Scheme
-from .sources import STDIN, SourceOptions, read_fingerprint_lines, read_sources
+from .sources import STDIN, SourceOptions, input_files, read_fingerprint_lines, read_sources
+from .store import local_path
 
 DEFAULT_BATCH_SIZE = 1000
 MAX_BATCH_SIZE = 1_000_000
@@ -108,29 +110,38 @@ def _texts(
         yield [_text_of(r) for r in chunk]
 
 
-def _as_record(item: Record | BadRecord | tuple[Any, ...]) -> Record | BadRecord:
-    """Records from library callers may be plain (id, text[, meta]) tuples."""
-    if isinstance(item, (Record, BadRecord)):
+def screen(item: Record | BadRecord | tuple[Any, ...]) -> Record | BadRecord:
+    """A record as read, or why it cannot even be fingerprinted: its text is not a
+    string of valid Unicode. Library callers may pass plain (id, text[, meta]) tuples."""
+    if isinstance(item, BadRecord):
         return item
-    if isinstance(item, tuple) and len(item) in (2, 3):
-        return Record(*item)
-    return BadRecord(repr(item)[:60], "not an (id, text[, meta]) record", 0, Problem.INVALID)
+    if not isinstance(item, Record):
+        if not isinstance(item, tuple) or len(item) not in (2, 3):
+            return BadRecord(
+                repr(item)[:60], "not an (id, text[, meta]) record", 0, Problem.INVALID
+            )
+        item = Record(*item)
+    where = item.where or repr(item.doc_id)[:60]
+    if not isinstance(item.text, str):
+        reason = f"the text of {item.doc_id!r} is a {type(item.text).__name__}, not a string"
+        return BadRecord(where, reason, item.size, Problem.WRONG_TYPE)
+    try:
+        item.text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        reason = (
+            f"the text of {item.doc_id!r} is not valid Unicode (a lone surrogate at {exc.start})"
+        )
+        return BadRecord(where, reason, item.size, Problem.NOT_UTF8)
+    return item
 
 
 def to_document(
     record: Record | BadRecord, fp: int | EmptyDocument, store_text: bool
 ) -> Document | BadRecord:
-    """A fingerprinted record as a storable Document, or why it cannot be one."""
+    """A screened, fingerprinted record as a storable Document, or why it cannot be one."""
     if isinstance(record, BadRecord):
         return record
     where = record.where or repr(record.doc_id)[:60]
-    if not isinstance(record.text, str):
-        return BadRecord(
-            where,
-            f"the text of {record.doc_id!r} is a {type(record.text).__name__}, not a string",
-            record.size,
-            Problem.WRONG_TYPE,
-        )
     if isinstance(fp, EmptyDocument):
         return BadRecord(
             where,
@@ -158,17 +169,21 @@ def checked(doc: Document, where: str = "", size: int = 0) -> Document | BadReco
 
 def _split(
     chunk: list[Document | BadRecord], summary: IngestSummary, on_error: OnError
-) -> tuple[list[Document], InvalidInput | None]:
-    """The chunk's documents up to the first bad record (``FAIL``), or all of them."""
+) -> tuple[list[Document], RejectedRecord | None]:
+    """The chunk's documents up to the first bad record (``FAIL``), or all of them.
+
+    ``summary.records`` counts the records done; a record that fails the run is
+    not done, so a re-run (resuming after the records done) stops at it again.
+    """
     docs: list[Document] = []
     for item in chunk:
-        summary.records += 1
         if isinstance(item, BadRecord):
-            summary.skipped.append(item)
             if on_error is OnError.FAIL:
-                return docs, InvalidInput(f"{item.where}: {item.reason}")
+                return docs, RejectedRecord(item.where, item.reason, item.problem.value)
+            summary.skipped.append(item)
         else:
             docs.append(item)
+        summary.records += 1
     return docs, None
 
 
@@ -224,7 +239,7 @@ def index_records(
     """
     options = options or IngestOptions()
     fingerprinter = index.fingerprinter
-    stream = (_as_record(r) for r in records)
+    stream = (screen(r) for r in records)
     chunks: Iterable[Chunk]
     if options.probes and options.find_k is not None:
         chunks = (
@@ -281,12 +296,38 @@ def index_fingerprints(
     return _write_stream(index, chunks, options, on_duplicate, on_progress)
 
 
+class Report(Protocol):
+    """Where an ingest writes the near-duplicates it finds, so that none is lost
+    or repeated across an interruption: it is cut back to the size it had at the
+    last checkpoint before a resumed run appends to it."""
+
+    def write(self, dup: Duplicate) -> None: ...
+    def tell(self) -> int:
+        """Bytes written and flushed so far."""
+        ...
+
+    def truncate(self, size: int) -> None: ...
+
+
+_SAVED_SKIPS = 1000  # skipped records a checkpoint keeps, to report again on resume
+
+
+@dataclass
+class Progress:
+    """What a checkpoint holds: records done, those skipped, the report's size."""
+
+    records: int = 0
+    skipped: list[BadRecord] = dataclasses.field(default_factory=list)
+    more_skipped: int = 0
+    report_bytes: int | None = None
+
+
 class Checkpoint:
     """How far an interrupted ingest of one input got, kept in the index.
 
-    Named by a digest of the input (every path with its size and mtime) and of
-    every option that changes what is written, so a re-run of the same command
-    on the same input resumes, and anything else starts over.
+    Named by a digest of the input (every file, in folders too, with its size
+    and mtime) and of every option that changes what is written, so a re-run of
+    the same command on the same input resumes, and anything else starts over.
     """
 
     def __init__(self, index: SimhashIndex, identity: Any) -> None:
@@ -303,32 +344,73 @@ class Checkpoint:
         options: IngestOptions,
         *,
         fingerprints: bool = False,
+        exclude: Sequence[Path] = (),
     ) -> Checkpoint | None:
         """The checkpoint of one ingest; None for stdin, which cannot be read again."""
-        identity = input_identity(paths, opts)
+        identity = input_identity(paths, opts, [*_own_files(index), *exclude])
         if identity is None:
             return None
         return cls(index, [identity, options.store_text, fingerprints])
 
-    def load(self) -> int:
-        """Records already done (0 for a fresh start)."""
-        return int((self._index.get_state(self.name) or {}).get("records", 0))
+    def load(self) -> Progress:
+        """What earlier runs did (nothing, for a fresh start)."""
+        state = self._index.get_state(self.name) or {}
+        skipped = [
+            BadRecord(where, reason, 0, Problem(problem))
+            for where, reason, problem in state.get("skipped", [])
+        ]
+        return Progress(
+            int(state.get("records", 0)),
+            skipped,
+            int(state.get("more_skipped", 0)),
+            state.get("report_bytes"),
+        )
 
-    def save(self, records: int) -> None:
-        self._index.put_state(self.name, {"records": records})
+    def save(self, progress: Progress) -> None:
+        kept = progress.skipped[:_SAVED_SKIPS]
+        self._index.put_state(
+            self.name,
+            {
+                "records": progress.records,
+                "skipped": [[b.where, b.reason, b.problem.value] for b in kept],
+                "more_skipped": progress.more_skipped + len(progress.skipped) - len(kept),
+                "report_bytes": progress.report_bytes,
+            },
+        )
 
     def clear(self) -> None:
         self._index.delete_state(self.name)
 
 
-def input_identity(paths: Sequence[str], opts: SourceOptions) -> list[Any] | None:
-    """The input as a checkpoint names it; None for stdin, which cannot be read again."""
+def _tapped(
+    records: Iterator[Record | BadRecord], tap: Callable[[Record | BadRecord], None] | None
+) -> Iterator[Record | BadRecord]:
+    for record in records:
+        if tap is not None:
+            tap(record)
+        yield record
+
+
+def _own_files(index: SimhashIndex) -> list[Path]:
+    path = local_path(index.url)
+    return [path] if path is not None else []
+
+
+def input_identity(
+    paths: Sequence[str], opts: SourceOptions, exclude: Sequence[Path] = ()
+) -> list[Any] | None:
+    """Every input file with its size and mtime, and the reading options; None for
+    stdin, which cannot be read again."""
     if STDIN in paths:
         return None
-    identity: list[Any] = [dataclasses.asdict(opts)]
-    for path in paths:
-        info = os.stat(path)
-        identity.append([os.path.abspath(path), info.st_size, info.st_mtime_ns])
+    identity: list[Any] = [dataclasses.asdict(opts), [os.path.abspath(p) for p in paths]]
+    for path in input_files(paths, exclude):
+        try:
+            info = path.stat()
+        except OSError:
+            identity.append([os.fsencode(path).hex(), None])
+            continue
+        identity.append([os.fsencode(path.absolute()).hex(), info.st_size, info.st_mtime_ns])
     return identity
 
 
@@ -340,47 +422,70 @@ def ingest(
     *,
     resume: bool = True,
     fingerprints: bool = False,
-    on_duplicate: OnDuplicate | None = None,
+    report: Report | None = None,
+    stdin: BinaryIO | None = None,
+    exclude: Sequence[Path] = (),
+    on_record: Callable[[Record | BadRecord], None] | None = None,
     on_progress: OnProgress | None = None,
 ) -> IngestSummary:
     """The streaming-dedup job: index every record and report near-copies found.
 
     ``fingerprints``: the input is ``HEX`` or ``ID<TAB>HEX`` lines (a Spark job's
-    output, say) rather than documents.
+    output, say) rather than documents. The index's own folder and ``exclude``
+    (an output, say) are never read as input; ``on_record`` sees each record read.
 
-    After each batch the number of input records done is saved in the index; a
-    re-run of the same command on the same files resumes after them (writes are
-    idempotent, so the batch in flight when it stopped is simply written again).
+    After each batch the records done, those skipped and the report's size are
+    saved in the index; a re-run of the same command on the same input resumes
+    after them, reports the skipped records again, and cuts the report back to
+    that size, so no pair is lost or repeated (writes are idempotent, so the
+    batch in flight when it stopped is simply written again).
     """
     options = options or IngestOptions()
+    exclude = [*_own_files(index), *exclude]
     checkpoint = (
-        Checkpoint.of(index, paths, opts, options, fingerprints=fingerprints) if resume else None
+        Checkpoint.of(index, paths, opts, options, fingerprints=fingerprints, exclude=exclude)
+        if resume
+        else None
     )
-    done = checkpoint.load() if checkpoint else 0
+    earlier = checkpoint.load() if checkpoint else Progress()
+    if report is not None:
+        report.truncate(earlier.report_bytes or 0)
+    done = earlier.records
 
     def progress(summary: IngestSummary) -> None:
         if checkpoint:
-            checkpoint.save(done + summary.records)
+            checkpoint.save(
+                Progress(
+                    done + summary.records,
+                    earlier.skipped + summary.skipped,
+                    earlier.more_skipped,
+                    report.tell() if report is not None else None,
+                )
+            )
         if on_progress is not None:
             on_progress(summary)
 
+    on_duplicate = report.write if report is not None else None
     if fingerprints:
         summary = index_fingerprints(
             index,
-            islice(read_fingerprint_lines(paths), done, None),
+            islice(read_fingerprint_lines(paths, stdin), done, None),
             options,
             on_duplicate=on_duplicate,
             on_progress=progress,
         )
     else:
+        records = islice(read_sources(paths, opts, stdin, exclude), done, None)
         summary = index_records(
             index,
-            islice(read_sources(paths, opts), done, None),
+            _tapped(records, on_record),
             options,
             on_duplicate=on_duplicate,
             on_progress=progress,
         )
     summary.resumed_after = done
+    summary.skipped[:0] = earlier.skipped
+    summary.skipped_before = earlier.more_skipped
     if checkpoint:
         checkpoint.clear()
     return summary
@@ -404,6 +509,7 @@ def find_duplicates(
     params: FingerprintParams,
     workers: int = 1,
     fingerprints: bool = False,
+    exclude: Sequence[Path] = (),
 ) -> DedupResult:
     """All near-duplicate pairs within the input (no index): documents, or
     precomputed fingerprints with ``fingerprints=True``."""
@@ -414,7 +520,8 @@ def find_duplicates(
     if fingerprints:
         items: Iterator[tuple[str, int] | BadRecord] = read_fingerprint_lines(paths)
     else:
-        items = _fingerprinted(read_sources(paths, opts), Fingerprinter(params), workers)
+        records = (screen(r) for r in read_sources(paths, opts, exclude=exclude))
+        items = _fingerprinted(records, Fingerprinter(params), workers)
     for item in items:
         if isinstance(item, BadRecord):
             skipped.append(item)

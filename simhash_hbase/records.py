@@ -86,6 +86,7 @@ class IngestSummary:
     bytes_read: int = 0
     seconds: float = 0.0
     resumed_after: int = 0  # records an earlier, interrupted run had already done
+    skipped_before: int = 0  # skipped by earlier runs beyond those listed in ``skipped``
 
     @property
     def docs_per_second(self) -> float:

@@ -42,6 +42,7 @@ class SourceOptions:
     id_field: str = "id"
     text_field: str = "text"
     max_bytes: int = DEFAULT_MAX_BYTES
+    stdin_id: str | None = None  # the id of a plain text read from stdin
 
     def __post_init__(self) -> None:
         if self.format not in FORMATS:
@@ -402,7 +403,7 @@ def _read_stream(
     if fmt == "csv":
         yield from _read_csv(f, name, opts, delimiter)
     elif fmt in ("text", "html"):
-        yield _as_html(_whole_stream(f, name, name, opts.max_bytes), fmt, opts)
+        yield _as_html(_whole_stream(f, name, opts.stdin_id or name, opts.max_bytes), fmt, opts)
     else:
         yield from _read_jsonl(f, name, opts)
 

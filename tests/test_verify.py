@@ -83,10 +83,10 @@ def test_interrupted_ingest_resumes_from_its_checkpoint(store_url: str, tmp_path
             ingest(index, [str(corpus)], opts, options, on_progress=crash_after_two_batches)
         checkpoint = Checkpoint.of(index, [str(corpus)], opts, options)
         assert checkpoint is not None
-        assert checkpoint.load() == 100
+        assert checkpoint.load().records == 100
         summary = ingest(index, [str(corpus)], opts, options)
         assert summary.resumed_after == 100 and summary.added == 150
-        assert checkpoint.load() == 0  # done: the checkpoint is gone
+        assert checkpoint.load().records == 0  # done: the checkpoint is gone
         assert index.stats()["documents"] == 250
         assert verify(index).clean
 
