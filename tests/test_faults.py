@@ -22,7 +22,8 @@ from simhash_hbase import InvalidInput, SimhashIndex
 from simhash_hbase.ingest import Checkpoint, IngestOptions, SourceOptions
 from simhash_hbase.verify import verify
 
-from .conftest import hbase_address
+from .conftest import gateway_address
+from .hbase_server import HBaseServer
 
 ROOT = Path(__file__).resolve().parents[1]
 SHDB = [sys.executable, "-m", "simhash_hbase"]
@@ -144,10 +145,8 @@ def _shutdown(*socks: socket.socket) -> None:
 
 
 @pytest.fixture
-def proxy() -> Iterator[_DroppingProxy]:
-    address = hbase_address()
-    assert address is not None
-    host, port = address.rsplit(":", 1)
+def proxy(hbase_api: str) -> Iterator[_DroppingProxy]:
+    host, port = gateway_address(hbase_api).rsplit(":", 1)
     p = _DroppingProxy((host, int(port)))
     yield p
     p.close()
@@ -205,21 +204,24 @@ def test_two_writers_and_a_reader(store_url: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.hbase
-def test_hbase_killed_midway_then_restarted(hbase_url: str, tmp_path: Path) -> None:
-    """SIGKILL HBase under a running ingest: a clear error; after a restart the
-    same command completes and the index holds exactly the input."""
+def test_hbase_killed_midway_then_restarted(
+    hbase_server: HBaseServer, hbase_url: str, tmp_path: Path
+) -> None:
+    """SIGKILL HBase under a running ingest: a clear error; after a restart on the
+    same data the same command completes and the index holds exactly the input.
+    (In a container: ``docker kill``, then a new container on the same volume.)"""
     store_url = hbase_url
     ids = [f"doc{i}" for i in range(3000)]
     corpus = _write_corpus(tmp_path / "corpus.jsonl", ids)
     proc = _ingest(store_url, corpus)
     _wait_for_checkpoint(store_url, corpus, 500, proc)
-    subprocess.run([str(ROOT / "scripts" / "hbase"), "kill"], check=True)
+    hbase_server.kill()
     try:
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 2
         assert "is not reachable" in err and "scripts/hbase start" in err
     finally:
-        subprocess.run([str(ROOT / "scripts" / "hbase"), "start"], check=True)
+        hbase_server.restart()
     rerun = _ingest(store_url, corpus)
     _, err = rerun.communicate(timeout=600)
     assert rerun.returncode == 0, err
