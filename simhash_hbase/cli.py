@@ -18,19 +18,14 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Annotated, Any, TextIO
+from typing import IO, TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from typer.core import TyperGroup
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 from . import codec
 from .dedup import clusters
@@ -402,6 +397,16 @@ class _JsonlReport:
 
 
 def _progress(total: int | None) -> Progress:
+    # Imported here: a query's start-up does not pay for rich's progress machinery.
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
     columns: list[Any] = [TextColumn("[bold]ingest")]
     if total:
         columns += [BarColumn(), DownloadColumn(), TextColumn("ETA"), TimeRemainingColumn()]
