@@ -192,26 +192,25 @@ def plan_for(mode: str) -> dict[str, int]:
     return sizes[mode]
 
 
-def measure(host: str, port: int, mode: str, fps: np.ndarray, seed: int) -> dict[str, Any]:
+def measure(
+    host: str, port: int, mode: str, fps: np.ndarray, seed: int, prefix: str
+) -> dict[str, Any]:
+    """Both layouts; ``port`` is the Thrift1 gateway's, Thrift2 is at port+1."""
     plan = plan_for(mode)
-    stamp = int(time.time())
     return {
         "n": len(fps),
         "plan": plan,
         "layouts": {
-            layout: _measure_layout(host, port, f"btr{regions}_{stamp}", regions, plan, seed, fps)
+            layout: _measure_layout(host, port, f"{prefix}{regions}", regions, plan, seed, fps)
             for layout, regions in LAYOUTS.items()
         },
     }
 
 
 def run(ctx: Context) -> dict[str, Any]:
-    from .hbase_instance import THRIFT_PORT
-
-    ctx.require_hbase()
-
-    n = plan_for(ctx.mode)["n"]
-    return measure("127.0.0.1", THRIFT_PORT, ctx.mode, ctx.fingerprints(n), ctx.plan.seed)
+    hbase = ctx.require_hbase()
+    fps = ctx.fingerprints(plan_for(ctx.mode)["n"])
+    return measure(hbase.host, hbase.port, ctx.mode, fps, ctx.plan.seed, hbase.prefix("transports"))
 
 
 def figures(r: dict[str, Any]) -> list[Figure]:
