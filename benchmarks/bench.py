@@ -38,7 +38,15 @@ from .registry import Figure, Section, Skipped
 
 #: Modules whose sections make up the bench, in no particular order (each section
 #: has its own ``order``). Add yours here.
-MODULES = ("fingerprinting", "segmenters", "queries", "dedup", "ingest", "storage")
+MODULES = (
+    "fingerprinting",
+    "segmenters",
+    "queries",
+    "dedup",
+    "ingest",
+    "storage",
+    "hbase_transports",
+)
 SMOKE_DIR = Path(tempfile.gettempdir()) / "shdb-bench-smoke"
 NOTES = [
     "PyPI simhash.SimhashIndex is capped (see the query section): its pure-Python add makes "
