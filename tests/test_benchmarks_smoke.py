@@ -42,12 +42,15 @@ def test_bench_smoke_runs_the_hbase_sections_on_a_running_hbase(tmp_path: Path) 
     assert bench.main(args) == 0
     results = json.loads((tmp_path / "bench-smoke.json").read_text())
     assert results["errors"] == {}
-    assert {"ingest_hbase", "query_hbase"} <= set(results)
+    assert {"ingest_hbase", "query_hbase", "hbase_transports"} <= set(results)
     for steps in results["query_hbase"]["schemes"].values():
         assert all(step["wrong_answers"] == 0 for step in steps)
+    for layout in results["hbase_transports"]["layouts"].values():
+        assert [a["wrong"] for a in layout["apis"].values()] == [0, 0]
     assert set(results["skipped"]) == {"storage_hbase", "query_hbase_schema"}
     page = (tmp_path / "benchmarks.md").read_text()
     assert "HBase 5x10 query p50 / one getRow" in page
+    assert "Thrift2 query p50 / one get" in page
 
 
 def test_eval_smoke_writes_the_report(tmp_path: Path) -> None:
