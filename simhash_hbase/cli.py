@@ -276,7 +276,7 @@ def query_cmd(
     """Print near-copies held in the index: distance, fingerprint, id. Exit 1 if none."""
     if fingerprint is not None and (text, file) != (None, None):
         raise typer.BadParameter("give exactly one of TEXT, --file or --fingerprint")
-    with SimhashIndex.open(index, create=False, idf_path=idf) as ix:
+    with SimhashIndex.open(index, readonly=True, idf_path=idf) as ix:
         if fingerprint is not None:
             matches = ix.query_fingerprint(codec.parse_fingerprint_hex(fingerprint), k)
         else:
@@ -308,7 +308,7 @@ def fingerprint_cmd(
 @app.command("stats")
 def stats_cmd(index: IndexOpt = None, as_json: JsonOpt = False) -> None:
     """Documents, index cells, disk use and the manifest of an index."""
-    with SimhashIndex.open(index, create=False) as ix:
+    with SimhashIndex.open(index, readonly=True) as ix:
         stats = ix.stats()
     if as_json:
         typer.echo(json.dumps(stats, ensure_ascii=False, indent=2))
@@ -321,7 +321,7 @@ def stats_cmd(index: IndexOpt = None, as_json: JsonOpt = False) -> None:
 def get_cmd(doc_ids: list[str], index: IndexOpt = None) -> None:
     """Print stored documents as JSON lines. Exit 1 if an id is missing."""
     missing = 0
-    with SimhashIndex.open(index, create=False) as ix:
+    with SimhashIndex.open(index, readonly=True) as ix:
         for doc_id in doc_ids:
             doc = ix.get(doc_id)
             if doc is None:
@@ -361,7 +361,7 @@ def verify_cmd(
 
     Exit 0 when clean (or repaired), 1 when problems were found and left alone.
     """
-    with SimhashIndex.open(index, create=False) as ix:
+    with SimhashIndex.open(index, readonly=not repair) as ix:
         report = verify(ix, repair=repair)
     fields = {k: v for k, v in dataclasses.asdict(report).items() if k != "examples"}
     if as_json:

@@ -14,7 +14,7 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidInput, StoreError
+from .errors import InvalidInput, StoreCorrupt, StoreError
 from .records import Document
 
 FINGERPRINT_BYTES = 8
@@ -135,14 +135,21 @@ def doc_to_columns(doc: Document) -> dict[bytes, bytes]:
 
 
 def doc_from_columns(doc_id: str, cols: Mapping[bytes, bytes]) -> Document:
+    """A docs row read back; a damaged one (no fingerprint, bad UTF-8 or JSON) is a StoreCorrupt."""
     text = cols.get(COL_TEXT)
     meta = cols.get(COL_META)
-    return Document(
-        doc_id=doc_id,
-        fingerprint=fingerprint_from_bytes(cols[COL_FINGERPRINT]),
-        text=None if text is None else text.decode("utf-8"),
-        meta=None if meta is None else json.loads(meta),
-    )
+    try:
+        return Document(
+            doc_id=doc_id,
+            fingerprint=fingerprint_from_bytes(cols[COL_FINGERPRINT]),
+            text=None if text is None else text.decode("utf-8"),
+            meta=None if meta is None else json.loads(meta),
+        )
+    except KeyError:
+        reason = f"column {COL_FINGERPRINT.decode()} is missing"
+    except (StoreError, ValueError) as exc:  # ValueError: bad UTF-8 or JSON
+        reason = str(exc)
+    raise StoreCorrupt(f"the docs row {doc_id!r} is damaged ({reason})")
 
 
 def encode_json(value: Mapping[str, Any]) -> bytes:

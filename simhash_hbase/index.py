@@ -108,12 +108,15 @@ class SimhashIndex:
         params: FingerprintParams | None = None,
         idf_path: str | None = None,
         batch_size: int = DEFAULT_BATCH_SIZE,
+        readonly: bool = False,
     ) -> SimhashIndex:
         """Open (or create) the index at ``url``; a manifest mismatch is an error.
 
         ``params``/``scheme`` left as None adopt what the index was built with.
+        ``readonly`` creates nothing and takes no write locks (queries, stats).
         """
-        store = open_store(url, create=create)
+        create = create and not readonly
+        store = open_store(url, create=create, readonly=readonly)
         try:
             return cls._from_store(store, create, scheme, params, idf_path, batch_size)
         except BaseException:
@@ -183,6 +186,8 @@ class SimhashIndex:
         store_text: bool = False,
     ) -> int:
         """Index ``text`` under ``doc_id`` (replacing an earlier version); its fingerprint."""
+        if not isinstance(text, str):
+            raise InvalidInput(f"the text of {doc_id!r} is a {type(text).__name__}, not a string")
         fp = self.fingerprint(text)
         self.add_documents([Document(doc_id, fp, text if store_text else None, meta)])
         return fp

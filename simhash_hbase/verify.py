@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import codec
+from .errors import StoreCorrupt
 from .index import SimhashIndex
 from .manifest import MANIFEST, check_format
 from .records import Document
@@ -27,12 +28,13 @@ class VerifyReport:
     stale_cells: int = 0  # cell of a missing document, of another fingerprint, or a bad key
     incomplete_documents: int = 0  # documents lacking some of their cells
     missing_cells: int = 0
+    corrupt_documents: int = 0  # docs rows that cannot be read back; repair deletes them
     repaired: bool = False
     examples: list[str] = field(default_factory=list)  # a few of each kind of problem
 
     @property
     def clean(self) -> bool:
-        return not (self.stale_cells or self.missing_cells)
+        return not (self.stale_cells or self.missing_cells or self.corrupt_documents)
 
 
 def _key_is_valid(index: SimhashIndex, row: bytes) -> bool:
@@ -50,7 +52,15 @@ def verify(
     """Check (and with ``repair`` fix) the index against its docs table."""
     check_format(index.store.get_meta(MANIFEST) or {}, index.store.url)
     report = VerifyReport()
-    docs = {doc.doc_id: doc.fingerprint for doc in index.store.iter_docs()}
+    corrupt: list[str] = []
+
+    def on_corrupt(doc_id: str, error: StoreCorrupt) -> None:
+        corrupt.append(doc_id)
+        if len(corrupt) <= _EXAMPLES:
+            report.examples.append(str(error))
+
+    docs = {doc.doc_id: doc.fingerprint for doc in index.store.iter_docs(on_corrupt)}
+    report.corrupt_documents = len(corrupt)
     report.documents = len(docs)
     present: Counter[str] = Counter()
     stale: list[IndexCell] = []
@@ -77,8 +87,9 @@ def verify(
         for d in incomplete[:_EXAMPLES]
     ]
     if repair:
-        _delete(index, stale)
+        _delete(index, stale)  # the cells of a corrupt document are stale: it is not in docs
         with index.store.batch() as batch:
+            batch.delete_docs(corrupt)
             batch.put_index(index.cells(incomplete))
         report.repaired = True
     return report

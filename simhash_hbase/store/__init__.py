@@ -19,7 +19,9 @@ def resolve_url(url: str | None) -> str:
     return url or os.environ.get("SHDB_INDEX") or DEFAULT_INDEX
 
 
-def open_store(url: str | None, *, create: bool = True) -> Store:
+def open_store(url: str | None, *, create: bool = True, readonly: bool = False) -> Store:
+    """The store at ``url``; ``readonly`` promises no writes (the embedded store then
+    opens without write locks, so a read-only folder can be read)."""
     url = resolve_url(url)
     scheme = urlsplit(url).scheme.lower()
     if scheme == "hbase":
@@ -30,7 +32,7 @@ def open_store(url: str | None, *, create: bool = True) -> Store:
         from .embedded import EmbeddedStore
 
         path = urlsplit(url).path if scheme == "file" else url
-        return EmbeddedStore(path, create=create)
+        return EmbeddedStore(path, create=create, readonly=readonly)
     raise InvalidIndexUrl(
         f"index URL {url!r} has an unknown scheme {scheme!r}: use a directory path for "
         "the embedded store, or hbase://HOST:PORT?prefix=NAME for HBase"

@@ -26,7 +26,7 @@ from thriftpy2.thrift import TException
 from thriftpy2.transport import TTransportException
 
 from .. import codec, schema
-from ..errors import InvalidIndexUrl, ShdbError, StoreError, StoreUnavailable
+from ..errors import InvalidIndexUrl, ShdbError, StoreCorrupt, StoreError, StoreUnavailable
 from ..records import Document
 from .base import IndexCell
 
@@ -382,9 +382,16 @@ class HBaseStore:
                 return
             start = rows[-1].row + b"\x00"
 
-    def iter_docs(self) -> Iterator[Document]:
+    def iter_docs(
+        self, on_corrupt: Callable[[str, StoreCorrupt], None] | None = None
+    ) -> Iterator[Document]:
         for result in self._scan_all("docs", keys_only=False):
-            yield self._doc_from_result(result)
+            try:
+                yield self._doc_from_result(result)
+            except StoreCorrupt as exc:
+                if on_corrupt is None:
+                    raise
+                on_corrupt(result.row.decode("utf-8", "surrogateescape"), exc)
 
     def iter_index(self) -> Iterator[IndexCell]:
         for result in self._scan_all("index", keys_only=True):
