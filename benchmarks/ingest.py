@@ -1,11 +1,12 @@
-"""Section 3: ingest of precomputed fingerprints vs each store's raw write speed.
+"""Ingest of precomputed fingerprints vs each store's raw write speed.
 
 For every batch, the index's ``add_fingerprints`` and a raw write of exactly the
 same rows alternate (A B, B A, ...). The raw side's keys and values are computed
 before its clock starts, so it measures the store alone:
 
-* embedded: one LMDB write transaction per batch with ``putmulti`` of the very
-  keys/values the embedded store writes (index cells, then docs rows);
+* embedded: one LMDB write transaction per batch with ``putmulti`` of the
+  keys/values the embedded store writes (index cells, then docs rows), built with
+  the public codec (docs/SPEC.md);
 * HBase: one happybase ``Batch.send()`` (a Thrift ``mutateRows``) per table per
   batch, with the same row keys and columns, prepared before the clock starts.
 
@@ -27,9 +28,14 @@ from typing import Any
 
 import numpy as np
 
-from .common import K, Plan, log, timed, top_functions
+from . import report
+from .common import K, log
+from .context import Context
+from .registry import Figure, Section, Target, register
+from .timing import timed, top_functions
 
 Pairs = list[tuple[str, int]]
+SCHEME = "5x10"  # the default scheme, which every ingest here uses
 
 
 def _pairs(fps: np.ndarray, start: int, stop: int, tag: str) -> Pairs:
@@ -56,30 +62,16 @@ def _alternate(
     return totals
 
 
-def _time_calls(targets: dict[str, tuple[Any, str]]) -> dict[str, float]:
-    """Accumulate the seconds spent in some methods of some instances.
+def index_cells(batch: Pairs, scheme_name: str = SCHEME) -> list[tuple[bytes, str]]:
+    """(row key, id) of every index cell of ``batch``, from the public codec and scheme."""
+    from simhash_hbase import codec
+    from simhash_hbase.scheme import get_scheme
 
-    Each instance attribute is wrapped (behaviour unchanged), so a shdb ingest can
-    be split into near-copy lookups (find_k), reads of the documents' old versions,
-    and writes: the profile of a missed target, measured in the same run.
-    """
-    spent = dict.fromkeys(targets, 0.0)
-
-    def wrap(name: str, inner: Callable[..., Any]) -> Callable[..., Any]:
-        def call(*args: Any, **kwargs: Any) -> Any:
-            dt, out = timed(inner, *args, **kwargs)
-            spent[name] += dt
-            return out
-
-        return call
-
-    for name, (obj, attr) in targets.items():
-        setattr(obj, attr, wrap(name, getattr(obj, attr)))
-    return spent
-
-
-def _split(spent: dict[str, float], total: float) -> dict[str, float]:
-    return {name: s / total for name, s in spent.items()}
+    scheme = get_scheme(scheme_name)
+    fps = np.fromiter((fp for _, fp in batch), dtype=np.uint64, count=len(batch))
+    keys = codec.encode_rowkeys_many(fps, scheme.fields_many(fps))
+    ids = [doc_id for doc_id, _ in batch for _ in range(scheme.rows_per_fingerprint)]
+    return list(zip(keys, ids))
 
 
 def _rates(totals: dict[str, float], docs: int) -> dict[str, Any]:
@@ -100,13 +92,17 @@ class RawLmdb:
         self.index_db = self.env.open_db(b"index")
         self.docs_db = self.env.open_db(b"docs")
 
-    def writer(self, index: Any, batch: Pairs) -> Callable[[], None]:
-        """The store's own encoding of ``batch``, then a write that does only putmulti."""
+    def writer(self, batch: Pairs) -> Callable[[], None]:
+        """The embedded layout's keys of ``batch`` (ids short enough not to be folded),
+        then a write that does only putmulti."""
+        from simhash_hbase import codec
         from simhash_hbase.records import Document
 
-        docs = [Document(doc_id, fp) for doc_id, fp in batch]
-        index_items = index.store._index_items(index.cells(docs))
-        doc_items = [index.store._doc_item(d) for d in docs]
+        index_items = [(row + codec.encode_doc_id(i), b"") for row, i in index_cells(batch)]
+        doc_items = [
+            (codec.encode_doc_id(i), codec.pack_columns(codec.doc_to_columns(Document(i, fp))))
+            for i, fp in batch
+        ]
 
         def write() -> None:
             with self.env.begin(write=True) as txn:
@@ -130,22 +126,16 @@ def embedded_pair(
         shutil.rmtree(p, ignore_errors=True)
     raw = RawLmdb(raw_path)
     try:
-        with SimhashIndex.open(str(shdb_path), batch_size=batch) as index:
-            spent = _time_calls(
-                {
-                    "lookups": (index, "_find_at_insert"),
-                    "docs-table reads": (index.store, "_get_docs"),
-                }
-            )
+        with SimhashIndex.open(str(shdb_path), scheme=SCHEME, batch_size=batch) as index:
             totals = _alternate(
                 _batches(fps, n, batch, "i"),
                 lambda b: index.add_fingerprints(b, find_k=find_k),
-                lambda b: raw.writer(index, b),
+                raw.writer,
             )
     finally:
         raw.close()
     out = _rates(totals, n)
-    out.update(batch_size=batch, find_k=find_k, shares=_split(spent, totals["shdb"]))
+    out.update(batch_size=batch, find_k=find_k)
     for p in (shdb_path, raw_path):
         shutil.rmtree(p, ignore_errors=True)
     return out
@@ -167,7 +157,17 @@ def profile_embedded(fps: np.ndarray, n: int, batch: int, work: Path) -> list[di
     return top_functions(profiler, 12)
 
 
-def run_embedded(plan: Plan, fps: np.ndarray, work: Path) -> dict[str, Any]:
+def _lookup_share(out: dict[str, Any]) -> None:
+    """Share of a find_k=3 ingest spent on the near-copy lookups, estimated from the
+    two modes' rates in the same run: 1 - rate(find_k=3) / rate(find_k=None)."""
+    out["find_k3"]["lookup_share"] = (
+        1 - out["find_k3"]["shdb_docs_per_s"] / out["find_none"]["shdb_docs_per_s"]
+    )
+
+
+def run_embedded(ctx: Context) -> dict[str, Any]:
+    plan, work = ctx.plan, ctx.work
+    fps = ctx.fingerprints(plan.ingest_docs)
     log(f"embedded ingest: {plan.ingest_docs:,} docs vs raw LMDB putmulti")
     out: dict[str, Any] = {
         "find_none": embedded_pair(fps, plan.ingest_docs, 1000, None, work, "none"),
@@ -177,6 +177,7 @@ def run_embedded(plan: Plan, fps: np.ndarray, work: Path) -> dict[str, Any]:
         f"embedded ingest {out['find_none']['shdb_docs_per_s']:,.0f} docs/s = "
         f"{out['find_none']['ratio']:.0%} of raw; with find_k=3 {out['find_k3']['ratio']:.0%}"
     )
+    _lookup_share(out)
     sweep = []
     for b in plan.batch_sizes:
         sweep.append(embedded_pair(fps, plan.batch_docs, b, None, work, f"b{b}"))
@@ -187,18 +188,19 @@ def run_embedded(plan: Plan, fps: np.ndarray, work: Path) -> dict[str, Any]:
 
 
 # -- HBase ----------------------------------------------------------------------
-def _hbase_raw_writer(conn: Any, prefix: str, index: Any, batch: Pairs) -> Callable[[], None]:
-    """happybase batches with the very rows shdb writes; only send() is timed."""
+def _hbase_raw_writer(conn: Any, prefix: str, batch: Pairs) -> Callable[[], None]:
+    """happybase batches with the rows shdb writes (docs/SPEC.md: index cells are
+    qualifiers of family ``d``, the fingerprint is ``f:h``); only send() is timed."""
     from simhash_hbase import codec
-    from simhash_hbase.records import Document
 
-    docs = [Document(doc_id, fp) for doc_id, fp in batch]
     index_batch = conn.table(f"{prefix}_index").batch()
-    for row, doc_id in index.cells(docs):
-        index_batch.put(row, {b"d:" + doc_id.encode(): b""})
+    for row, doc_id in index_cells(batch):
+        index_batch.put(row, {b"d:" + codec.encode_doc_id(doc_id): b""})
     docs_batch = conn.table(f"{prefix}_docs").batch()
-    for doc in docs:
-        docs_batch.put(doc.doc_id.encode(), {b"f:h": codec.fingerprint_to_bytes(doc.fingerprint)})
+    for doc_id, fp in batch:
+        docs_batch.put(
+            codec.encode_doc_id(doc_id), {codec.COL_FINGERPRINT: codec.fingerprint_to_bytes(fp)}
+        )
 
     def write() -> None:
         index_batch.send()
@@ -218,18 +220,12 @@ def hbase_pair(
     try:
         # The raw tables are created by shdb too, so both sides write the same schema.
         SimhashIndex.open(f"{hbase.url_base}?prefix={raw_prefix}").close()
-        with SimhashIndex.open(f"{hbase.url_base}?prefix={shdb_prefix}", batch_size=batch) as ix:
-            spent = _time_calls(
-                {
-                    "lookups": (ix, "_find_at_insert"),
-                    "docs-table reads": (ix.store, "get_docs"),
-                    "writes (mutateRowsTs)": (ix.store, "_mutate"),
-                }
-            )
+        url = f"{hbase.url_base}?prefix={shdb_prefix}"
+        with SimhashIndex.open(url, scheme=SCHEME, batch_size=batch) as ix:
             totals = _alternate(
                 _batches(fps, n, batch, "h"),
                 lambda b: ix.add_fingerprints(b, find_k=find_k),
-                lambda b: _hbase_raw_writer(conn, raw_prefix, ix, b),
+                lambda b: _hbase_raw_writer(conn, raw_prefix, b),
             )
         for prefix in (shdb_prefix, raw_prefix):  # keep the instance light for what follows
             for table in ("index", "docs", "meta"):
@@ -237,11 +233,13 @@ def hbase_pair(
     finally:
         conn.close()
     out = _rates(totals, n)
-    out.update(batch_size=batch, find_k=find_k, shares=_split(spent, totals["shdb"]))
+    out.update(batch_size=batch, find_k=find_k)
     return out
 
 
-def run_hbase(plan: Plan, fps: np.ndarray, hbase: Any) -> dict[str, Any]:
+def run_hbase(ctx: Context) -> dict[str, Any]:
+    plan, hbase = ctx.plan, ctx.require_hbase()
+    fps = ctx.fingerprints(plan.hbase_ingest_docs)
     log(f"hbase ingest: {plan.hbase_ingest_docs:,} docs vs raw mutateRows")
     out: dict[str, Any] = {
         "find_none": hbase_pair(fps, plan.hbase_ingest_docs, 1000, None, hbase, "none"),
@@ -251,6 +249,7 @@ def run_hbase(plan: Plan, fps: np.ndarray, hbase: Any) -> dict[str, Any]:
         f"hbase ingest {out['find_none']['shdb_docs_per_s']:,.0f} docs/s = "
         f"{out['find_none']['ratio']:.0%} of raw; with find_k=3 {out['find_k3']['ratio']:.0%}"
     )
+    _lookup_share(out)
     sweep = []
     for b in plan.hbase_batch_sizes:
         sweep.append(hbase_pair(fps, plan.hbase_batch_docs, b, None, hbase, f"b{b}"))
@@ -323,8 +322,12 @@ def run_cli_peak(args: list[str], interval: float = 0.05) -> dict[str, Any]:
     }
 
 
-def run_rss(plan: Plan, fps: np.ndarray, work: Path) -> list[dict[str, Any]]:
+def run_rss(ctx: Context) -> list[dict[str, Any]]:
     """`shdb ingest --fingerprints FILE` (embedded, k=3 as by default) at two sizes."""
+    from simhash_hbase import SimhashIndex
+
+    plan, work = ctx.plan, ctx.work
+    fps = ctx.fingerprints(plan.rss_lines[-1])
     out = []
     for lines in plan.rss_lines:
         tsv = write_tsv(fps, lines, work / f"fingerprints-{lines}.tsv")
@@ -338,7 +341,8 @@ def run_rss(plan: Plan, fps: np.ndarray, work: Path) -> list[dict[str, Any]]:
             options=" ".join(plan.rss_args),
             written_bytes_per_doc=result["written_bytes"] / lines,
         )
-        result["index_bytes"] = (index / "data.mdb").stat().st_size
+        with SimhashIndex.open(str(index)) as built:
+            result["index_bytes"] = built.stats()["disk_bytes"]
         out.append(result)
         log(
             f"shdb ingest --fingerprints {lines:,} lines: {result['seconds']:.0f} s, peak RSS "
@@ -348,3 +352,189 @@ def run_rss(plan: Plan, fps: np.ndarray, work: Path) -> list[dict[str, Any]]:
         shutil.rmtree(index, ignore_errors=True)
         tsv.unlink()
     return out
+
+
+# -- report ---------------------------------------------------------------------
+def _ingest_figures(res: dict[str, Any], store: str, raw: str) -> list[Figure]:
+    out = []
+    for mode, label in (("find_none", "find_k=None"), ("find_k3", "find_k=3")):
+        x = res[mode]
+        share = x.get("lookup_share")
+        out.append(
+            Figure.judge(
+                f"{store} ingest {label}: add_fingerprints docs/s / raw writes of the same rows",
+                x["ratio"],
+                Target.at_least(0.5, unit="%"),
+                measured=f"{report.fmt(x['shdb_docs_per_s'])} docs/s",
+                baseline=f"raw {raw} {report.fmt(x['raw_docs_per_s'])} docs/s",
+                bound="" if share is None else f"near-copy lookups ~{share:.0%} of the time",
+            )
+        )
+    return out
+
+
+def embedded_figures(res: dict[str, Any]) -> list[Figure]:
+    return _ingest_figures(res, "embedded", "LMDB putmulti")
+
+
+def hbase_figures(res: dict[str, Any]) -> list[Figure]:
+    return _ingest_figures(res, "HBase", "mutateRows")
+
+
+def dirty_page_allowance_mib(options: str) -> float:
+    """One write batch of LMDB dirty pages: 4 KiB per index cell (10 per document).
+
+    LMDB keeps a write transaction's copied pages in heap memory until it commits;
+    with random keys that is about one page per cell once the tree has more leaves
+    than a batch has cells. It depends on the batch size, not on N.
+    """
+    words = options.split()
+    batch = int(words[words.index("--batch-size") + 1]) if "--batch-size" in words else 1000
+    return batch * 10 * 4096 / 2**20
+
+
+def _heap(x: dict[str, Any]) -> str:
+    return (
+        f"{report.fmt(x['peak_anon_mib'], 0)} MiB heap (RSS {report.fmt(x['peak_rss_mib'], 0)} MiB)"
+    )
+
+
+def rss_figures(rss: list[dict[str, Any]]) -> list[Figure]:
+    if len(rss) < 2:
+        return []
+    small, big = rss[0], rss[-1]
+    allowance = dirty_page_allowance_mib(small.get("options", ""))
+    limit = small["peak_anon_mib"] + allowance
+    return [
+        Figure.judge(
+            f"shdb ingest --fingerprints heap at {big['lines']:,} lines / (heap at "
+            f"{small['lines']:,} + one batch of LMDB dirty pages, {allowance:.0f} MiB)",
+            big["peak_anon_mib"] / limit if limit else float("nan"),
+            Target.at_most(1.0),
+            measured=_heap(big),
+            baseline=_heap(small),
+        )
+    ]
+
+
+def _rates_rows(store: str, res: dict[str, Any]) -> list[tuple[str, ...]]:
+    return [
+        (
+            store,
+            f"find_k={x['find_k']}",
+            f"{x['docs']:,}",
+            report.fmt(x["shdb_docs_per_s"], 0),
+            report.fmt(x["raw_docs_per_s"], 0),
+            f"{x['ratio']:.0%}",
+            f"~{x['lookup_share']:.0%}" if "lookup_share" in x else "-",
+        )
+        for x in (res["find_none"], res["find_k3"])
+    ]
+
+
+def _sweep_table(res: dict[str, Any]) -> str:
+    return report.table(
+        ("batch", "docs", "shdb docs/s", "raw docs/s", "shdb / raw"),
+        [
+            (
+                f"{s['batch_size']:,}",
+                f"{s['docs']:,}",
+                report.fmt(s["shdb_docs_per_s"], 0),
+                report.fmt(s["raw_docs_per_s"], 0),
+                f"{s['ratio']:.0%}",
+            )
+            for s in res["batch_sweep"]
+        ],
+    )
+
+
+_RATES_HEADER = ("store", "mode", "docs", "shdb docs/s", "raw docs/s", "shdb / raw", "lookups")
+
+
+def _render(results: dict[str, Any], key: str, store: str, template: str) -> str:
+    res, plots = results[key], results.get("_plots", {})
+    profile = res.get("profile")
+    return report.fill(
+        template,
+        table=report.table(_RATES_HEADER, _rates_rows(store, res)),
+        sweep=_sweep_table(res),
+        plot=f"![ingest vs batch size]({plots['ingest']})" if "ingest" in plots else "",
+        profile=report.profile_table(profile[:10]) if profile else "(not profiled)",
+    )
+
+
+def render_embedded(results: dict[str, Any]) -> str:
+    return _render(results, "ingest_embedded", "embedded", "bench/ingest_embedded.md")
+
+
+def render_hbase(results: dict[str, Any]) -> str:
+    return _render(results, "ingest_hbase", "HBase", "bench/ingest_hbase.md")
+
+
+def render_rss(results: dict[str, Any]) -> str:
+    rss = results["ingest_rss"]
+    options = rss[0].get("options", "")
+    header = (
+        "lines",
+        "seconds",
+        "docs/s",
+        "peak RSS MiB",
+        "peak anon (heap) MiB",
+        "peak file-backed MiB",
+        "index bytes",
+        "written/doc",
+    )
+    rows = [
+        (
+            f"{x['lines']:,}",
+            f"{x['seconds']:.1f}",
+            report.fmt(x["docs_per_s"], 0),
+            report.fmt(x["peak_rss_mib"], 0),
+            report.fmt(x["peak_anon_mib"], 0),
+            report.fmt(x["peak_file_mib"], 0),
+            f"{x['index_bytes']:,}",
+            f"{x.get('written_bytes_per_doc', 0):,.0f} B",
+        )
+        for x in rss
+    ]
+    return report.fill(
+        "bench/ingest_rss.md",
+        options=f" {options}" if options else "",
+        which="the bulk-load options, to fit the quick time budget"
+        if options
+        else "default options: k=3 lookups, batch 1000",
+        table=report.table(header, rows),
+    )
+
+
+register(
+    Section(
+        "ingest_embedded",
+        "Ingest of precomputed fingerprints: embedded",
+        run_embedded,
+        embedded_figures,
+        render_embedded,
+        order=40,
+    )
+)
+register(
+    Section(
+        "ingest_rss",
+        "Peak memory of shdb ingest --fingerprints",
+        run_rss,
+        rss_figures,
+        render_rss,
+        order=45,
+    )
+)
+register(
+    Section(
+        "ingest_hbase",
+        "Ingest of precomputed fingerprints: HBase",
+        run_hbase,
+        hbase_figures,
+        render_hbase,
+        needs_hbase=True,
+        order=60,
+    )
+)

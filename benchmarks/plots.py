@@ -1,4 +1,4 @@
-"""Section 6: the PNG plots of docs/benchmarks.md (matplotlib, Agg: no display here)."""
+"""The PNG plots of docs/benchmarks.md (matplotlib, Agg: no display here)."""
 
 from __future__ import annotations
 
@@ -13,18 +13,36 @@ import matplotlib.pyplot as plt  # after use(): the backend must be chosen first
 _STYLE = {"5x10": ("tab:blue", "o"), "4x4": ("tab:orange", "s")}
 
 
-def _series(steps: list[dict[str, Any]], key: str, field: str = "p50_ms") -> tuple[list, list]:
+def bench_plots(results: dict[str, Any], docs_dir: Path) -> dict[str, str]:
+    """Every plot whose data the run has; plot key -> file name (next to the report)."""
+    made: dict[str, str] = {}
+    for key, fn, needs in (
+        ("latency", latency, ("query_embedded", "query_hbase")),
+        ("candidates", candidates, ("query_embedded",)),
+        ("ingest", ingest_batches, ("ingest_embedded", "ingest_hbase")),
+    ):
+        if any(results.get(n) for n in needs):
+            path = docs_dir / f"bench-{key}.png"
+            fn(results, path)
+            made[key] = path.name
+    return made
+
+
+def _present(results: dict[str, Any], *named: tuple[str, str]) -> list[tuple[str, Any]]:
+    """(title, results) of the named sections the run has."""
+    return [(title, results[key]) for title, key in named if results.get(key)]
+
+
+def _series(
+    steps: list[dict[str, Any]], key: str, field: str = "p50_ms"
+) -> tuple[list[int], list[float]]:
     pts = [(s["n"], s[key][field]) for s in steps if key in s]
     return [p[0] for p in pts], [p[1] for p in pts]
 
 
 def latency(results: dict[str, Any], path: Path) -> Path:
     """p50 (solid) and p99 (dotted) latency vs N, embedded and HBase side by side."""
-    stores = [
-        ("embedded (LMDB)", results.get("query_embedded")),
-        ("HBase (Thrift1)", results.get("query_hbase")),
-    ]
-    stores = [(name, r) for name, r in stores if r]
+    stores = _present(results, ("embedded (LMDB)", "query_embedded"), ("HBase", "query_hbase"))
     fig, axes = plt.subplots(1, len(stores), figsize=(6.2 * len(stores), 4.6), squeeze=False)
     for ax, (title, res) in zip(axes[0], stores):
         first = next(iter(res["schemes"].values()))
@@ -110,11 +128,7 @@ def candidates(results: dict[str, Any], path: Path) -> Path:
 
 def ingest_batches(results: dict[str, Any], path: Path) -> Path:
     """Ingest docs/s vs batch size, shdb and raw store writes, per store."""
-    stores = [
-        ("embedded (LMDB)", results.get("ingest_embedded")),
-        ("HBase (Thrift1)", results.get("ingest_hbase")),
-    ]
-    stores = [(name, r) for name, r in stores if r]
+    stores = _present(results, ("embedded (LMDB)", "ingest_embedded"), ("HBase", "ingest_hbase"))
     fig, axes = plt.subplots(1, len(stores), figsize=(6.2 * len(stores), 4.4), squeeze=False)
     for ax, (title, res) in zip(axes[0], stores):
         sweep = res["batch_sweep"]

@@ -1,14 +1,15 @@
-"""Section 5: bytes per document on disk, per store and scheme.
+"""Bytes per document on disk, per store and scheme.
 
-Embedded: data.mdb's size over the documents (taken at each N of section 2).
-HBase, on the tables section 2 built, in three states:
+Embedded: the index's disk size over the documents (taken at each N of the
+embedded query section). HBase, on the tables the HBase query section built, in
+three states:
 
 1. flushed: memstores flushed to HFiles (Admin.flush, as a clean stop does);
 2. major-compacted: one HFile per store;
 3. schema settings: the data block encoding and bloom filters schema/hbase-tables.json
    intends (FAST_DIFF; a 5-byte row-prefix bloom on the index), which Thrift1 cannot
    set; the families are altered and major-compacted again, so every HFile is
-   rewritten with them. Section 2 then queries these tables once more.
+   rewritten with them. The query_hbase_schema section then queries them once more.
 
 All three go through HBaseAdminTool.java (the Java Admin API on the same jars):
 Thrift1 cannot set an encoding, and its majorCompact runs a minor compaction in
@@ -20,7 +21,10 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from . import report
 from .common import log
+from .context import Context
+from .registry import Figure, Section, Skipped, Target, register
 
 _TABLES = ("index", "docs")
 STATES = ("flushed", "major_compacted", "schema_compacted")
@@ -61,8 +65,12 @@ def _compacted(hbase: Any, tables: dict[str, str], *admin_args: str) -> dict[str
     return {key: hbase.live_bytes_after_major(t) for key, t in tables.items()}
 
 
-def run_hbase(hbase: Any, prefixes: dict[str, str], docs: int) -> dict[str, Any]:
-    tables = _tables(prefixes)
+def run_hbase(ctx: Context) -> dict[str, Any]:
+    queried = ctx.results.get("query_hbase")
+    if not queried:
+        raise Skipped("the query_hbase section did not run")
+    hbase, docs = ctx.require_hbase(), ctx.plan.hbase_ns[-1]
+    tables = _tables(queried["prefixes"])
     log("hbase storage: flush ...")
     hbase.admin("flush", *tables.values())
     time.sleep(2)  # a flush is acknowledged before its file is renamed into place
@@ -80,8 +88,11 @@ def run_hbase(hbase: Any, prefixes: dict[str, str], docs: int) -> dict[str, Any]
     return out
 
 
-def embedded(query_results: dict[str, Any]) -> dict[str, Any]:
-    """Bytes/doc of data.mdb at each N, from the query section's indexes."""
+def run_embedded(ctx: Context) -> dict[str, Any]:
+    """Bytes/doc of the embedded index at each N, from the query section's indexes."""
+    query_results = ctx.results.get("query_embedded")
+    if not query_results:
+        raise Skipped("the query_embedded section did not run")
     return {
         scheme: [
             {"n": s["n"], "bytes": s["disk_bytes"], "bytes_per_doc": s["disk_bytes"] / s["n"]}
@@ -89,3 +100,74 @@ def embedded(query_results: dict[str, Any]) -> dict[str, Any]:
         ]
         for scheme, steps in query_results["schemes"].items()
     }
+
+
+def hbase_figures(s: dict[str, Any]) -> list[Figure]:
+    compacted = s["major_compacted"]["5x10/index"]["bytes_per_doc"]
+    schema = s["schema_compacted"]["5x10/index"]["bytes_per_doc"]
+    return [
+        Figure.judge(
+            "HBase 5x10 index bytes/doc after major compaction (table as shdb creates it)",
+            compacted,
+            Target.at_most(200, unit=" B"),
+            measured=f"{compacted:.0f} B/doc ({s['flushed']['5x10/index']['bytes_per_doc']:.0f} "
+            "flushed)",
+            baseline=f"with the schema's {s['encoding']} + bloom: {schema:.0f} B/doc",
+        )
+    ]
+
+
+def render_embedded(results: dict[str, Any]) -> str:
+    emb = results["storage_embedded"]
+    rows = [
+        (scheme, f"{x['n']:,}", f"{x['bytes']:,}", f"{x['bytes_per_doc']:.0f}")
+        for scheme, xs in emb.items()
+        for x in xs
+    ]
+    return report.fill(
+        "bench/storage_embedded.md",
+        table=report.table(("scheme", "N", "data.mdb bytes", "bytes/doc"), rows),
+    )
+
+
+def render_hbase(results: dict[str, Any]) -> str:
+    hb = results["storage_hbase"]
+    rows = [
+        (
+            k,
+            f"{hb['flushed'][k]['bytes_per_doc']:.0f}",
+            f"{hb['major_compacted'][k]['bytes_per_doc']:.0f}",
+            f"{hb['schema_compacted'][k]['bytes_per_doc']:.0f}",
+        )
+        for k in hb["flushed"]
+    ]
+    header = ("table", "flushed B/doc", "major compacted B/doc", "schema settings B/doc")
+    return report.fill(
+        "bench/storage_hbase.md",
+        docs=f"{hb['docs']:,}",
+        encoding=hb["encoding"],
+        specs=", ".join(f"`{s}`" for s in hb["schema_specs"]),
+        table=report.table(header, rows),
+    )
+
+
+register(
+    Section(
+        "storage_embedded",
+        "Storage: embedded",
+        run_embedded,
+        render=render_embedded,
+        order=25,
+    )
+)
+register(
+    Section(
+        "storage_hbase",
+        "Storage: HBase",
+        run_hbase,
+        hbase_figures,
+        render_hbase,
+        needs_hbase=True,
+        order=80,
+    )
+)

@@ -1,4 +1,4 @@
-"""Section 1: fingerprinting throughput on real Chinese documents.
+"""Fingerprinting throughput on real Chinese documents.
 
 Three comparisons, each interleaved chunk by chunk so that load bursts from the
 shared machine hit both sides alike:
@@ -14,23 +14,17 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import resource
 import statistics
-import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .common import ROOT, Plan, interleaved, log, ratio, timed
+from . import report
+from .common import log
+from .context import Context
+from .registry import Figure, Section, Target, register
+from .timing import cpu_seconds, interleaved, ratio, rotated, timed
 
 _CHUNK_DOCS = 16  # small chunks: many interleaving points, and balance across 2 workers
-
-
-def load_corpus() -> list[tuple[str, str]]:
-    """The real documents of scripts/corpus.py (downloads two Debian packages once)."""
-    sys.path.insert(0, str(ROOT / "scripts"))
-    import corpus
-
-    return corpus.load()
 
 
 def _chunks(texts: Sequence[str], size: int) -> list[list[str]]:
@@ -58,8 +52,7 @@ def _single_process(texts: list[str], fingerprinter: Any) -> tuple[dict[str, flo
     totals = dict.fromkeys([*tasks, "PyPI Simhash(tokens) only"], 0.0)
     ratios: list[float] = []
     for n, chunk in enumerate(_chunks(texts, _CHUNK_DOCS)):
-        names = list(tasks)
-        names = names[n % len(names) :] + names[: n % len(names)]
+        names = rotated(list(tasks), n)
         tokens: list[list[str]] = []
         spent: dict[str, float] = {}
         for name in names:
@@ -80,9 +73,9 @@ def _map_rounds(texts: list[str], fingerprinter: Any, rounds: int) -> dict[str, 
 
     def run(workers: int) -> Callable[[int], list[Any]]:
         def go(_round: int) -> list[Any]:
-            before = _cpu_seconds()
+            before = cpu_seconds()
             out = [fp for chunk in fingerprinter.map(iter(chunks), workers) for fp in chunk]
-            cpu[f"workers={workers}"] += _cpu_seconds() - before
+            cpu[f"workers={workers}"] += cpu_seconds() - before
             return out
 
         return go
@@ -132,18 +125,12 @@ def _burn_pair(loops: int) -> list[int]:
         return pool.map(_burn, [loops, loops])
 
 
-def _cpu_seconds() -> float:
-    """User+system CPU of this process and its reaped children (the pool's workers)."""
-    me = resource.getrusage(resource.RUSAGE_SELF)
-    kids = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return me.ru_utime + me.ru_stime + kids.ru_utime + kids.ru_stime
-
-
-def run(plan: Plan, corpus_docs: list[tuple[str, str]]) -> dict[str, Any]:
+def run(ctx: Context) -> dict[str, Any]:
     import jieba
 
     from simhash_hbase.fingerprint import Fingerprinter
 
+    plan, corpus_docs = ctx.plan, ctx.corpus()
     texts = [text for _, text in corpus_docs[:: plan.fp_doc_step]]
     mb = sum(len(t.encode("utf-8")) for t in texts) / 1e6
     log(f"fingerprinting: {len(texts)} docs, {mb:.1f} MB (1 in {plan.fp_doc_step} of the corpus)")
@@ -172,4 +159,69 @@ def run(plan: Plan, corpus_docs: list[tuple[str, str]]) -> dict[str, Any]:
         "chunks": len(ratios),
         "speed_vs_pypi_simhash": totals["jieba.lcut + PyPI Simhash"] / shdb,
         "map": mapped,
+        "doc_step": plan.fp_doc_step,
+        "corpus": "a generated corpus (smoke run)"
+        if ctx.mode == "smoke"
+        else "real Chinese documents of `benchmarks/corpus.py` (manpages-zh and gimp-help-zh-cn)",
     }
+
+
+def figures(fp: dict[str, Any]) -> list[Figure]:
+    rates, m = fp["rates"], fp["map"]
+    return [
+        Figure.judge(
+            "Fingerprinter.fingerprint time / jieba.lcut time (median over chunks)",
+            1 + fp["overhead_vs_lcut"],
+            Target.at_most(1.15),
+            measured=f"{report.fmt(rates['shdb Fingerprinter']['mb_per_s'])} MB/s "
+            f"({fp['overhead_vs_lcut']:+.1%} beyond segmentation)",
+            baseline=f"jieba.lcut {report.fmt(rates['jieba.lcut']['mb_per_s'])} MB/s",
+        ),
+        Figure.judge(
+            "Fingerprinter.map(workers=2) speed / workers=1",
+            m["speedup"],
+            Target.at_least(1.8),
+            measured=f"workers=2 {m['seconds']['workers=2']:.1f} s",
+            baseline=f"workers=1 {m['seconds']['workers=1']:.1f} s",
+            exact=bool(m["identical_fingerprints"]),
+            bound=f"2 processes of pure-Python work got {m['ceiling_speedup']:.2f}x "
+            "at the same time (what the shared cores offered)",
+        ),
+        Figure.report(
+            "speed vs PyPI Simhash(jieba.lcut(text))",
+            f"{fp['speed_vs_pypi_simhash']:.2f}x its speed",
+            f"{report.fmt(rates['jieba.lcut + PyPI Simhash']['mb_per_s'])} MB/s",
+        ),
+    ]
+
+
+def render(results: dict[str, Any]) -> str:
+    fp = results["fingerprint"]
+    m = fp["map"]
+    step = fp.get("doc_step", 1)
+    rows = [
+        (name, report.fmt(x["mb_per_s"]), report.fmt(x["docs_per_s"], 0), f"{x['seconds']:.1f}")
+        for name, x in fp["rates"].items()
+    ]
+    return report.fill(
+        "bench/fingerprint.md",
+        docs=fp["docs"],
+        megabytes=f"{fp['megabytes']:.1f}",
+        share=f"every {step}th" if step > 1 else "all",
+        corpus_docs=fp["corpus_docs"],
+        corpus=fp.get("corpus", "documents of `benchmarks/corpus.py`"),
+        table=report.table(("method", "MB/s", "docs/s", "seconds"), rows),
+        overhead=f"{fp['overhead_vs_lcut']:+.1%}",
+        chunks=fp["chunks"],
+        overhead_totals=f"{fp['overhead_vs_lcut_totals']:+.1%}",
+        vs_pypi=f"{fp['speed_vs_pypi_simhash']:.2f}x",
+        rounds=m["rounds"],
+        chunk_docs=m["chunk_docs"],
+        speedup=f"{m['speedup']:.2f}x",
+        identical=m["identical_fingerprints"],
+        ceiling=f"{m['ceiling_speedup']:.2f}x",
+        cores_used=", ".join(f"{k} {v:.2f}" for k, v in m["cores_used"].items()),
+    )
+
+
+register(Section("fingerprint", "Fingerprinting", run, figures, render, order=10))

@@ -1,11 +1,16 @@
-"""Real Chinese documents for the benchmarks and the quality evaluation.
+"""Chinese documents for the benchmarks and the quality evaluation.
 
-Debian's ``manpages-zh`` (man pages, simplified and traditional Chinese) and
-``gimp-help-zh-cn`` (the GIMP manual, HTML) are fetched with ``apt-get download``
-and turned into plain text once; the result is cached as JSON Lines in
-``$SHDB_CORPUS_DIR`` (default ``~/.cache/shdb-corpus``).
+Real ones: Debian's ``manpages-zh`` (man pages, simplified and traditional
+Chinese) and ``gimp-help-zh-cn`` (the GIMP manual, HTML) are fetched with
+``apt-get download`` and turned into plain text once; the result is cached as
+JSON Lines in ``$SHDB_CORPUS_DIR`` (default ``~/.cache/shdb-corpus``).
 
-    python scripts/corpus.py            # fetch, extract, print a summary
+Generated ones, for smoke runs (no network, seconds): man-page-shaped documents
+whose words are drawn from jieba's own dictionary by frequency, with the structure
+the evaluation relies on (a NAME line, hard-wrapped paragraphs, numbers, options,
+zh_CN/zh_TW twins, a few English pages). Their numbers mean nothing.
+
+    python -m benchmarks.corpus         # fetch, extract, print a summary
 """
 
 from __future__ import annotations
@@ -14,11 +19,13 @@ import gzip
 import html.parser
 import json
 import os
+import random
 import re
 import subprocess
 import sys
 import tempfile
 from collections.abc import Iterator
+from functools import lru_cache
 from pathlib import Path
 
 PACKAGES = ("manpages-zh", "gimp-help-zh-cn")
@@ -144,6 +151,120 @@ def jsonl_path(packages: tuple[str, ...] = PACKAGES) -> Path:
         with out.open("w", encoding="utf-8") as f:
             for doc_id, text in load(packages):
                 f.write(json.dumps({"id": doc_id, "text": text}, ensure_ascii=False) + "\n")
+    return out
+
+
+def for_mode(mode: str) -> list[tuple[str, str]]:
+    """The generated corpus for a smoke run, the Debian documents otherwise."""
+    return generated() if mode == "smoke" else load()
+
+
+_CJK_WORD = re.compile(r"[\u4e00-\u9fff]{1,4}")
+_ASCII_WORDS = (
+    "file",
+    "directory",
+    "option",
+    "user",
+    "system",
+    "network",
+    "image",
+    "layer",
+    "color",
+    "brush",
+    "select",
+    "tool",
+    "window",
+    "menu",
+    "dialog",
+    "mode",
+    "value",
+    "default",
+    "output",
+    "input",
+    "format",
+    "command",
+    "line",
+    "program",
+    "version",
+)
+
+
+@lru_cache(maxsize=1)
+def _vocabulary(size: int = 20_000) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """The ``size`` most frequent all-CJK words of jieba's dictionary, with frequencies."""
+    import jieba
+
+    rows = []
+    with jieba.get_dict_file() as f:
+        for raw in f:
+            word, freq, *_ = raw.decode("utf-8").split()
+            if _CJK_WORD.fullmatch(word):
+                rows.append((int(freq), word))
+    rows.sort(reverse=True)
+    top = rows[:size]
+    return tuple(w for _, w in top), tuple(n for n, _ in top)
+
+
+def _sentence(rng: random.Random, words: int) -> str:
+    vocab, freqs = _vocabulary()
+    parts = rng.choices(vocab, weights=freqs, k=words)
+    if rng.random() < 0.3:  # options, numbers and versions, as man pages have them
+        parts.insert(
+            rng.randrange(len(parts)),
+            rng.choice(
+                (
+                    f" -{rng.choice('abcdhlv')} ",
+                    f" {rng.randint(1, 2024)} ",
+                    f" {rng.choice(_ASCII_WORDS)} ",
+                )
+            ),
+        )
+    for _ in range(words // 6):
+        parts.insert(rng.randrange(1, len(parts)), "，")
+    return "".join(parts).strip() + rng.choice("。。。！？")
+
+
+def _wrap(text: str, width: int = 36) -> str:
+    return "\n".join(text[i : i + width] for i in range(0, len(text), width))
+
+
+def _man_page(rng: random.Random, name: str, chars: int) -> str:
+    summary = _sentence(rng, rng.randint(3, 6)).rstrip("。！？")
+    body = [f"名称\n{name} - {summary}", f"概述\n{name} [选项] 文件", "描述"]
+    size = sum(len(b) for b in body)
+    while size < chars:
+        para = "".join(_sentence(rng, rng.randint(5, 16)) for _ in range(rng.randint(2, 5)))
+        if rng.random() < 0.2:
+            body.append(rng.choice(("选项", "参见", "示例", "作者")))
+        body.append(_wrap(para))
+        size += len(para)
+    return "\n".join(body)
+
+
+def _english_page(rng: random.Random, chars: int) -> str:
+    words: list[str] = []
+    while sum(len(w) + 1 for w in words) < chars:
+        words.append(rng.choice(_ASCII_WORDS))
+        if rng.random() < 0.1:
+            words[-1] += "."
+    return _wrap(" ".join(words), 72)
+
+
+def generated(docs: int = 48, seed: int = 0) -> list[tuple[str, str]]:
+    """A small deterministic corpus shaped like the Debian one (see the module doc)."""
+    rng = random.Random(seed)
+    out: list[tuple[str, str]] = []
+    for i in range(docs):
+        name = f"cmd{i:03d}"
+        chars = rng.choice((260, 420, 700, 900, 1400, 2600))
+        text = _man_page(rng, name, chars)
+        out.append((f"manpages-zh/usr/share/man/zh_CN/man1/{name}.1.gz", text))
+        if i % 6 == 0:  # a traditional-script twin: the same page with a few words changed
+            twin = text.replace("的", "之", 3).replace("文件", "檔案")
+            out.append((f"manpages-zh/usr/share/man/zh_TW/man1/{name}.1.gz", twin))
+    for i in range(docs // 8):
+        page = _english_page(rng, rng.choice((400, 900, 1600)))
+        out.append((f"gimp-help-zh-cn/usr/share/gimp/2.0/help/zh_CN/page{i:02d}.html", page))
     return out
 
 

@@ -2,7 +2,9 @@
 
 The test suite uses the default instance (Thrift 9090, ZooKeeper 2181,
 ~/.cache/shdb-hbase) and may run at the same time, so the bench starts a separate
-one through scripts/hbase with other ports and another home, and always stops it.
+one through scripts/hbase with other ports (``SHDB_BENCH_HBASE_PORT``,
+``SHDB_BENCH_ZK_PORT``) and another home (``SHDB_BENCH_HBASE_HOME``), and always
+stops it.
 """
 
 from __future__ import annotations
@@ -16,8 +18,9 @@ from typing import Any
 
 from .common import CACHE_DIR, ROOT, log
 
-THRIFT_PORT = 19090
-ZK_PORT = 12181
+#: Thrift1 port; scripts/hbase serves Thrift2 on THRIFT_PORT + 1.
+THRIFT_PORT = int(os.environ.get("SHDB_BENCH_HBASE_PORT", "19090"))
+ZK_PORT = int(os.environ.get("SHDB_BENCH_ZK_PORT", "12181"))
 HOME = Path(os.environ.get("SHDB_BENCH_HBASE_HOME", Path.home() / ".cache" / "shdb-hbase-bench"))
 _ADMIN_TOOL = Path(__file__).with_name("HBaseAdminTool.java")
 

@@ -1,4 +1,4 @@
-"""Section 2: query latency and candidates examined vs N, on both stores and schemes.
+"""Query latency and candidates examined vs N, on both stores and schemes.
 
 The index grows in steps (10k, 100k, ... synthetic random fingerprints); at each
 step the same query set runs through the index and its baselines, interleaved
@@ -18,33 +18,27 @@ force, so a fast wrong index cannot pass.
 from __future__ import annotations
 
 import cProfile
+import importlib
 import logging
 import random
 import shutil
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from .common import K, Plan, latency_summary, log, ratio, timed, top_functions
+from . import report
+from .common import K, log
+from .context import Context
+from .registry import Figure, Section, Skipped, Target, register
+from .timing import interleaved_blocks, latency_summary, ratio, timed, top_functions
 
 BUILD_BATCH = 50_000  # bulk loads: big write batches amortise LMDB's page copies
 # HBase: a batch goes out as one mutateRowsTs of all its cells (10 per document);
 # 50k documents (500k mutations) exhaust the Thrift gateway's 512 MB heap.
 HBASE_BUILD_BATCH = 10_000
 _BLOCK = 20  # queries per interleaving block
-
-
-def synthetic_fingerprints(n: int, seed: int) -> np.ndarray:
-    """n distinct random 64-bit fingerprints (repeats are astronomically rare; dropped)."""
-    rng = np.random.default_rng(seed)
-    fps = rng.integers(0, np.iinfo(np.uint64).max, size=n, dtype=np.uint64, endpoint=True)
-    _, first = np.unique(fps, return_index=True)
-    if len(first) != n:
-        fps = fps[np.sort(first)]
-    return fps
 
 
 def make_queries(fps: np.ndarray, count: int, seed: int) -> list[tuple[int, str]]:
@@ -108,28 +102,11 @@ class PypiIndex:
         return self.index.get_near_dups(Simhash(fp))  # type: ignore[no-any-return]
 
 
-def _measure(
-    tasks: dict[str, Callable[[int], Any]], queries: list[tuple[int, str]]
-) -> tuple[dict[str, list[float]], dict[str, list[Any]]]:
-    """Every query through every task, in blocks of queries, rotating the order per block.
+def query_prefixes(scheme: Any, fp: int) -> list[bytes]:
+    """The row-key prefixes a query scans: one per combination (docs/SPEC.md)."""
+    from simhash_hbase import codec
 
-    Blocks (not single queries) alternate because brute force streams the whole
-    array through the CPU caches: run right before each index query it would
-    evict what the index uses, a penalty no real workload has. A block lasts a
-    few milliseconds, so noise bursts still fall on every task alike.
-    """
-    names = list(tasks)
-    times: dict[str, list[float]] = {n: [] for n in names}
-    answers: dict[str, list[Any]] = {n: [] for n in names}
-    for b, start in enumerate(range(0, len(queries), _BLOCK)):
-        block = queries[start : start + _BLOCK]
-        shift = b % len(names)
-        for name in names[shift:] + names[:shift]:
-            for fp, _ in block:
-                dt, out = timed(tasks[name], fp)
-                times[name].append(dt)
-                answers[name].append(out)
-    return times, answers
+    return [codec.encode_prefix(field, flag) for flag, field in enumerate(scheme.fields(fp), 1)]
 
 
 def _candidates(index: Any, fps: np.ndarray, queries: list[tuple[int, str]]) -> dict[str, Any]:
@@ -137,7 +114,8 @@ def _candidates(index: Any, fps: np.ndarray, queries: list[tuple[int, str]]) -> 
     store, scheme = index.store, index.scheme
     seen, true = [], []
     for fp, _ in queries:
-        seen.append(sum(len(c) for c in store.scan_prefixes_many(index._prefixes([fp]))))
+        (cells,) = store.scan_prefixes_many([query_prefixes(scheme, fp)])
+        seen.append(len(cells))
         true.append(true_match_cells(scheme, fp, [int(fps[i]) for i in brute_force(fps, fp)]))
     rand = theory_random_candidates(scheme, len(fps))
     return {
@@ -176,7 +154,7 @@ def measure_step(
         fp = rng.getrandbits(64)
         for task in tasks.values():
             task(fp)
-    times, answers = _measure(tasks, queries)
+    times, answers = interleaved_blocks(tasks, [fp for fp, _ in queries], _BLOCK)
     out: dict[str, Any] = {name: latency_summary(ts) for name, ts in times.items()}
     out["by_kind_p50_ms"] = {
         kind: latency_summary([t for t, (_, k) in zip(times["shdb"], queries) if k == kind])[
@@ -215,10 +193,12 @@ def _grow(index: Any, fps: np.ndarray, start: int, stop: int) -> float:
     return (stop - start) / dt
 
 
-def run_embedded(plan: Plan, fps: np.ndarray, work: Path) -> dict[str, Any]:
+def run_embedded(ctx: Context) -> dict[str, Any]:
     """Both schemes on LMDB, N up to the plan's largest; plus bytes/doc at each step."""
     from simhash_hbase import SimhashIndex
 
+    plan, work = ctx.plan, ctx.work
+    fps = ctx.fingerprints(plan.embedded_ns[-1])
     results: dict[str, Any] = {"pypi_cap": plan.pypi_index_cap, "schemes": {}}
     pypi = PypiIndex(plan.pypi_index_cap)
     for scheme in ("5x10", "4x4"):
@@ -236,7 +216,8 @@ def run_embedded(plan: Plan, fps: np.ndarray, work: Path) -> dict[str, Any]:
                 if scheme == "5x10" and pypi.grow(fps, n):
                     extra["PyPI simhash.SimhashIndex"] = pypi.query
                 step = measure_step(index, view, queries, extra)
-                step.update(n=n, build_docs_per_s=rate, disk_bytes=_lmdb_bytes(path))
+                disk = index.stats()["disk_bytes"]
+                step.update(n=n, build_docs_per_s=rate, disk_bytes=disk)
                 step["speedup_vs_brute_p50"] = ratio(
                     step["numpy brute force"]["p50_ms"], step["shdb"]["p50_ms"]
                 )
@@ -254,14 +235,12 @@ def run_embedded(plan: Plan, fps: np.ndarray, work: Path) -> dict[str, Any]:
     return results
 
 
-def _lmdb_bytes(path: Path) -> int:
-    return (path / "data.mdb").stat().st_size
-
-
-def run_hbase(plan: Plan, fps: np.ndarray, hbase: Any) -> dict[str, Any]:
+def run_hbase(ctx: Context) -> dict[str, Any]:
     """Both schemes on the bench HBase; the floor is one raw Thrift getRow."""
     from simhash_hbase import SimhashIndex
 
+    plan, hbase = ctx.plan, ctx.require_hbase()
+    fps = ctx.fingerprints(plan.hbase_ns[-1])
     results: dict[str, Any] = {"schemes": {}, "prefixes": {}}
     conn = hbase.connection()
     try:
@@ -300,15 +279,21 @@ def run_hbase(plan: Plan, fps: np.ndarray, hbase: Any) -> dict[str, Any]:
     return results
 
 
-def remeasure_hbase(plan: Plan, fps: np.ndarray, hbase: Any, prefixes: dict[str, str]) -> Any:
-    """Section 2 again at the largest N, on the tables section 5 gave the schema's settings.
+def remeasure_hbase(ctx: Context) -> Any:
+    """The HBase queries again at the largest N, on the tables the storage section
+    gave the schema's settings.
 
     Thrift1 cannot set the row-prefix bloom filter or FAST_DIFF; this shows what
     they (and a major compaction) change for query latency.
     """
     from simhash_hbase import SimhashIndex
 
+    if not ctx.results.get("storage_hbase"):
+        raise Skipped("the storage_hbase section did not run")
+    plan, hbase = ctx.plan, ctx.require_hbase()
+    prefixes = ctx.results["query_hbase"]["prefixes"]
     n = plan.hbase_ns[-1]
+    fps = ctx.fingerprints(n)
     view = fps[:n]
     queries = make_queries(view, plan.hbase_queries, plan.seed + n + 1)
     out: dict[str, Any] = {}
@@ -377,10 +362,12 @@ def probe_round_trips(conn: Any, table: str, probes: int = 100) -> dict[str, Any
     connections at once, plus one getRows when something matched; comparing its
     latency with 10 x (open + fetch) shows how much of the parallelism survives.
     """
-    import Hbase_thrift
+    import happybase
 
     from simhash_hbase import codec
 
+    # happybase's Thrift1 types (TScan), loaded by thriftpy2 under its own module name
+    thrift = importlib.import_module(happybase.connection.Hbase.__module__)
     rng = random.Random(7)
     parts: dict[str, list[float]] = {
         "scannerOpenWithScan": [],
@@ -390,7 +377,7 @@ def probe_round_trips(conn: Any, table: str, probes: int = 100) -> dict[str, Any
     client = conn.client
     for _ in range(probes):
         prefix = rng.getrandbits(40).to_bytes(5, "big")
-        scan = Hbase_thrift.TScan(
+        scan = thrift.TScan(
             startRow=prefix,
             stopRow=codec.prefix_stop(prefix),
             caching=1000,
@@ -403,3 +390,222 @@ def probe_round_trips(conn: Any, table: str, probes: int = 100) -> dict[str, Any
         dt, _ = timed(client.scannerClose, scanner)
         parts["scannerClose"].append(dt)
     return {name: latency_summary(ts) for name, ts in parts.items()}
+
+
+# -- report ---------------------------------------------------------------------
+def _step_at(steps: list[dict[str, Any]], n: int) -> dict[str, Any] | None:
+    return next((s for s in steps if s["n"] == n), None)
+
+
+def _largest(steps: list[dict[str, Any]]) -> dict[str, Any]:
+    return max(steps, key=lambda s: s["n"])
+
+
+def embedded_figures(emb: dict[str, Any]) -> list[Figure]:
+    out = []
+    for scheme, steps in emb["schemes"].items():
+        step = _step_at(steps, 1_000_000) or _largest(steps)
+        out.append(
+            Figure.judge(
+                f"embedded {scheme} query p50 at N={step['n']:,}: speed-up over brute force "
+                "(aim 50x)",
+                step["speedup_vs_brute_p50"],
+                Target.at_least(20) if step["n"] >= 1_000_000 else None,
+                measured=f"{report.fmt(step['shdb']['p50_ms'], 3)} ms",
+                baseline=f"NumPy brute force {report.fmt(step['numpy brute force']['p50_ms'])} ms",
+                exact=step["wrong_answers"] == 0,
+            )
+        )
+    return out
+
+
+def _hbase_figure(label: str, step: dict[str, Any], tables: str) -> Figure:
+    return Figure.judge(
+        f"{label} query p50 / one getRow (N={step['n']:,}; {tables})",
+        step["ratio_to_get_p50"],
+        Target.at_most(3),
+        measured=f"{report.fmt(step['shdb']['p50_ms'])} ms",
+        baseline=f"raw Thrift getRow {report.fmt(step['raw Thrift getRow']['p50_ms'])} ms",
+        exact=step["wrong_answers"] == 0,
+    )
+
+
+def hbase_figures(hb: dict[str, Any]) -> list[Figure]:
+    return [
+        _hbase_figure(f"HBase {scheme}", _largest(steps), "tables as shdb creates them")
+        for scheme, steps in hb["schemes"].items()
+    ]
+
+
+def schema_figures(schema: dict[str, Any]) -> list[Figure]:
+    return [
+        _hbase_figure(f"HBase {scheme}", step, "compacted, schema's encoding + bloom")
+        for scheme, step in schema.items()
+    ]
+
+
+def render_embedded(results: dict[str, Any]) -> str:
+    emb, plots = results["query_embedded"], results.get("_plots", {})
+    rows = []
+    for scheme, steps in emb["schemes"].items():
+        for s in steps:
+            pypi = s.get("PyPI simhash.SimhashIndex")
+            rows.append(
+                (
+                    scheme,
+                    f"{s['n']:,}",
+                    report.fmt(s["shdb"]["p50_ms"], 3),
+                    report.fmt(s["shdb"]["p99_ms"], 3),
+                    report.fmt(s["numpy brute force"]["p50_ms"], 3),
+                    f"{s['speedup_vs_brute_p50']:.1f}x",
+                    report.fmt(pypi["p50_ms"], 3) if pypi else "-",
+                    f"{s['candidates']['mean']:.2f}",
+                    f"{s['candidates']['theory_total']:.2f}",
+                    s["wrong_answers"],
+                )
+            )
+    profiles = []
+    for scheme, steps in emb["schemes"].items():
+        top = _largest(steps)
+        if top.get("profile"):
+            profiles.append(
+                report.fill(
+                    "bench/query_profile.md",
+                    scheme=scheme,
+                    n=f"{top['n']:,}",
+                    queries=top["shdb"]["n"],
+                    table=report.profile_table(top["profile"][:8]),
+                )
+            )
+    header = (
+        "scheme",
+        "N",
+        "p50",
+        "p99",
+        "brute p50",
+        "brute / p50",
+        "PyPI SimhashIndex p50",
+        "cells/query",
+        "theory",
+        "wrong",
+    )
+    return report.fill(
+        "bench/query_embedded.md",
+        latency_plot=_plot_line(plots, "latency", "latency vs N"),
+        candidates_plot=_plot_line(plots, "candidates", "candidates vs N"),
+        table=report.table(header, rows),
+        pypi_cap=f"{emb['pypi_cap']:,}",
+        pypi_rate=report.fmt(emb["pypi_add_docs_per_s"], 0),
+        profiles="\n\n".join(profiles),
+    )
+
+
+def _plot_line(plots: dict[str, str], key: str, alt: str) -> str:
+    return f"![{alt}]({plots[key]})" if key in plots else ""
+
+
+def _hbase_row(scheme: str, tables: str, s: dict[str, Any]) -> tuple[Any, ...]:
+    return (
+        scheme,
+        tables,
+        f"{s['n']:,}",
+        report.fmt(s["shdb"]["p50_ms"]),
+        report.fmt(s["shdb"]["p99_ms"]),
+        report.fmt(s["raw Thrift getRow"]["p50_ms"]),
+        f"{s['ratio_to_get_p50']:.1f}x",
+        f"{s['candidates']['mean']:.2f}",
+        f"{s['candidates']['theory_total']:.2f}",
+        s["wrong_answers"],
+        report.fmt(s["build_docs_per_s"], 0) if "build_docs_per_s" in s else "-",
+    )
+
+
+def _cpu_rows(hb: dict[str, Any], schema: dict[str, Any]) -> list[tuple[str, ...]]:
+    found = [
+        (scheme, "as created by shdb", _largest(steps).get("cpu_per_query"))
+        for scheme, steps in hb["schemes"].items()
+    ]
+    found += [
+        (scheme, "compacted + schema settings", s.get("cpu_per_query"))
+        for scheme, s in schema.items()
+    ]
+    return [
+        (
+            scheme,
+            tables,
+            report.fmt(c["wall_ms"]),
+            report.fmt(c["client_cpu_ms"]),
+            report.fmt(c["hbase_cpu_ms"]),
+            f"{(c['client_cpu_ms'] + c['hbase_cpu_ms']) / c['wall_ms']:.2f}",
+        )
+        for scheme, tables, c in found
+        if c
+    ]
+
+
+def render_hbase(results: dict[str, Any]) -> str:
+    hb = results["query_hbase"]
+    schema = results.get("query_hbase_schema") or {}
+    rows = [
+        _hbase_row(scheme, "as created by shdb", s)
+        for scheme, steps in hb["schemes"].items()
+        for s in steps
+    ]
+    rows += [_hbase_row(scheme, "compacted + schema settings", s) for scheme, s in schema.items()]
+    header = (
+        "scheme",
+        "tables",
+        "N",
+        "p50",
+        "p99",
+        "getRow p50",
+        "p50 / getRow",
+        "cells/query",
+        "theory",
+        "wrong",
+        "bulk load docs/s",
+    )
+    rt = hb.get("round_trips") or {}
+    cpu = _cpu_rows(hb, schema)
+    cpu_header = ("scheme", "tables", "wall ms", "client CPU ms", "HBase CPU ms", "CPU / wall")
+    return report.fill(
+        "bench/query_hbase.md",
+        table=report.table(header, rows),
+        cpu_table=report.table(cpu_header, cpu) if cpu else "(not measured in this run)",
+        round_trips=", ".join(f"`{k}` {report.fmt(v['p50_ms'])}" for k, v in rt.items()) or "-",
+        per_scan=report.fmt(sum(v["p50_ms"] for v in rt.values())),
+    )
+
+
+register(
+    Section(
+        "query_embedded",
+        "Query latency and candidates vs N: embedded (LMDB)",
+        run_embedded,
+        embedded_figures,
+        render_embedded,
+        order=20,
+    )
+)
+register(
+    Section(
+        "query_hbase",
+        "Query latency vs N: HBase (standalone, Thrift1 via happybase)",
+        run_hbase,
+        hbase_figures,
+        render_hbase,
+        needs_hbase=True,
+        order=70,
+    )
+)
+register(
+    Section(
+        "query_hbase_schema",
+        "HBase queries on compacted tables with the schema's settings",
+        remeasure_hbase,
+        schema_figures,
+        None,  # shown in the query_hbase section's table
+        needs_hbase=True,
+        order=85,
+    )
+)

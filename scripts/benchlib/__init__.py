@@ -1,1 +1,0 @@
-"""Helpers of scripts/bench (performance benchmarks, issue 4); see that script."""

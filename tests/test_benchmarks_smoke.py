@@ -1,0 +1,38 @@
+"""The benchmark and evaluation suites run end to end (``--smoke``: tiny sizes, a
+generated corpus, no network), and their reports come out whole."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from benchmarks import bench
+from benchmarks import eval as quality
+
+
+def test_bench_smoke_runs_every_embedded_section(tmp_path: Path) -> None:
+    assert bench.main(["--smoke", "--no-hbase", "--out", str(tmp_path)]) == 0
+    results = json.loads((tmp_path / "bench-smoke.json").read_text())
+    assert results["errors"] == {}
+    ran = [s for s in bench.all_sections() if not s.needs_hbase]
+    assert {s.name for s in ran} <= set(results)
+    page = (tmp_path / "benchmarks.md").read_text()
+    assert not re.search(r"\$[a-z_{]", page)  # every placeholder was filled
+    for section in ran:
+        if section.render is not None:
+            assert f"## {section.title}" in page
+    figures = bench.all_figures(results, ran)
+    assert any(f.met is not None for f in figures)
+    for figure in figures:
+        assert figure.figure in page
+
+
+def test_eval_smoke_writes_the_report(tmp_path: Path) -> None:
+    assert quality.main(["--smoke", "--out", str(tmp_path)]) == 0
+    page = (tmp_path / "quality.md").read_text()
+    assert page.startswith("# Detection quality")
+    assert "python -m benchmarks.eval --smoke" in page
+    data = json.loads((tmp_path / "quality-smoke.json").read_text())
+    assert data["meta"]["edited_pairs"] > 0 and data["meta"]["distinct_pairs"] > 0
+    assert (tmp_path / "quality-long.png").stat().st_size > 0
