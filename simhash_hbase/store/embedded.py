@@ -89,7 +89,12 @@ def _errno_of(exc: BaseException) -> int | None:
 
 
 class _LmdbBatch:
-    """All mutations of one batch in one LMDB write transaction (atomic, durable)."""
+    """All mutations of one batch in one LMDB write transaction (atomic, durable).
+
+    Writes go in key order: LMDB then finds each key on or next to the page of
+    the previous one, and keys above everything held (a fresh index) are
+    appended without a tree search at all.
+    """
 
     def __init__(self, store: EmbeddedStore, txn: lmdb.Transaction) -> None:
         self._store = store
@@ -99,19 +104,28 @@ class _LmdbBatch:
         return self._store._get_docs(self._txn, doc_ids)
 
     def put_index(self, cells: Iterable[IndexCell]) -> None:
-        self._txn.cursor(self._store._index).putmulti(self._store._index_items(cells))
+        self._put_sorted(self._store._index, self._store._index_items(cells, ordered=True))
 
     def delete_index(self, cells: Iterable[IndexCell]) -> None:
         for key, _ in self._store._index_items(cells):
             self._txn.delete(key, db=self._store._index)
 
     def put_docs(self, docs: Iterable[Document]) -> None:
-        items = [self._store._doc_item(doc) for doc in docs]
-        self._txn.cursor(self._store._docs).putmulti(items)
+        items = self._store._doc_items(docs)
+        items.sort()  # ids are unique within a batch: the index keeps the last version
+        self._put_sorted(self._store._docs, items)
 
     def delete_docs(self, doc_ids: Iterable[str]) -> None:
         for doc_id in doc_ids:
             self._txn.delete(self._store._doc_key(doc_id), db=self._store._docs)
+
+    def _put_sorted(self, db: Any, items: list[tuple[bytes, bytes]]) -> None:
+        """Put ``items`` (unique keys, ascending)."""
+        if not items:
+            return
+        cursor = self._txn.cursor(db)
+        append = not cursor.last() or bytes(cursor.key()) < items[0][0]
+        cursor.putmulti(items, append=append)
 
 
 class EmbeddedStore:
@@ -252,6 +266,16 @@ class EmbeddedStore:
                 f"{self.path} holds an LMDB database that is not an shdb index "
                 f"(its tables: {shown}); it was left untouched: give a new or empty directory"
             )
+        with self._env.begin() as txn:
+            entries = {
+                name: txn.stat(self._env.open_db(name, txn=txn, create=False))["entries"]
+                for name in names
+            }
+        if not entries.get(b"meta") and (entries.get(b"index") or entries.get(b"docs")):
+            raise StoreCorrupt(
+                f"{self.path} holds LMDB tables named like shdb's but no index manifest; "
+                "it was left untouched: give a new or empty directory"
+            )
         if names != set(_TABLES):
             if readonly:
                 raise InvalidIndexUrl(f"no index at {self.path}: its creation never completed")
@@ -263,14 +287,6 @@ class EmbeddedStore:
             self._index, self._docs, self._meta = (
                 self._env.open_db(name, create=False) for name in _TABLES
             )
-        with self._env.begin() as txn:
-            if not txn.stat(self._meta)["entries"] and (
-                txn.stat(self._index)["entries"] or txn.stat(self._docs)["entries"]
-            ):
-                raise StoreCorrupt(
-                    f"{self.path} holds LMDB tables named like shdb's but no index manifest; "
-                    "it was left untouched: give a new or empty directory"
-                )
 
     @staticmethod
     def _remove(created: list[Path]) -> None:
@@ -311,32 +327,52 @@ class EmbeddedStore:
         )
 
     # -- encoding of the two logical tables into LMDB keys ----------------------
-    def _index_items(self, cells: Iterable[IndexCell]) -> list[tuple[bytes, bytes]]:
-        """(key, value) per cell; hot on ingest, so each id is encoded once."""
-        raw_ids: dict[str, bytes] = {}
-        items = []
-        limit = self._max_key
-        for row, doc_id in cells:
-            raw = raw_ids.get(doc_id)
-            if raw is None:
-                raw = raw_ids[doc_id] = _encode_id(doc_id)
-            key = row + raw
-            if len(key) <= limit:
-                items.append((key, b""))
-            else:
-                items.append((codec.fold_key(key, limit)[0], raw))
+    def _index_items(
+        self, cells: Iterable[IndexCell], *, ordered: bool = False
+    ) -> list[tuple[bytes, bytes]]:
+        """(key, value) per cell, in key order if ``ordered``; each id is encoded once."""
+        cells = list(cells)
+        if not cells:
+            return []
+        raw_ids = {doc_id: _encode_id(doc_id) for doc_id in {doc_id for _, doc_id in cells}}
+        rows = [row for row, _ in cells]
+        raws = [raw_ids[doc_id] for _, doc_id in cells]
+        limit = self._max_key - codec.ROWKEY_BYTES
+        if all(len(raw) <= limit for raw in raw_ids.values()):  # ids up to ~500 bytes
+            if ordered:
+                return [(key, b"") for key in codec.sorted_keys(rows, raws)]
+            return [(row + raw, b"") for row, raw in zip(rows, raws)]
+        items = [
+            (row + raw, b"")
+            if len(raw) <= limit
+            else (codec.fold_key(row + raw, self._max_key)[0], raw)
+            for row, raw in zip(rows, raws)
+        ]
+        if ordered:  # folding reorders keys: sort what is stored
+            items.sort()
         return items
 
     def _doc_key(self, doc_id: str) -> bytes:
         return codec.fold_key(_encode_id(doc_id), self._max_key)[0]
 
-    def _doc_item(self, doc: Document) -> tuple[bytes, bytes]:
-        raw_id = codec.encode_doc_id(doc.doc_id)
-        key, folded = codec.fold_key(raw_id, self._max_key)
-        cols = codec.doc_to_columns(doc)
-        if folded:
-            cols[_ID_COLUMN] = raw_id
-        return key, codec.pack_columns(cols)
+    def _doc_items(self, docs: Iterable[Document]) -> list[tuple[bytes, bytes]]:
+        """(key, value) per docs row; rows of a fingerprint alone are packed in one go."""
+        items, bare = [], []
+        limit = self._max_key
+        for doc in docs:
+            raw_id = codec.encode_doc_id(doc.doc_id)
+            if doc.text is None and doc.meta is None and len(raw_id) <= limit:
+                bare.append((raw_id, doc.fingerprint))
+                continue
+            key, folded = codec.fold_key(raw_id, limit)
+            cols = codec.doc_to_columns(doc)
+            if folded:
+                cols[_ID_COLUMN] = raw_id
+            items.append((key, codec.pack_columns(cols)))
+        if bare:
+            keys, fps = zip(*bare)
+            items += zip(keys, codec.pack_fingerprint_columns(fps))
+        return items
 
     def _doc_from_item(self, key: bytes, value: bytes | memoryview) -> Document:
         try:
@@ -358,13 +394,11 @@ class EmbeddedStore:
         return key[: codec.ROWKEY_BYTES], _decode_id(value or key[codec.ROWKEY_BYTES :])
 
     def _get_docs(self, txn: lmdb.Transaction, doc_ids: Sequence[str]) -> dict[str, Document]:
-        out: dict[str, Document] = {}
-        for doc_id in doc_ids:
-            key = codec.fold_key(codec.encode_doc_id(doc_id), self._max_key)[0]
-            value = txn.get(key, db=self._docs)
-            if value is not None:
-                out[doc_id] = self._doc_from_item(key, value)
-        return out
+        """One multi-get in key order (a batch's look-up of the versions it replaces)."""
+        limit = self._max_key
+        keys = {codec.fold_key(codec.encode_doc_id(d), limit)[0]: d for d in doc_ids}
+        found = txn.cursor(self._docs).getmulti(sorted(keys))
+        return {keys[bytes(k)]: self._doc_from_item(bytes(k), v) for k, v in found}
 
     # -- protocol -------------------------------------------------------------
     def get_meta(self, name: str) -> dict[str, Any] | None:
