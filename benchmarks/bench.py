@@ -66,6 +66,11 @@ def parse_args(argv: list[str] | None, names: list[str]) -> argparse.Namespace:
     p.add_argument("--only", nargs="+", choices=names, help="run only these sections")
     p.add_argument("--skip", nargs="+", choices=names, default=[], help="skip these sections")
     p.add_argument("--no-hbase", action="store_true", help="embedded store only")
+    p.add_argument(
+        "--hbase",
+        metavar="HOST:PORT",
+        help="use this running HBase (Thrift1; Thrift2 on PORT+1) instead of starting one",
+    )
     p.add_argument("--no-install", action="store_true", help="do not pip-install peers")
     p.add_argument("--out", type=Path, help="directory for the results file and the report")
     p.add_argument("--work", help="scratch dir for indexes (default: a temp dir)")
@@ -81,6 +86,7 @@ class Run:
         self.plan = plan
         self.sections = sections
         self.use_hbase = not args.no_hbase
+        self.hbase_address: str | None = args.hbase
         self.install = not args.no_install and plan.mode != "smoke"
         # A smoke run's numbers mean nothing: keep them out of bench-results/ and docs/.
         default_out = SMOKE_DIR if plan.mode == "smoke" else None
@@ -129,7 +135,7 @@ def measure(run: Run, work: Path) -> None:
     from .hbase_instance import BenchHBase
 
     wanted_hbase = run.use_hbase and any(s.needs_hbase for s in run.sections)
-    hbase = BenchHBase() if wanted_hbase else None
+    hbase = BenchHBase(run.hbase_address) if wanted_hbase else None
     ctx = Context(plan=run.plan, work=work, results=run.results, hbase=hbase, install=run.install)
     try:
         if hbase:

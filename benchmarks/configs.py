@@ -22,7 +22,8 @@ from simhash_hbase.fingerprint import (
     Fingerprinter,
     FingerprintParams,
     build_idf,
-    load_idf,
+    builtin_idf,
+    load_idf_file,
     write_idf,
 )
 
@@ -46,7 +47,7 @@ class Config:
             top_n=self.top_n,
             features="chars" if self.family == "chars" else "words",
             ngram=self.ngram,
-            idf_path=idf_path if self.domain_idf else None,
+            idf=load_idf_file(idf_path).digest if self.domain_idf and idf_path else None,
         )
 
     def describe(self) -> str:
@@ -237,7 +238,7 @@ def _idf_for_fold(task: tuple[int, list[str], str]) -> dict[str, float]:
     table_ = build_idf(held_out, Fingerprinter())
     write_idf(table_, path)
     values = sorted(table_.values())
-    median = values[len(values) // 2]  # what load_idf gives unknown terms
+    median = values[len(values) // 2]  # what the IDF table gives unknown terms
     return {
         "docs": len(held_out),
         "terms": len(values),
@@ -267,7 +268,7 @@ def domain_idf(
 
 def jieba_idf_facts() -> dict[str, Any]:
     """What jieba's bundled table gives ASCII tokens (nothing: they all get the median)."""
-    table_ = load_idf(None)
+    table_ = builtin_idf()
     return {
         "entries": len(table_.idf),
         "ascii_entries": sum(t.isascii() for t in table_.idf),

@@ -28,10 +28,48 @@ import sys
 import tempfile
 from pathlib import Path
 
+from . import registry
 from .common import ROOT, log, set_log_tag
-from .quality import evaluate
+from .quality import Evaluation, evaluate
 from .quality_report import dump_json, print_summary, render
+from .registry import Figure, Skipped
 from .texts import SIZES
+
+#: Modules whose sections extend the evaluation (suite "eval"); each section's run
+#: gets the ``Evaluation`` and adds figures and a report body. Add yours here.
+MODULES: tuple[str, ...] = ()
+
+
+def run_sections(ev: Evaluation) -> tuple[dict[str, object], list[Figure], list[str]]:
+    """Every registered eval section: (results by name, figures, report bodies).
+
+    A section that fails is recorded in its results (``{"error": ...}``) and named in
+    the report; the others still run.
+    """
+    registry.load(MODULES)
+    results: dict[str, object] = {}
+    figures: list[Figure] = []
+    bodies: list[str] = []
+    for section in registry.sections("eval"):
+        if ev.mode not in section.modes:
+            continue
+        log(f"section {section.name}: {section.title}")
+        try:
+            value = section.run(ev)
+        except Skipped as why:
+            results[section.name] = {"skipped": str(why)}
+            bodies.append(f"## {section.title}\n\nNot run here: {why}")
+            continue
+        except Exception as exc:  # a failed section is reported; the evaluation stands
+            log(f"{section.name} FAILED: {exc!r}")
+            results[section.name] = {"error": repr(exc)}
+            bodies.append(f"## {section.title}\n\nThis section failed in this run: `{exc!r}`")
+            continue
+        results[section.name] = value
+        figures += registry.figures_of(section, value)
+        if section.render is not None:
+            bodies.append(f"## {section.title}\n\n{section.render(value).strip()}")
+    return results, figures, bodies
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,17 +95,19 @@ def main(argv: list[str] | None = None) -> int:
     json_name = (
         str(json_path.relative_to(ROOT)) if json_path.is_relative_to(ROOT) else str(json_path)
     )
-    res = evaluate(SIZES[name], args.workers, name, json_name)
+    ev = evaluate(SIZES[name], args.workers, name, json_name)
+    res = ev.results
+    extra, figures, bodies = run_sections(ev)
 
     json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(dump_json(res.to_json()), encoding="utf-8")
+    json_path.write_text(dump_json({**res.to_json(), "sections": extra}), encoding="utf-8")
     log(f"wrote {json_path}")
     doc_path.parent.mkdir(parents=True, exist_ok=True)
-    doc_path.write_text(render(res, doc_path), encoding="utf-8")
+    doc_path.write_text(render(res, doc_path, figures, bodies), encoding="utf-8")
     log(f"wrote {doc_path} and its plots")
     print_summary(res)
     log(f"done in {res.meta['runtime_s']:.0f} s ({res.meta['cpu_s']:.0f} s CPU)")
-    return 0
+    return 1 if any(isinstance(v, dict) and "error" in v for v in extra.values()) else 0
 
 
 if __name__ == "__main__":

@@ -26,9 +26,19 @@ _ADMIN_TOOL = Path(__file__).with_name("HBaseAdminTool.java")
 
 
 class BenchHBase:
-    """Start/stop/inspect the bench instance; ``start`` may run in the background."""
+    """Start/stop/inspect the bench instance; ``start`` may run in the background.
 
-    def __init__(self) -> None:
+    With ``address`` (``host:port`` of a running Thrift1 gateway, e.g. the test
+    suite's) nothing is started or stopped: the tables get a prefix of their own and
+    are dropped at the end, and what needs the instance's files or processes (the
+    storage figures, server CPU time) is skipped.
+    """
+
+    def __init__(self, address: str | None = None) -> None:
+        self.external = address is not None
+        host, _, port = (address or f"127.0.0.1:{THRIFT_PORT}").rpartition(":")
+        self.host, self.port = host, int(port)
+        self.tag = f"b{os.getpid()}_" if self.external else ""
         self.home = HOME
         self.env = {
             **os.environ,
@@ -41,7 +51,11 @@ class BenchHBase:
 
     @property
     def url_base(self) -> str:
-        return f"hbase://127.0.0.1:{THRIFT_PORT}"
+        return f"hbase://{self.host}:{self.port}"
+
+    def prefix(self, name: str) -> str:
+        """The table prefix for ``name`` in this run (unique on a shared instance)."""
+        return f"{self.tag}{name}"
 
     @property
     def data_dir(self) -> Path:
@@ -52,6 +66,9 @@ class BenchHBase:
 
     def start_background(self, fresh: bool = True) -> None:
         """Begin `scripts/hbase start`; jars come from Maven Central on the first run."""
+        if self.external:
+            log(f"using the running HBase at {self.host}:{self.port} (tables {self.tag}*)")
+            return
         log(f"starting the bench HBase (thrift 127.0.0.1:{THRIFT_PORT}, home {HOME})")
         args = ["start", "--fresh"] if fresh else ["start"]
         self._starting = subprocess.Popen(
@@ -73,7 +90,12 @@ class BenchHBase:
         self.wait()
 
     def stop(self) -> None:
-        """Clean shutdown: it flushes the memstores, which the storage figures rely on."""
+        """Clean shutdown: it flushes the memstores, which the storage figures rely on.
+
+        A running instance that is not ours keeps running; our tables are dropped."""
+        if self.external:
+            self._drop_own_tables()
+            return
         if self._starting is not None:
             self._starting.wait()
             self._starting = None
@@ -83,7 +105,18 @@ class BenchHBase:
         self.started = False
         log("bench HBase stopped")
 
+    def _drop_own_tables(self) -> None:
+        conn = self.connection()
+        try:
+            for name in conn.tables():
+                if name.decode().startswith(self.tag):
+                    conn.delete_table(name, disable=True)
+        finally:
+            conn.close()
+
     def version(self) -> str:
+        if self.external:
+            return f"running instance at {self.host}:{self.port}"
         jars = sorted((HOME / "lib").glob("hbase-server-*.jar"))
         match = re.match(r"hbase-server-(.+)\.jar", jars[0].name) if jars else None
         thrift = sorted((HOME / "lib").glob("hbase-thrift-*.jar"))
@@ -95,7 +128,7 @@ class BenchHBase:
     def connection(self) -> Any:
         import happybase
 
-        return happybase.Connection("127.0.0.1", THRIFT_PORT, timeout=120_000)
+        return happybase.Connection(self.host, self.port, timeout=120_000)
 
     def _admin_classes(self) -> Path:
         """HBaseAdminTool compiled once per source change (javac: ~5 s, run: ~2 s)."""

@@ -118,18 +118,20 @@ class RawLmdb:
 def embedded_pair(
     fps: np.ndarray, n: int, batch: int, find_k: int | None, work: Path, tag: str
 ) -> dict[str, Any]:
-    """shdb embedded add_fingerprints vs raw putmulti of the same rows, interleaved."""
+    """shdb embedded index_fingerprints vs raw putmulti of the same rows, interleaved."""
     from simhash_hbase import SimhashIndex
+    from simhash_hbase.ingest import IngestOptions, index_fingerprints
 
     shdb_path, raw_path = work / f"ingest-{tag}-shdb", work / f"ingest-{tag}-raw"
     for p in (shdb_path, raw_path):
         shutil.rmtree(p, ignore_errors=True)
     raw = RawLmdb(raw_path)
     try:
-        with SimhashIndex.open(str(shdb_path), scheme=SCHEME, batch_size=batch) as index:
+        options = IngestOptions(batch_size=batch, find_k=find_k)
+        with SimhashIndex.open(str(shdb_path), scheme=SCHEME) as index:
             totals = _alternate(
                 _batches(fps, n, batch, "i"),
-                lambda b: index.add_fingerprints(b, find_k=find_k),
+                lambda b: index_fingerprints(index, b, options),
                 raw.writer,
             )
     finally:
@@ -144,45 +146,63 @@ def embedded_pair(
 def profile_embedded(fps: np.ndarray, n: int, batch: int, work: Path) -> list[dict[str, Any]]:
     """cProfile of an embedded bulk load: where time goes beyond putmulti."""
     from simhash_hbase import SimhashIndex
+    from simhash_hbase.ingest import IngestOptions, index_fingerprints
 
     path = work / "ingest-profile"
     shutil.rmtree(path, ignore_errors=True)
     pairs = _pairs(fps, 0, n, "p")
     profiler = cProfile.Profile()
-    with SimhashIndex.open(str(path), batch_size=batch) as index:
+    with SimhashIndex.open(str(path)) as index:
         profiler.enable()
-        index.add_fingerprints(pairs, find_k=None)
+        index_fingerprints(index, pairs, IngestOptions(batch_size=batch, find_k=None))
         profiler.disable()
     shutil.rmtree(path, ignore_errors=True)
     return top_functions(profiler, 12)
 
 
-def _lookup_share(out: dict[str, Any]) -> None:
-    """Share of a find_k=3 ingest spent on the near-copy lookups, estimated from the
-    two modes' rates in the same run: 1 - rate(find_k=3) / rate(find_k=None)."""
-    out["find_k3"]["lookup_share"] = (
-        1 - out["find_k3"]["shdb_docs_per_s"] / out["find_none"]["shdb_docs_per_s"]
+PairRun = Callable[[int, int, int | None, str], dict[str, Any]]
+
+
+def _modes_and_sweep(
+    store: str,
+    pair: PairRun,
+    docs: tuple[int, int],
+    batch_sizes: tuple[int, ...],
+    batch_docs: int,
+) -> dict[str, Any]:
+    """find_k=None and find_k=3 at batch 1000, then find_k=None per batch size.
+
+    pair(docs, batch, find_k, tag) runs one interleaved shdb-vs-raw comparison. The
+    share of a find_k=3 ingest spent on near-copy lookups is estimated from the two
+    modes' rates in the same run: 1 - rate(find_k=3) / rate(find_k=None).
+    """
+    out: dict[str, Any] = {
+        "find_none": pair(docs[0], 1000, None, "none"),
+        "find_k3": pair(docs[1], 1000, K, "k3"),
+    }
+    none, k3 = out["find_none"], out["find_k3"]
+    k3["lookup_share"] = 1 - k3["shdb_docs_per_s"] / none["shdb_docs_per_s"]
+    log(
+        f"{store} ingest {none['shdb_docs_per_s']:,.0f} docs/s = {none['ratio']:.0%} of raw; "
+        f"with find_k=3 {k3['ratio']:.0%}"
     )
+    out["batch_sweep"] = [pair(batch_docs, b, None, f"b{b}") for b in batch_sizes]
+    for s in out["batch_sweep"]:
+        log(f"  batch {s['batch_size']}: {s['shdb_docs_per_s']:,.0f} docs/s ({s['ratio']:.0%})")
+    return out
 
 
 def run_embedded(ctx: Context) -> dict[str, Any]:
     plan, work = ctx.plan, ctx.work
     fps = ctx.fingerprints(plan.ingest_docs)
     log(f"embedded ingest: {plan.ingest_docs:,} docs vs raw LMDB putmulti")
-    out: dict[str, Any] = {
-        "find_none": embedded_pair(fps, plan.ingest_docs, 1000, None, work, "none"),
-        "find_k3": embedded_pair(fps, plan.ingest_find_docs, 1000, K, work, "k3"),
-    }
-    log(
-        f"embedded ingest {out['find_none']['shdb_docs_per_s']:,.0f} docs/s = "
-        f"{out['find_none']['ratio']:.0%} of raw; with find_k=3 {out['find_k3']['ratio']:.0%}"
+    out = _modes_and_sweep(
+        "embedded",
+        lambda n, batch, k, tag: embedded_pair(fps, n, batch, k, work, tag),
+        (plan.ingest_docs, plan.ingest_find_docs),
+        plan.batch_sizes,
+        plan.batch_docs,
     )
-    _lookup_share(out)
-    sweep = []
-    for b in plan.batch_sizes:
-        sweep.append(embedded_pair(fps, plan.batch_docs, b, None, work, f"b{b}"))
-        log(f"  batch {b}: {sweep[-1]['shdb_docs_per_s']:,.0f} docs/s ({sweep[-1]['ratio']:.0%})")
-    out["batch_sweep"] = sweep
     out["profile"] = profile_embedded(fps, min(plan.ingest_docs, 100_000), 1000, work)
     return out
 
@@ -212,19 +232,21 @@ def _hbase_raw_writer(conn: Any, prefix: str, batch: Pairs) -> Callable[[], None
 def hbase_pair(
     fps: np.ndarray, n: int, batch: int, find_k: int | None, hbase: Any, tag: str
 ) -> dict[str, Any]:
-    """shdb HBase add_fingerprints vs raw mutateRows of the same rows, interleaved."""
+    """shdb HBase index_fingerprints vs raw mutateRows of the same rows, interleaved."""
     from simhash_hbase import SimhashIndex
+    from simhash_hbase.ingest import IngestOptions, index_fingerprints
 
     conn = hbase.connection()
-    shdb_prefix, raw_prefix = f"ing_{tag}_shdb", f"ing_{tag}_raw"
+    shdb_prefix, raw_prefix = hbase.prefix(f"ing_{tag}_shdb"), hbase.prefix(f"ing_{tag}_raw")
     try:
         # The raw tables are created by shdb too, so both sides write the same schema.
         SimhashIndex.open(f"{hbase.url_base}?prefix={raw_prefix}").close()
         url = f"{hbase.url_base}?prefix={shdb_prefix}"
-        with SimhashIndex.open(url, scheme=SCHEME, batch_size=batch) as ix:
+        options = IngestOptions(batch_size=batch, find_k=find_k)
+        with SimhashIndex.open(url, scheme=SCHEME) as ix:
             totals = _alternate(
                 _batches(fps, n, batch, "h"),
-                lambda b: ix.add_fingerprints(b, find_k=find_k),
+                lambda b: index_fingerprints(ix, b, options),
                 lambda b: _hbase_raw_writer(conn, raw_prefix, b),
             )
         for prefix in (shdb_prefix, raw_prefix):  # keep the instance light for what follows
@@ -241,21 +263,13 @@ def run_hbase(ctx: Context) -> dict[str, Any]:
     plan, hbase = ctx.plan, ctx.require_hbase()
     fps = ctx.fingerprints(plan.hbase_ingest_docs)
     log(f"hbase ingest: {plan.hbase_ingest_docs:,} docs vs raw mutateRows")
-    out: dict[str, Any] = {
-        "find_none": hbase_pair(fps, plan.hbase_ingest_docs, 1000, None, hbase, "none"),
-        "find_k3": hbase_pair(fps, plan.hbase_ingest_find_docs, 1000, K, hbase, "k3"),
-    }
-    log(
-        f"hbase ingest {out['find_none']['shdb_docs_per_s']:,.0f} docs/s = "
-        f"{out['find_none']['ratio']:.0%} of raw; with find_k=3 {out['find_k3']['ratio']:.0%}"
+    return _modes_and_sweep(
+        "hbase",
+        lambda n, batch, k, tag: hbase_pair(fps, n, batch, k, hbase, tag),
+        (plan.hbase_ingest_docs, plan.hbase_ingest_find_docs),
+        plan.hbase_batch_sizes,
+        plan.hbase_batch_docs,
     )
-    _lookup_share(out)
-    sweep = []
-    for b in plan.hbase_batch_sizes:
-        sweep.append(hbase_pair(fps, plan.hbase_batch_docs, b, None, hbase, f"b{b}"))
-        log(f"  batch {b}: {sweep[-1]['shdb_docs_per_s']:,.0f} docs/s ({sweep[-1]['ratio']:.0%})")
-    out["batch_sweep"] = sweep
-    return out
 
 
 # -- peak memory of the CLI -------------------------------------------------------

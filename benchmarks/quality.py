@@ -6,7 +6,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -84,7 +84,21 @@ def twin_stats(
     }
 
 
-def evaluate(sizes: Sizes, workers: int, mode: str, json_name: str) -> Results:
+@dataclass
+class Evaluation:
+    """What an eval section gets: the corpus, the texts, their edits, and the results
+    of the core evaluation (which its own figures can be paired with)."""
+
+    mode: str  # smoke | quick | full
+    sizes: Sizes
+    workers: int
+    docs: list[tuple[str, str]]  # the whole corpus, (id, text)
+    items: list[Item]  # the evaluated originals: documents, then short texts
+    variants: list[tuple[int, int, str]]  # (index into items, index into EDITS, edited text)
+    results: Results
+
+
+def evaluate(sizes: Sizes, workers: int, mode: str, json_name: str) -> Evaluation:
     start = time.perf_counter()
     docs = corpus.for_mode(mode)
     log(f"corpus: {len(docs)} documents")
@@ -206,4 +220,4 @@ def evaluate(sizes: Sizes, workers: int, mode: str, json_name: str) -> Results:
     )
     meta["runtime_s"] = time.perf_counter() - start
     meta["cpu_s"] = cpu_seconds()
-    return res
+    return Evaluation(mode, sizes, workers, list(docs), items, variants, res)

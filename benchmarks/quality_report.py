@@ -25,6 +25,8 @@ from .metrics import (
     rate_at_or_above,
     recall_counts,
 )
+from .registry import Figure, Target
+from .report import figures_table, fill, snippet, table
 from .texts import CJK_MIN_SHARE, PARA_MAX, PARA_MIN, SET_LABELS, SETS, SIZE_LABELS, STRATA
 
 PLOT_K = 10  # the plots go further, to show where the FPR starts to rise
@@ -44,12 +46,6 @@ def fpr_str(x: float) -> str:
         return "0"
     decimals = max(3, 1 - math.floor(math.log10(100 * x)))
     return f"{100 * x:.{decimals}f}%"
-
-
-def table(header: Sequence[str], rows: Iterable[Sequence[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def best_under(
@@ -202,122 +198,167 @@ def significant(res: Results, a: str, b: str, set_name: str) -> bool:
     return d - half > 0
 
 
-def recommendations(res: Results) -> tuple[list[str], dict[str, str]]:
-    """Tuned-defaults text, computed from the numbers so a rerun keeps it consistent.
+def _rf(res: Results, n: str, s: str) -> str:
+    return f"recall {pct(res.recall(n, K, s))}, FPR {fpr_str(res.fpr(n, K, s))}"
 
-    A change is recommended only when its paired recall gain over the default (same
-    pairs, both configs) is larger than its 95% interval and its FPR is within budget.
-    """
+
+def picks_of(res: Results) -> dict[str, str]:
+    """The best configuration of each family under the FPR budget, for the verdicts."""
     words = [f"words-t{n}" for n in TOP_NS]
     didf = [f"words-t{n}-didf" for n in TOP_NS]
     chars = [c.name for c in res.cfgs if c.family == "chars"]
     ours = [*words, *didf, *chars]
-    best_t = best_under(res, words, "long>500")
-    best_didf = best_under(res, didf, "long>500")
-    best_long = best_under(res, ours, "long>500")
-    best_short = best_under(res, ours, "short")
-    best_chars_short = best_under(res, chars, "short")
-    best_chars_long = best_under(res, chars, "long>500")
+    return {
+        "best_top_n": best_under(res, words, "long>500"),
+        "best_domain_idf": best_under(res, didf, "long>500"),
+        "best_long": best_under(res, ours, "long>500"),
+        "best_short": best_under(res, ours, "short"),
+        "best_chars_short": best_under(res, chars, "short"),
+        "best_chars_long": best_under(res, chars, "long>500"),
+    }
 
-    def rf(n: str, s: str) -> str:
-        return f"recall {pct(res.recall(n, K, s))}, FPR {fpr_str(res.fpr(n, K, s))}"
 
-    idf = res.meta["domain_idf_tables"][0]
+_VERDICTS = "eval/verdicts.md"
+
+
+def recommendations(res: Results, picks: dict[str, str]) -> list[str]:
+    """Tuned-defaults bullets, chosen and filled from the numbers so a rerun keeps them
+    consistent (the sentences are in templates/eval/verdicts.md).
+
+    A change is recommended only when its paired recall gain over the default (same
+    pairs, both configs) is larger than its 95% interval and its FPR is within budget.
+    """
+    best_t, best_long = picks["best_top_n"], picks["best_long"]
+    best_short, best_chars_short = picks["best_short"], picks["best_chars_short"]
+    chars = [c.name for c in res.cfgs if c.family == "chars"]
+    ours = [f"words-t{n}" for n in TOP_NS] + [f"words-t{n}-didf" for n in TOP_NS] + chars
+    common = {"k": K, "default": DEFAULT, "default_top_n": DEFAULT_TOP_N}
     out = []
     if best_t != DEFAULT and significant(res, best_t, DEFAULT, "long>500"):
         out.append(
-            f"- **top_n = {best_t.split('-t')[1]}** instead of {DEFAULT_TOP_N}. "
-            f"Documents > 500 chars, k={K}: `{best_t}` {rf(best_t, 'long>500')}; `{DEFAULT}` "
-            f"{rf(DEFAULT, 'long>500')}; paired difference "
-            f"{versus(res, best_t, DEFAULT, 'long>500')}. Short texts: "
-            f"{versus(res, best_t, DEFAULT, 'short')}. Fewer terms keep an inserted ad or "
-            "header out of the fingerprint more often, and cost where a removed sentence held "
-            "a top term (see the per-edit table). The gain is a k=3 effect: at k=6 `"
-            f"{best_t}` recalls {pct(res.recall(best_t, 6, 'long>500'))} and `{DEFAULT}` "
-            f"{pct(res.recall(DEFAULT, 6, 'long>500'))}, so revisit it if k changes."
+            snippet(
+                _VERDICTS,
+                "top_n_change",
+                common,
+                top_n=best_t.split("-t")[1],
+                best_t=best_t,
+                rf_best=_rf(res, best_t, "long>500"),
+                rf_default=_rf(res, DEFAULT, "long>500"),
+                vs_long=versus(res, best_t, DEFAULT, "long>500"),
+                vs_short=versus(res, best_t, DEFAULT, "short"),
+                best_k6=pct(res.recall(best_t, 6, "long>500")),
+                default_k6=pct(res.recall(DEFAULT, 6, "long>500")),
+            )
         )
     else:
         others = [f"words-t{n}" for n in TOP_NS if f"words-t{n}" != DEFAULT]
         alt = max(others, key=lambda c: res.recall(c, K, "long>500"))
         out.append(
-            f"- **top_n: keep {DEFAULT_TOP_N}.** Documents > 500 chars, k={K}: `{DEFAULT}` "
-            f"{rf(DEFAULT, 'long>500')}; the best other top_n, `{alt}`, differs by "
-            f"{versus(res, alt, DEFAULT, 'long>500')} (paired, 95%), which is not a clear gain."
+            snippet(
+                _VERDICTS,
+                "top_n_keep",
+                common,
+                rf_default=_rf(res, DEFAULT, "long>500"),
+                alt=alt,
+                vs_alt=versus(res, alt, DEFAULT, "long>500"),
+            )
         )
     same_n = f"{best_t}-didf"
-    verdict = (
-        "helps"
-        if significant(res, same_n, best_t, "long>500")
-        else "hurts"
-        if significant(res, best_t, same_n, "long>500")
-        else "makes no clear difference"
-    )
+    idf = res.meta["domain_idf_tables"][0]
     out.append(
-        f"- **A domain IDF {verdict}** (built on the other half of the corpus). At the same "
-        f"top_n, `{same_n}` {rf(same_n, 'long>500')} vs `{best_t}` {rf(best_t, 'long>500')} "
-        f"on documents > 500 chars ({versus(res, same_n, best_t, 'long>500')}); short texts "
-        f"{versus(res, same_n, best_t, 'short')}. Best domain-IDF top_n: `{best_didf}` "
-        f"{rf(best_didf, 'long>500')}. It loses most on {losses(res, same_n, best_t, 'long>500')}"
-        f". Why: an unseen term gets the table's median IDF, "
-        f"{idf['median']:.2f} (max {idf['max']:.2f}), as much as a term found in "
-        f"{idf['df_at_median']:.0f} of the {idf['docs']:.0f} documents, while the words every "
-        "man page uses drop towards 0: an ad or a site name the domain corpus never saw "
-        "outweighs the page's own vocabulary. A large domain corpus (that has seen the ads) "
-        "or a lower weight for unseen terms would be needed before this can help."
+        snippet(
+            _VERDICTS,
+            "domain_idf",
+            common,
+            verdict="helps"
+            if significant(res, same_n, best_t, "long>500")
+            else "hurts"
+            if significant(res, best_t, same_n, "long>500")
+            else "makes no clear difference",
+            same_n=same_n,
+            best_t=best_t,
+            rf_same=_rf(res, same_n, "long>500"),
+            rf_best=_rf(res, best_t, "long>500"),
+            vs_long=versus(res, same_n, best_t, "long>500"),
+            vs_short=versus(res, same_n, best_t, "short"),
+            best_didf=picks["best_domain_idf"],
+            rf_didf=_rf(res, picks["best_domain_idf"], "long>500"),
+            losses=losses(res, same_n, best_t, "long>500"),
+            median=f"{idf['median']:.2f}",
+            max=f"{idf['max']:.2f}",
+            df_at_median=f"{idf['df_at_median']:.0f}",
+            docs=f"{idf['docs']:.0f}",
+        )
     )
     if best_long != DEFAULT and significant(res, best_long, DEFAULT, "long>500"):
+        fp_best = res.fp_count(best_long, K, "long>500")[0]
+        fp_default, pairs = res.fp_count(DEFAULT, K, "long>500")
+        twins = res.meta["twins"]["within_k3"]
         out.append(
-            f"- **Documents: `{best_long}` detects more than the default.** Documents > 500 "
-            f"chars, k={K}: {rf(best_long, 'long>500')} vs {rf(DEFAULT, 'long>500')} "
-            f"({versus(res, best_long, DEFAULT, 'long>500')}). Best chars mode on documents: "
-            f"`{best_chars_long}` {rf(best_chars_long, 'long>500')}. The price is false "
-            f"positives: {res.fp_count(best_long, K, 'long>500')[0]} vs "
-            f"{res.fp_count(DEFAULT, K, 'long>500')[0]} of "
-            f"{res.fp_count(DEFAULT, K, 'long>500')[1]} distinct pairs at k={K} (at k=6: "
-            f"{fpr_str(res.fpr(best_long, 6, 'long>500'))} vs "
-            f"{fpr_str(res.fpr(DEFAULT, 6, 'long>500'))}), zh_CN/zh_TW twins among them "
-            f"(within k={K}: {pct(res.meta['twins']['within_k3'][best_long])} of the twins vs "
-            f"{pct(res.meta['twins']['within_k3'][DEFAULT])}): count-weighted n-grams let the "
-            "ASCII a page shares with its other-script twin dominate. "
-            + (
-                "Both are far inside the budget here, but FPR x N is what a big index pays: "
-                "not recommended as the default for documents without a larger negative set."
-                if res.fp_count(best_long, K, "long>500")[0]
-                > 2 * res.fp_count(DEFAULT, K, "long>500")[0]
-                else "The FPR cost is small: worth switching for documents."
+            snippet(
+                _VERDICTS,
+                "documents_better",
+                common,
+                best_long=best_long,
+                rf_best=_rf(res, best_long, "long>500"),
+                rf_default=_rf(res, DEFAULT, "long>500"),
+                vs_long=versus(res, best_long, DEFAULT, "long>500"),
+                best_chars_long=picks["best_chars_long"],
+                rf_chars=_rf(res, picks["best_chars_long"], "long>500"),
+                fp_best=fp_best,
+                fp_default=fp_default,
+                pairs=pairs,
+                fpr6_best=fpr_str(res.fpr(best_long, 6, "long>500")),
+                fpr6_default=fpr_str(res.fpr(DEFAULT, 6, "long>500")),
+                twins_best=pct(twins[best_long]),
+                twins_default=pct(twins[DEFAULT]),
+                cost=snippet(
+                    _VERDICTS,
+                    "documents_costly" if fp_best > 2 * fp_default else "documents_cheap",
+                ),
             )
         )
     if best_short != DEFAULT and significant(res, best_short, DEFAULT, "short"):
         verdict_short = f"`{best_short}`"
     else:
         verdict_short = f"the default `{DEFAULT}` (nothing is clearly better)"
-    chars_vs = versus(res, best_chars_short, DEFAULT, "short")
     out.append(
-        f"- **Short texts: {verdict_short}.** Short texts, k={K}: `{best_short}` "
-        f"{rf(best_short, 'short')} (one-line descriptions {rf(best_short, 'line')}; "
-        f"paragraphs {rf(best_short, 'para')}); default `{DEFAULT}` {rf(DEFAULT, 'short')}. "
-        f"The short-text mode at its best, `{best_chars_short}`: {rf(best_chars_short, 'short')}, "
-        f"{chars_vs} against the default on the same pairs; it loses most on "
-        f"{losses(res, best_chars_short, DEFAULT, 'short')} (a short text has only 20-200 "
-        "n-grams, and every seam of an edit changes some of them)."
+        snippet(
+            _VERDICTS,
+            "short_texts",
+            common,
+            verdict=verdict_short,
+            best_short=best_short,
+            rf_best=_rf(res, best_short, "short"),
+            rf_line=_rf(res, best_short, "line"),
+            rf_para=_rf(res, best_short, "para"),
+            rf_default=_rf(res, DEFAULT, "short"),
+            best_chars=best_chars_short,
+            rf_chars=_rf(res, best_chars_short, "short"),
+            vs_chars=versus(res, best_chars_short, DEFAULT, "short"),
+            losses=losses(res, best_chars_short, DEFAULT, "short"),
+        )
     )
     worst_fpr = max(res.fpr(n, K, "long>500") for n in ours)
     k_short, r_short, f_short = res.operating_point(DEFAULT, "short")
     k_long, r_long, f_long = res.operating_point(DEFAULT, "long>500")
     out.append(
-        f"- **k is the real lever.** At k={K} no fingerprint here uses more than "
-        f"{pct(worst_fpr / TARGET_FPR, 0)} of the {pct(TARGET_FPR, 1)} FPR budget on documents "
-        f"> 500 chars (highest: {fpr_str(worst_fpr)}). `{DEFAULT}` stays within it up to "
-        f"k={k_long} on documents > 500 chars (recall {pct(r_long)}, FPR {fpr_str(f_long)}) "
-        f"and up to k={k_short} on short texts (recall {pct(r_short)}, FPR "
-        f"{fpr_str(f_short)}); see the operating-point table. The index is exact only for "
-        "k <= 3 (schemes `5x10`, `4x4`); a scheme for a larger k (more segments, more rows "
-        "per fingerprint) buys more recall than any fingerprint parameter measured here. "
-        "But a per-pair FPR is not a per-query one: an index of N documents returns about "
-        "FPR x N false matches per query, so at millions of documents the budget that "
-        f"matters is far below 0.1% (`{DEFAULT}` at k=6: FPR "
-        f"{fpr_str(res.fpr(DEFAULT, 6, 'long>500'))}, recall "
-        f"{pct(res.recall(DEFAULT, 6, 'long>500'))} on documents > 500 chars)."
+        snippet(
+            _VERDICTS,
+            "k_lever",
+            common,
+            budget_share=pct(worst_fpr / TARGET_FPR, 0),
+            target_fpr=pct(TARGET_FPR, 1),
+            worst_fpr=fpr_str(worst_fpr),
+            k_long=k_long,
+            r_long=pct(r_long),
+            f_long=fpr_str(f_long),
+            k_short=k_short,
+            r_short=pct(r_short),
+            f_short=fpr_str(f_short),
+            fpr6=fpr_str(res.fpr(DEFAULT, 6, "long>500")),
+            recall6=pct(res.recall(DEFAULT, 6, "long>500")),
+        )
     )
     jb = res.meta["jieba_idf"]
     protos = []
@@ -326,31 +367,34 @@ def recommendations(res: Results) -> tuple[list[str], dict[str, str]]:
             base, K, "long>500", ["numbers_changed"]
         )
         protos.append(
-            f"`{proto}` vs `{base}`: documents > 500 chars {rf(proto, 'long>500')} vs "
-            f"{rf(base, 'long>500')} ({versus(res, proto, base, 'long>500')}; numbers/dates "
-            f"changed {100 * num:+.1f} points), false positives "
-            f"{res.fp_count(proto, K, 'long>500')[0]} vs {res.fp_count(base, K, 'long>500')[0]}; "
-            f"short texts {versus(res, proto, base, 'short')}"
+            snippet(
+                _VERDICTS,
+                "noise_token_pair",
+                proto=proto,
+                base=base,
+                rf_proto=_rf(res, proto, "long>500"),
+                rf_base=_rf(res, base, "long>500"),
+                vs_long=versus(res, proto, base, "long>500"),
+                numbers=f"{100 * num:+.1f}",
+                fp_proto=res.fp_count(proto, K, "long>500")[0],
+                fp_base=res.fp_count(base, K, "long>500")[0],
+                vs_short=versus(res, proto, base, "short"),
+            )
         )
     out.append(
-        "- **Prototype of a code change: drop pure numbers and 1-char ASCII tokens** "
-        f"(`DropNoiseTokens` in the script). jieba's IDF table has {jb['ascii_entries']} "
-        f"ASCII entries among {jb['entries']}, so every number, option letter and URL piece "
-        f"weighs the median IDF ({jb['median']:.2f}), more than most Chinese words (文件 "
-        f"{jb['文件']:.2f}, 用户 {jb['用户']:.2f}); in the man pages "
-        f"{pct(res.meta['ascii_top_share'], 0)} of the default top-64 terms are ASCII. "
-        + "; ".join(protos)
-        + ". It helps mainly where numbers change; the pooled gain on documents is small."
+        snippet(
+            _VERDICTS,
+            "noise_tokens",
+            ascii_entries=jb["ascii_entries"],
+            entries=jb["entries"],
+            median=f"{jb['median']:.2f}",
+            wenjian=f"{jb['文件']:.2f}",
+            yonghu=f"{jb['用户']:.2f}",
+            ascii_share=pct(res.meta["ascii_top_share"], 0),
+            protos="; ".join(protos),
+        )
     )
-    picks = {
-        "best_top_n": best_t,
-        "best_domain_idf": best_didf,
-        "best_long": best_long,
-        "best_short": best_short,
-        "best_chars_short": best_chars_short,
-        "best_chars_long": best_chars_long,
-    }
-    return out, picks
+    return out
 
 
 def operating_table(res: Results, names: Sequence[str]) -> str:
@@ -388,46 +432,84 @@ def twin_table(res: Results, names: Sequence[str]) -> str:
     )
 
 
+def _meets(res: Results, n: str, k: int) -> bool:
+    return res.recall(n, k, "long>500") >= TARGET_RECALL and res.fpr(n, k, "long>500") <= TARGET_FPR
+
+
+def _ci(interval: tuple[float, float], fmt: Any = pct) -> str:
+    return f"{fmt(interval[0])}-{fmt(interval[1])}"
+
+
 def result_paragraph(res: Results) -> str:
     """The answer to the issue, in words: targets met or missed, and where they would be."""
-
-    def met_at(n: str, k: int) -> bool:
-        return (
-            res.recall(n, k, "long>500") >= TARGET_RECALL
-            and res.fpr(n, k, "long>500") <= TARGET_FPR
-        )
-
-    r, f = res.recall(DEFAULT, K, "long>500"), res.fpr(DEFAULT, K, "long>500")
-    meeting = [c.name for c in res.cfgs if met_at(c.name, K)]
-    out = (
-        f"Issue targets, for texts over {TARGET_LEN} chars at k={K}: recall >= "
-        f"{pct(TARGET_RECALL, 0)} over the edit types and FPR <= {pct(TARGET_FPR, 1)}. "
-        f"The default fingerprint (`{DEFAULT}`: words, top_n={DEFAULT_TOP_N}, jieba IDF) "
-        f"**{'meets' if met_at(DEFAULT, K) else 'misses'}** them: recall {pct(r)} (pairs of "
-        f"the seven single edits), FPR {fpr_str(f)}. "
-    )
-    if meeting:
-        out += f"At k={K} they are met by: {', '.join(f'`{n}`' for n in meeting)}. "
-    else:
-        out += f"No configuration meets them at k={K}. "
+    meeting = [c.name for c in res.cfgs if _meets(res, c.name, K)]
+    common = {"k": K, "default": DEFAULT}
     kd = res.target_k(DEFAULT, "long>500")
+    default_from = ""
     if kd is not None and kd > K:
-        out += (
-            f"The default meets them from k={kd} (recall "
-            f"{pct(res.recall(DEFAULT, kd, 'long>500'))}, FPR "
-            f"{fpr_str(res.fpr(DEFAULT, kd, 'long>500'))}), beyond the index's exact range. "
+        default_from = snippet(
+            _VERDICTS,
+            "result_default_from",
+            kd=kd,
+            recall=pct(res.recall(DEFAULT, kd, "long>500")),
+            fpr=fpr_str(res.fpr(DEFAULT, kd, "long>500")),
         )
     tw = res.meta["twins"]
-    fp, fp_twins = tw["false_positives_k3"][DEFAULT], tw["false_positives_k3_twins"][DEFAULT]
-    out += (
-        f"{fp_twins} of the default's {fp} false positives at k={K} among Chinese documents "
-        "are a page's zh_CN and zh_TW versions (see zh_CN/zh_TW twins). "
+    return snippet(
+        _VERDICTS,
+        "result",
+        common,
+        target_len=TARGET_LEN,
+        target_recall=pct(TARGET_RECALL, 0),
+        target_fpr=pct(TARGET_FPR, 1),
+        default_top_n=DEFAULT_TOP_N,
+        meets="meets" if _meets(res, DEFAULT, K) else "misses",
+        recall=pct(res.recall(DEFAULT, K, "long>500")),
+        recall_ci=_ci(res.recall_interval(DEFAULT, K, "long>500")),
+        fpr=fpr_str(res.fpr(DEFAULT, K, "long>500")),
+        fpr_hi=fpr_str(res.fpr_interval(DEFAULT, K, "long>500")[1]),
+        meeting=snippet(
+            _VERDICTS, "result_meeting", k=K, names=", ".join(f"`{n}`" for n in meeting)
+        )
+        if meeting
+        else snippet(_VERDICTS, "result_none", k=K),
+        default_from=default_from,
+        twins=snippet(
+            _VERDICTS,
+            "result_twins",
+            k=K,
+            fp=tw["false_positives_k3"][DEFAULT],
+            fp_twins=tw["false_positives_k3_twins"][DEFAULT],
+        ),
+        short_recall=pct(res.recall(DEFAULT, K, "short")),
+        short_fpr=fpr_str(res.fpr(DEFAULT, K, "short")),
     )
-    return out + (
-        f"Short texts are far from such numbers: `{DEFAULT}` recalls "
-        f"{pct(res.recall(DEFAULT, K, 'short'))} of their edited copies at k={K} (FPR "
-        f"{fpr_str(res.fpr(DEFAULT, K, 'short'))}); see Short texts."
-    )
+
+
+def figures(res: Results) -> list[Figure]:
+    """The evaluation's own targets (Chinese documents > 500 chars, k=3, default)."""
+    recall = res.recall(DEFAULT, K, "long>500")
+    fp, pairs = res.fp_count(DEFAULT, K, "long>500")
+    worst = min(SINGLE_EDITS, key=lambda e: res.recall(DEFAULT, K, "long>500", [e]))
+    return [
+        Figure.judge(
+            f"recall of `{DEFAULT}` at k={K}, single edits, documents > 500 chars",
+            recall,
+            Target.at_least(TARGET_RECALL, unit="%"),
+            measured=f"{pct(recall)} (95%: {_ci(res.recall_interval(DEFAULT, K, 'long>500'))})",
+            baseline=f"PyPI simhash {pct(res.recall('pypi-simhash', K, 'long>500'))}",
+            bound=f"weakest edit: {EDIT_LABELS[worst]} "
+            f"{pct(res.recall(DEFAULT, K, 'long>500', [worst]))}",
+        ),
+        Figure.judge(
+            f"FPR of `{DEFAULT}` at k={K}, distinct documents > 500 chars",
+            res.fpr(DEFAULT, K, "long>500"),
+            Target("<=", TARGET_FPR, unit="%"),
+            measured=f"{fpr_str(res.fpr(DEFAULT, K, 'long>500'))} ({fp} of {pairs} pairs; "
+            f"95% upper bound {fpr_str(res.fpr_interval(DEFAULT, K, 'long>500')[1])})",
+            baseline=f"PyPI simhash {fpr_str(res.fpr('pypi-simhash', K, 'long>500'))}",
+        ),
+    ]
 
 
 def headline(res: Results, names: Sequence[str]) -> str:
@@ -470,39 +552,44 @@ def _mode_flag(mode: str) -> str:
     return "" if mode == "full" else f" --{mode}"
 
 
-def render(res: Results, doc: Path) -> str:
-    """docs/quality.md, written by this script; edit the script, not the file."""
+def _plotted(picks: dict[str, str]) -> tuple[list[str], list[str]]:
+    long = [
+        DEFAULT,
+        picks["best_top_n"],
+        f"{picks['best_top_n']}-didf",
+        "proto-t64",
+        picks["best_chars_long"],
+        "pypi-simhash",
+    ]
+    short = [
+        DEFAULT,
+        picks["best_top_n"],
+        picks["best_short"],
+        picks["best_chars_short"],
+        "chars-n2-t64",
+        "pypi-simhash",
+    ]
+    return list(dict.fromkeys(long)), list(dict.fromkeys(short))
+
+
+def render(
+    res: Results,
+    doc: Path,
+    extra_figures: Sequence[Figure] = (),
+    sections: Sequence[str] = (),
+) -> str:
+    """docs/quality.md from templates/quality.md; plots next to it.
+
+    ``extra_figures`` and ``sections`` come from the registered eval sections.
+    """
     m = res.meta
     words = [f"words-t{n}" for n in TOP_NS]
     didf = [f"words-t{n}-didf" for n in TOP_NS]
     chars = [c.name for c in res.cfgs if c.family == "chars"]
     protos = [c.name for c in res.cfgs if c.family == "proto"]
     allc = [c.name for c in res.cfgs]
-    recs, picks = recommendations(res)
-    plotted = list(
-        dict.fromkeys(
-            [
-                DEFAULT,
-                picks["best_top_n"],
-                f"{picks['best_top_n']}-didf",
-                "proto-t64",
-                picks["best_chars_long"],
-                "pypi-simhash",
-            ]
-        )
-    )
-    plotted_short = list(
-        dict.fromkeys(
-            [
-                DEFAULT,
-                picks["best_top_n"],
-                picks["best_short"],
-                picks["best_chars_short"],
-                "chars-n2-t64",
-                "pypi-simhash",
-            ]
-        )
-    )
+    picks = picks_of(res)
+    plotted, plotted_short = _plotted(picks)
     plot(res, plotted, "long>500", doc.parent / "quality-long.png")
     plot(res, plotted_short, "short", doc.parent / "quality-short.png")
 
@@ -519,176 +606,81 @@ def render(res: Results, doc: Path) -> str:
             "normalisation as PyPI simhash); duplicate when >= threshold",
         ]
     )
-    ex = m["excluded"]
-    tw = m["twins"]
-    parts = [
-        "# Detection quality on real Chinese text",
-        "",
-        f"Generated by `python -m benchmarks.eval{_mode_flag(m['mode'])}` "
-        f"({m['runtime_s']:.0f} s wall, {m['cpu_s']:.0f} s CPU, {m['workers']} workers; "
-        f"corpus: {m['corpus_docs']} "
-        "documents from Debian `manpages-zh` and `gimp-help-zh-cn`). Do not edit by hand: "
-        "change the script and rerun it. Raw numbers (per-pair Hamming-distance histograms for "
-        f"every configuration, edit type and length band): `{m['json']}`.",
-        "",
-        "## Result",
-        "",
-        result_paragraph(res),
-        "",
-        headline(res, [*words, *didf, *protos, *chars, "pypi-simhash"]),
-        "",
-        "## Method",
-        "",
-        f"- **Texts.** Debian's `manpages-zh` (zh_CN and zh_TW man pages) and "
-        f"`gimp-help-zh-cn` (HTML), extracted by `benchmarks/corpus.py`: {m['corpus_docs']} "
-        f"documents of >= 200 chars. {m['english_docs']} of them (almost all of "
-        f"gimp-help-zh-cn, which is mostly untranslated) have under "
-        f"{pct(CJK_MIN_SHARE, 0)} CJK among their word characters; they are kept apart as "
-        "stratum `en` and left out of every Chinese number. Short texts come from the Chinese "
-        f"documents: the man pages' one-line descriptions (the line after NAME) and "
-        f"paragraphs (hard-wrapped lines joined up to a sentence end) of {PARA_MIN}-{PARA_MAX} "
-        "chars with at least 50% CJK, each distinct text once. Used per half: "
-        + ", ".join(f"{'all' if v is None else v} {SIZE_LABELS[k]}" for k, v in m["sizes"].items())
-        + " (a sample is chosen by a seeded hash of the id).",
-        "",
-        table(["stratum", "what", "originals"], strata_rows),
-        "",
-        "- **Halves.** Every page is in one of two halves by a hash of its name (so a page's "
-        "zh_CN and zh_TW copies are together). The domain IDF used for a text is built with "
-        "`build_idf(texts, Fingerprinter())` from the *other* half's documents "
-        f"({m['idf_terms'][0]} and {m['idf_terms'][1]} terms), never from the text's own.",
-        "- **Near-duplicates.** Each original gets each edit once, from an RNG seeded by "
-        "(seed, text id, edit); an edit that does not apply (no digits, one paragraph) is "
-        "skipped, so the pair counts differ. On short texts (< 200 chars) an edit adds or "
-        "removes at most a quarter of the text (minimum 8 chars) and works on clauses.",
-        "",
-        table(["edit", "what it does"], edit_rows),
-        "",
-        "- **Distinct pairs.** All pairs of originals within the same half and set (documents "
-        "with documents, short texts with short texts). Pages of the corpus that are near-"
-        f"copies of each other are not negatives: pairs with exact 4-shingle Jaccard > "
-        f"{EXCLUDE_JACCARD} are excluded ({ex['long']} document pairs and {ex['short']} "
-        f"short-text pairs of {ex['long_total']} and {ex['short_total']}); `{DEFAULT}` puts "
-        f"{pct(ex['long_default_k3'])} of the excluded document pairs within k=3. What remains: "
-        f"{res.fp_count(DEFAULT, K, 'long>500')[1]} pairs of Chinese documents > 500 chars, "
-        f"{res.fp_count(DEFAULT, K, 'short')[1]} pairs of short texts. A text that cannot be "
-        f"fingerprinted under some configuration (no usable terms) is dropped from all of them "
-        f"(texts dropped: {m['dropped_texts']}).",
-        "- **Metrics.** Recall at k: share of (original, edited) pairs with Hamming distance "
-        '<= k. FPR at k: share of distinct pairs with distance <= k. "all single edits" '
-        'pools the pairs of the seven single edits; "3 edits combined" is reported beside '
-        "it, not in it. FPR of a length band counts pairs with both texts in the band.",
-        "- **Configurations**, all in the same run:",
-        "",
-        table(["name", "fingerprint"], cfg_rows),
-        "",
-        "## Documents > 500 chars",
-        "",
-        f"### Recall per edit type at k={K}",
-        "",
-        edit_table(res, "long>500", allc),
-        "",
-        "### Recall per k (single edits)",
-        "",
-        per_k_table(res, "long>500", allc, "recall"),
-        "",
-        "### False-positive rate per k",
-        "",
-        per_k_table(res, "long>500", allc, "fpr"),
-        "",
-        "![recall and FPR against k, documents > 500 chars](quality-long.png)",
-        "",
-        f"## Per length band, k={K}",
-        "",
-        "`<200` is the short texts, the two others Chinese documents.",
-        "",
-        band_table(res, allc),
-        "",
-        "## Short texts",
-        "",
-        f"### Recall per edit type at k={K} (one-line descriptions and paragraphs)",
-        "",
-        edit_table(res, "short", allc),
-        "",
-        "### Recall per k (single edits)",
-        "",
-        per_k_table(res, "short", allc, "recall"),
-        "",
-        "### False-positive rate per k",
-        "",
-        per_k_table(res, "short", allc, "fpr"),
-        "",
-        f"### One-line descriptions vs paragraphs, k={K}",
-        "",
-        table(
-            ["config", "lines recall", "lines FPR", "paragraphs recall", "paragraphs FPR"],
-            [
-                [
-                    f"`{n}`",
-                    pct(res.recall(n, K, "line")),
-                    fpr_str(res.fpr(n, K, "line")),
-                    pct(res.recall(n, K, "para")),
-                    fpr_str(res.fpr(n, K, "para")),
-                ]
-                for n in allc
-            ],
-        ),
-        "",
-        "![recall and FPR against k, short texts](quality-short.png)",
-        "",
-        "## Operating points: the largest k within the FPR budget",
-        "",
-        f"For each configuration, the largest k (searched up to 32) whose FPR is <= "
-        f"{pct(TARGET_FPR, 1)}, and the recall there (single edits).",
-        "",
-        operating_table(res, allc),
-        "",
-        "## zh_CN/zh_TW twins",
-        "",
-        f"A page's simplified and traditional versions are distinct texts in the distinct set "
-        f"(another script) that share every URL, option and number: {tw['pairs']} such pairs, "
-        f"{tw['excluded']} of them excluded by the Jaccard rule. Share of the rest that each "
-        f"configuration puts within k={K} (they count as false positives above), and how many "
-        f"of each configuration's false positives among Chinese documents are twins:",
-        "",
-        twin_table(res, allc),
-        "",
-        "## Baselines side by side",
-        "",
-        "PyPI `simhash` is `pypi-simhash` in every table above. Exact 4-shingle Jaccard "
-        "(a duplicate when similarity >= t), single edits:",
-        "",
-        jaccard_table(res),
-        "",
-        f"FPR above t = {EXCLUDE_JACCARD} is 0 by construction: those pairs were excluded "
-        "from the distinct set with this very measure.",
-        "",
-        f"## English-dominated pages (stratum `en`, k={K})",
-        "",
-        table(
-            ["config", "recall", "FPR"],
-            [
-                [f"`{n}`", pct(res.recall(n, K, "en")), fpr_str(res.fpr(n, K, "en"))]
-                for n in [
-                    DEFAULT,
-                    picks["best_top_n"],
-                    "proto-t64",
-                    picks["best_chars_short"],
-                    "pypi-simhash",
-                ]
-            ],
-        ),
-        "",
-        "## Tuned defaults",
-        "",
-        f"Rule: the most recall at k={K} among configurations whose FPR at k={K} is <= "
-        f"{pct(TARGET_FPR, 1)} on the same texts, and only when its gain over the default, "
-        "paired on the same edited pairs, is larger than its 95% interval (± below).",
-        "",
-        *recs,
-        "",
+    ex, tw = m["excluded"], m["twins"]
+    line_para = [
+        [
+            f"`{n}`",
+            pct(res.recall(n, K, "line")),
+            fpr_str(res.fpr(n, K, "line")),
+            pct(res.recall(n, K, "para")),
+            fpr_str(res.fpr(n, K, "para")),
+        ]
+        for n in allc
     ]
-    return "\n".join(parts)
+    english = [DEFAULT, picks["best_top_n"], "proto-t64", picks["best_chars_short"]]
+    english_rows = [
+        [f"`{n}`", pct(res.recall(n, K, "en")), fpr_str(res.fpr(n, K, "en"))]
+        for n in [*dict.fromkeys(english), "pypi-simhash"]
+    ]
+    page = fill(
+        "quality.md",
+        command=f"python -m benchmarks.eval{_mode_flag(m['mode'])}",
+        runtime=f"{m['runtime_s']:.0f}",
+        cpu=f"{m['cpu_s']:.0f}",
+        workers=m["workers"],
+        corpus_docs=m["corpus_docs"],
+        corpus_source="generated (a smoke run: the numbers mean nothing)"
+        if m["mode"] == "smoke"
+        else "from Debian `manpages-zh` and `gimp-help-zh-cn`",
+        json=m["json"],
+        result=result_paragraph(res),
+        headline=headline(res, [*words, *didf, *protos, *chars, "pypi-simhash"]),
+        targets=figures_table([*figures(res), *extra_figures]),
+        english_docs=m["english_docs"],
+        cjk_min=pct(CJK_MIN_SHARE, 0),
+        para_min=PARA_MIN,
+        para_max=PARA_MAX,
+        sizes=", ".join(
+            f"{'all' if v is None else v} {SIZE_LABELS[k]}" for k, v in m["sizes"].items()
+        ),
+        strata_table=table(["stratum", "what", "originals"], strata_rows),
+        idf_terms_0=m["idf_terms"][0],
+        idf_terms_1=m["idf_terms"][1],
+        edits_table=table(["edit", "what it does"], edit_rows),
+        exclude_jaccard=EXCLUDE_JACCARD,
+        ex_long=ex["long"],
+        ex_short=ex["short"],
+        ex_long_total=ex["long_total"],
+        ex_short_total=ex["short_total"],
+        default=DEFAULT,
+        ex_default_k3=pct(ex["long_default_k3"]),
+        long_pairs=res.fp_count(DEFAULT, K, "long>500")[1],
+        short_pairs=res.fp_count(DEFAULT, K, "short")[1],
+        dropped=m["dropped_texts"],
+        configs_table=table(["name", "fingerprint"], cfg_rows),
+        k=K,
+        long_edit_table=edit_table(res, "long>500", allc),
+        long_recall_k=per_k_table(res, "long>500", allc, "recall"),
+        long_fpr_k=per_k_table(res, "long>500", allc, "fpr"),
+        band_table=band_table(res, allc),
+        short_edit_table=edit_table(res, "short", allc),
+        short_recall_k=per_k_table(res, "short", allc, "recall"),
+        short_fpr_k=per_k_table(res, "short", allc, "fpr"),
+        line_para_table=table(
+            ["config", "lines recall", "lines FPR", "paragraphs recall", "paragraphs FPR"],
+            line_para,
+        ),
+        target_fpr=pct(TARGET_FPR, 1),
+        operating_table=operating_table(res, allc),
+        twin_pairs=tw["pairs"],
+        twin_excluded=tw["excluded"],
+        twin_table=twin_table(res, allc),
+        jaccard_table=jaccard_table(res),
+        english_table=table(["config", "recall", "FPR"], english_rows),
+        sections="\n\n".join(sections),
+        recommendations="\n".join(recommendations(res, picks)),
+    )
+    return re.sub(r"\n{3,}", "\n\n", page)
 
 
 def print_summary(res: Results) -> None:

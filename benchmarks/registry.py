@@ -79,7 +79,11 @@ def show_ratio(ratio: float, unit: str = "x") -> str:
         return "n/a"
     if unit == "x":
         return f"{ratio:.2f}x"
-    return f"{ratio:.0%}" if unit == "%" else f"{ratio:.0f}{unit}"
+    if unit != "%":
+        return f"{ratio:.0f}{unit}"
+    if ratio == 0 or abs(ratio) >= 0.1:
+        return f"{ratio:.0%}"
+    return f"{100 * ratio:.2g}%"  # a small share, e.g. an FPR: two significant digits
 
 
 @dataclass(frozen=True)

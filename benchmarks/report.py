@@ -8,6 +8,7 @@ fill is an error, so a template and its code cannot drift apart silently.
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from string import Template
@@ -22,6 +23,23 @@ def fill(name: str, values: Mapping[str, object] | None = None, **more: object) 
     """The template ``templates/<name>`` with every ``$placeholder`` substituted."""
     text = Template((TEMPLATES / name).read_text(encoding="utf-8"))
     return text.substitute({**(values or {}), **more})
+
+
+_SNIPPET = re.compile(r"^<!-- (\w+) -->\n", re.MULTILINE)
+
+
+def snippet(name: str, key: str, values: Mapping[str, object] | None = None, **more: object) -> str:
+    """One block of the snippet file ``templates/<name>``, filled, on one line.
+
+    A snippet file holds the sentences whose choice depends on the numbers, each
+    block after a ``<!-- key -->`` line; its line breaks are for editing only.
+    """
+    parts = _SNIPPET.split((TEMPLATES / name).read_text(encoding="utf-8"))
+    blocks = dict(zip(parts[1::2], parts[2::2]))
+    if key not in blocks:
+        raise KeyError(f"no snippet {key!r} in templates/{name}")
+    text = Template(" ".join(blocks[key].split()))
+    return " ".join(text.substitute({**(values or {}), **more}).split())
 
 
 def table(header: Sequence[str], rows: Iterable[Sequence[object]]) -> str:

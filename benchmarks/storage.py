@@ -38,7 +38,7 @@ def _tables(prefixes: dict[str, str]) -> dict[str, str]:
 
 
 def _schema(table: str) -> dict[str, Any]:
-    from simhash_hbase import schema
+    from simhash_hbase.store import hbase_tables as schema
 
     return schema.load()["tables"][table]  # type: ignore[no-any-return]
 
@@ -70,6 +70,8 @@ def run_hbase(ctx: Context) -> dict[str, Any]:
     if not queried:
         raise Skipped("the query_hbase section did not run")
     hbase, docs = ctx.require_hbase(), ctx.plan.hbase_ns[-1]
+    if hbase.external:
+        raise Skipped("table files are read on the bench's own HBase only (not with --hbase)")
     tables = _tables(queried["prefixes"])
     log("hbase storage: flush ...")
     hbase.admin("flush", *tables.values())

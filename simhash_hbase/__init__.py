@@ -2,17 +2,28 @@
 
 from .errors import (
     EmptyDocument,
+    IndexNotFound,
     InvalidIndexUrl,
     InvalidInput,
     InvalidQuery,
+    InvalidSetting,
     ManifestMismatch,
     ShdbError,
     StoreError,
     StoreUnavailable,
 )
 from .fingerprint import Fingerprinter, FingerprintParams, hamming
-from .index import BadRecord, Duplicate, IngestSummary, Record, SimhashIndex
-from .records import Document, Match
+from .index import SimhashIndex
+from .records import (
+    BadRecord,
+    Document,
+    Duplicate,
+    IngestSummary,
+    Match,
+    OnError,
+    Problem,
+    Record,
+)
 from .scheme import SCHEMES, Scheme
 from .version import __version__
 
@@ -24,12 +35,16 @@ __all__ = [
     "EmptyDocument",
     "FingerprintParams",
     "Fingerprinter",
+    "IndexNotFound",
     "IngestSummary",
     "InvalidIndexUrl",
     "InvalidInput",
     "InvalidQuery",
+    "InvalidSetting",
     "ManifestMismatch",
     "Match",
+    "OnError",
+    "Problem",
     "Record",
     "Scheme",
     "ShdbError",

@@ -1,18 +1,24 @@
-"""`shdb`: a thin command line over the library. Parse, call one function, print.
+"""`shdb`: the command line over the library. Parse, call one function, print.
 
-Exit codes: 0 success (for `query`: matches found), 1 `query` found nothing or
-`remove` missed an id, 2 error (bad usage, bad input with --on-error fail, store
-down), 3 `ingest` finished but skipped records (listed in the summary).
+This module owns every flag name, every hint and every exit code; the library
+below it speaks neutrally and carries structured details in its exceptions.
+
+Exit codes: 0 success (for `query`: matches found), 1 `query` found nothing,
+`get`/`remove` missed an id, or `verify` found problems, 2 error (bad usage,
+bad input with --on-error fail, store down), 3 finished but skipped records
+(listed), 130 interrupted (Ctrl-C).
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
-from typing import Annotated, Any, TextIO
+from pathlib import Path
+from typing import IO, Annotated, Any, TextIO
 
 import typer
 from rich.console import Console
@@ -22,48 +28,169 @@ from rich.progress import (
     Progress,
     TextColumn,
     TimeElapsedColumn,
+    TimeRemainingColumn,
 )
 from typer.core import TyperGroup
 
-from . import codec, schema
+from . import codec
 from .dedup import clusters
-from .errors import ShdbError
-from .fingerprint import (
-    DEFAULT_NGRAM,
-    DEFAULT_TOP_N,
-    Fingerprinter,
-    FingerprintParams,
-    build_idf,
-    write_idf,
+from .errors import (
+    IndexNotFound,
+    InvalidInput,
+    InvalidQuery,
+    InvalidSetting,
+    ManifestMismatch,
+    RejectedRecord,
+    ShdbError,
+    StoreError,
+    StoreUnavailable,
 )
-from .index import DEFAULT_K, Duplicate, IngestSummary, Record, SimhashIndex
+from .fingerprint import Fingerprinter, FingerprintParams, build_idf, load_idf_file, write_idf
+from .index import DEFAULT_K, SimhashIndex
 from .ingest import (
-    DEFAULT_MAX_BYTES,
-    SourceOptions,
+    DEFAULT_BATCH_SIZE,
+    DEFAULT_FINGERPRINT_BATCH,
+    MAX_BATCH_SIZE,
+    IngestOptions,
     find_duplicates,
     ingest,
+)
+from .manifest import ENVIRONMENT
+from .records import (
+    BadRecord,
+    Document,
+    Duplicate,
+    IngestSummary,
+    Match,
+    OnError,
+    Problem,
+    Record,
+)
+from .scheme import DEFAULT_SCHEME, get_scheme
+from .sources import (
+    DEFAULT_MAX_BYTES,
+    MAX_MAX_BYTES,
+    STDIN,
+    SourceOptions,
+    check_paths,
     read_sources,
     read_text_file,
     total_bytes,
 )
-from .records import Match
-from .scheme import DEFAULT_SCHEME, get_scheme
+from .store.hbase_tables import shell_script
 from .verify import verify
+from .version import __version__
 
 EXIT_NO_MATCH = 1
 EXIT_SKIPPED = 3
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
 _SHOWN_SKIPS = 20
+
+#: Library setting names -> the flag that sets them.
+FLAGS = {
+    "scheme": "--scheme",
+    "top_n": "--top-n",
+    "idf": "--idf",
+    "features": "--features",
+    "ngram": "--ngram",
+    "seed": "--seed",
+    "format": "--format",
+    "max_bytes": "--max-bytes",
+    "batch_size": "--batch-size",
+    "workers": "--workers",
+}
+
+#: What to do about a skipped record, by kind.
+PROBLEM_HINTS = {
+    Problem.TOO_LARGE: "raise --max-bytes or split the document",
+    Problem.NOT_UTF8: "re-encode it as UTF-8 (from GBK: iconv -f GB18030 -t UTF-8)",
+    Problem.MISSING_FIELD: "set --id-field/--text-field",
+    Problem.WRONG_TYPE: "make it a JSON string",
+    Problem.MALFORMED: "fix or remove the record",
+    Problem.BAD_ID: "ids are 1 to 1024 bytes of UTF-8 (hash longer ones, e.g. URLs)",
+    Problem.UNREADABLE: "check its permissions",
+}
+
+
+def _hint(exc: ShdbError) -> str | None:
+    if isinstance(exc, IndexNotFound):
+        return f"create it with `shdb ingest --index {exc.url} PATH...`"
+    if isinstance(exc, StoreUnavailable):
+        return "is HBase running? (`scripts/hbase start`, see README); check the host and port"
+    if isinstance(exc, ManifestMismatch):
+        given = [FLAGS[n] for n, _, _ in exc.differences if n in FLAGS]
+        if given:
+            return (
+                f"leave out {', '.join(given)} to use the index's own settings, "
+                "or write to a new index"
+            )
+        if any(n in ENVIRONMENT for n, _, _ in exc.differences):
+            return "the index was built by another version of shdb or jieba; rebuild it"
+        return None
+    if isinstance(exc, RejectedRecord):
+        hint = PROBLEM_HINTS.get(Problem(exc.problem))
+        return f"{hint}; or --on-error skip to go on" if hint else "--on-error skip to go on"
+    if isinstance(exc, InvalidQuery) and exc.max_k is not None:
+        return f"give -k between 0 and {exc.max_k}"
+    if isinstance(exc, StoreError) and "corrupt" in str(exc):
+        return "`shdb verify --repair` may fix it"
+    return None
+
+
+def _message(exc: ShdbError) -> str:
+    if isinstance(exc, InvalidSetting) and exc.setting in FLAGS:
+        return f"{FLAGS[exc.setting]}: {exc}"
+    return str(exc)
+
+
+# click's exception classes, reached through typer's public ones (newer typer
+# vendors click, so `import click` would be another copy).
+_UsageError: type[Exception] = typer.BadParameter.__mro__[1]
+_ClickException: type[Exception] = typer.BadParameter.__mro__[2]
+
+
+def _error(message: str, hint: str | None = None) -> None:
+    typer.echo(f"shdb: error: {message}", err=True)
+    if hint:
+        typer.echo(f"hint: {hint}", err=True)
 
 
 class _Group(TyperGroup):
-    """The one place where library errors become a message and an exit code."""
+    """The one place where errors become a message, a hint and an exit code."""
 
     def invoke(self, ctx: Any) -> Any:  # click's Context (vendored by newer typer)
         try:
             return super().invoke(ctx)
         except ShdbError as exc:
-            typer.echo(f"shdb: error: {exc}", err=True)
+            _error(_message(exc), _hint(exc))
             raise typer.Exit(exc.exit_code) from None
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """Usage errors in the same voice as the rest: ``shdb: error: ...``."""
+        standalone = kwargs.pop("standalone_mode", True)
+        kwargs["standalone_mode"] = False
+        try:
+            code = super().main(*args, **kwargs)
+        except _ClickException as exc:
+            ctx = getattr(exc, "ctx", None)
+            if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+                typer.echo(ctx.get_help())
+                code = 0
+            else:
+                hint = f"see `{ctx.command_path} --help`" if ctx is not None else None
+                _error(exc.format_message(), hint if isinstance(exc, _UsageError) else None)  # type: ignore[attr-defined]
+                code = exc.exit_code  # type: ignore[attr-defined]
+        except typer.Abort:
+            _error("interrupted")
+            code = EXIT_INTERRUPTED
+        except BrokenPipeError:  # e.g. `shdb ... | head -1`: say so, where it can still be read
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the flush at exit must not fail
+            _error("the output was closed before shdb finished (broken pipe)")
+            code = EXIT_BROKEN_PIPE
+        if not standalone:
+            return code
+        sys.exit(code or 0)
 
 
 app = typer.Typer(
@@ -75,89 +202,214 @@ app = typer.Typer(
 )
 err = Console(stderr=True, soft_wrap=True)
 
+AS_BUILT = "Default: what the index was built with (a new index: {})."
 IndexOpt = Annotated[
     str | None,
     typer.Option(
         "--index",
         "-i",
-        help="Index URL: a directory (embedded) or hbase://HOST:PORT?prefix=NAME. "
+        metavar="URL",
+        help="Index: a folder (embedded; file://FOLDER too) or hbase://HOST:PORT?prefix=NAME. "
         "Default: $SHDB_INDEX, then ./shdb-index.",
         show_default=False,
     ),
 ]
-KOpt = Annotated[int, typer.Option("-k", help="Largest Hamming distance that counts as a match.")]
-JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of a table.")]
+KOpt = Annotated[
+    int, typer.Option("-k", metavar="K", help="Largest Hamming distance that counts as a match.")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", metavar="", help="Print JSON instead of a table.")]
+SchemeOpt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="5x10|4x4",
+        help="Index scheme. " + AS_BUILT.format(DEFAULT_SCHEME),
+        show_default=False,
+    ),
+]
 TopNOpt = Annotated[
-    int, typer.Option("--top-n", help="Terms per fingerprint (used when an index is created).")
+    int | None,
+    typer.Option("--top-n", metavar="N", help="Terms per fingerprint. " + AS_BUILT.format(16)),
 ]
 IdfOpt = Annotated[
     str | None,
-    typer.Option("--idf", help="IDF table ('term idf' lines) instead of jieba's bundled one."),
-]
-FeaturesOpt = Annotated[
-    str,
     typer.Option(
-        help="words: jieba TF-IDF terms (long texts); chars: character n-grams "
-        "(short texts). Used when an index is created."
+        "--idf",
+        metavar="FILE",
+        help="IDF table ('term idf' lines) instead of jieba's; kept inside the index. "
+        + AS_BUILT.format("jieba's"),
     ),
 ]
-NgramOpt = Annotated[int, typer.Option(help="n-gram length with --features chars.")]
-PathsArg = Annotated[list[str], typer.Argument(help="Files, folders, or - for stdin.")]
+FeaturesOpt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="words|chars",
+        help="words: jieba TF-IDF terms (long texts); chars: character n-grams "
+        "(short texts). " + AS_BUILT.format("words"),
+        show_default=False,
+    ),
+]
+NgramOpt = Annotated[
+    int | None,
+    typer.Option(metavar="N", help="n-gram length with --features chars. " + AS_BUILT.format(2)),
+]
+PathsArg = Annotated[
+    list[str], typer.Argument(metavar="PATH...", help="Files, folders, or - for stdin.")
+]
 FormatOpt = Annotated[
-    str, typer.Option("--format", help="auto|text|jsonl|csv (auto: by file suffix).")
+    str,
+    typer.Option("--format", metavar="FORMAT", help="auto|text|jsonl|csv (auto: by file suffix)."),
 ]
-IdFieldOpt = Annotated[str, typer.Option(help="JSONL/CSV field holding the id.")]
-TextFieldOpt = Annotated[str, typer.Option(help="JSONL/CSV field holding the text.")]
-WorkersOpt = Annotated[int, typer.Option(help="Fingerprinting processes.")]
+IdFieldOpt = Annotated[str, typer.Option(metavar="NAME", help="JSONL/CSV field holding the id.")]
+TextFieldOpt = Annotated[
+    str, typer.Option(metavar="NAME", help="JSONL/CSV field holding the text.")
+]
+MaxBytesOpt = Annotated[
+    int,
+    typer.Option(
+        metavar="BYTES",
+        help=f"Largest document (JSONL line, CSV record, file) accepted (at most {MAX_MAX_BYTES}).",
+    ),
+]
+WorkersOpt = Annotated[int, typer.Option(metavar="N", help="Fingerprinting processes.")]
 FingerprintsOpt = Annotated[
-    bool, typer.Option(help="Input lines are HEX or ID<TAB>HEX fingerprints, not documents.")
+    bool,
+    typer.Option(metavar="", help="Input lines are HEX or ID<TAB>HEX fingerprints, not documents."),
 ]
-TextArg = Annotated[str | None, typer.Argument(help="The text.")]
-FileOpt = Annotated[str | None, typer.Option("--file", "-f", help="Read the text from FILE.")]
+TextArg = Annotated[
+    str | None, typer.Argument(metavar="[TEXT]", help="The text.", show_default=False)
+]
+FileOpt = Annotated[
+    str | None,
+    typer.Option("--file", "-f", metavar="FILE", help="Read the text from FILE (- = stdin)."),
+]
 
 
-def _params(top_n: int, idf: str | None, features: str, ngram: int) -> FingerprintParams:
-    return FingerprintParams(top_n=top_n, idf_path=idf, features=features, ngram=ngram)
+def _wanted(
+    top_n: int | None, idf: str | None, features: str | None, ngram: int | None
+) -> dict[str, Any]:
+    """The fingerprint settings given on the command line, and only those."""
+    wanted: dict[str, Any] = {"top_n": top_n, "features": features, "ngram": ngram}
+    if idf is not None:
+        wanted["idf"] = load_idf_file(idf).digest
+    return {k: v for k, v in wanted.items() if v is not None}
+
+
+def _check_output(flag: str, path: str | None, inputs: Sequence[str] = ()) -> None:
+    """Before any work: an output is a file (or -) in an existing folder, never an input."""
+    if path is None or path == "-":
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise InvalidInput(f"{flag} {path}: is a folder; give a file name")
+    if not target.parent.is_dir():
+        raise InvalidInput(f"{flag} {path}: the folder {target.parent} does not exist")
+    if target.exists() and not target.is_file():
+        raise InvalidInput(f"{flag} {path}: is not a regular file")
+    for given in inputs:
+        if given != STDIN and target.exists() and os.path.samefile(given, target):
+            raise InvalidInput(f"{flag} {path}: is also an input")
 
 
 @contextmanager
-def _open_output(path: str | None) -> Iterator[TextIO | None]:
-    if path is None:
-        yield None
-    elif path == "-":
+def _open_output(path: str) -> Iterator[TextIO]:
+    if path == "-":
         yield sys.stdout
     else:
         with open(path, "w", encoding="utf-8") as f:
             yield f
 
 
+def _pair(doc_id: str, near_id: str, distance: int) -> str:
+    """One near-duplicate pair, as ingest --report and dedup print it."""
+    return json.dumps({"id": doc_id, "near_id": near_id, "distance": distance}, ensure_ascii=False)
+
+
+class _JsonlReport:
+    """``ingest --report``: JSON lines, flushed and synced at each checkpoint."""
+
+    def __init__(self, path: str) -> None:
+        self._stdout = path == "-"
+        self._file: IO[bytes] = sys.stdout.buffer if self._stdout else open(path, "ab")  # noqa: SIM115
+
+    def write(self, dup: Duplicate) -> None:
+        self._file.write((_pair(*dup) + "\n").encode("utf-8"))
+
+    def tell(self) -> int:
+        self._file.flush()
+        if self._stdout:
+            return 0
+        os.fsync(self._file.fileno())
+        return self._file.tell()
+
+    def truncate(self, size: int) -> None:
+        if not self._stdout and size <= self._file.seek(0, os.SEEK_END):
+            self._file.truncate(size)
+
+    def close(self) -> None:
+        if self._stdout:
+            self._file.flush()
+        else:
+            self._file.close()
+
+
 def _progress(total: int | None) -> Progress:
-    columns = [TextColumn("[bold]ingest"), BarColumn(), DownloadColumn()] if total else []
-    columns += [
-        TextColumn("{task.fields[docs]} docs, {task.fields[rate]:.0f} docs/s"),
-        TimeElapsedColumn(),
-    ]
-    return Progress(*columns, console=err, transient=True, disable=not err.is_terminal)
+    columns: list[Any] = [TextColumn("[bold]ingest")]
+    if total:
+        columns += [BarColumn(), DownloadColumn(), TextColumn("ETA"), TimeRemainingColumn()]
+    columns += [TextColumn("{task.fields[docs]} records read"), TimeElapsedColumn()]
+    return Progress(
+        *columns, console=err, transient=True, disable=not err.is_terminal, refresh_per_second=4
+    )
+
+
+def _summary_json(summary: IngestSummary) -> dict[str, Any]:
+    return {
+        "added": summary.added,
+        "duplicates": summary.duplicates,
+        "records": summary.records,
+        "resumed_after": summary.resumed_after,
+        "bytes_read": summary.bytes_read,
+        "seconds": round(summary.seconds, 3),
+        "skipped": [_skip_json(b) for b in summary.skipped],
+        "skipped_not_listed": summary.skipped_before,
+    }
+
+
+def _skip_json(bad: BadRecord) -> dict[str, Any]:
+    return {"where": bad.where, "reason": bad.reason, "problem": bad.problem.value}
 
 
 def _print_summary(summary: IngestSummary, k: int | None) -> None:
     if summary.resumed_after:
-        err.print(f"resumed: {summary.resumed_after} records were done by an earlier run")
+        err.print(
+            f"resumed: {summary.resumed_after} records were done by an earlier run", highlight=False
+        )
     found = f", {summary.duplicates} near-duplicates (k<={k})" if k is not None else ""
+    skipped = len(summary.skipped) + summary.skipped_before
     err.print(
-        f"added {summary.added} documents{found}, skipped {len(summary.skipped)}, "
+        f"added {summary.added} documents{found}, skipped {skipped}, "
         f"{summary.bytes_read / 1e6:.1f} MB in {summary.seconds:.1f} s "
         f"({summary.docs_per_second:.0f} docs/s)",
         highlight=False,
     )
-    _print_skips(summary.skipped)
+    _print_skips(summary.skipped, summary.skipped_before)
 
 
-def _print_skips(skipped: list[tuple[str, str]]) -> None:
-    for where, reason in skipped[:_SHOWN_SKIPS]:
-        err.print(f"  skipped {where}: {reason}", highlight=False, markup=False)
-    if len(skipped) > _SHOWN_SKIPS:
-        err.print(f"  ... and {len(skipped) - _SHOWN_SKIPS} more skipped records")
+def _print_skips(skipped: list[BadRecord], unlisted: int = 0) -> None:
+    for bad in skipped[:_SHOWN_SKIPS]:
+        hint = PROBLEM_HINTS.get(bad.problem)
+        line = f"  skipped {bad.where}: {bad.reason}" + (f"; {hint}" if hint else "")
+        err.print(line, highlight=False, markup=False)
+    more = len(skipped) - _SHOWN_SKIPS + unlisted
+    if more > 0:
+        err.print(f"  ... and {more} more skipped records (--json lists them)", highlight=False)
+
+
+def _table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """Human output: tab-separated columns under a header line."""
+    typer.echo("\t".join(header))
+    for row in rows:
+        typer.echo("\t".join(str(cell) for cell in row))
 
 
 @app.command("ingest")
@@ -167,98 +419,139 @@ def ingest_cmd(
     fmt: FormatOpt = "auto",
     id_field: IdFieldOpt = "id",
     text_field: TextFieldOpt = "text",
+    doc_id: Annotated[
+        str | None,
+        typer.Option(
+            "--id", metavar="ID", help="The id of a plain text read from stdin (- with text)."
+        ),
+    ] = None,
     workers: WorkersOpt = 1,
-    store_text: Annotated[bool, typer.Option(help="Keep the text in the docs table.")] = False,
+    store_text: Annotated[
+        bool, typer.Option(metavar="", help="Keep the text in the docs table.")
+    ] = False,
     report: Annotated[
         str | None,
-        typer.Option(help="Write one JSON line per near-duplicate found to FILE (- = stdout)."),
+        typer.Option(
+            metavar="FILE",
+            help="Write one JSON line per near-duplicate found to FILE (- = stdout); "
+            "a resumed run continues it.",
+        ),
     ] = None,
     k: KOpt = DEFAULT_K,
     on_error: Annotated[
-        str, typer.Option(help="skip: log bad records and go on; fail: stop at the first.")
-    ] = "skip",
-    max_bytes: Annotated[
-        int, typer.Option(help="Largest document (or JSONL line) accepted, in bytes.")
-    ] = DEFAULT_MAX_BYTES,
-    scheme: Annotated[
-        str | None, typer.Option(help=f"5x10 or 4x4, for a new index (default {DEFAULT_SCHEME}).")
-    ] = None,
-    top_n: TopNOpt = DEFAULT_TOP_N,
+        OnError,
+        typer.Option(
+            metavar="skip|fail", help="skip: list bad records and go on; fail: stop at the first."
+        ),
+    ] = OnError.SKIP,
+    max_bytes: MaxBytesOpt = DEFAULT_MAX_BYTES,
+    scheme: SchemeOpt = None,
+    top_n: TopNOpt = None,
     idf: IdfOpt = None,
-    features: FeaturesOpt = "words",
-    ngram: NgramOpt = DEFAULT_NGRAM,
-    batch_size: Annotated[int, typer.Option(help="Documents per write batch.")] = 1000,
+    features: FeaturesOpt = None,
+    ngram: NgramOpt = None,
+    batch_size: Annotated[
+        int | None,
+        typer.Option(
+            metavar="N",
+            help=f"Records per write batch (1..{MAX_BATCH_SIZE}; default {DEFAULT_BATCH_SIZE} "
+            f"documents, {DEFAULT_FINGERPRINT_BATCH} with --fingerprints).",
+        ),
+    ] = None,
     resume: Annotated[
-        bool, typer.Option(help="Skip the records an interrupted run of this input finished.")
+        bool,
+        typer.Option(
+            metavar="", help="Continue where an interrupted run of this input and options stopped."
+        ),
     ] = True,
     fingerprints: FingerprintsOpt = False,
     dedup: Annotated[
         bool,
         typer.Option(
+            metavar="",
             help="Look up every new document before adding it (10 scans each); "
-            "--no-dedup for a faster bulk load."
+            "--no-dedup for a faster bulk load.",
         ),
     ] = True,
+    as_json: JsonOpt = False,
 ) -> None:
-    """Index documents, reporting near-copies of documents already held."""
-    opts = SourceOptions(fmt, id_field, text_field, max_bytes)
-    total = None if fingerprints else total_bytes(paths)
-    with (
-        SimhashIndex.open(
-            index, scheme=scheme, params=_params(top_n, idf, features, ngram), batch_size=batch_size
-        ) as ix,
-        _open_output(report) as out,
-        _progress(total) as bar,
-    ):
-        task = bar.add_task("ingest", total=total, docs=0, rate=0.0)
+    """Index documents, reporting near-copies of documents already held.
 
-        def on_duplicate(dup: Duplicate) -> None:
-            if out is not None:
-                out.write(json.dumps(dup._asdict(), ensure_ascii=False) + "\n")
+    Exit 0, or 3 when records were skipped (each listed with file:line and why).
+    """
+    if doc_id is not None and (paths != [STDIN] or fmt not in ("auto", "text")):
+        raise InvalidInput("--id names a plain text read from stdin: give `-` and no other format")
+    if doc_id is None and STDIN in paths and fmt == "text" and not fingerprints:
+        raise InvalidInput("a plain text from stdin needs an id: give --id ID")
+    opts = SourceOptions("text" if doc_id else fmt, id_field, text_field, max_bytes, doc_id)
+    options = IngestOptions(workers, store_text, k if dedup else None, on_error, batch_size)
+    wanted = _wanted(top_n, idf, features, ngram)
+    check_paths(paths)
+    _check_output("--report", report, paths)
+    exclude = [Path(report)] if report not in (None, "-") else []
+    total = None if fingerprints else total_bytes(paths, exclude)
+    sink = _JsonlReport(report) if report is not None else None
+    seen = IngestSummary()
+    try:
+        with SimhashIndex.open(index, scheme=scheme, params=wanted) as ix, _progress(total) as bar:
+            task = bar.add_task("ingest", total=total, docs=0)
+            read = [0, 0]
 
-        def on_progress(s: IngestSummary) -> None:
-            bar.update(task, completed=s.bytes_read, docs=s.added, rate=s.docs_per_second)
+            def on_record(record: Record | BadRecord) -> None:
+                read[0] += record.size
+                read[1] += 1
+                bar.update(task, completed=read[0], docs=read[1])
 
-        summary = ingest(
-            ix,
-            paths,
-            opts,
-            workers=workers,
-            store_text=store_text,
-            find_k=k if dedup else None,
-            on_error=on_error,
-            resume=resume,
-            fingerprints=fingerprints,
-            on_duplicate=on_duplicate,
-            on_progress=on_progress,
+            def on_progress(s: IngestSummary) -> None:
+                seen.added, seen.records = s.added, s.records
+
+            summary = ingest(
+                ix,
+                paths,
+                opts,
+                options,
+                resume=resume,
+                fingerprints=fingerprints,
+                report=sink,
+                exclude=exclude,
+                on_record=on_record,
+                on_progress=on_progress,
+            )
+    except KeyboardInterrupt:
+        again = (
+            "run the same command again to resume"
+            if resume and STDIN not in paths
+            else ("a re-run starts over (re-adding a document is harmless)")
         )
-    _print_summary(summary, k if dedup else None)
-    if summary.skipped:
+        _error(
+            f"interrupted: the {seen.added} documents added in the batches finished before it "
+            f"are saved; {again}"
+        )
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+    finally:
+        if sink is not None:
+            sink.close()
+    if as_json:
+        typer.echo(json.dumps(_summary_json(summary), ensure_ascii=False))
+    _print_summary(summary, options.find_k)
+    if summary.skipped or summary.skipped_before:
         raise typer.Exit(EXIT_SKIPPED)
 
 
-def _text_from(text: str | None, file: str | None) -> str:
+def _text_from(text: str | None, file: str | None, max_bytes: int) -> str:
     if file is not None and text is None:
-        return read_text_file(file)
+        return read_text_file(file, max_bytes)
     if text is not None and file is None:
         return text
-    raise typer.BadParameter("give exactly one of TEXT or --file (- reads stdin)")
+    raise InvalidInput("give exactly one of TEXT or --file (- reads stdin)")
 
 
-def _print_matches(matches: list[Match], as_json: bool) -> None:
-    if as_json:
-        rows = [
-            {
-                "id": m.doc_id,
-                "fingerprint": codec.fingerprint_to_hex(m.fingerprint),
-                "distance": m.distance,
-            }
-            for m in matches
-        ]
-        typer.echo(json.dumps(rows, ensure_ascii=False))
-        return
-    for m in matches:
-        typer.echo(f"{m.distance}\t{codec.fingerprint_to_hex(m.fingerprint)}\t{m.doc_id}")
+def _match_json(m: Match) -> dict[str, Any]:
+    return {
+        "id": m.doc_id,
+        "fingerprint": codec.fingerprint_to_hex(m.fingerprint),
+        "distance": m.distance,
+    }
 
 
 @app.command("query")
@@ -266,22 +559,34 @@ def query_cmd(
     text: TextArg = None,
     file: FileOpt = None,
     fingerprint: Annotated[
-        str | None, typer.Option(help="Look up a 64-bit hex fingerprint instead of text.")
+        str | None,
+        typer.Option(metavar="HEX", help="Look up a 64-bit hex fingerprint instead of text."),
     ] = None,
     k: KOpt = DEFAULT_K,
     index: IndexOpt = None,
     as_json: JsonOpt = False,
+    max_bytes: MaxBytesOpt = DEFAULT_MAX_BYTES,
+    top_n: TopNOpt = None,
     idf: IdfOpt = None,
+    features: FeaturesOpt = None,
+    ngram: NgramOpt = None,
 ) -> None:
-    """Print near-copies held in the index: distance, fingerprint, id. Exit 1 if none."""
+    """Near-copies held in the index, nearest first: a table of distance,
+    fingerprint and id (--json: a list of objects). Exit 1 if none."""
     if fingerprint is not None and (text, file) != (None, None):
-        raise typer.BadParameter("give exactly one of TEXT, --file or --fingerprint")
-    with SimhashIndex.open(index, readonly=True, idf_path=idf) as ix:
-        if fingerprint is not None:
-            matches = ix.query_fingerprint(codec.parse_fingerprint_hex(fingerprint), k)
-        else:
-            matches = ix.query(_text_from(text, file), k)
-    _print_matches(matches, as_json)
+        raise InvalidInput("give exactly one of TEXT, --file or --fingerprint")
+    wanted = _wanted(top_n, idf, features, ngram)
+    query_fp = codec.parse_fingerprint_hex(fingerprint) if fingerprint is not None else None
+    body = _text_from(text, file, max_bytes) if query_fp is None else ""
+    with SimhashIndex.open(index, readonly=True, params=wanted) as ix:
+        matches = ix.query_fingerprint(query_fp, k) if query_fp is not None else ix.query(body, k)
+    if as_json:
+        typer.echo(json.dumps([_match_json(m) for m in matches], ensure_ascii=False))
+    elif matches:
+        _table(
+            ("distance", "fingerprint", "id"),
+            ((m.distance, codec.fingerprint_to_hex(m.fingerprint), m.doc_id) for m in matches),
+        )
     if not matches:
         raise typer.Exit(EXIT_NO_MATCH)
 
@@ -290,60 +595,107 @@ def query_cmd(
 def fingerprint_cmd(
     text: TextArg = None,
     file: FileOpt = None,
-    terms: Annotated[bool, typer.Option(help="Also print the weighted terms used.")] = False,
-    top_n: TopNOpt = DEFAULT_TOP_N,
+    terms: Annotated[
+        bool, typer.Option(metavar="", help="Also print the weighted terms used.")
+    ] = False,
+    index: IndexOpt = None,
+    as_json: JsonOpt = False,
+    max_bytes: MaxBytesOpt = DEFAULT_MAX_BYTES,
+    top_n: TopNOpt = None,
     idf: IdfOpt = None,
-    features: FeaturesOpt = "words",
-    ngram: NgramOpt = DEFAULT_NGRAM,
+    features: FeaturesOpt = None,
+    ngram: NgramOpt = None,
 ) -> None:
-    """Print the 64-bit SimHash of a text, as 16 hex digits."""
-    body = _text_from(text, file)
-    fp = Fingerprinter(_params(top_n, idf, features, ngram))
-    typer.echo(codec.fingerprint_to_hex(fp.fingerprint(body)))
+    """The 64-bit SimHash of a text as 16 hex digits, made as the index (-i) or the
+    options say (default: a new index's settings)."""
+    wanted = _wanted(top_n, idf, features, ngram)
+    body = _text_from(text, file, max_bytes)
+    if index is not None:
+        with SimhashIndex.open(index, readonly=True, params=wanted) as ix:
+            fp = ix.fingerprinter
+    else:
+        fp = Fingerprinter(FingerprintParams(**wanted))
+    value = codec.fingerprint_to_hex(fp.fingerprint(body))
+    weighted = fp.weighted_terms(body) if terms else []
+    if as_json:
+        row: dict[str, Any] = {"fingerprint": value}
+        if terms:
+            row["terms"] = [{"term": t, "weight": round(w, 6)} for t, w in weighted]
+        typer.echo(json.dumps(row, ensure_ascii=False))
+        return
+    typer.echo(value)
     if terms:
-        for term, weight in fp.weighted_terms(body):
-            typer.echo(f"{weight:10.3f}  {term}")
+        _table(("weight", "term"), ((f"{w:.3f}", t) for t, w in weighted))
 
 
 @app.command("stats")
 def stats_cmd(index: IndexOpt = None, as_json: JsonOpt = False) -> None:
-    """Documents, index cells, disk use and the manifest of an index."""
+    """Documents, index cells, disk use and the settings of an index."""
     with SimhashIndex.open(index, readonly=True) as ix:
         stats = ix.stats()
     if as_json:
         typer.echo(json.dumps(stats, ensure_ascii=False, indent=2))
         return
-    for key, value in stats.items():
-        typer.echo(f"{key}: {json.dumps(value, ensure_ascii=False)}")
+    flat = {k: v for k, v in stats.items() if not isinstance(v, dict)}
+    flat.update({f"fingerprint.{k}": v for k, v in stats.get("fingerprint", {}).items()})
+    _table(("stat", "value"), flat.items())
+
+
+def _doc_json(doc: Document) -> dict[str, Any]:
+    return {
+        "id": doc.doc_id,
+        "fingerprint": codec.fingerprint_to_hex(doc.fingerprint),
+        "text": doc.text,
+        "meta": doc.meta,
+    }
 
 
 @app.command("get")
-def get_cmd(doc_ids: list[str], index: IndexOpt = None) -> None:
-    """Print stored documents as JSON lines. Exit 1 if an id is missing."""
-    missing = 0
+def get_cmd(
+    doc_ids: Annotated[list[str], typer.Argument(metavar="ID...")],
+    index: IndexOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Stored documents: a table of id, fingerprint, text and meta (--json: one
+    JSON object per line). Exit 1 if an id is not held."""
     with SimhashIndex.open(index, readonly=True) as ix:
-        for doc_id in doc_ids:
-            doc = ix.get(doc_id)
-            if doc is None:
-                err.print(f"not found: {doc_id}", markup=False, highlight=False)
-                missing += 1
-                continue
-            row = {
-                "id": doc.doc_id,
-                "fingerprint": codec.fingerprint_to_hex(doc.fingerprint),
-                "text": doc.text,
-                "meta": doc.meta,
-            }
-            typer.echo(json.dumps(row, ensure_ascii=False))
+        found = ix.get_many(doc_ids)
+    docs = [found[d] for d in doc_ids if d in found]
+    if as_json:
+        for doc in docs:
+            typer.echo(json.dumps(_doc_json(doc), ensure_ascii=False))
+    elif docs:
+        _table(
+            ("id", "fingerprint", "text", "meta"),
+            (
+                (
+                    d.doc_id,
+                    codec.fingerprint_to_hex(d.fingerprint),
+                    json.dumps(d.text, ensure_ascii=False),
+                    json.dumps(d.meta, ensure_ascii=False),
+                )
+                for d in docs
+            ),
+        )
+    missing = [d for d in doc_ids if d not in found]
+    for doc_id in missing:
+        err.print(f"not found: {doc_id}", markup=False, highlight=False)
     if missing:
         raise typer.Exit(EXIT_NO_MATCH)
 
 
 @app.command("remove")
-def remove_cmd(doc_ids: list[str], index: IndexOpt = None) -> None:
+def remove_cmd(
+    doc_ids: Annotated[list[str], typer.Argument(metavar="ID...")],
+    index: IndexOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
     """Delete documents and all their index rows. Exit 1 if an id was not there."""
     with SimhashIndex.open(index, create=False) as ix:
         missing = [doc_id for doc_id in doc_ids if not ix.remove(doc_id)]
+    if as_json:
+        removed = [d for d in doc_ids if d not in missing]
+        typer.echo(json.dumps({"removed": removed, "missing": missing}, ensure_ascii=False))
     for doc_id in missing:
         err.print(f"not found: {doc_id}", markup=False, highlight=False)
     err.print(f"removed {len(doc_ids) - len(missing)} of {len(doc_ids)}", highlight=False)
@@ -354,7 +706,9 @@ def remove_cmd(doc_ids: list[str], index: IndexOpt = None) -> None:
 @app.command("verify")
 def verify_cmd(
     index: IndexOpt = None,
-    repair: Annotated[bool, typer.Option(help="Fix what is found and report counts.")] = False,
+    repair: Annotated[
+        bool, typer.Option(metavar="", help="Fix what is found and report counts.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Check that every document has all its index rows and no row is stale.
@@ -364,12 +718,13 @@ def verify_cmd(
     with SimhashIndex.open(index, readonly=not repair) as ix:
         report = verify(ix, repair=repair)
     fields = {k: v for k, v in dataclasses.asdict(report).items() if k != "examples"}
+    fields["clean"] = report.clean
     if as_json:
-        typer.echo(json.dumps({**fields, "clean": report.clean, "examples": report.examples}))
+        typer.echo(json.dumps({**fields, "examples": report.examples}, ensure_ascii=False))
     else:
-        typer.echo(" ".join(f"{k}={v}" for k, v in fields.items()))
+        _table(("check", "value"), fields.items())
         for example in report.examples:
-            typer.echo(f"  {example}")
+            err.print(f"  {example}", markup=False, highlight=False)
     if not report.clean and not report.repaired:
         raise typer.Exit(EXIT_NO_MATCH)
 
@@ -380,45 +735,65 @@ def dedup_cmd(
     fingerprints: FingerprintsOpt = False,
     k: KOpt = DEFAULT_K,
     as_clusters: Annotated[
-        bool, typer.Option("--clusters", help="Print groups of near-copies, not pairs.")
+        bool,
+        typer.Option("--clusters", metavar="", help="Print groups of near-copies, not pairs."),
     ] = False,
-    output: Annotated[str, typer.Option("--output", "-o", help="FILE, or - for stdout.")] = "-",
+    output: Annotated[
+        str, typer.Option("--output", "-o", metavar="FILE", help="FILE, or - for stdout.")
+    ] = "-",
     fmt: FormatOpt = "auto",
     id_field: IdFieldOpt = "id",
     text_field: TextFieldOpt = "text",
+    max_bytes: MaxBytesOpt = DEFAULT_MAX_BYTES,
     workers: WorkersOpt = 1,
-    scheme: Annotated[str, typer.Option(help="5x10 or 4x4.")] = DEFAULT_SCHEME,
-    top_n: TopNOpt = DEFAULT_TOP_N,
+    scheme: Annotated[str, typer.Option(metavar="5x10|4x4", help="Pigeonhole scheme.")] = (
+        DEFAULT_SCHEME
+    ),
+    top_n: TopNOpt = None,
     idf: IdfOpt = None,
-    features: FeaturesOpt = "words",
-    ngram: NgramOpt = DEFAULT_NGRAM,
+    features: FeaturesOpt = None,
+    ngram: NgramOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
-    """All near-duplicate pairs (or clusters) within the input, in memory, no index."""
+    """All near-duplicate pairs within the input, in memory, no index: JSON lines
+    {"id", "near_id", "distance"} (--clusters: one JSON list of ids per group)."""
+    opts = SourceOptions(fmt, id_field, text_field, max_bytes)
+    params = FingerprintParams(**_wanted(top_n, idf, features, ngram))
+    check_paths(paths)
+    _check_output("--output", output, paths)
+    exclude = [Path(output)] if output != "-" else []
     result = find_duplicates(
         paths,
-        SourceOptions(fmt, id_field, text_field),
+        opts,
         k=k,
         scheme=get_scheme(scheme),
-        params=_params(top_n, idf, features, ngram),
+        params=params,
         workers=workers,
         fingerprints=fingerprints,
+        exclude=exclude,
     )
     ids = result.ids
     with _open_output(output) as out:
-        assert out is not None
         if as_clusters:
             for group in clusters(result.pairs, len(ids)):
                 out.write(json.dumps([ids[i] for i in group], ensure_ascii=False) + "\n")
         else:
             for i, j, dist in result.pairs:
-                row = {"a": ids[i], "b": ids[j], "distance": dist}
-                out.write(json.dumps(row, ensure_ascii=False) + "\n")
-    err.print(
-        f"{len(ids)} inputs, {len(result.pairs)} near-duplicate pairs (k<={k}), "
-        f"skipped {len(result.skipped)}",
-        highlight=False,
-    )
-    _print_skips(result.skipped)
+                out.write(_pair(ids[j], ids[i], dist) + "\n")
+    if as_json:
+        summary = {
+            "inputs": len(ids),
+            "pairs": len(result.pairs),
+            "skipped": [_skip_json(b) for b in result.skipped],
+        }
+        err.print(json.dumps(summary, ensure_ascii=False), markup=False, highlight=False)
+    else:
+        err.print(
+            f"{len(ids)} inputs, {len(result.pairs)} near-duplicate pairs (k<={k}), "
+            f"skipped {len(result.skipped)}",
+            highlight=False,
+        )
+        _print_skips(result.skipped)
     if result.skipped:
         raise typer.Exit(EXIT_SKIPPED)
 
@@ -429,33 +804,65 @@ app.add_typer(idf_app, name="idf")
 
 @idf_app.command("build")
 def idf_build_cmd(
-    paths: Annotated[list[str], typer.Argument(help="Corpus: files, folders, or - for stdin.")],
-    output: Annotated[str, typer.Option("--output", "-o", help="Where to write the table.")],
+    paths: Annotated[
+        list[str],
+        typer.Argument(metavar="PATH...", help="Corpus: files, folders, or - for stdin."),
+    ],
+    output: Annotated[
+        str, typer.Option("--output", "-o", metavar="FILE", help="Where to write the table.")
+    ],
     fmt: FormatOpt = "auto",
     text_field: TextFieldOpt = "text",
     id_field: IdFieldOpt = "id",
+    max_bytes: MaxBytesOpt = DEFAULT_MAX_BYTES,
 ) -> None:
-    """Build an IDF table (ln N/df over jieba terms); use it with `ingest --idf`."""
-    docs = (
-        r.text
-        for r in read_sources(paths, SourceOptions(fmt, id_field, text_field))
-        if isinstance(r, Record)
-    )
-    table = build_idf(docs, Fingerprinter())
+    """Build an IDF table (ln N/df over jieba terms); use it with `ingest --idf`.
+    Exit 3 when records were skipped (listed)."""
+    opts = SourceOptions(fmt, id_field, text_field, max_bytes)
+    check_paths(paths)
+    _check_output("--output", output, paths)
+    if output == "-":
+        raise InvalidInput("--output -: the table goes to a file")
+    skipped: list[BadRecord] = []
+
+    def texts() -> Iterator[str]:
+        for r in read_sources(paths, opts, exclude=[Path(output)]):
+            if isinstance(r, Record):
+                yield r.text
+            else:
+                skipped.append(r)
+
+    table = build_idf(texts(), Fingerprinter())
     write_idf(table, output)
-    err.print(f"wrote {len(table)} terms to {output}", highlight=False)
+    err.print(f"wrote {len(table)} terms to {output}, skipped {len(skipped)}", highlight=False)
+    _print_skips(skipped)
+    if skipped:
+        raise typer.Exit(EXIT_SKIPPED)
 
 
 @app.command("schema")
 def schema_cmd(
-    prefix: Annotated[str, typer.Option(help="Table name prefix.")] = "shdb",
+    prefix: Annotated[str, typer.Option(metavar="NAME", help="Table name prefix.")] = "shdb",
 ) -> None:
     """Print the hbase shell script that creates the tables exactly as schema/ defines."""
-    typer.echo(schema.shell_script(prefix), nl=False)
+    typer.echo(shell_script(prefix), nl=False)
+
+
+def _version(value: bool) -> None:
+    if value:
+        typer.echo(f"shdb (simhash-hbase) {__version__}")
+        raise typer.Exit()
 
 
 @app.callback()
-def _root() -> None:
+def _root(
+    version: Annotated[
+        bool,
+        typer.Option(
+            "--version", metavar="", callback=_version, is_eager=True, help="Print the version."
+        ),
+    ] = False,
+) -> None:
     """Near-duplicate text index (see `shdb COMMAND --help`)."""
 
 

@@ -1,4 +1,4 @@
-"""Every byte encoding of the project, fixed-width and big-endian (SPEC.md).
+"""Every byte encoding of the project, fixed-width and big-endian (docs/SPEC.md).
 
 Keeping them in one module means the on-disk contract is readable in one place
 and tested in one place.
@@ -6,9 +6,11 @@ and tested in one place.
 
 from __future__ import annotations
 
+import base64
 import hashlib
 import json
 import struct
+import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -21,6 +23,7 @@ FINGERPRINT_BYTES = 8
 ROWKEY_BYTES = 13
 PREFIX_BYTES = 5
 MAX_DOC_ID_BYTES = 1024
+BLOB_PART_BYTES = 4 << 20  # base64 characters per meta record
 
 _PREFIX = struct.Struct(">IB")
 _ROWKEY = struct.Struct(">IBQ")
@@ -68,6 +71,11 @@ def decode_rowkey(key: bytes) -> tuple[int, int, int]:
         raise StoreError(f"an index row key has {len(key)} bytes, expected 13")
     field, flag, fp = _ROWKEY.unpack(key)
     return field, flag, fp
+
+
+def rowkey_fingerprint(key: bytes) -> int:
+    """The fingerprint in an index row key (bytes 5..12); hot on every query."""
+    return int.from_bytes(key[PREFIX_BYTES:ROWKEY_BYTES], "big")
 
 
 def encode_prefix(field: int, flag: int) -> bytes:
@@ -151,10 +159,10 @@ def encode_prefixes_many(fields: np.ndarray) -> list[list[bytes]]:
 
 
 def encode_doc_id(doc_id: str) -> bytes:
-    """UTF-8 id, checked against SPEC.md: non-empty, at most 1024 bytes."""
+    """UTF-8 id, checked against docs/SPEC.md: non-empty, at most 1024 bytes."""
     if not isinstance(doc_id, str):
         raise InvalidInput(f"document id {doc_id!r} is a {type(doc_id).__name__}, not a string")
-    raw = doc_id.encode("utf-8", "strict")
+    raw = _utf8(doc_id, "document id")
     if not raw:
         raise InvalidInput("document id is empty; give every document a non-empty id")
     if len(raw) > MAX_DOC_ID_BYTES:
@@ -165,12 +173,51 @@ def encode_doc_id(doc_id: str) -> bytes:
     return raw
 
 
+def check_document(doc: Document) -> None:
+    """:class:`InvalidInput` unless ``doc`` can be stored as docs/SPEC.md says:
+    a valid id, a 64-bit fingerprint, text that is a string of encodable
+    characters, meta a JSON object."""
+    encode_doc_id(doc.doc_id)
+    fp = doc.fingerprint
+    if isinstance(fp, bool) or not isinstance(fp, int) or not 0 <= fp < 1 << 64:
+        raise InvalidInput(
+            f"fingerprint {fp!r} of {doc.doc_id!r} is not an unsigned 64-bit integer"
+        )
+    if doc.text is not None:
+        if not isinstance(doc.text, str):
+            raise InvalidInput(f"the text of {doc.doc_id!r} is a {type(doc.text).__name__}")
+        _utf8(doc.text, f"the text of {doc.doc_id!r}")
+    if doc.meta is not None:
+        encode_meta(doc.meta, doc.doc_id)
+
+
+def _utf8(text: str, what: str) -> bytes:
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise InvalidInput(
+            f"{what} has a character that is not valid Unicode text at {exc.start} "
+            f"({text[exc.start]!r})"
+        ) from None
+
+
+def encode_meta(meta: Any, doc_id: str) -> bytes:
+    """Meta as stored: a JSON object, keys sorted, UTF-8."""
+    if not isinstance(meta, dict):
+        raise InvalidInput(f"the meta of {doc_id!r} is a {type(meta).__name__}, not an object")
+    try:
+        raw = json.dumps(meta, ensure_ascii=False, sort_keys=True, allow_nan=False)
+    except (TypeError, ValueError, RecursionError) as exc:
+        raise InvalidInput(f"the meta of {doc_id!r} cannot be stored as JSON: {exc}") from None
+    return _utf8(raw, f"the meta of {doc_id!r}")
+
+
 def doc_to_columns(doc: Document) -> dict[bytes, bytes]:
     cols = {COL_FINGERPRINT: fingerprint_to_bytes(doc.fingerprint)}
     if doc.text is not None:
-        cols[COL_TEXT] = doc.text.encode("utf-8")
+        cols[COL_TEXT] = _utf8(doc.text, f"the text of {doc.doc_id!r}")
     if doc.meta is not None:
-        cols[COL_META] = json.dumps(doc.meta, ensure_ascii=False, sort_keys=True).encode()
+        cols[COL_META] = encode_meta(doc.meta, doc.doc_id)
     return cols
 
 
@@ -192,6 +239,23 @@ def doc_from_columns(doc_id: str, cols: Mapping[bytes, bytes]) -> Document:
     raise StoreCorrupt(f"the docs row {doc_id!r} is damaged ({reason})")
 
 
+def encode_blob_parts(raw: bytes, part_bytes: int = BLOB_PART_BYTES) -> list[dict[str, Any]]:
+    """A blob (e.g. an IDF table) as meta records: zlib, base64, cut in parts so
+    that no HBase cell exceeds its size limit."""
+    packed = base64.b64encode(zlib.compress(raw, 6)).decode("ascii")
+    return [
+        {"zlib_base64": packed[i : i + part_bytes]}
+        for i in range(0, max(len(packed), 1), part_bytes)
+    ]
+
+
+def decode_blob_parts(parts: list[dict[str, Any]]) -> bytes:
+    try:
+        return zlib.decompress(base64.b64decode("".join(p["zlib_base64"] for p in parts)))
+    except (KeyError, TypeError, ValueError, zlib.error) as exc:
+        raise StoreError(f"a stored blob is corrupt: {exc}") from exc
+
+
 def encode_json(value: Mapping[str, Any]) -> bytes:
     return json.dumps(value, sort_keys=True, ensure_ascii=False).encode("utf-8")
 
@@ -207,7 +271,7 @@ def decode_json(raw: bytes) -> dict[str, Any]:
 
 
 # -- embedded store file format -------------------------------------------------
-# LMDB caps keys at 511 bytes, below SPEC.md's 1024-byte ids. Longer keys are
+# LMDB caps keys at 511 bytes, below docs/SPEC.md's 1024-byte ids. Longer keys are
 # folded to a fixed-length head + digest; the full key is then kept in the value.
 
 _CELL_HEAD = struct.Struct(">BI")
@@ -242,7 +306,7 @@ def unpack_columns(raw: bytes) -> dict[bytes, bytes]:
     pos, end = 0, len(raw)
     while pos < end:
         if pos + _CELL_HEAD.size > end:
-            raise StoreError("an embedded docs row is truncated; run `shdb verify --repair`")
+            raise StoreError("an embedded docs row is corrupt (truncated)")
         name_len, value_len = _CELL_HEAD.unpack_from(raw, pos)
         pos += _CELL_HEAD.size
         name = raw[pos : pos + name_len]
@@ -250,7 +314,7 @@ def unpack_columns(raw: bytes) -> dict[bytes, bytes]:
         cols[name] = raw[pos : pos + value_len]
         pos += value_len
     if pos != end:
-        raise StoreError("an embedded docs row is truncated; run `shdb verify --repair`")
+        raise StoreError("an embedded docs row is corrupt (truncated)")
     return cols
 
 

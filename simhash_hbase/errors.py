@@ -1,6 +1,12 @@
-"""One exception root, so callers (and the CLI) catch ``ShdbError`` once."""
+"""One exception root, so callers (and the CLI) catch ``ShdbError`` once.
+
+Messages say what went wrong and where, in the library's terms. What to type
+next (a flag, a script) is the CLI's business: it reads the structured fields.
+"""
 
 from __future__ import annotations
+
+from typing import Any
 
 
 class ShdbError(Exception):
@@ -13,6 +19,14 @@ class InvalidInput(ShdbError):
     """A record, argument or file the user gave cannot be used as it is."""
 
 
+class RejectedRecord(InvalidInput):
+    """A bad record stopped an ingest that was asked to stop at the first one."""
+
+    def __init__(self, where: str, reason: str, problem: str) -> None:
+        super().__init__(f"{where}: {reason}")
+        self.where, self.reason, self.problem = where, reason, problem
+
+
 class EmptyDocument(InvalidInput):
     """The text has no usable terms; a fingerprint of 0 would match garbage."""
 
@@ -20,13 +34,43 @@ class EmptyDocument(InvalidInput):
 class InvalidQuery(InvalidInput):
     """A query that cannot be answered exactly, e.g. k above the scheme's k."""
 
+    def __init__(self, message: str, *, k: int | None = None, max_k: int | None = None) -> None:
+        super().__init__(message)
+        self.k, self.max_k = k, max_k
+
+
+class InvalidSetting(InvalidInput):
+    """A setting (``setting`` names the parameter) outside what it can be."""
+
+    def __init__(self, setting: str, message: str) -> None:
+        super().__init__(message)
+        self.setting = setting
+
 
 class InvalidIndexUrl(InvalidInput):
     """The index URL names no store we know, or is malformed."""
 
 
+class IndexNotFound(InvalidIndexUrl):
+    """Nothing at the URL, and the caller asked not to create an index there."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(f"no index at {url}")
+        self.url = url
+
+
 class ManifestMismatch(ShdbError):
-    """The index was built with other fingerprint parameters or another scheme."""
+    """The index was built with other settings; ``differences`` lists them as
+    (setting, value in the index, value asked for)."""
+
+    def __init__(self, url: str, differences: list[tuple[str, Any, Any]]) -> None:
+        lines = "\n  ".join(
+            f"{name}: the index has {held!r}, asked for {wanted!r}"
+            for name, held, wanted in differences
+        )
+        super().__init__(f"the index at {url} was built with other settings:\n  {lines}")
+        self.url = url
+        self.differences = differences
 
 
 class StoreError(ShdbError):

@@ -12,9 +12,10 @@ import logging
 import math
 import multiprocessing
 import re
+import signal
 from collections import Counter, deque
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from functools import cache
 from importlib import resources
 from multiprocessing.pool import AsyncResult
@@ -25,13 +26,17 @@ import jieba
 import mmh3
 import numpy as np
 
-from .errors import EmptyDocument, InvalidInput
+from .errors import EmptyDocument, InvalidInput, InvalidSetting
 
 DEFAULT_TOP_N = 16  # best recall at k=3 in docs/quality.md (89.0% vs 87.2% for 64)
 DEFAULT_SEED = 0
 DEFAULT_NGRAM = 2
 FEATURES = ("words", "chars")
 BUILTIN_IDF = "jieba"
+CUSTOM_IDF = "custom"
+MAX_TOP_N = 1 << 20
+MAX_NGRAM = 64
+_DIGEST = re.compile(r"[0-9a-f]{64}")
 _HAS_WORD_CHAR = re.compile(r"\w").search
 _WORD_CHARS = re.compile(r"\w+")
 _BIT_SHIFTS = np.arange(63, -1, -1, dtype=np.uint64)  # column 0 is bit 63 (MSB)
@@ -40,12 +45,16 @@ _ONE = np.uint64(1)
 
 @dataclass(frozen=True)
 class IdfTable:
-    """Term -> IDF, plus the median used for unknown terms (the design source's rule)."""
+    """Term -> IDF, plus the median used for unknown terms (the design source's rule).
 
-    name: str
+    A table is known by the SHA-256 of its bytes, never by a file name: two
+    copies of one table are the same table.
+    """
+
     digest: str
     idf: dict[str, float] = field(repr=False, compare=False)
     median: float
+    raw: bytes = field(repr=False, compare=False)
 
 
 def _sha256(raw: bytes) -> str:
@@ -54,19 +63,27 @@ def _sha256(raw: bytes) -> str:
 
 def _parse_idf(raw: bytes, source: str) -> dict[str, float]:
     table: dict[str, float] = {}
-    for lineno, line in enumerate(raw.decode("utf-8").splitlines(), 1):
-        parts = line.split()
+    for lineno, line in enumerate(raw.split(b"\n"), 1):
+        try:
+            parts = line.decode("utf-8-sig" if lineno == 1 else "utf-8").split()
+        except UnicodeDecodeError as exc:
+            raise InvalidInput(
+                f"{source}:{lineno}: invalid UTF-8 at byte {exc.start} of the line; "
+                "an IDF table is UTF-8 text"
+            ) from None
         if not parts:
             continue
         try:
             term, value = parts[0], float(parts[1])
         except (IndexError, ValueError):
             raise InvalidInput(
-                f"{source}:{lineno}: expected 'term idf' per line, got {line[:60]!r}"
+                f"{source}:{lineno}: expected 'term idf' per line, got {' '.join(parts)[:60]!r}"
             ) from None
+        if not math.isfinite(value):
+            raise InvalidInput(f"{source}:{lineno}: the IDF of {term!r} is not a finite number")
         table[term] = value
     if not table:
-        raise InvalidInput(f"{source}: the IDF table is empty; build one with `shdb idf build`")
+        raise InvalidInput(f"{source}: the IDF table is empty")
     return table
 
 
@@ -74,22 +91,48 @@ def _jieba_idf_path() -> Path:
     return Path(jieba.__file__).parent / "analyse" / "idf.txt"
 
 
-@cache
-def load_idf(path: str | None = None) -> IdfTable:
-    """jieba's bundled table when ``path`` is None, else a 'term idf' text file."""
-    source = Path(path) if path else _jieba_idf_path()
-    try:
-        raw = source.read_bytes()
-    except OSError as exc:
-        raise InvalidInput(f"cannot read IDF table {source}: {exc.strerror}") from exc
-    idf = _parse_idf(raw, str(source))
+def _table(raw: bytes, source: str) -> IdfTable:
+    idf = _parse_idf(raw, source)
     values = sorted(idf.values())
-    return IdfTable(
-        name=BUILTIN_IDF if path is None else source.name,
-        digest=_sha256(raw),
-        idf=idf,
-        median=values[len(values) // 2],
-    )
+    return IdfTable(digest=_sha256(raw), idf=idf, median=values[len(values) // 2], raw=raw)
+
+
+_custom_tables: dict[str, IdfTable] = {}  # by digest; worker processes inherit it (fork)
+
+
+def register_idf(raw: bytes, source: str = "IDF table") -> IdfTable:
+    """Parse a custom table ('term idf' lines) and make it known by its digest."""
+    table = _table(raw, source)
+    _custom_tables.setdefault(table.digest, table)
+    return table
+
+
+def load_idf_file(path: str) -> IdfTable:
+    """:func:`register_idf` of a file."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise InvalidInput(f"cannot read the IDF table {path}: {exc.strerror}") from exc
+    return register_idf(raw, path)
+
+
+@cache
+def builtin_idf() -> IdfTable:
+    """jieba's bundled table."""
+    source = _jieba_idf_path()
+    return _table(source.read_bytes(), str(source))
+
+
+def idf_table(digest: str | None) -> IdfTable:
+    """The table a :class:`FingerprintParams` names (None: jieba's)."""
+    if digest is None:
+        return builtin_idf()
+    try:
+        return _custom_tables[digest]
+    except KeyError:
+        raise InvalidSetting(
+            "idf", f"the IDF table {digest[:12]}... is not loaded (register it first)"
+        ) from None
 
 
 @cache
@@ -108,11 +151,15 @@ def _tokenizer() -> jieba.Tokenizer:
 
 @dataclass(frozen=True)
 class FingerprintParams:
-    """What the manifest records; two fingerprints are comparable iff these match."""
+    """What the manifest records; two fingerprints are comparable iff these match.
+
+    Invalid values are refused here, before anything is written with them.
+    """
 
     top_n: int = DEFAULT_TOP_N
     seed: int = DEFAULT_SEED
-    idf_path: str | None = None
+    #: SHA-256 of a custom IDF table (see :func:`register_idf`); None: jieba's own.
+    idf: str | None = None
     #: "words": jieba terms weighted by TF-IDF (long texts); "chars": character
     #: n-grams weighted by count (short texts, where a few words carry too little).
     features: str = "words"
@@ -121,17 +168,48 @@ class FingerprintParams:
     hash: str = "mmh3.hash64[0]"
     bits: int = 64
 
-    def manifest(self) -> dict[str, Any]:
-        idf = load_idf(self.idf_path)
-        params = asdict(self)
-        del params["idf_path"]  # a local path; the digest identifies the table
-        params.update(
+    def __post_init__(self) -> None:
+        _check_int("top_n", self.top_n, 1, MAX_TOP_N)
+        _check_int("seed", self.seed, 0, (1 << 32) - 1)
+        _check_int("ngram", self.ngram, 1, MAX_NGRAM)
+        _check_int("bits", self.bits, 64, 64)
+        if self.features not in FEATURES:
+            raise InvalidSetting(
+                "features", f"unknown features {self.features!r}; one of: {', '.join(FEATURES)}"
+            )
+        if self.idf is not None and not _DIGEST.fullmatch(self.idf):
+            raise InvalidSetting("idf", f"{self.idf!r} is not a SHA-256 digest of an IDF table")
+
+    @classmethod
+    def with_idf_file(cls, path: str, **settings: Any) -> FingerprintParams:
+        """Params using the custom IDF table in ``path`` (loaded and registered)."""
+        return cls(idf=load_idf_file(path).digest, **settings)
+
+    def to_manifest(self) -> dict[str, Any]:
+        """The manifest entry: every field, plus digests of what the code ships
+        (tokenizer version, jieba's IDF table, the stop words), which must match too."""
+        entry = asdict(self)
+        entry.update(
+            idf=BUILTIN_IDF if self.idf is None else CUSTOM_IDF,
+            idf_digest=idf_table(self.idf).digest if self.idf is None else self.idf,
             tokenizer_version=jieba.__version__,
-            idf_name=idf.name,
-            idf_digest=idf.digest,
             stopwords_digest=_stopwords()[1],
         )
-        return params
+        return entry
+
+    @classmethod
+    def from_manifest(cls, entry: dict[str, Any]) -> FingerprintParams:
+        """Inverse of :meth:`to_manifest` (also reads the format's first spelling,
+        where the table was named by ``idf_name``)."""
+        kind = entry.get("idf", entry.get("idf_name"))
+        names = {f.name for f in fields(cls)} - {"idf"}
+        settings = {k: v for k, v in entry.items() if k in names}
+        return cls(idf=None if kind == BUILTIN_IDF else entry["idf_digest"], **settings)
+
+
+def _check_int(name: str, value: object, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise InvalidSetting(name, f"{name} must be an integer in {low}..{high}, got {value!r}")
 
 
 class Fingerprinter:
@@ -139,15 +217,7 @@ class Fingerprinter:
 
     def __init__(self, params: FingerprintParams | None = None) -> None:
         self.params = params or FingerprintParams()
-        if self.params.top_n < 1:
-            raise InvalidInput(f"top-N must be at least 1, got {self.params.top_n}")
-        if self.params.features not in FEATURES:
-            raise InvalidInput(
-                f"unknown features {self.params.features!r}; use one of: {', '.join(FEATURES)}"
-            )
-        if self.params.ngram < 1:
-            raise InvalidInput(f"n-gram length must be at least 1, got {self.params.ngram}")
-        self._idf = load_idf(self.params.idf_path)
+        self._idf = idf_table(self.params.idf)
         self._stop = _stopwords()[0]
         self._cut = _tokenizer().cut
 
@@ -232,6 +302,8 @@ _worker: Fingerprinter | None = None
 
 def _init_worker(params: FingerprintParams) -> None:
     global _worker
+    # Ctrl-C is the parent's to handle (it stops the pool): no traceback per worker.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _worker = Fingerprinter(params)
 
 

@@ -1,408 +1,443 @@
-"""Input readers (text files, directories, JSONL, CSV, stdin) and the ingest job.
+"""Streaming jobs over an index: ingest (fingerprint -> batch -> lookups -> write)
+and the all-pairs dedup of an input without an index.
 
-Readers never raise on a bad record: they yield a :class:`BadRecord` naming the
-file and line, so the records around it are still indexed.
+Each record is fingerprinted, turned into a document and checked inside its own
+error boundary: a bad one becomes a :class:`BadRecord` (skipped and reported, or
+fatal with :attr:`OnError.FAIL`) and never costs a batch-mate.
 """
 
 from __future__ import annotations
 
-import csv
 import dataclasses
 import hashlib
-import io
 import json
 import os
-import sys
-from collections.abc import Callable, Iterator, Sequence
+import time
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Protocol
 
 import numpy as np
 
-from .codec import parse_fingerprint_hex
+from . import codec
 from .dedup import Pair, near_duplicate_pairs
-from .errors import EmptyDocument, InvalidInput
+from .errors import EmptyDocument, InvalidInput, InvalidSetting, RejectedRecord
 from .fingerprint import Fingerprinter, FingerprintParams
-from .index import (
+from .index import SimhashIndex
+from .records import (
     BadRecord,
+    Document,
     Duplicate,
     IngestSummary,
+    OnError,
+    Problem,
     Record,
-    SimhashIndex,
-    fingerprint_chunks,
 )
 from .scheme import Scheme
+from .sources import STDIN, SourceOptions, input_files, read_fingerprint_lines, read_sources
+from .store import local_path
 
-DEFAULT_MAX_BYTES = 16 * 1024 * 1024
-FORMATS = ("auto", "text", "jsonl", "csv")
-STDIN = "-"
-_JSONL_SUFFIXES = {".jsonl", ".ndjson"}
-_CSV_SUFFIXES = {".csv": ",", ".tsv": "\t"}
-_READ_CHUNK = 1 << 20
+DEFAULT_BATCH_SIZE = 1000
+# Precomputed fingerprints are ~100 bytes a record: batch many, so the store writes
+# few large sorted transactions (embedded store at 1 M: ~7x faster than 1,000).
+DEFAULT_FINGERPRINT_BATCH = 50_000
+MAX_BATCH_SIZE = 1_000_000
 _DEDUP_CHUNK = 1000
-_GBK_HINT = "re-encode it as UTF-8 (for GBK text: iconv -f GB18030 -t UTF-8)"
+
+OnDuplicate = Callable[[Duplicate], None]
+OnProgress = Callable[[IngestSummary], None]
 
 
 @dataclass(frozen=True)
-class SourceOptions:
-    format: str = "auto"
-    id_field: str = "id"
-    text_field: str = "text"
-    max_bytes: int = DEFAULT_MAX_BYTES
+class IngestOptions:
+    """How records are written (not what: that is the index's manifest)."""
+
+    workers: int = 1
+    store_text: bool = False
+    find_k: int | None = 3  # report near-duplicates within k; None: no lookups
+    on_error: OnError = OnError.SKIP
+    # None: DEFAULT_BATCH_SIZE documents, or DEFAULT_FINGERPRINT_BATCH fingerprints
+    batch_size: int | None = None
 
     def __post_init__(self) -> None:
-        if self.format not in FORMATS:
-            raise InvalidInput(f"unknown format {self.format!r}; use one of: {', '.join(FORMATS)}")
-        if self.max_bytes < 1:
-            raise InvalidInput(f"--max-bytes must be positive, got {self.max_bytes}")
+        if self.batch_size is not None and not 1 <= self.batch_size <= MAX_BATCH_SIZE:
+            raise InvalidSetting(
+                "batch_size", f"batch size must be 1..{MAX_BATCH_SIZE}, got {self.batch_size}"
+            )
+        if not 1 <= self.workers <= (os.cpu_count() or 1) * 4:
+            raise InvalidSetting("workers", f"workers must be 1..4 x CPUs, got {self.workers}")
+        object.__setattr__(self, "on_error", OnError(self.on_error))
 
 
-# -- decoding -----------------------------------------------------------------
-def decode_text(raw: bytes, where: str) -> str | BadRecord:
-    """Strict UTF-8 (a BOM is dropped); NUL bytes mean a binary file."""
-    nul = raw.find(b"\x00")
-    if nul >= 0:
+def _chunks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
+    while chunk := list(islice(items, size)):
+        yield chunk
+
+
+def _text_of(record: Record | BadRecord) -> str:
+    return record.text if isinstance(record, Record) and isinstance(record.text, str) else ""
+
+
+def fingerprint_chunks(
+    records: Iterable[Record | BadRecord], fingerprinter: Fingerprinter, workers: int, size: int
+) -> Iterator[tuple[list[Record | BadRecord], list[int | EmptyDocument]]]:
+    """Chunks of records with their fingerprints, in input order (``workers`` processes)."""
+    pending: deque[list[Record | BadRecord]] = deque()
+
+    def texts() -> Iterator[list[str]]:
+        for chunk in _chunks(iter(records), size):
+            pending.append(chunk)  # map() pulls a chunk before it yields its fps
+            yield [_text_of(r) for r in chunk]
+
+    for fps in fingerprinter.map(texts(), workers):
+        yield pending.popleft(), fps
+
+
+def screen(item: Record | BadRecord | tuple[Any, ...]) -> Record | BadRecord:
+    """A record as read, or why it cannot even be fingerprinted: its text is not a
+    string of valid Unicode. Library callers may pass plain (id, text[, meta]) tuples."""
+    if isinstance(item, BadRecord):
+        return item
+    if not isinstance(item, Record):
+        if not isinstance(item, tuple) or len(item) not in (2, 3):
+            return BadRecord(
+                repr(item)[:60], "not an (id, text[, meta]) record", 0, Problem.INVALID
+            )
+        item = Record(*item)
+    where = item.where or repr(item.doc_id)[:60]
+    if not isinstance(item.text, str):
+        reason = f"the text of {item.doc_id!r} is a {type(item.text).__name__}, not a string"
+        return BadRecord(where, reason, item.size, Problem.WRONG_TYPE)
+    try:
+        item.text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        reason = (
+            f"the text of {item.doc_id!r} is not valid Unicode (a lone surrogate at {exc.start})"
+        )
+        return BadRecord(where, reason, item.size, Problem.NOT_UTF8)
+    return item
+
+
+def to_document(
+    record: Record | BadRecord, fp: int | EmptyDocument, store_text: bool
+) -> Document | BadRecord:
+    """A screened, fingerprinted record as a storable Document, or why it cannot be one."""
+    if isinstance(record, BadRecord):
+        return record
+    where = record.where or repr(record.doc_id)[:60]
+    if isinstance(fp, EmptyDocument):
         return BadRecord(
             where,
-            f"binary content (NUL byte at offset {nul}); only UTF-8 text is indexed",
-            len(raw),
+            f"document {record.doc_id!r} has no usable terms "
+            "(empty, or only whitespace, punctuation or stop words)",
+            record.size,
+            Problem.NO_TERMS,
         )
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        return BadRecord(
-            f"{where}:{line}", f"invalid UTF-8 at byte {exc.start}; {_GBK_HINT}", len(raw)
-        )
-
-
-def read_text_file(path: str, max_bytes: int = DEFAULT_MAX_BYTES) -> str:
-    """One whole file (``-``: stdin) as text, or :class:`InvalidInput` saying what is wrong."""
-    if path == STDIN:
-        result = next(
-            _read_stream(sys.stdin.buffer, "<stdin>", "text", SourceOptions(max_bytes=max_bytes))
-        )
-    else:
-        result = _read_document(Path(path), path, max_bytes)
-    if isinstance(result, BadRecord):
-        raise InvalidInput(f"{result.where}: {result.reason}")
-    return result.text
-
-
-def _too_big(where: str, size: int | None, max_bytes: int) -> BadRecord:
-    """``size`` None: a line whose end was not even read (its size is unknown)."""
-    what = f"is {size} bytes" if size is not None else "is longer than that"
-    return BadRecord(
+    return checked(
+        Document(record.doc_id, fp, record.text if store_text else None, record.meta),
         where,
-        f"the document is over the {max_bytes}-byte limit (it {what}); raise --max-bytes "
-        "or split the document",
-        size or max_bytes,
+        record.size,
     )
 
 
-def _read_document(path: Path, doc_id: str, max_bytes: int) -> Record | BadRecord:
-    where = str(path)
+def checked(doc: Document, where: str = "", size: int = 0) -> Document | BadRecord:
+    """The document, or a BadRecord if it cannot be stored (id, text, meta)."""
     try:
-        with path.open("rb") as f:
-            raw = f.read(max_bytes + 1)
-            if len(raw) > max_bytes:
-                return _too_big(where, os.fstat(f.fileno()).st_size, max_bytes)
-    except OSError as exc:
-        return BadRecord(where, f"cannot read the file: {exc.strerror}; check its permissions")
-    text = decode_text(raw, where)
-    if isinstance(text, BadRecord):
-        return text
-    return Record(doc_id, text, None, where, len(raw))
+        codec.check_document(doc)
+    except InvalidInput as exc:
+        problem = Problem.BAD_META if "meta" in str(exc) else Problem.BAD_ID
+        return BadRecord(where or repr(doc.doc_id)[:60], str(exc), size, problem)
+    return doc
 
 
-# -- line-oriented formats ----------------------------------------------------
-def _bounded_lines(f: BinaryIO, max_bytes: int) -> Iterator[tuple[int, bytes | None]]:
-    """(line number, line) pairs; None for a line over ``max_bytes``, read in
-    chunks and dropped so that memory stays bounded."""
-    lineno = 0
-    while True:
-        line = f.readline(max_bytes + 1)
-        if not line:
-            return
-        lineno += 1
-        if len(line) > max_bytes and not line.endswith(b"\n"):
-            while (rest := f.readline(_READ_CHUNK)) and not rest.endswith(b"\n"):
-                pass
-            yield lineno, None
-            continue
-        yield lineno, line
+def _split(
+    chunk: list[Document | BadRecord], summary: IngestSummary, on_error: OnError
+) -> tuple[list[Document], RejectedRecord | None]:
+    """The chunk's documents up to the first bad record (``FAIL``), or all of them.
 
-
-def _field(obj: dict[str, Any], name: str, flag: str, where: str) -> str | BadRecord:
-    if name not in obj:
-        present = ", ".join(sorted(obj)) or "none"
-        return BadRecord(where, f"no {name!r} field (fields: {present}); set {flag}")
-    value = obj[name]
-    if not isinstance(value, str):
-        return BadRecord(
-            where, f"field {name!r} is a {type(value).__name__}, not a string; quote it"
-        )
-    return value
-
-
-def _record_from_fields(
-    obj: dict[str, Any], opts: SourceOptions, where: str, size: int
-) -> Record | BadRecord:
-    doc_id = _field(obj, opts.id_field, "--id-field", where)
-    if isinstance(doc_id, BadRecord):
-        return doc_id._replace(size=size)
-    text = _field(obj, opts.text_field, "--text-field", where)
-    if isinstance(text, BadRecord):
-        return text._replace(size=size)
-    meta = {k: v for k, v in obj.items() if k not in (opts.id_field, opts.text_field)}
-    return Record(doc_id, text, meta or None, where, size)
-
-
-def _parse_json_line(line: bytes, where: str, opts: SourceOptions) -> Record | BadRecord | None:
-    text = decode_text(line, where)
-    if isinstance(text, BadRecord):
-        return text._replace(where=where)
-    if not text.strip():
-        return None
-    try:
-        obj = json.loads(text)
-    except json.JSONDecodeError as exc:
-        return BadRecord(
-            where,
-            f"malformed JSON ({exc.msg} at column {exc.colno}); fix or remove the line",
-            len(line),
-        )
-    if not isinstance(obj, dict):
-        return BadRecord(where, f"a JSON {type(obj).__name__}, not an object", len(line))
-    return _record_from_fields(obj, opts, where, len(line))
-
-
-def _read_jsonl(f: BinaryIO, name: str, opts: SourceOptions) -> Iterator[Record | BadRecord]:
-    for lineno, line in _bounded_lines(f, opts.max_bytes):
-        where = f"{name}:{lineno}"
-        if line is None:
-            yield _too_big(where, None, opts.max_bytes)
-            continue
-        record = _parse_json_line(line, where, opts)
-        if record is not None:
-            yield record
-
-
-def _read_csv(
-    f: BinaryIO, name: str, opts: SourceOptions, delimiter: str
-) -> Iterator[Record | BadRecord]:
-    # surrogateescape keeps reading past invalid UTF-8; the bad row is caught below.
-    text = io.TextIOWrapper(f, encoding="utf-8-sig", errors="surrogateescape", newline="")
-    csv.field_size_limit(opts.max_bytes)
-    reader = csv.reader(text, delimiter=delimiter, strict=True)
-    try:
-        header = next(reader)
-    except StopIteration:
-        return
-    except csv.Error as exc:
-        yield BadRecord(f"{name}:1", f"unreadable CSV header ({exc})")
-        return
-    missing = [c for c in (opts.id_field, opts.text_field) if c not in header]
-    if missing:
-        yield BadRecord(
-            f"{name}:1",
-            f"no column {missing[0]!r} (columns: {', '.join(header)}); "
-            "set --id-field/--text-field; the whole file was skipped",
-        )
-        return
-    while True:
-        start = reader.line_num + 1
-        try:
-            row = next(reader)
-        except StopIteration:
-            return
-        except csv.Error as exc:
-            yield BadRecord(f"{name}:{start}", f"malformed CSV ({exc}); fix the quoting")
-            continue
-        yield _csv_record(row, header, opts, f"{name}:{start}")
-
-
-def _csv_record(
-    row: list[str], header: list[str], opts: SourceOptions, where: str
-) -> Record | BadRecord:
-    size = sum(len(c) for c in row)
-    if not any(row):
-        return BadRecord(where, "empty CSV row", size)
-    if len(row) != len(header):
-        return BadRecord(
-            where,
-            f"row has {len(row)} fields, the header has {len(header)}; fix the quoting",
-            size,
-        )
-    try:
-        "".join(row).encode("utf-8")
-    except UnicodeEncodeError:
-        return BadRecord(where, f"invalid UTF-8; {_GBK_HINT}", size)
-    return _record_from_fields(dict(zip(header, row)), opts, where, size)
-
-
-# -- paths --------------------------------------------------------------------
-def _format_of(path: Path, opts: SourceOptions) -> str:
-    if opts.format != "auto":
-        return opts.format
-    suffix = path.suffix.lower()
-    if suffix in _JSONL_SUFFIXES:
-        return "jsonl"
-    return "csv" if suffix in _CSV_SUFFIXES else "text"
-
-
-def _read_file(path: Path, doc_id: str, opts: SourceOptions) -> Iterator[Record | BadRecord]:
-    fmt = _format_of(path, opts)
-    if fmt == "text":
-        yield _read_document(path, doc_id, opts.max_bytes)
-        return
-    try:
-        f = path.open("rb")
-    except OSError as exc:
-        yield BadRecord(str(path), f"cannot read the file: {exc.strerror}; check its permissions")
-        return
-    with f:
-        yield from _read_stream(f, str(path), fmt, opts, _CSV_SUFFIXES.get(path.suffix, ","))
-
-
-def _read_stream(
-    f: BinaryIO, name: str, fmt: str, opts: SourceOptions, delimiter: str = ","
-) -> Iterator[Record | BadRecord]:
-    if fmt == "csv":
-        yield from _read_csv(f, name, opts, delimiter)
-    elif fmt == "text":
-        raw = f.read(opts.max_bytes + 1)
-        if len(raw) > opts.max_bytes:
-            yield _too_big(name, len(raw), opts.max_bytes)
-            return
-        text = decode_text(raw, name)
-        yield text if isinstance(text, BadRecord) else Record(name, text, None, name, len(raw))
-    else:
-        yield from _read_jsonl(f, name, opts)
-
-
-def _walk(root: Path) -> Iterator[Path | BadRecord]:
-    """Files below ``root`` in sorted order; hidden files and folders are skipped."""
-    problems: list[OSError] = []
-    for folder, dirs, files in os.walk(root, onerror=problems.append):
-        dirs[:] = sorted(d for d in dirs if not d.startswith("."))
-        for problem in problems:
-            yield BadRecord(str(problem.filename), f"cannot list the folder: {problem.strerror}")
-        problems.clear()
-        for name in sorted(files):
-            if not name.startswith("."):
-                yield Path(folder) / name
-
-
-def check_paths(paths: Sequence[str]) -> None:
-    """Fail before ingesting anything if a path does not exist (a typo, not bad data)."""
-    if not paths:
-        raise InvalidInput("give at least one PATH to ingest (a file, a folder, or - for stdin)")
-    for path in paths:
-        if path != STDIN and not os.path.exists(path):
-            raise InvalidInput(f"{path}: no such file or folder")
-
-
-def read_sources(
-    paths: Sequence[str], opts: SourceOptions, stdin: BinaryIO | None = None
-) -> Iterator[Record | BadRecord]:
-    """Records of every path in order: folders (one doc per file, id = relative path),
-    text files (one doc), JSONL/CSV (one doc per record), ``-`` (stdin, JSONL by default)."""
-    check_paths(paths)
-    for path in paths:
-        if path == STDIN:
-            fmt = "jsonl" if opts.format == "auto" else opts.format
-            yield from _read_stream(stdin or sys.stdin.buffer, "<stdin>", fmt, opts)
-        elif os.path.isdir(path):
-            root = Path(path)
-            for item in _walk(root):
-                if isinstance(item, BadRecord):
-                    yield item
-                else:
-                    yield from _read_file(item, item.relative_to(root).as_posix(), opts)
+    ``summary.records`` counts the records done; a record that fails the run is
+    not done, so a re-run (resuming after the records done) stops at it again.
+    """
+    docs: list[Document] = []
+    for item in chunk:
+        if isinstance(item, BadRecord):
+            if on_error is OnError.FAIL:
+                return docs, RejectedRecord(item.where, item.reason, item.problem.value)
+            summary.skipped.append(item)
         else:
-            yield from _read_file(Path(path), path, opts)
+            docs.append(item)
+        summary.records += 1
+    return docs, None
 
 
-def total_bytes(paths: Sequence[str]) -> int | None:
-    """Input size for a progress bar; None when it cannot be known (stdin)."""
-    check_paths(paths)
-    total = 0
-    for path in paths:
-        if path == STDIN:
+def _write_stream(
+    index: SimhashIndex,
+    chunks: Iterable[tuple[list[Document | BadRecord], int]],
+    options: IngestOptions,
+    on_duplicate: OnDuplicate | None,
+    on_progress: OnProgress | None,
+) -> IngestSummary:
+    if options.find_k is not None:
+        index.scheme.check_k(options.find_k)
+    summary = IngestSummary()
+    started = time.perf_counter()
+    for chunk, nbytes in chunks:
+        summary.bytes_read += nbytes
+        docs, failure = _split(chunk, summary, options.on_error)
+        for dup in index.add_documents(docs, find_k=options.find_k):
+            summary.duplicates += 1
+            if on_duplicate is not None:
+                on_duplicate(dup)
+        summary.added += len(docs)
+        summary.seconds = time.perf_counter() - started
+        if on_progress is not None:
+            on_progress(summary)
+        if failure is not None:
+            raise failure
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def index_records(
+    index: SimhashIndex,
+    records: Iterable[Record | BadRecord | tuple[Any, ...]],
+    options: IngestOptions | None = None,
+    *,
+    on_duplicate: OnDuplicate | None = None,
+    on_progress: OnProgress | None = None,
+) -> IngestSummary:
+    """Fingerprint and index a stream of records in batches.
+
+    With :attr:`OnError.FAIL` the valid records read before the first bad one
+    are still written, then :class:`InvalidInput` is raised naming it.
+    """
+    options = options or IngestOptions()
+    fingerprinter = index.fingerprinter
+    stream = (screen(r) for r in records)
+    chunks = (
+        (
+            [to_document(record, fp, options.store_text) for record, fp in zip(chunk, fps)],
+            sum(record.size for record in chunk),
+        )
+        for chunk, fps in fingerprint_chunks(
+            stream, fingerprinter, options.workers, options.batch_size or DEFAULT_BATCH_SIZE
+        )
+    )
+    return _write_stream(index, chunks, options, on_duplicate, on_progress)
+
+
+def index_fingerprints(
+    index: SimhashIndex,
+    items: Iterable[tuple[str, int] | BadRecord],
+    options: IngestOptions | None = None,
+    *,
+    on_duplicate: OnDuplicate | None = None,
+    on_progress: OnProgress | None = None,
+) -> IngestSummary:
+    """Like :func:`index_records`, for precomputed (id, fingerprint) pairs."""
+    options = options or IngestOptions()
+    chunks = (
+        ([i if isinstance(i, BadRecord) else checked(Document(*i)) for i in chunk], 0)
+        for chunk in _chunks(iter(items), options.batch_size or DEFAULT_FINGERPRINT_BATCH)
+    )
+    return _write_stream(index, chunks, options, on_duplicate, on_progress)
+
+
+class Report(Protocol):
+    """Where an ingest writes the near-duplicates it finds, so that none is lost
+    or repeated across an interruption: it is cut back to the size it had at the
+    last checkpoint before a resumed run appends to it."""
+
+    def write(self, dup: Duplicate) -> None: ...
+    def tell(self) -> int:
+        """Bytes written and flushed so far."""
+        ...
+
+    def truncate(self, size: int) -> None: ...
+
+
+_SAVED_SKIPS = 1000  # skipped records a checkpoint keeps, to report again on resume
+
+
+@dataclass
+class Progress:
+    """What a checkpoint holds: records done, those skipped, the report's size."""
+
+    records: int = 0
+    skipped: list[BadRecord] = dataclasses.field(default_factory=list)
+    more_skipped: int = 0
+    report_bytes: int | None = None
+
+
+class Checkpoint:
+    """How far an interrupted ingest of one input got, kept in the index.
+
+    Named by a digest of the input (every file, in folders too, with its size
+    and mtime) and of every option that changes what is written, so a re-run of
+    the same command on the same input resumes, and anything else starts over.
+    """
+
+    def __init__(self, index: SimhashIndex, identity: Any) -> None:
+        self._index = index
+        digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:32]
+        self.name = f"checkpoint/{digest}"
+
+    @classmethod
+    def of(
+        cls,
+        index: SimhashIndex,
+        paths: Sequence[str],
+        opts: SourceOptions,
+        options: IngestOptions,
+        *,
+        fingerprints: bool = False,
+        exclude: Sequence[Path] = (),
+    ) -> Checkpoint | None:
+        """The checkpoint of one ingest; None for stdin, which cannot be read again."""
+        identity = input_identity(paths, opts, [*_own_files(index), *exclude])
+        if identity is None:
             return None
-        if os.path.isdir(path):
-            for item in _walk(Path(path)):
-                if isinstance(item, Path):
-                    total += item.stat().st_size if item.is_file() else 0
-        else:
-            total += os.path.getsize(path)
-    return total
+        return cls(index, [identity, options.store_text, fingerprints])
+
+    def load(self) -> Progress:
+        """What earlier runs did (nothing, for a fresh start)."""
+        state = self._index.get_state(self.name) or {}
+        skipped = [
+            BadRecord(where, reason, 0, Problem(problem))
+            for where, reason, problem in state.get("skipped", [])
+        ]
+        return Progress(
+            int(state.get("records", 0)),
+            skipped,
+            int(state.get("more_skipped", 0)),
+            state.get("report_bytes"),
+        )
+
+    def save(self, progress: Progress) -> None:
+        kept = progress.skipped[:_SAVED_SKIPS]
+        self._index.put_state(
+            self.name,
+            {
+                "records": progress.records,
+                "skipped": [[b.where, b.reason, b.problem.value] for b in kept],
+                "more_skipped": progress.more_skipped + len(progress.skipped) - len(kept),
+                "report_bytes": progress.report_bytes,
+            },
+        )
+
+    def clear(self) -> None:
+        self._index.delete_state(self.name)
 
 
-def checkpoint_name(paths: Sequence[str], opts: SourceOptions) -> str | None:
-    """Names the input (paths, sizes, mtimes, options); None for stdin, which
-    cannot be read again."""
+def _tapped(
+    records: Iterator[Record | BadRecord], tap: Callable[[Record | BadRecord], None] | None
+) -> Iterator[Record | BadRecord]:
+    for record in records:
+        if tap is not None:
+            tap(record)
+        yield record
+
+
+def _own_files(index: SimhashIndex) -> list[Path]:
+    path = local_path(index.url)
+    return [path] if path is not None else []
+
+
+def input_identity(
+    paths: Sequence[str], opts: SourceOptions, exclude: Sequence[Path] = ()
+) -> list[Any] | None:
+    """Every input file with its size and mtime, and the reading options; None for
+    stdin, which cannot be read again."""
     if STDIN in paths:
         return None
-    identity: list[Any] = [dataclasses.asdict(opts)]
-    for path in paths:
-        stat = os.stat(path)
-        identity.append([os.path.abspath(path), stat.st_size, stat.st_mtime_ns])
-    digest = hashlib.sha256(json.dumps(identity).encode()).hexdigest()[:32]
-    return f"checkpoint/{digest}"
+    identity: list[Any] = [dataclasses.asdict(opts), [os.path.abspath(p) for p in paths]]
+    for path in input_files(paths, exclude):
+        try:
+            info = path.stat()
+        except OSError:
+            identity.append([os.fsencode(path).hex(), None])
+            continue
+        identity.append([os.fsencode(path.absolute()).hex(), info.st_size, info.st_mtime_ns])
+    return identity
 
 
 def ingest(
     index: SimhashIndex,
     paths: Sequence[str],
     opts: SourceOptions,
+    options: IngestOptions | None = None,
     *,
-    workers: int = 1,
-    store_text: bool = False,
-    find_k: int | None = 3,
-    on_error: str = "skip",
     resume: bool = True,
     fingerprints: bool = False,
-    on_duplicate: Callable[[Duplicate], None] | None = None,
-    on_progress: Callable[[IngestSummary], None] | None = None,
+    report: Report | None = None,
+    stdin: BinaryIO | None = None,
+    exclude: Sequence[Path] = (),
+    on_record: Callable[[Record | BadRecord], None] | None = None,
+    on_progress: OnProgress | None = None,
 ) -> IngestSummary:
     """The streaming-dedup job: index every record and report near-copies found.
 
     ``fingerprints``: the input is ``HEX`` or ``ID<TAB>HEX`` lines (a Spark job's
-    output, say) rather than documents.
+    output, say) rather than documents. The index's own folder and ``exclude``
+    (an output, say) are never read as input; ``on_record`` sees each record read.
 
-    After each batch the number of input records done is saved in the index; a
-    re-run of the same command on the same files resumes after them, so an
-    interrupted night's ingest does not start over (writes are idempotent, so
-    the batch in flight when it stopped is simply written again).
+    After each batch the records done, those skipped and the report's size are
+    saved in the index; a re-run of the same command on the same input resumes
+    after them, reports the skipped records again, and cuts the report back to
+    that size, so no pair is lost or repeated (writes are idempotent, so the
+    batch in flight when it stopped is simply written again).
     """
-    checkpoint = checkpoint_name(paths, opts) if resume else None
-    done = (index.store.get_meta(checkpoint) or {}).get("records", 0) if checkpoint else 0
+    options = options or IngestOptions()
+    exclude = [*_own_files(index), *exclude]
+    checkpoint = (
+        Checkpoint.of(index, paths, opts, options, fingerprints=fingerprints, exclude=exclude)
+        if resume
+        else None
+    )
+    earlier = checkpoint.load() if checkpoint else Progress()
+    if report is not None:
+        report.truncate(earlier.report_bytes or 0)
+    done = earlier.records
 
     def progress(summary: IngestSummary) -> None:
         if checkpoint:
-            index.store.put_meta(checkpoint, {"records": done + summary.records})
+            checkpoint.save(
+                Progress(
+                    done + summary.records,
+                    earlier.skipped + summary.skipped,
+                    earlier.more_skipped,
+                    report.tell() if report is not None else None,
+                )
+            )
         if on_progress is not None:
             on_progress(summary)
 
-    common: dict[str, Any] = {
-        "find_k": find_k,
-        "on_error": on_error,
-        "on_duplicate": on_duplicate,
-        "on_progress": progress,
-    }
+    on_duplicate = report.write if report is not None else None
     if fingerprints:
-        items = islice(read_fingerprint_lines(paths), done, None)
-        summary = index.add_fingerprints(items, **common)
+        summary = index_fingerprints(
+            index,
+            islice(read_fingerprint_lines(paths, stdin), done, None),
+            options,
+            on_duplicate=on_duplicate,
+            on_progress=progress,
+        )
     else:
-        records = islice(read_sources(paths, opts), done, None)
-        summary = index.add_many(records, workers=workers, store_text=store_text, **common)
+        records = islice(read_sources(paths, opts, stdin, exclude), done, None)
+        summary = index_records(
+            index,
+            _tapped(records, on_record),
+            options,
+            on_duplicate=on_duplicate,
+            on_progress=progress,
+        )
     summary.resumed_after = done
+    summary.skipped[:0] = earlier.skipped
+    summary.skipped_before = earlier.more_skipped
     if checkpoint:
-        index.store.delete_meta(checkpoint)
+        checkpoint.clear()
     return summary
 
 
@@ -412,34 +447,7 @@ class DedupResult:
 
     ids: list[str]
     pairs: list[Pair]
-    skipped: list[tuple[str, str]]
-
-
-def read_fingerprint_lines(paths: Sequence[str]) -> Iterator[tuple[str, int] | BadRecord]:
-    """Lines ``HEX`` or ``ID<TAB>HEX``; a bare HEX gets the id ``file:line``."""
-    check_paths(paths)
-    for path in paths:
-        f = sys.stdin.buffer if path == STDIN else open(path, "rb")  # noqa: SIM115
-        name = "<stdin>" if path == STDIN else path
-        try:
-            for lineno, raw in enumerate(f, 1):
-                where = f"{name}:{lineno}"
-                line = decode_text(raw, where)
-                if isinstance(line, BadRecord):
-                    yield line._replace(where=where)
-                elif line.strip():
-                    yield _fingerprint_line(line.rstrip("\r\n"), where)
-        finally:
-            if f is not sys.stdin.buffer:
-                f.close()
-
-
-def _fingerprint_line(line: str, where: str) -> tuple[str, int] | BadRecord:
-    doc_id, _, hex_fp = line.rpartition("\t")
-    try:
-        return doc_id or where, parse_fingerprint_hex(hex_fp)
-    except InvalidInput as exc:
-        return BadRecord(where, str(exc))
+    skipped: list[BadRecord]
 
 
 def find_duplicates(
@@ -451,20 +459,22 @@ def find_duplicates(
     params: FingerprintParams,
     workers: int = 1,
     fingerprints: bool = False,
+    exclude: Sequence[Path] = (),
 ) -> DedupResult:
     """All near-duplicate pairs within the input (no index): documents, or
     precomputed fingerprints with ``fingerprints=True``."""
     scheme.check_k(k)
     ids: list[str] = []
     fps: list[int] = []
-    skipped: list[tuple[str, str]] = []
+    skipped: list[BadRecord] = []
     if fingerprints:
-        items = read_fingerprint_lines(paths)
+        items: Iterator[tuple[str, int] | BadRecord] = read_fingerprint_lines(paths)
     else:
-        items = _fingerprinted(read_sources(paths, opts), Fingerprinter(params), workers)
+        records = (screen(r) for r in read_sources(paths, opts, exclude=exclude))
+        items = _fingerprinted(records, Fingerprinter(params), workers)
     for item in items:
         if isinstance(item, BadRecord):
-            skipped.append((item.where, item.reason))
+            skipped.append(item)
         else:
             ids.append(item[0])
             fps.append(item[1])
@@ -477,9 +487,5 @@ def _fingerprinted(
 ) -> Iterator[tuple[str, int] | BadRecord]:
     for chunk, fps in fingerprint_chunks(records, fingerprinter, workers, _DEDUP_CHUNK):
         for record, fp in zip(chunk, fps):
-            if isinstance(record, BadRecord):
-                yield record
-            elif isinstance(fp, EmptyDocument):
-                yield BadRecord(record.where, f"document {record.doc_id!r}: {fp}")
-            else:
-                yield record.doc_id, fp
+            item = to_document(record, fp, store_text=False)
+            yield item if isinstance(item, BadRecord) else (item.doc_id, item.fingerprint)

@@ -1,82 +1,79 @@
-"""The index manifest: the parameters that make fingerprints comparable.
+"""The index manifest: the settings that make fingerprints comparable.
 
-Stored with the index (embedded: ``meta`` database, key ``manifest``; HBase: table
-``<prefix>_meta``, row ``manifest``, column ``m:json``), as JSON.
+Stored with the index as JSON (docs/SPEC.md, "Manifest"): embedded, key
+``manifest`` of the ``meta`` database; HBase, row ``manifest`` of
+``<prefix>_meta``, column ``m:json``. It is written once, only if absent.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import asdict
 from typing import Any
 
 from .errors import ManifestMismatch
 from .fingerprint import FingerprintParams
-from .scheme import Scheme, get_scheme
+from .scheme import DEFAULT_SCHEME, Scheme, get_scheme
 from .version import __version__
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest"  # its name in the meta table
+#: What the installed code brings rather than the caller: checked when texts are
+#: fingerprinted (loading them costs a second), not on every open.
+ENVIRONMENT = ("tokenizer_version", "idf_digest", "stopwords_digest")
+
+#: Settings asked for: a full FingerprintParams, or only the fields given.
+Wanted = FingerprintParams | Mapping[str, Any] | None
 
 
-def build_manifest(scheme: Scheme, params: FingerprintParams) -> dict[str, Any]:
+def _fields(wanted: Wanted) -> dict[str, Any]:
+    if wanted is None:
+        return {}
+    return asdict(wanted) if isinstance(wanted, FingerprintParams) else dict(wanted)
+
+
+def validate(scheme_name: str | None, wanted: Wanted) -> tuple[Scheme, FingerprintParams]:
+    """The settings of a new index (defaults for those not given); cheap, so that
+    every setting is checked before anything is opened or written."""
+    return get_scheme(scheme_name or DEFAULT_SCHEME), FingerprintParams(**_fields(wanted))
+
+
+def new_manifest(scheme_name: str | None, wanted: Wanted) -> dict[str, Any]:
+    """The manifest of a new index."""
+    scheme, params = validate(scheme_name, wanted)
     return {
         "format_version": FORMAT_VERSION,
         "scheme": scheme.name,
-        "fingerprint": params.manifest(),
+        "fingerprint": params.to_manifest(),
         "created_by": f"simhash-hbase {__version__}",
     }
 
 
-def _differences(stored: dict[str, Any], wanted: dict[str, Any]) -> list[str]:
-    keys = sorted(set(stored) | set(wanted))
-    return [
-        f"{key}: index has {stored.get(key)!r}, you asked for {wanted.get(key)!r}"
-        for key in keys
-        if stored.get(key) != wanted.get(key)
+def settle(
+    manifest: dict[str, Any], url: str, scheme_name: str | None, wanted: Wanted
+) -> tuple[Scheme, FingerprintParams]:
+    """The scheme and params an index was built with; every setting the caller
+    gave must equal them (:class:`ManifestMismatch` lists those that do not)."""
+    if manifest.get("format_version") != FORMAT_VERSION:
+        raise ManifestMismatch(
+            url, [("format_version", manifest.get("format_version"), FORMAT_VERSION)]
+        )
+    held = FingerprintParams.from_manifest(manifest["fingerprint"])
+    diffs = [
+        (name, getattr(held, name), value)
+        for name, value in _fields(wanted).items()
+        if getattr(held, name) != value
     ]
-
-
-def _mismatch(where: str, diffs: list[str], hint: str) -> ManifestMismatch:
-    return ManifestMismatch(
-        f"the index at {where} was built with other parameters:\n  "
-        + "\n  ".join(diffs)
-        + f"\n{hint}"
-    )
-
-
-def check_format(stored: dict[str, Any], where: str) -> None:
-    if stored.get("format_version") != FORMAT_VERSION:
-        raise _mismatch(
-            where,
-            _differences(
-                {"format_version": stored.get("format_version")}, {"format_version": FORMAT_VERSION}
-            ),
-            "upgrade simhash-hbase, or rebuild the index with this version",
-        )
-
-
-def resolve_scheme(stored: dict[str, Any], wanted: str | None, where: str) -> Scheme:
-    if wanted is not None and wanted != stored["scheme"]:
-        raise _mismatch(
-            where,
-            _differences({"scheme": stored["scheme"]}, {"scheme": wanted}),
-            "open it without --scheme, or use a new index for the other scheme",
-        )
-    return get_scheme(stored["scheme"])
-
-
-def stored_params(stored: dict[str, Any], idf_path: str | None) -> FingerprintParams:
-    """The params an index was built with (a custom IDF table must be supplied)."""
-    fp = stored["fingerprint"]
-    return FingerprintParams(top_n=fp["top_n"], seed=fp["seed"], idf_path=idf_path)
-
-
-def check_params(stored: dict[str, Any], params: FingerprintParams, where: str) -> None:
-    diffs = _differences(stored["fingerprint"], params.manifest())
+    if scheme_name is not None and scheme_name != manifest["scheme"]:
+        diffs.insert(0, ("scheme", manifest["scheme"], scheme_name))
     if diffs:
-        raise _mismatch(
-            where,
-            diffs,
-            "fingerprints made with other parameters are not comparable: open the index "
-            "with the parameters above (e.g. the same --idf table and --top-n), or "
-            "ingest into a new index",
-        )
+        raise ManifestMismatch(url, diffs)
+    return get_scheme(manifest["scheme"]), held
+
+
+def check_environment(manifest: dict[str, Any], params: FingerprintParams, url: str) -> None:
+    """The installed tokenizer, IDF table and stop words are those of the index."""
+    stored, current = manifest["fingerprint"], params.to_manifest()
+    diffs = [(k, stored.get(k), current[k]) for k in ENVIRONMENT if stored.get(k) != current[k]]
+    if diffs:
+        raise ManifestMismatch(url, diffs)

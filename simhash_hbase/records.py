@@ -1,8 +1,9 @@
-"""Plain value types shared by every layer."""
+"""Plain value types shared by every layer (no behaviour, no imports from the package)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from enum import Enum
 from typing import Any, NamedTuple
 
 
@@ -22,3 +23,71 @@ class Document:
     fingerprint: int
     text: str | None = None
     meta: dict[str, Any] | None = None
+
+
+class Problem(str, Enum):
+    """Why a record was skipped; the CLI turns each kind into a hint."""
+
+    TOO_LARGE = "too_large"
+    NOT_UTF8 = "not_utf8"
+    BINARY = "binary"
+    MALFORMED = "malformed"  # JSON or CSV syntax
+    MISSING_FIELD = "missing_field"
+    WRONG_TYPE = "wrong_type"
+    BAD_ID = "bad_id"
+    BAD_META = "bad_meta"
+    NO_TERMS = "no_terms"
+    UNREADABLE = "unreadable"  # the file or folder cannot be opened or listed
+    SPECIAL_FILE = "special_file"  # FIFO, socket, device
+    BAD_FINGERPRINT = "bad_fingerprint"
+    INVALID = "invalid"
+
+
+class Record(NamedTuple):
+    """One input document; ``where`` names its origin (file:line) for messages."""
+
+    doc_id: str
+    text: str
+    meta: dict[str, Any] | None = None
+    where: str = ""
+    size: int = 0
+
+
+class BadRecord(NamedTuple):
+    """An input record that cannot be indexed; it is skipped or fails the run."""
+
+    where: str
+    reason: str
+    size: int = 0
+    problem: Problem = Problem.INVALID
+
+
+class Duplicate(NamedTuple):
+    """A near-duplicate found while ingesting: ``doc_id`` is the new document."""
+
+    doc_id: str
+    existing_id: str
+    distance: int
+
+
+class OnError(str, Enum):
+    """What an ingest does with a bad record."""
+
+    SKIP = "skip"  # report it (file:line, reason) and go on
+    FAIL = "fail"  # write the good records read before it, then stop
+
+
+@dataclass
+class IngestSummary:
+    records: int = 0  # read from the input, good and bad
+    added: int = 0
+    duplicates: int = 0
+    skipped: list[BadRecord] = field(default_factory=list)
+    bytes_read: int = 0
+    seconds: float = 0.0
+    resumed_after: int = 0  # records an earlier, interrupted run had already done
+    skipped_before: int = 0  # skipped by earlier runs beyond those listed in ``skipped``
+
+    @property
+    def docs_per_second(self) -> float:
+        return self.added / self.seconds if self.seconds > 0 else 0.0

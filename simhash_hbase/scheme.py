@@ -12,7 +12,7 @@ from itertools import combinations
 
 import numpy as np
 
-from .errors import InvalidInput, InvalidQuery
+from .errors import InvalidQuery, InvalidSetting
 
 FINGERPRINT_BITS = 64
 FIELD_BITS = 32
@@ -31,7 +31,7 @@ class Scheme:
     def __post_init__(self) -> None:
         if sum(self.widths) != FINGERPRINT_BITS:
             raise ValueError(f"scheme {self.name}: widths must sum to 64")
-        # Lexicographic order of segment letters gives flags 1, 2, ... (SPEC.md).
+        # Lexicographic order of segment letters gives flags 1, 2, ... (docs/SPEC.md).
         combos = tuple(combinations(range(len(self.widths)), self.combo_size))
         if any(self._combo_width(c, self.widths) > FIELD_BITS for c in combos):
             raise ValueError(f"scheme {self.name}: a combination exceeds 32 bits")
@@ -78,10 +78,12 @@ class Scheme:
         return len(self.combos)
 
     def check_k(self, k: int) -> None:
-        if not 0 <= k <= self.k:
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k <= self.k:
             raise InvalidQuery(
-                f"k={k} is out of range for scheme {self.name}: it is exact only for "
-                f"0 <= k <= {self.k}; use a smaller k or an index built with more segments"
+                f"k={k!r} is out of range: scheme {self.name} answers exactly for "
+                f"0 <= k <= {self.k}",
+                k=k if isinstance(k, int) else None,
+                max_k=self.k,
             )
 
     def segments(self, fp: int) -> tuple[int, ...]:
@@ -136,4 +138,4 @@ def get_scheme(name: str) -> Scheme:
         return SCHEMES[name]
     except KeyError:
         known = ", ".join(SCHEMES)
-        raise InvalidInput(f"unknown scheme {name!r}; choose one of: {known}") from None
+        raise InvalidSetting("scheme", f"unknown scheme {name!r}; one of: {known}") from None

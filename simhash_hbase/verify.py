@@ -7,13 +7,11 @@ document) and one over the index table; meant to run while nothing writes.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from . import codec
 from .errors import StoreCorrupt
 from .index import SimhashIndex
-from .manifest import MANIFEST, check_format
 from .records import Document
 from .store import IndexCell
 
@@ -38,19 +36,15 @@ class VerifyReport:
 
 
 def _key_is_valid(index: SimhashIndex, row: bytes) -> bool:
+    if len(row) != codec.ROWKEY_BYTES:
+        return False
     field_value, flag, fp = codec.decode_rowkey(row)
     fields = index.scheme.fields(fp)
     return 1 <= flag <= len(fields) and fields[flag - 1] == field_value
 
 
-def verify(
-    index: SimhashIndex,
-    *,
-    repair: bool = False,
-    on_progress: Callable[[VerifyReport], None] | None = None,
-) -> VerifyReport:
+def verify(index: SimhashIndex, *, repair: bool = False) -> VerifyReport:
     """Check (and with ``repair`` fix) the index against its docs table."""
-    check_format(index.store.get_meta(MANIFEST) or {}, index.store.url)
     report = VerifyReport()
     corrupt: list[str] = []
 
@@ -59,15 +53,14 @@ def verify(
         if len(corrupt) <= _EXAMPLES:
             report.examples.append(str(error))
 
-    docs = {doc.doc_id: doc.fingerprint for doc in index.store.iter_docs(on_corrupt)}
+    docs = {doc.doc_id: doc.fingerprint for doc in index.documents(on_corrupt)}
     report.corrupt_documents = len(corrupt)
     report.documents = len(docs)
     present: Counter[str] = Counter()
     stale: list[IndexCell] = []
-    for row, doc_id in index.store.iter_index():
+    for row, doc_id in index.index_cells():
         report.cells += 1
-        fp = codec.decode_rowkey(row)[2]
-        if docs.get(doc_id) != fp or not _key_is_valid(index, row):
+        if not _key_is_valid(index, row) or docs.get(doc_id) != codec.rowkey_fingerprint(row):
             report.stale_cells += 1
             if report.stale_cells <= _EXAMPLES:
                 report.examples.append(f"stale cell {row.hex()} -> {doc_id!r}")
@@ -76,8 +69,6 @@ def verify(
                 _delete(index, stale)
         else:
             present[doc_id] += 1
-        if on_progress is not None and report.cells % 100_000 == 0:
-            on_progress(report)
     per_doc = index.scheme.rows_per_fingerprint
     incomplete = [Document(d, fp) for d, fp in docs.items() if present[d] < per_doc]
     report.incomplete_documents = len(incomplete)
@@ -87,15 +78,12 @@ def verify(
         for d in incomplete[:_EXAMPLES]
     ]
     if repair:
-        _delete(index, stale)  # the cells of a corrupt document are stale: it is not in docs
-        with index.store.batch() as batch:
-            batch.delete_docs(corrupt)
-            batch.put_index(index.cells(incomplete))
+        _delete(index, stale)  # a damaged document's cells are stale: it is not in docs
+        index.write_cells(put=index.cells(incomplete), drop_rows=corrupt)
         report.repaired = True
     return report
 
 
 def _delete(index: SimhashIndex, cells: list[IndexCell]) -> None:
-    with index.store.batch() as batch:
-        batch.delete_index(cells)
+    index.write_cells(delete=cells)
     cells.clear()

@@ -1,8 +1,10 @@
 """Fixtures shared by the suites. ``store_url`` runs a test on every store.
 
-HBase tests need ``SHDB_TEST_HBASE=host:port`` (``scripts/test`` and ``.ci/run``
-start HBase and set it). Without it they are skipped on a laptop, but they fail
-in CI (``CI`` or ``SHDB_REQUIRE_HBASE`` set): there they must never be skipped.
+HBase tests need ``SHDB_TEST_HBASE``: ``container`` (the project's image, started
+once per session by testcontainers; see tests/hbase_server.py) or ``host:port``
+of a running HBase (``scripts/test`` and ``.ci/run`` set it). Without it they are
+skipped on a laptop, but they fail in CI (``CI`` or ``SHDB_REQUIRE_HBASE`` set):
+there they must never be skipped.
 """
 
 from __future__ import annotations
@@ -15,19 +17,66 @@ from pathlib import Path
 
 import pytest
 
+from .hbase_server import HBaseServer, HBaseUnavailable, open_server
+
 HBASE_ENV = "SHDB_TEST_HBASE"
 
 
-def hbase_address() -> str | None:
-    address = os.environ.get(HBASE_ENV)
-    if address:
-        return address
-    if os.environ.get("CI") or os.environ.get("SHDB_REQUIRE_HBASE"):
-        pytest.fail(
-            f"{HBASE_ENV} is not set, but HBase tests must run here: start HBase with "
-            f"`scripts/hbase start` and export {HBASE_ENV}=127.0.0.1:9090"
-        )
-    pytest.skip(f"{HBASE_ENV} not set; run scripts/test to start a local HBase")
+class _Session:
+    """The session's HBase: opened by the first test that needs it, closed at the end."""
+
+    server: HBaseServer | None = None
+    error: str | None = None  # why it could not be opened (the next tests fail at once)
+    diagnostics: str = ""  # its logs, kept for the summary when tests failed
+
+
+def current_hbase() -> HBaseServer:
+    """The HBase named by ``SHDB_TEST_HBASE`` (fails or skips the test without one)."""
+    if _Session.server is not None:
+        return _Session.server
+    spec = os.environ.get(HBASE_ENV)
+    if not spec:
+        if os.environ.get("CI") or os.environ.get("SHDB_REQUIRE_HBASE"):
+            pytest.fail(
+                f"{HBASE_ENV} is not set, but HBase tests must run here: export "
+                f"{HBASE_ENV}=container (Docker), or start HBase with `scripts/hbase start` "
+                f"and export {HBASE_ENV}=127.0.0.1:9090"
+            )
+        pytest.skip(f"{HBASE_ENV} not set; run scripts/test to start a local HBase")
+    if _Session.error is None:
+        try:
+            _Session.server = open_server(spec)
+            return _Session.server
+        except HBaseUnavailable as exc:
+            _Session.error = str(exc)
+    pytest.fail(_Session.error, pytrace=False)
+
+
+def hbase_address() -> str:
+    """host:port of the Thrift1 gateway of the session's HBase (Thrift2: port+1)."""
+    return current_hbase().address
+
+
+@pytest.fixture
+def hbase_server() -> HBaseServer:
+    """The session's HBase, for tests that kill and restart it."""
+    return current_hbase()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _close_hbase(request: pytest.FixtureRequest) -> Iterator[None]:
+    yield
+    server = _Session.server
+    if server is not None:
+        if request.session.testsfailed:
+            _Session.diagnostics = server.diagnostics()
+        server.close()
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if _Session.diagnostics:
+        terminalreporter.write_sep("-", "HBase logs (tests failed)")
+        terminalreporter.write_line(_Session.diagnostics)
 
 
 def _drop_tables(address: str, prefix: str) -> None:
@@ -48,7 +97,6 @@ def _drop_tables(address: str, prefix: str) -> None:
 @contextmanager
 def _fresh_hbase_url() -> Iterator[str]:
     address = hbase_address()
-    assert address is not None
     prefix = "t" + uuid.uuid4().hex[:12]
     try:
         yield f"hbase://{address}?prefix={prefix}"

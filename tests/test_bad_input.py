@@ -91,7 +91,7 @@ CASES = {
         name="gbk.txt",
         wrap=False,
         ids=frozenset(),
-        message="{path}:1: invalid UTF-8 at byte 0; re-encode it as UTF-8",
+        message="{path}:1: invalid UTF-8 at byte 0; re-encode it as UTF-8 (from GBK: iconv",
     ),
     "binary file": Case(
         b"\x89PNG\r\n\x1a\n\x00\x00",
@@ -112,7 +112,7 @@ def test_catalogue(case: Case, store_url: str, tmp_path: Path) -> None:
     assert result.exit_code == case.exit_code, result.stderr
     assert case.message.format(path=path) in result.stderr
     with SimhashIndex.open(store_url) as index:
-        held = {doc.doc_id for doc in index.store.iter_docs()}
+        held = {doc.doc_id for doc in index.documents()}
         assert held == case.ids  # nothing lost, nothing half-written
         if "dup" in held:
             assert index.get("dup").fingerprint == index.fingerprint(ARTICLE + "。")  # type: ignore[union-attr]
@@ -126,9 +126,9 @@ def test_unreadable_file_in_a_folder_keeps_the_others(store_url: str, tmp_path: 
     (folder / "c.txt").write_text(OTHER, encoding="utf-8")
     result = shdb("ingest", str(folder), "-i", store_url)
     assert result.exit_code == EXIT_SKIPPED
-    assert f"skipped {folder / 'b.txt'}: cannot read the file" in result.stderr
+    assert f"skipped {folder / 'b.txt'}: cannot read it" in result.stderr
     with SimhashIndex.open(store_url) as index:
-        assert {doc.doc_id for doc in index.store.iter_docs()} == {"a.txt", "c.txt"}
+        assert {doc.doc_id for doc in index.documents()} == {"a.txt", "c.txt"}
 
 
 @pytest.mark.parametrize(
@@ -141,17 +141,20 @@ def test_unreadable_file_in_a_folder_keeps_the_others(store_url: str, tmp_path: 
             ["ingest", "{corpus}", "-i", "hbase://127.0.0.1:1?timeout=2000"],
             "HBase at 127.0.0.1:1 is not reachable",
         ),
-        (["query", "x", "-i", "{index}", "-k", "7"], "k=7 is out of range for scheme 5x10"),
+        (["query", "x", "-i", "{index}", "-k", "7"], "k=7 is out of range: scheme 5x10"),
         (
             ["query", "--fingerprint", "12345678901234567", "-i", "{index}"],
             "is not a 64-bit hex fingerprint",
         ),
-        (["ingest", "{corpus}", "-i", "{index}", "--scheme", "4x4"], "scheme: index has '5x10'"),
+        (
+            ["ingest", "{corpus}", "-i", "{index}", "--scheme", "4x4"],
+            "scheme: the index has '5x10', asked for '4x4'",
+        ),
         (
             ["ingest", "{corpus}", "-i", "{index}", "--idf", "{tmp}/idf.txt"],
-            "idf_digest: index has",
+            "idf: the index has None",
         ),
-        (["ingest", "{corpus}", "-i", "{index}", "--on-error", "maybe"], "on_error must be"),
+        (["ingest", "{corpus}", "-i", "{index}", "--on-error", "maybe"], "--on-error"),
     ],
 )
 def test_fatal_errors_exit_2_before_writing(args: list[str], message: str, tmp_path: Path) -> None:
@@ -193,7 +196,7 @@ def test_100mb_document_is_refused_with_bounded_memory(tmp_path: Path) -> None:
     assert f"skipped {path}:2: the document is over the 16777216-byte limit" in result.stderr
     assert int(peak_kib) < 300 * 1024, f"peak RSS {int(peak_kib) // 1024} MiB"
     with SimhashIndex.open(index) as ix:
-        assert {doc.doc_id for doc in ix.store.iter_docs()} == {"before", "after"}
+        assert {doc.doc_id for doc in ix.documents()} == {"before", "after"}
 
 
 # -- damaged, foreign, read-only and full-disk embedded indexes (issue #10, part 5) ----------
@@ -327,8 +330,8 @@ def test_damaged_docs_row_is_a_message_and_verify_repair_removes_it(tmp_path: Pa
     assert result.returncode == EXIT_OK, result.stderr
     assert _run("verify", "-i", str(index)).returncode == EXIT_OK
     with SimhashIndex.open(str(index)) as ix:
-        assert {doc.doc_id for doc in ix.store.iter_docs()} == {"after"}
-        assert {doc_id for _, doc_id in ix.store.iter_index()} == {"after"}
+        assert {doc.doc_id for doc in ix.documents()} == {"after"}
+        assert {doc_id for _, doc_id in ix.index_cells()} == {"after"}
 
 
 def _limit_file_size(limit: int) -> Any:
@@ -350,7 +353,7 @@ def test_full_disk_at_creation_does_not_block_the_next_try(limit: int, tmp_path:
     result = _run("ingest", str(corpus), "-i", str(index))
     assert result.returncode == EXIT_OK, result.stderr
     with SimhashIndex.open(str(index)) as ix:
-        assert {doc.doc_id for doc in ix.store.iter_docs()} == {"before", "after"}
+        assert {doc.doc_id for doc in ix.documents()} == {"before", "after"}
 
 
 def _as_nobody() -> None:
@@ -419,7 +422,7 @@ def test_library_errors_after_close_and_for_bad_arguments(tmp_path: Path) -> Non
         lambda: index.get("a"),
         lambda: index.add_fingerprint("b", 2),
         lambda: index.stats(),
-        lambda: list(index.store.iter_docs()),
+        lambda: list(index.documents()),
     ):
         with pytest.raises(StoreClosed, match="is closed; open it again"):
             call()

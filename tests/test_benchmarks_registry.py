@@ -43,6 +43,8 @@ def test_figures_without_target_are_reported_not_judged() -> None:
 def test_ratio_formats() -> None:
     assert show_ratio(3.14159) == "3.14x"
     assert show_ratio(0.474, "%") == "47%"
+    assert show_ratio(0.000018, "%") == "0.0018%"
+    assert show_ratio(0.0, "%") == "0%"
     assert show_ratio(117.4, " B") == "117 B"
     assert show_ratio(math.nan) == "n/a"
     assert str(Target.at_least(0.5, unit="%")) == ">= 50%"
@@ -83,3 +85,17 @@ def test_every_shipped_template_is_valid() -> None:
     assert templates
     for path in templates:
         assert Template(path.read_text(encoding="utf-8")).is_valid(), path
+
+
+def test_snippets_are_chosen_by_key_and_joined_on_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "s.md").write_text(
+        "<!-- a comment before the first block -->\n<!-- one -->\nfirst $x\nline\n\n"
+        "<!-- two -->\nsecond $x $empty.\n"
+    )
+    monkeypatch.setattr(report, "TEMPLATES", tmp_path)
+    assert report.snippet("s.md", "one", x=1) == "first 1 line"
+    assert report.snippet("s.md", "two", x=2, empty="") == "second 2 ."
+    with pytest.raises(KeyError, match="three"):
+        report.snippet("s.md", "three")

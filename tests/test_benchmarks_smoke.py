@@ -7,8 +7,12 @@ import json
 import re
 from pathlib import Path
 
+import pytest
+
 from benchmarks import bench
 from benchmarks import eval as quality
+
+from .conftest import hbase_address
 
 
 def test_bench_smoke_runs_every_embedded_section(tmp_path: Path) -> None:
@@ -26,6 +30,24 @@ def test_bench_smoke_runs_every_embedded_section(tmp_path: Path) -> None:
     assert any(f.met is not None for f in figures)
     for figure in figures:
         assert figure.figure in page
+
+
+@pytest.mark.hbase
+def test_bench_smoke_runs_the_hbase_sections_on_a_running_hbase(tmp_path: Path) -> None:
+    """The HBase sections against the test suite's HBase (--hbase): tables of their own,
+    dropped at the end; the storage figures need the bench's own instance and skip."""
+    address = hbase_address()
+    hbase_sections = [s.name for s in bench.all_sections() if s.needs_hbase]
+    args = ["--smoke", "--hbase", address, "--out", str(tmp_path), "--only", *hbase_sections]
+    assert bench.main(args) == 0
+    results = json.loads((tmp_path / "bench-smoke.json").read_text())
+    assert results["errors"] == {}
+    assert {"ingest_hbase", "query_hbase"} <= set(results)
+    for steps in results["query_hbase"]["schemes"].values():
+        assert all(step["wrong_answers"] == 0 for step in steps)
+    assert set(results["skipped"]) == {"storage_hbase", "query_hbase_schema"}
+    page = (tmp_path / "benchmarks.md").read_text()
+    assert "HBase 5x10 query p50 / one getRow" in page
 
 
 def test_eval_smoke_writes_the_report(tmp_path: Path) -> None:

@@ -37,7 +37,7 @@ def test_ingest_then_query(store_url: str, corpus: Path, tmp_path: Path) -> None
     assert result.exit_code == 0, result.output
     assert "added 3 documents, 1 near-duplicates (k<=3), skipped 0" in result.stderr
     assert [json.loads(x) for x in report.read_text().splitlines()] == [
-        {"doc_id": "a-copy", "existing_id": "a", "distance": 0}
+        {"id": "a-copy", "near_id": "a", "distance": 0}
     ]
     result = shdb("query", ARTICLE, "--index", store_url, "--json")
     assert result.exit_code == 0
@@ -52,7 +52,9 @@ def test_query_by_fingerprint_and_file(store_url: str, corpus: Path, tmp_path: P
     text_file.write_text(OTHER, encoding="utf-8")
     by_file = shdb("query", "--file", str(text_file), "-i", store_url)
     assert by_file.exit_code == 0 and by_file.stdout.endswith("\tb\n")
-    fp = by_file.stdout.split("\t")[1]
+    header, row = by_file.stdout.splitlines()
+    assert header == "distance\tfingerprint\tid"
+    fp = row.split("\t")[1]
     by_fp = shdb("query", "--fingerprint", fp, "-i", store_url, "-k", "0")
     assert by_fp.stdout == by_file.stdout
     assert shdb("fingerprint", OTHER).stdout.strip() == fp
@@ -96,7 +98,7 @@ def test_stats_remove_get(store_url: str, corpus: Path) -> None:
     shdb("ingest", str(corpus), "-i", store_url, "--store-text")
     stats = json.loads(shdb("stats", "-i", store_url, "--json").stdout)
     assert stats["documents"] == 3 and stats["index_cells"] == 30
-    got = json.loads(shdb("get", "a", "-i", store_url).stdout)
+    got = json.loads(shdb("get", "a", "-i", store_url, "--json").stdout)
     assert got["text"] == ARTICLE and got["meta"] == {"url": "http://a"}
     assert shdb("remove", "a", "-i", store_url).exit_code == 0
     result = shdb("remove", "a", "nope", "-i", store_url)
@@ -144,7 +146,7 @@ def test_manifest_mismatch_from_the_cli(tmp_path: Path, corpus: Path) -> None:
     index = str(tmp_path / "ix")
     assert shdb("ingest", str(corpus), "-i", index, "--scheme", "4x4").exit_code == 0
     result = shdb("ingest", str(corpus), "-i", index, "--top-n", "10")
-    assert result.exit_code == 2 and "top_n: index has 16, you asked for 10" in result.stderr
+    assert result.exit_code == 2 and "top_n: the index has 16, asked for 10" in result.stderr
 
 
 def test_no_dedup_bulk_load_skips_the_lookups(tmp_path: Path, corpus: Path) -> None:
@@ -156,4 +158,4 @@ def test_no_dedup_bulk_load_skips_the_lookups(tmp_path: Path, corpus: Path) -> N
         "added 3 documents, skipped 0" in result.stderr and "near-duplicates" not in result.stderr
     )
     assert report.read_text() == ""
-    assert shdb("query", ARTICLE, "-i", index).stdout.count("\n") == 2  # both copies indexed
+    assert shdb("query", ARTICLE, "-i", index).stdout.count("\n") == 3  # header, both copies

@@ -1,4 +1,4 @@
-"""Byte layout of SPEC.md: table-driven cases and hypothesis round trips."""
+"""Byte layout of docs/SPEC.md: table-driven cases and hypothesis round trips."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def test_rowkey_layout(field: int, flag: int, fp: int, hex_key: str) -> None:
 
 
 def test_spec_worked_example_5x10_flag1() -> None:
-    """SPEC.md: scheme 5x10, flag 1 = (A,B): field = ((A << 13) | B) << 6."""
+    """docs/SPEC.md: scheme 5x10, flag 1 = (A,B): field = ((A << 13) | B) << 6."""
     a, b = 0x1ABC, 0x0123
     fp = (a << 51) | (b << 38) | 0x2AAAAAAAAA
     field = SCHEMES["5x10"].fields(fp)[0]

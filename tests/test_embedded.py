@@ -50,9 +50,9 @@ def test_batches_in_any_order_hold_the_last_version(
         for start in range(0, len(items), batch):
             index.add_documents([Document(i, fp) for i, fp in items[start : start + batch]])
         want = dict(items)
-        held = {d.doc_id: d.fingerprint for d in index.store.iter_docs()}
+        held = {d.doc_id: d.fingerprint for d in index.documents()}
         assert held == want
-        assert sorted(index.store.iter_index()) == sorted(
+        assert sorted(index.index_cells()) == sorted(
             index.cells([Document(i, fp) for i, fp in want.items()])
         )
 
@@ -64,8 +64,8 @@ def test_long_ids_are_folded_and_ordered(tmp_path: Path) -> None:
         index.add_documents(
             [Document(i, n * 0x9E3779B97F4A7C15 % 2**64) for n, i in enumerate(ids)]
         )
-        assert {d.doc_id for d in index.store.iter_docs()} == set(ids)
-        assert {i for _, i in index.store.iter_index()} == set(ids)
+        assert {d.doc_id for d in index.documents()} == set(ids)
+        assert {i for _, i in index.index_cells()} == set(ids)
         for n, i in enumerate(ids):
             fp = n * 0x9E3779B97F4A7C15 % 2**64
             assert [m.doc_id for m in index.query_fingerprint(fp, 0)] == [i]

@@ -19,10 +19,11 @@ from pathlib import Path
 import pytest
 
 from simhash_hbase import InvalidInput, SimhashIndex
-from simhash_hbase.ingest import SourceOptions, checkpoint_name
+from simhash_hbase.ingest import Checkpoint, IngestOptions, SourceOptions
 from simhash_hbase.verify import verify
 
 from .conftest import hbase_address
+from .hbase_server import HBaseServer
 
 ROOT = Path(__file__).resolve().parents[1]
 SHDB = [sys.executable, "-m", "simhash_hbase"]
@@ -50,14 +51,16 @@ def _wait_for_checkpoint(
     index_url: str, corpus: Path, at_least: int, proc: subprocess.Popen[str]
 ) -> None:
     """Poll the checkpoint the running ingest writes after each batch."""
-    name = checkpoint_name([str(corpus)], SourceOptions())
-    assert name is not None
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline:
         assert proc.poll() is None, f"ingest ended early: {proc.communicate()}"
         try:
             with SimhashIndex.open(index_url, create=False) as index:
-                done = (index.store.get_meta(name) or {}).get("records", 0)
+                checkpoint = Checkpoint.of(
+                    index, [str(corpus)], SourceOptions(), IngestOptions(batch_size=100)
+                )
+                assert checkpoint is not None
+                done = checkpoint.load().records
         except InvalidInput:  # the ingest has not created the index yet
             done = 0
         if done >= at_least:
@@ -68,7 +71,7 @@ def _wait_for_checkpoint(
 
 def _assert_exactly(index_url: str, expected: set[str]) -> None:
     with SimhashIndex.open(index_url, create=False) as index:
-        held = {doc.doc_id for doc in index.store.iter_docs()}
+        held = {doc.doc_id for doc in index.documents()}
         report = verify(index)
     assert held == expected
     assert report.clean, report.examples
@@ -144,7 +147,6 @@ def _shutdown(*socks: socket.socket) -> None:
 @pytest.fixture
 def proxy() -> Iterator[_DroppingProxy]:
     address = hbase_address()
-    assert address is not None
     host, port = address.rsplit(":", 1)
     p = _DroppingProxy((host, int(port)))
     yield p
@@ -203,21 +205,24 @@ def test_two_writers_and_a_reader(store_url: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.hbase
-def test_hbase_killed_midway_then_restarted(hbase_url: str, tmp_path: Path) -> None:
-    """SIGKILL HBase under a running ingest: a clear error; after a restart the
-    same command completes and the index holds exactly the input."""
+def test_hbase_killed_midway_then_restarted(
+    hbase_server: HBaseServer, hbase_url: str, tmp_path: Path
+) -> None:
+    """SIGKILL HBase under a running ingest: a clear error; after a restart on the
+    same data the same command completes and the index holds exactly the input.
+    (In a container: ``docker kill``, then a new container on the same volume.)"""
     store_url = hbase_url
     ids = [f"doc{i}" for i in range(3000)]
     corpus = _write_corpus(tmp_path / "corpus.jsonl", ids)
     proc = _ingest(store_url, corpus)
     _wait_for_checkpoint(store_url, corpus, 500, proc)
-    subprocess.run([str(ROOT / "scripts" / "hbase"), "kill"], check=True)
+    hbase_server.kill()
     try:
         _, err = proc.communicate(timeout=300)
         assert proc.returncode == 2
         assert "is not reachable" in err and "scripts/hbase start" in err
     finally:
-        subprocess.run([str(ROOT / "scripts" / "hbase"), "start"], check=True)
+        hbase_server.restart()
     rerun = _ingest(store_url, corpus)
     _, err = rerun.communicate(timeout=600)
     assert rerun.returncode == 0, err

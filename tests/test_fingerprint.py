@@ -86,7 +86,7 @@ def test_top_n_changes_the_fingerprint_and_is_validated() -> None:
         text
     ) != Fingerprinter().fingerprint(text)
     assert len(Fingerprinter(FingerprintParams(top_n=3)).weighted_terms(text)) == 3
-    with pytest.raises(InvalidInput, match="top-N"):
+    with pytest.raises(InvalidInput, match="top_n must be an integer in 1"):
         Fingerprinter(FingerprintParams(top_n=0))
 
 
@@ -102,11 +102,11 @@ def test_workers_give_the_same_result_in_order(fp: Fingerprinter) -> None:
 
 
 def test_manifest_names_every_parameter(fp: Fingerprinter) -> None:
-    manifest = fp.params.manifest()
+    manifest = fp.params.to_manifest()
     for key in (
         "tokenizer",
         "tokenizer_version",
-        "idf_name",
+        "idf",
         "idf_digest",
         "top_n",
         "hash",
@@ -121,20 +121,24 @@ def test_manifest_names_every_parameter(fp: Fingerprinter) -> None:
 def test_custom_idf_table(tmp_path: Path) -> None:
     table = tmp_path / "idf.txt"
     table.write_text("天气 1.0\n公园 20.0\n散步 5.0\n", encoding="utf-8")
-    fp = Fingerprinter(FingerprintParams(idf_path=str(table)))
+    fp = Fingerprinter(FingerprintParams.with_idf_file(str(table)))
     terms = dict(fp.weighted_terms("天气，公园，散步"))
     assert terms["公园"] == 20.0 and terms["天气"] == 1.0
-    assert fp.params.manifest()["idf_name"] == "idf.txt"
+    manifest = fp.params.to_manifest()
+    assert manifest["idf"] == "custom" and manifest["idf_digest"] == fp.params.idf
+    copy = tmp_path / "copy-under-another-name.txt"
+    copy.write_bytes(table.read_bytes())
+    assert FingerprintParams.with_idf_file(str(copy)) == fp.params
     bad = tmp_path / "bad.txt"
     bad.write_text("天气 1.0\n公园 x\n", encoding="utf-8")
     with pytest.raises(InvalidInput, match=r"bad.txt:2"):
-        Fingerprinter(FingerprintParams(idf_path=str(bad)))
+        FingerprintParams.with_idf_file(str(bad))
 
 
 def test_terms_of_zero_weight_do_not_make_fingerprint_zero(tmp_path: Path) -> None:
     table = tmp_path / "idf.txt"
     table.write_text("天气 0.0\n公园 0.0\n散步 2.0\n", encoding="utf-8")
-    fp = Fingerprinter(FingerprintParams(idf_path=str(table)))
+    fp = Fingerprinter(FingerprintParams.with_idf_file(str(table)))
     with pytest.raises(EmptyDocument):
         fp.fingerprint("天气，公园")
     assert [t for t, _ in fp.weighted_terms("天气，公园，散步")] == ["散步"]

@@ -7,9 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from simhash_hbase import InvalidIndexUrl, SimhashIndex, StoreUnavailable, schema
+from simhash_hbase import InvalidIndexUrl, SimhashIndex, StoreUnavailable
+from simhash_hbase.store import hbase_tables as schema
 
-SPEC_5X10 = {  # SPEC.md, written out independently of simhash_hbase.scheme
+from .test_cli import shdb
+
+SPEC_5X10 = {  # docs/SPEC.md, written out independently of simhash_hbase.scheme
     1: "AB",
     2: "AC",
     3: "AD",
@@ -72,9 +75,9 @@ def test_tables_decode_by_spec_alone(hbase_url: str) -> None:
 def test_unreachable_hbase_says_what_to_do() -> None:
     with pytest.raises(StoreUnavailable) as info:
         SimhashIndex.open("hbase://127.0.0.1:1?prefix=x&timeout=2000")
-    message = str(info.value)
-    assert "HBase at 127.0.0.1:1 is not reachable" in message
-    assert "scripts/hbase start" in message
+    assert "HBase at 127.0.0.1:1 is not reachable" in str(info.value)
+    result = shdb("stats", "-i", "hbase://127.0.0.1:1?prefix=x&timeout=2000")
+    assert result.exit_code == 2 and "scripts/hbase start" in result.stderr  # the CLI's hint
 
 
 @pytest.mark.parametrize(

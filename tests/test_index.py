@@ -12,10 +12,12 @@ from simhash_hbase import (
     InvalidQuery,
     ManifestMismatch,
     Match,
+    OnError,
     Record,
     SimhashIndex,
 )
 from simhash_hbase.fingerprint import Fingerprinter
+from simhash_hbase.ingest import IngestOptions, index_records
 from simhash_hbase.scheme import SCHEMES
 
 ARTICLE = (
@@ -63,7 +65,7 @@ def test_re_adding_an_id_replaces_its_rows(store_url: str) -> None:
         assert index.query_fingerprint(0x5555_0000_0000_0000) == [
             Match("a", 0x5555_0000_0000_0000, 0)
         ]
-        assert sum(1 for _ in index.store.iter_index()) == SCHEMES["5x10"].rows_per_fingerprint
+        assert sum(1 for _ in index.index_cells()) == SCHEMES["5x10"].rows_per_fingerprint
 
 
 def test_k_above_the_scheme_is_an_error(store_url: str) -> None:
@@ -76,9 +78,9 @@ def test_k_above_the_scheme_is_an_error(store_url: str) -> None:
 
 def test_manifest_mismatch_is_a_clear_error(store_url: str) -> None:
     SimhashIndex.open(store_url, scheme="4x4").close()
-    with pytest.raises(ManifestMismatch, match="scheme: index has '4x4'"):
+    with pytest.raises(ManifestMismatch, match="scheme: the index has '4x4', asked for '5x10'"):
         SimhashIndex.open(store_url, scheme="5x10")
-    with pytest.raises(ManifestMismatch, match="top_n: index has 16"):
+    with pytest.raises(ManifestMismatch, match="top_n: the index has 16, asked for 32"):
         SimhashIndex.open(store_url, params=FingerprintParams(top_n=32))
     with SimhashIndex.open(store_url) as index:  # adopts what the index was built with
         assert index.scheme.name == "4x4"
@@ -89,20 +91,21 @@ def test_opening_a_missing_index_without_create_fails(tmp_path) -> None:
         SimhashIndex.open(str(tmp_path / "nothing"), create=False)
 
 
-def test_add_many_finds_duplicates_within_a_batch_and_against_the_index(store_url: str) -> None:
-    with SimhashIndex.open(store_url, batch_size=2) as index:
+def test_index_records_finds_duplicates_in_the_batch_and_the_index(store_url: str) -> None:
+    with SimhashIndex.open(store_url) as index:
         index.add("old", ARTICLE)
         found = []
-        summary = index.add_many(
+        summary = index_records(
+            index,
             [("n1", ARTICLE + "！"), ("n2", OTHER), ("n3", OTHER + "。")],
-            find_k=3,
+            IngestOptions(batch_size=2, find_k=3),
             on_duplicate=found.append,
         )
         assert summary.added == 3 and summary.duplicates == len(found) == 2
         assert {(d.doc_id, d.existing_id) for d in found} == {("n1", "old"), ("n3", "n2")}
 
 
-def test_add_many_skips_bad_records_and_keeps_the_rest(store_url: str) -> None:
+def test_index_records_skips_bad_records_and_keeps_the_rest(store_url: str) -> None:
     records = [
         Record("ok1", ARTICLE, None, "in.jsonl:1"),
         BadRecord("in.jsonl:2", "malformed JSON"),
@@ -111,33 +114,33 @@ def test_add_many_skips_bad_records_and_keeps_the_rest(store_url: str) -> None:
         Record("ok2", OTHER, None, "in.jsonl:5"),
     ]
     with SimhashIndex.open(store_url) as index:
-        summary = index.add_many(records)
+        summary = index_records(index, records)
         assert summary.added == 2
-        assert [w for w, _ in summary.skipped] == ["in.jsonl:2", "in.jsonl:3", "in.jsonl:4"]
-        assert set(index.store.get_docs(["ok1", "ok2"])) == {"ok1", "ok2"}
+        assert [bad.where for bad in summary.skipped] == ["in.jsonl:2", "in.jsonl:3", "in.jsonl:4"]
+        assert set(index.get_many(["ok1", "ok2"])) == {"ok1", "ok2"}
 
 
-def test_add_many_fail_mode_keeps_records_before_the_bad_one(store_url: str) -> None:
+def test_index_records_fail_mode_keeps_records_before_the_bad_one(store_url: str) -> None:
     records = [("ok1", ARTICLE), Record("bad", "", None, "x.jsonl:2"), ("never", OTHER)]
     with SimhashIndex.open(store_url) as index:
         with pytest.raises(InvalidInput, match=r"x.jsonl:2: .*no usable terms"):
-            index.add_many(records, on_error="fail")
+            index_records(index, records, IngestOptions(on_error=OnError.FAIL))
         assert index.get("ok1") is not None
         assert index.get("never") is None
 
 
 def test_duplicate_ids_in_one_batch_leave_no_stale_rows(store_url: str) -> None:
     with SimhashIndex.open(store_url) as index:
-        index.add_many([("a", ARTICLE), ("a", OTHER)])
+        index_records(index, [("a", ARTICLE), ("a", OTHER)])
         fp = Fingerprinter().fingerprint(OTHER)
         assert index.get("a").fingerprint == fp  # type: ignore[union-attr]
-        assert {doc_id for _, doc_id in index.store.iter_index()} == {"a"}
-        assert sum(1 for _ in index.store.iter_index()) == 10
+        assert {doc_id for _, doc_id in index.index_cells()} == {"a"}
+        assert sum(1 for _ in index.index_cells()) == 10
 
 
 def test_query_many_matches_single_queries(store_url: str) -> None:
     with SimhashIndex.open(store_url) as index:
-        index.add_many([("a", ARTICLE), ("c", OTHER)])
+        index_records(index, [("a", ARTICLE), ("c", OTHER)])
         assert index.query_many([ARTICLE, OTHER, "完全不同的内容，讲的是做饭和菜谱"]) == [
             index.query(ARTICLE),
             index.query(OTHER),
@@ -154,15 +157,15 @@ def test_stale_cells_never_surface(hbase_url: str) -> None:
     """
     with SimhashIndex.open(hbase_url) as index:
         index.add_fingerprint("a", 0x1000)
-        with index.store.batch() as batch:  # simulate a crash before the old cells went
-            batch.put_index(index.cells([Document("a", 0xFFFF_0000_0000_0000)]))
+        # simulate a crash before the old cells went
+        index.write_cells(put=index.cells([Document("a", 0xFFFF_0000_0000_0000)]))
         assert index.query_fingerprint(0xFFFF_0000_0000_0000) == []
         assert index.query_fingerprint(0x1000) == [Match("a", 0x1000, 0)]
 
 
 def test_stats(store_url: str) -> None:
     with SimhashIndex.open(store_url) as index:
-        index.add_many([("a", ARTICLE), ("c", OTHER)])
+        index_records(index, [("a", ARTICLE), ("c", OTHER)])
         stats = index.stats()
     assert stats["documents"] == 2 and stats["index_cells"] == 20
     assert stats["scheme"] == "5x10" and stats["fingerprint"]["top_n"] == 16

@@ -1,4 +1,4 @@
-"""Pigeonhole schemes per SPEC.md, and the exactness of queries."""
+"""Pigeonhole schemes per docs/SPEC.md, and the exactness of queries."""
 
 from __future__ import annotations
 

@@ -10,7 +10,7 @@ from simhash_hbase import codec
 from simhash_hbase.records import Document
 from simhash_hbase.store import Store, open_store
 
-LONG_ID = "l" * 1024  # the longest id SPEC.md allows, above LMDB's 511-byte key limit
+LONG_ID = "l" * 1024  # the longest id docs/SPEC.md allows, above LMDB's 511-byte key limit
 
 
 @pytest.fixture

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from simhash_hbase import Document, IngestSummary, SimhashIndex
-from simhash_hbase.ingest import SourceOptions, checkpoint_name, ingest
+from simhash_hbase.ingest import Checkpoint, IngestOptions, SourceOptions, ingest
 from simhash_hbase.verify import verify
 
 from .test_cli import shdb
@@ -27,11 +27,14 @@ def test_verify_finds_and_repairs_every_kind_of_damage(store_url: str) -> None:
         for i in range(10):
             index.add_fingerprint(f"d{i}", (i + 1) * 0x1111_1111)
         cells = index.cells([Document("d0", 0x1111_1111)])
-        with index.store.batch() as batch:
-            batch.delete_index(cells[:3])  # d0 lost three cells
-            batch.put_index(index.cells([Document("ghost", 42)]))  # no docs row
-            batch.put_index(index.cells([Document("d1", 7)]))  # d1 is not 7
-            batch.put_index([(cells[0][0][:4] + b"\x09" + cells[0][0][5:], "d0")])  # wrong flag
+        index.write_cells(
+            delete=cells[:3],  # d0 lost three cells
+            put=[
+                *index.cells([Document("ghost", 42)]),  # no docs row
+                *index.cells([Document("d1", 7)]),  # d1 is not 7
+                (cells[0][0][:4] + b"\x09" + cells[0][0][5:], "d0"),  # wrong flag
+            ],
+        )
         report = verify(index)
         assert not report.clean
         assert report.missing_cells == 3 and report.incomplete_documents == 1
@@ -47,8 +50,7 @@ def test_cli_verify_exit_codes(tmp_path: Path) -> None:
     index = str(tmp_path / "ix")
     with SimhashIndex.open(index) as ix:
         ix.add_fingerprint("a", 1)
-        with ix.store.batch() as batch:
-            batch.put_index(ix.cells([Document("ghost", 2)]))
+        ix.write_cells(put=ix.cells([Document("ghost", 2)]))
     found = shdb("verify", "-i", index, "--json")
     assert found.exit_code == 1 and json.loads(found.stdout)["stale_cells"] == 10
     assert shdb("verify", "-i", index, "--repair").exit_code == 0
@@ -75,22 +77,27 @@ def test_interrupted_ingest_resumes_from_its_checkpoint(store_url: str, tmp_path
         if summary.records >= 100:
             raise KeyboardInterrupt  # what Ctrl-C or a kill would do
 
-    with SimhashIndex.open(store_url, batch_size=50) as index:
+    options = IngestOptions(batch_size=50)
+    with SimhashIndex.open(store_url) as index:
         with pytest.raises(KeyboardInterrupt):
-            ingest(index, [str(corpus)], opts, on_progress=crash_after_two_batches)
-        name = checkpoint_name([str(corpus)], opts)
-        assert name is not None
-        assert index.store.get_meta(name) == {"records": 100}
-        summary = ingest(index, [str(corpus)], opts)
+            ingest(index, [str(corpus)], opts, options, on_progress=crash_after_two_batches)
+        checkpoint = Checkpoint.of(index, [str(corpus)], opts, options)
+        assert checkpoint is not None
+        assert checkpoint.load().records == 100
+        summary = ingest(index, [str(corpus)], opts, options)
         assert summary.resumed_after == 100 and summary.added == 150
-        assert index.store.get_meta(name) is None  # done: the checkpoint is gone
+        assert checkpoint.load().records == 0  # done: the checkpoint is gone
         assert index.stats()["documents"] == 250
         assert verify(index).clean
 
 
 def test_changed_input_does_not_reuse_a_checkpoint(tmp_path: Path) -> None:
     corpus = _corpus(tmp_path / "c.jsonl", 5)
-    before = checkpoint_name([str(corpus)], SourceOptions())
-    _corpus(corpus, 6)
-    assert checkpoint_name([str(corpus)], SourceOptions()) != before
-    assert checkpoint_name(["-"], SourceOptions()) is None
+    opts, options = SourceOptions(), IngestOptions()
+    with SimhashIndex.open(str(tmp_path / "ix")) as index:
+        before = Checkpoint.of(index, [str(corpus)], opts, options)
+        assert before is not None
+        _corpus(corpus, 6)
+        after = Checkpoint.of(index, [str(corpus)], opts, options)
+        assert after is not None and after.name != before.name
+        assert Checkpoint.of(index, ["-"], opts, options) is None

@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import os
-from urllib.parse import urlsplit
+from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 from ..errors import InvalidIndexUrl
 from .base import IndexCell, Store, StoreBatch
 
 DEFAULT_INDEX = "shdb-index"
-_EMBEDDED_SCHEMES = ("", "file")
 
-__all__ = ["IndexCell", "Store", "StoreBatch", "open_store", "resolve_url"]
+__all__ = ["IndexCell", "Store", "StoreBatch", "local_path", "open_store", "resolve_url"]
 
 
 def resolve_url(url: str | None) -> str:
@@ -19,21 +19,38 @@ def resolve_url(url: str | None) -> str:
     return url or os.environ.get("SHDB_INDEX") or DEFAULT_INDEX
 
 
+def local_path(url: str | None) -> Path | None:
+    """The folder of an embedded index URL; None for a server store.
+
+    Only ``scheme://`` makes a URL, so a folder named ``snap:2024`` is a folder.
+    ``file://ix`` and ``file:///abs/ix`` name the folders ``ix`` and ``/abs/ix``.
+    """
+    url = resolve_url(url)
+    if "://" not in url:
+        return Path(url)
+    parts = urlsplit(url)
+    if parts.scheme.lower() != "file":
+        return None
+    if parts.query or parts.fragment:
+        raise InvalidIndexUrl(f"index URL {url!r}: a file:// URL takes no ?query or #fragment")
+    return Path(unquote(parts.netloc + parts.path))
+
+
 def open_store(url: str | None, *, create: bool = True, readonly: bool = False) -> Store:
     """The store at ``url``; ``readonly`` promises no writes (the embedded store then
     opens without write locks, so a read-only folder can be read)."""
     url = resolve_url(url)
+    path = local_path(url)
+    if path is not None:
+        from .embedded import EmbeddedStore
+
+        return EmbeddedStore(path, create=create and not readonly, readonly=readonly)
     scheme = urlsplit(url).scheme.lower()
     if scheme == "hbase":
         from .hbase import HBaseStore  # happybase is the optional `hbase` extra
 
         return HBaseStore.from_url(url, create=create)
-    if scheme in _EMBEDDED_SCHEMES:
-        from .embedded import EmbeddedStore
-
-        path = urlsplit(url).path if scheme == "file" else url
-        return EmbeddedStore(path, create=create, readonly=readonly)
     raise InvalidIndexUrl(
-        f"index URL {url!r} has an unknown scheme {scheme!r}: use a directory path for "
-        "the embedded store, or hbase://HOST:PORT?prefix=NAME for HBase"
+        f"index URL {url!r} has an unknown scheme {scheme!r}: a folder (or file://FOLDER) "
+        "for the embedded store, or hbase://HOST:PORT?prefix=NAME for HBase"
     )

@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 import lmdb
 
 from .. import codec
-from ..errors import InvalidIndexUrl, StoreClosed, StoreCorrupt, StoreError
+from ..errors import IndexNotFound, InvalidIndexUrl, StoreClosed, StoreCorrupt, StoreError
 from ..records import Document
 from .base import IndexCell
 
@@ -169,9 +169,7 @@ class EmbeddedStore:
             if data.exists() and self._committed(data):
                 return []
             if not create:
-                raise InvalidIndexUrl(
-                    f"no index at {self.path}; create one by ingesting into {self.path}"
-                )
+                raise IndexNotFound(self.url)
             # lock.mdb and an empty data.mdb are what a failed creation can leave.
             if self.path.exists() and any(
                 p.name not in (_DATA_FILE, _LOCK_FILE) for p in self.path.iterdir()
@@ -278,7 +276,7 @@ class EmbeddedStore:
             )
         if names != set(_TABLES):
             if readonly:
-                raise InvalidIndexUrl(f"no index at {self.path}: its creation never completed")
+                raise IndexNotFound(self.url)  # its creation never completed
             with self._env.begin(write=True) as txn:  # all tables in one commit
                 self._index, self._docs, self._meta = (
                     self._env.open_db(name, txn=txn) for name in _TABLES
@@ -422,6 +420,16 @@ class EmbeddedStore:
                 txn.delete(name.encode())
         except lmdb.Error as exc:
             raise self._error(exc, "write to") from exc
+
+    def put_meta_if_absent(self, name: str, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            with self._env.begin(write=True, db=self._meta) as txn:  # one writer at a time
+                raw = txn.get(name.encode())
+                if raw is None:
+                    txn.put(name.encode(), codec.encode_json(value))
+        except lmdb.Error as exc:
+            raise self._error(exc, "write to") from exc
+        return value if raw is None else codec.decode_json(raw)
 
     @contextmanager
     def batch(self) -> Iterator[_LmdbBatch]:

@@ -25,9 +25,17 @@ import Hbase_thrift
 from thriftpy2.thrift import TException
 from thriftpy2.transport import TTransportException
 
-from .. import codec, schema
-from ..errors import InvalidIndexUrl, ShdbError, StoreCorrupt, StoreError, StoreUnavailable
+from .. import codec
+from ..errors import (
+    IndexNotFound,
+    InvalidIndexUrl,
+    ShdbError,
+    StoreCorrupt,
+    StoreError,
+    StoreUnavailable,
+)
 from ..records import Document
+from . import hbase_tables as schema
 from .base import IndexCell
 
 log = logging.getLogger(__name__)
@@ -212,8 +220,7 @@ class HBaseStore:
         except _RETRYABLE as exc:
             raise StoreUnavailable(
                 f"HBase at {self.host}:{self.port} is not reachable while trying to {action} "
-                f"({exc}): start it with `scripts/hbase start`, or check the host, the port "
-                f"and that its Thrift server runs (index {self.url})"
+                f"({exc}; index {self.url})"
             ) from exc
         except Hbase_thrift.IOError as exc:
             raise StoreError(f"HBase failed to {action}: {exc.message}") from exc
@@ -252,13 +259,10 @@ class HBaseStore:
             for table in missing:  # meta last: its presence marks a complete index
                 self._create_table(table)
         elif "meta" in missing:
-            raise InvalidIndexUrl(
-                f"no index at {self.url}; create one with `shdb ingest --index {self.url} ...`"
-            )
+            raise IndexNotFound(self.url)
         elif missing:
             raise StoreError(
-                f"index {self.url} is incomplete: tables {', '.join(missing)} are missing; "
-                "recreate them with `shdb schema` and `hbase shell`"
+                f"index {self.url} is incomplete: tables {', '.join(missing)} are missing"
             )
 
     def _create_table(self, table: str) -> None:
@@ -288,6 +292,18 @@ class HBaseStore:
         self._call(
             "write the meta table", lambda c: c.mutateRow(table, name.encode(), [mutation], {})
         )
+
+    def put_meta_if_absent(self, name: str, value: dict[str, Any]) -> dict[str, Any]:
+        mutation = Hbase_thrift.Mutation(column=_META_COL, value=codec.encode_json(value))
+        table = self.tables["meta"]
+        written = self._call(  # checkAndPut without a value: put only if the cell is absent
+            "write the meta table",
+            lambda c: c.checkAndPut(table, name.encode(), _META_COL, None, mutation, {}),
+        )
+        held = value if written else self.get_meta(name)
+        if held is None:
+            raise StoreError(f"meta record {name!r} of {self.url} vanished while being created")
+        return held
 
     def delete_meta(self, name: str) -> None:
         table = self.tables["meta"]

@@ -26,10 +26,6 @@ def table_name(prefix: str, table: str) -> str:
     return f"{prefix}_{table}"
 
 
-def family(table: str) -> str:
-    return str(load()["tables"][table]["family"])
-
-
 def thrift1_family_options(table: str) -> dict[str, Any]:
     """ColumnDescriptor fields for Thrift1 createTable."""
     spec = load()["tables"][table]
@@ -44,7 +40,7 @@ def thrift1_family_options(table: str) -> dict[str, Any]:
 
 
 def split_points(table: str) -> list[bytes]:
-    """Even splits on the first key byte (uniform by SPEC.md's left alignment)."""
+    """Even splits on the first key byte (uniform by docs/SPEC.md's left alignment)."""
     regions = int(load()["tables"][table]["presplit_regions"])
     return [bytes([i * 256 // regions]) for i in range(1, regions)] if regions > 1 else []
 

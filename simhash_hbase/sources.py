@@ -1,0 +1,553 @@
+"""Input readers: text files, folders, JSONL, CSV/TSV, stdin, fingerprint lines.
+
+Readers never raise on a bad record: each record is read, decoded and checked
+inside its own boundary, and a failure becomes a :class:`BadRecord` naming the
+file and line, so the records around it are still read. Memory is bounded by
+``max_bytes`` per record, counted in bytes, on every path. Nothing here needs an
+index.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import stat
+import sys
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, BinaryIO
+
+from .codec import parse_fingerprint_hex
+from .errors import InvalidInput, InvalidSetting
+from .records import BadRecord, Problem, Record
+
+DEFAULT_MAX_BYTES = 16 * 1024 * 1024
+MAX_MAX_BYTES = 1 << 30  # a record is held in memory several times over while indexed
+FORMATS = ("auto", "text", "jsonl", "csv")
+STDIN = "-"
+STDIN_NAME = "<stdin>"
+_JSONL_SUFFIXES = {".jsonl", ".ndjson"}
+_CSV_SUFFIXES = {".csv": ",", ".tsv": "\t"}
+_READ_CHUNK = 1 << 20
+_FINGERPRINT_LINE_BYTES = 4096  # an id (<= 1024 bytes), a tab and 16 hex digits fit
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    format: str = "auto"
+    id_field: str = "id"
+    text_field: str = "text"
+    max_bytes: int = DEFAULT_MAX_BYTES
+    stdin_id: str | None = None  # the id of a plain text read from stdin
+
+    def __post_init__(self) -> None:
+        if self.format not in FORMATS:
+            raise InvalidSetting(
+                "format", f"unknown format {self.format!r}; one of: {', '.join(FORMATS)}"
+            )
+        if not 1 <= self.max_bytes <= MAX_MAX_BYTES:
+            raise InvalidSetting(
+                "max_bytes",
+                f"the record size limit must be 1..{MAX_MAX_BYTES} bytes, got {self.max_bytes}",
+            )
+
+
+def display_path(path: str | os.PathLike[str]) -> str:
+    """A path as printable text, whatever bytes its name holds."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+# -- decoding -----------------------------------------------------------------
+def decode_text(raw: bytes, where: str) -> str | BadRecord:
+    """Strict UTF-8 (a BOM is dropped); NUL bytes mean a binary file."""
+    nul = raw.find(b"\x00")
+    if nul >= 0:
+        return BadRecord(
+            where,
+            f"binary content (NUL byte at offset {nul}); only UTF-8 text is indexed",
+            len(raw),
+            Problem.BINARY,
+        )
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        return BadRecord(
+            f"{where}:{line}",
+            f"invalid UTF-8 at byte {exc.start}",
+            len(raw),
+            Problem.NOT_UTF8,
+        )
+
+
+def too_large(where: str, size: int | None, max_bytes: int) -> BadRecord:
+    """``size`` None: the end of the record was not even read."""
+    what = f"is {size} bytes" if size is not None else "is longer than that"
+    return BadRecord(
+        where,
+        f"the document is over the {max_bytes}-byte limit (it {what})",
+        size or max_bytes,
+        Problem.TOO_LARGE,
+    )
+
+
+def _read_bounded(f: BinaryIO, max_bytes: int) -> tuple[bytes, bool]:
+    """Up to ``max_bytes`` bytes, and whether there was more; never allocates
+    more than it reads (``read(n)`` would reserve n bytes at once)."""
+    parts: list[bytes] = []
+    size = 0
+    while size <= max_bytes:
+        part = f.read(min(_READ_CHUNK, max_bytes + 1 - size))
+        if not part:
+            break
+        parts.append(part)
+        size += len(part)
+    raw = b"".join(parts)
+    return raw[:max_bytes], size > max_bytes
+
+
+def _unreadable(where: str, exc: OSError) -> BadRecord:
+    return BadRecord(where, f"cannot read it: {exc.strerror or exc}", 0, Problem.UNREADABLE)
+
+
+def _read_document(path: Path, doc_id: str, max_bytes: int) -> Record | BadRecord:
+    where = display_path(path)
+    try:
+        with path.open("rb") as f:
+            raw, more = _read_bounded(f, max_bytes)
+            if more:
+                size = os.fstat(f.fileno()).st_size
+                return too_large(where, size if size > max_bytes else None, max_bytes)
+    except OSError as exc:
+        return _unreadable(where, exc)
+    text = decode_text(raw, where)
+    if isinstance(text, BadRecord):
+        return text
+    return Record(doc_id, text, None, where, len(raw))
+
+
+def check_readable_file(path: str) -> None:
+    """An explicitly named input must be a file, a folder, a FIFO or ``-``: a
+    device or socket would block or never end."""
+    if path == STDIN:
+        return
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        raise InvalidInput(f"{display_path(path)}: no such file or folder") from None
+    except OSError as exc:
+        raise InvalidInput(f"{display_path(path)}: {exc.strerror or 'cannot be read'}") from None
+    if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode) or stat.S_ISFIFO(mode)):
+        raise InvalidInput(f"{display_path(path)} is a device or socket, not a file")
+
+
+def read_text_file(
+    path: str, max_bytes: int = DEFAULT_MAX_BYTES, stdin: BinaryIO | None = None
+) -> str:
+    """One whole file (``-``: stdin) as text, or :class:`InvalidInput` saying what is wrong."""
+    SourceOptions(max_bytes=max_bytes)
+    check_readable_file(path)
+    if path == STDIN:
+        result = _whole_stream(stdin or sys.stdin.buffer, STDIN_NAME, STDIN_NAME, max_bytes)
+    else:
+        result = _read_document(Path(path), path, max_bytes)
+    if isinstance(result, BadRecord):
+        raise InvalidInput(f"{result.where}: {result.reason}")
+    return result.text
+
+
+def _whole_stream(f: BinaryIO, name: str, doc_id: str, max_bytes: int) -> Record | BadRecord:
+    raw, more = _read_bounded(f, max_bytes)
+    if more:
+        return too_large(name, None, max_bytes)
+    text = decode_text(raw, name)
+    return text if isinstance(text, BadRecord) else Record(doc_id, text, None, name, len(raw))
+
+
+# -- line-oriented formats ----------------------------------------------------
+def _bounded_lines(f: BinaryIO, max_bytes: int) -> Iterator[tuple[int, bytes | None, int]]:
+    """(line number, line, quote count) triples; the line is None when it is over
+    ``max_bytes``: it is then read in chunks and dropped, so memory stays bounded,
+    and only its count of ``"`` is kept (a CSV reader needs it to stay in step)."""
+    lineno = 0
+    while True:
+        line = f.readline(max_bytes + 1)
+        if not line:
+            return
+        lineno += 1
+        if len(line) > max_bytes and not line.endswith(b"\n"):
+            quotes = line.count(b'"')
+            while (rest := f.readline(_READ_CHUNK)) and not rest.endswith(b"\n"):
+                quotes += rest.count(b'"')
+            quotes += rest.count(b'"')
+            yield lineno, None, quotes
+            continue
+        yield lineno, line, 0
+
+
+def _field(obj: dict[str, Any], name: str, where: str) -> str | BadRecord:
+    if name not in obj:
+        present = ", ".join(sorted(map(str, obj))) or "none"
+        return BadRecord(
+            where, f"no {name!r} field (fields: {present[:200]})", 0, Problem.MISSING_FIELD
+        )
+    value = obj[name]
+    if not isinstance(value, str):
+        return BadRecord(
+            where,
+            f"field {name!r} is a {type(value).__name__}, not a string",
+            0,
+            Problem.WRONG_TYPE,
+        )
+    return value
+
+
+def _record_from_fields(
+    obj: dict[str, Any], opts: SourceOptions, where: str, size: int
+) -> Record | BadRecord:
+    doc_id = _field(obj, opts.id_field, where)
+    if isinstance(doc_id, BadRecord):
+        return doc_id._replace(size=size)
+    text = _field(obj, opts.text_field, where)
+    if isinstance(text, BadRecord):
+        return text._replace(size=size)
+    meta = {k: v for k, v in obj.items() if k not in (opts.id_field, opts.text_field)}
+    return Record(doc_id, text, meta or None, where, size)
+
+
+def _parse_json_line(line: bytes, where: str, opts: SourceOptions) -> Record | BadRecord | None:
+    text = decode_text(line, where)
+    if isinstance(text, BadRecord):
+        return text._replace(where=where)
+    if not text.strip():
+        return None
+    try:
+        obj = json.loads(text)
+    except json.JSONDecodeError as exc:
+        return BadRecord(
+            where,
+            f"malformed JSON ({exc.msg} at column {exc.colno})",
+            len(line),
+            Problem.MALFORMED,
+        )
+    except (ValueError, RecursionError) as exc:  # too deep, or an integer too long
+        reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
+        return BadRecord(where, f"unusable JSON ({reason})", len(line), Problem.MALFORMED)
+    if not isinstance(obj, dict):
+        return BadRecord(
+            where, f"a JSON {type(obj).__name__}, not an object", len(line), Problem.MALFORMED
+        )
+    return _record_from_fields(obj, opts, where, len(line))
+
+
+def _read_jsonl(f: BinaryIO, name: str, opts: SourceOptions) -> Iterator[Record | BadRecord]:
+    for lineno, line, _ in _bounded_lines(f, opts.max_bytes):
+        where = f"{name}:{lineno}"
+        if line is None:
+            yield too_large(where, None, opts.max_bytes)
+            continue
+        record = _parse_json_line(line, where, opts)
+        if record is not None:
+            yield record
+
+
+class _CsvFeed:
+    """Decoded lines for ``csv.reader``, counting the bytes of the current record.
+
+    A record over the limit is not kept: its lines are replaced by their quote
+    characters only, which keeps the reader's quoting state exact (so the next
+    record starts where it should) while its content is dropped.
+    """
+
+    def __init__(self, f: BinaryIO, max_bytes: int) -> None:
+        self._lines = _bounded_lines(f, max_bytes)
+        self._max = max_bytes
+        self.record_bytes = 0
+        self.over = False
+
+    def start_record(self) -> None:
+        self.record_bytes, self.over = 0, False
+
+    def __iter__(self) -> _CsvFeed:
+        return self
+
+    def __next__(self) -> str:
+        _, line, quotes = next(self._lines)
+        self.record_bytes += len(line) if line is not None else self._max + 1
+        if line is None or self.record_bytes > self._max:
+            self.over = True
+            quotes = quotes if line is None else line.count(b'"')
+            return '"' * quotes + "\n"
+        # surrogateescape keeps reading past invalid UTF-8; the row is checked later.
+        return line.decode("utf-8", "surrogateescape")
+
+
+def _check_utf8(cells: list[str], where: str) -> BadRecord | None:
+    for cell in cells:
+        try:
+            cell.encode("utf-8")
+        except UnicodeEncodeError:
+            return BadRecord(where, "invalid UTF-8", 0, Problem.NOT_UTF8)
+    return None
+
+
+def _read_csv(
+    f: BinaryIO, name: str, opts: SourceOptions, delimiter: str
+) -> Iterator[Record | BadRecord]:
+    feed = _CsvFeed(f, opts.max_bytes)
+    csv.field_size_limit(opts.max_bytes + 1)  # characters <= bytes: the feed's limit rules
+    reader = csv.reader(feed, delimiter=delimiter, strict=True)
+    where = f"{name}:1"
+    try:
+        header = next(reader)
+    except StopIteration:
+        return
+    except csv.Error as exc:
+        yield BadRecord(where, f"unreadable CSV header ({exc})", 0, Problem.MALFORMED)
+        return
+    header[0] = header[0].removeprefix("\ufeff")
+    problem = _check_utf8(header, where)
+    if feed.over:
+        problem = too_large(where, None, opts.max_bytes)
+    if problem is not None:
+        yield problem._replace(reason=problem.reason + " in the header; the file was skipped")
+        return
+    missing = [c for c in (opts.id_field, opts.text_field) if c not in header]
+    if missing:
+        yield BadRecord(
+            where,
+            f"no column {missing[0]!r} (columns: {', '.join(header)[:200]}); the file was skipped",
+            0,
+            Problem.MISSING_FIELD,
+        )
+        return
+    while True:
+        start = reader.line_num + 1
+        feed.start_record()
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            yield BadRecord(f"{name}:{start}", f"malformed CSV ({exc})", 0, Problem.MALFORMED)
+            continue
+        where = f"{name}:{start}"
+        if feed.over:
+            yield too_large(where, None, opts.max_bytes)
+        else:
+            yield _csv_record(row, header, opts, where, feed.record_bytes)
+
+
+def _csv_record(
+    row: list[str], header: list[str], opts: SourceOptions, where: str, size: int
+) -> Record | BadRecord:
+    if not any(row):
+        return BadRecord(where, "empty CSV row", size, Problem.MALFORMED)
+    if len(row) != len(header):
+        return BadRecord(
+            where,
+            f"row has {len(row)} fields, the header has {len(header)}",
+            size,
+            Problem.MALFORMED,
+        )
+    bad = _check_utf8(row, where)
+    if bad is not None:
+        return bad._replace(size=size)
+    return _record_from_fields(dict(zip(header, row)), opts, where, size)
+
+
+# -- paths --------------------------------------------------------------------
+def _format_of(path: Path, opts: SourceOptions) -> str:
+    if opts.format != "auto":
+        return opts.format
+    suffix = path.suffix.lower()
+    if suffix in _JSONL_SUFFIXES:
+        return "jsonl"
+    return "csv" if suffix in _CSV_SUFFIXES else "text"
+
+
+def _read_file(path: Path, doc_id: str, opts: SourceOptions) -> Iterator[Record | BadRecord]:
+    fmt = _format_of(path, opts)
+    if fmt == "text":
+        yield _read_document(path, doc_id, opts.max_bytes)
+        return
+    try:
+        f = path.open("rb")
+    except OSError as exc:
+        yield _unreadable(display_path(path), exc)
+        return
+    with f:
+        delimiter = _CSV_SUFFIXES.get(path.suffix.lower(), ",")
+        yield from _read_stream(f, display_path(path), fmt, opts, delimiter)
+
+
+def _read_stream(
+    f: BinaryIO, name: str, fmt: str, opts: SourceOptions, delimiter: str = ","
+) -> Iterator[Record | BadRecord]:
+    if fmt == "csv":
+        yield from _read_csv(f, name, opts, delimiter)
+    elif fmt == "text":
+        yield _whole_stream(f, name, opts.stdin_id or name, opts.max_bytes)
+    else:
+        yield from _read_jsonl(f, name, opts)
+
+
+def _special(path: Path) -> BadRecord | None:
+    """A folder entry that is not a regular file (FIFO, socket, device) is never
+    opened: reading it could block forever."""
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        return _unreadable(display_path(path), exc)
+    if stat.S_ISREG(mode):
+        return None
+    return BadRecord(
+        display_path(path), "not a regular file (FIFO, socket or device)", 0, Problem.SPECIAL_FILE
+    )
+
+
+def walk(root: Path, exclude: Sequence[Path] = ()) -> Iterator[Path | BadRecord]:
+    """Regular files below ``root`` in sorted order; hidden files and folders, and
+    those in ``exclude`` (e.g. the index being written), are left out."""
+    problems: list[OSError] = []
+    skip = {os.path.realpath(p) for p in exclude}
+    for folder, dirs, files in os.walk(root, onerror=problems.append):
+        dirs[:] = sorted(
+            d
+            for d in dirs
+            if not d.startswith(".") and os.path.realpath(os.path.join(folder, d)) not in skip
+        )
+        for problem in problems:
+            yield BadRecord(
+                display_path(problem.filename or folder),
+                f"cannot list the folder: {problem.strerror}",
+                0,
+                Problem.UNREADABLE,
+            )
+        problems.clear()
+        for name in sorted(files):
+            path = Path(folder) / name
+            if name.startswith(".") or os.path.realpath(path) in skip:
+                continue
+            yield _special(path) or path
+
+
+def _relative_id(path: Path, root: Path) -> str | BadRecord:
+    doc_id = path.relative_to(root).as_posix()
+    try:
+        doc_id.encode("utf-8")
+    except UnicodeEncodeError:
+        return BadRecord(
+            display_path(path),
+            "the file name is not valid UTF-8, so it cannot be a document id",
+            0,
+            Problem.BAD_ID,
+        )
+    return doc_id
+
+
+def check_paths(paths: Sequence[str]) -> None:
+    """Fail before reading anything if a path is missing or cannot be read whole."""
+    if not paths:
+        raise InvalidInput("no input given (a file, a folder, or - for stdin)")
+    if paths.count(STDIN) > 1:
+        raise InvalidInput("stdin (-) can be read only once")
+    for path in paths:
+        check_readable_file(path)
+
+
+def read_sources(
+    paths: Sequence[str],
+    opts: SourceOptions,
+    stdin: BinaryIO | None = None,
+    exclude: Sequence[Path] = (),
+) -> Iterator[Record | BadRecord]:
+    """Records of every path in order: folders (one doc per file, id = relative path),
+    text files (one doc), JSONL/CSV (one doc per record), ``-`` (stdin, JSONL by default)."""
+    check_paths(paths)
+    for path in paths:
+        if path == STDIN:
+            fmt = "jsonl" if opts.format == "auto" else opts.format
+            yield from _read_stream(stdin or sys.stdin.buffer, STDIN_NAME, fmt, opts)
+        elif os.path.isdir(path):
+            root = Path(path)
+            for item in walk(root, exclude):
+                doc_id = item if isinstance(item, BadRecord) else _relative_id(item, root)
+                if isinstance(doc_id, BadRecord):
+                    yield doc_id
+                else:
+                    yield from _read_file(item, doc_id, opts)  # type: ignore[arg-type]
+        else:
+            yield from _read_file(Path(path), path, opts)
+
+
+def input_files(paths: Sequence[str], exclude: Sequence[Path] = ()) -> Iterator[Path]:
+    """Every regular file the paths name, folders walked as :func:`read_sources` does."""
+    for path in paths:
+        if path == STDIN:
+            continue
+        if os.path.isdir(path):
+            yield from (p for p in walk(Path(path), exclude) if isinstance(p, Path))
+        else:
+            yield Path(path)
+
+
+def total_bytes(paths: Sequence[str], exclude: Sequence[Path] = ()) -> int | None:
+    """Input size for a progress bar; None when it cannot be known (stdin, FIFO)."""
+    check_paths(paths)
+    if STDIN in paths:
+        return None
+    total = 0
+    for path in input_files(paths, exclude):
+        try:
+            info = path.stat()
+        except OSError:
+            continue
+        if not stat.S_ISREG(info.st_mode):
+            return None
+        total += info.st_size
+    return total
+
+
+# -- fingerprint lines --------------------------------------------------------
+def read_fingerprint_lines(
+    paths: Sequence[str], stdin: BinaryIO | None = None
+) -> Iterator[tuple[str, int] | BadRecord]:
+    """Lines ``HEX`` or ``ID<TAB>HEX``; a bare HEX gets the id ``file:line``."""
+    check_paths(paths)
+    for path in paths:
+        name = STDIN_NAME if path == STDIN else display_path(path)
+        if path == STDIN:
+            yield from _fingerprint_lines(stdin or sys.stdin.buffer, name)
+            continue
+        try:
+            f = open(path, "rb")  # noqa: SIM115
+        except OSError as exc:
+            yield _unreadable(name, exc)
+            continue
+        with f:
+            yield from _fingerprint_lines(f, name)
+
+
+def _fingerprint_lines(f: BinaryIO, name: str) -> Iterator[tuple[str, int] | BadRecord]:
+    for lineno, raw, _ in _bounded_lines(f, _FINGERPRINT_LINE_BYTES):
+        where = f"{name}:{lineno}"
+        if raw is None:
+            reason = f"the line is over {_FINGERPRINT_LINE_BYTES} bytes (expected ID<TAB>HEX)"
+            yield too_large(where, None, _FINGERPRINT_LINE_BYTES)._replace(reason=reason)
+            continue
+        line = decode_text(raw, where)
+        if isinstance(line, BadRecord):
+            yield line._replace(where=where)
+        elif line.strip():
+            yield _fingerprint_line(line.rstrip("\r\n"), where)
+
+
+def _fingerprint_line(line: str, where: str) -> tuple[str, int] | BadRecord:
+    doc_id, _, hex_fp = line.rpartition("\t")
+    try:
+        return doc_id or where, parse_fingerprint_hex(hex_fp)
+    except InvalidInput as exc:
+        return BadRecord(where, str(exc), 0, Problem.BAD_FINGERPRINT)

@@ -1,0 +1,216 @@
+"""The HBase the test suites run against, chosen by ``SHDB_TEST_HBASE``.
+
+- ``container``: the project's image (``docker/build``), started once per test
+  session through testcontainers with host networking, Thrift1 on
+  ``$SHDB_HBASE_THRIFT_PORT`` (9090) and Thrift2 on the next port, ZooKeeper on
+  ``$SHDB_HBASE_ZK_PORT`` (2181), data in a fresh named volume. It is removed,
+  volume included, at the end of the session (Ryuk, testcontainers' reaper, is
+  off: its image cannot be pulled where no registry is reachable).
+- ``host:port``: an HBase already running there (e.g. ``scripts/hbase start``).
+
+Fault tests kill and restart it through :class:`HBaseServer`: for the container,
+``docker kill`` and a new container on the same data volume; for an external
+HBase, ``scripts/hbase kill`` and ``scripts/hbase start`` (with the caller's
+``SHDB_HBASE_*`` settings).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import uuid
+from abc import ABC, abstractmethod
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from testcontainers.core.container import DockerContainer
+
+ROOT = Path(__file__).resolve().parents[1]
+CONTAINER = "container"
+READY_LINE = r"shdb-hbase: ready: "
+LOG_TAIL_LINES = 200
+
+
+class HBaseUnavailable(RuntimeError):
+    """The chosen HBase could not be started or reached; the message says why."""
+
+
+class HBaseServer(ABC):
+    """An HBase reachable at ``address`` (Thrift1; Thrift2 is at port+1)."""
+
+    address: str
+
+    @abstractmethod
+    def kill(self) -> None:
+        """SIGKILL the whole HBase (what a crashed machine does)."""
+
+    @abstractmethod
+    def restart(self) -> None:
+        """Start it again on the same data after :meth:`kill` and wait until usable."""
+
+    def diagnostics(self) -> str:
+        """Logs worth showing when tests failed (empty when there is nothing)."""
+        return ""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Release what this object started."""
+
+
+class ExternalHBase(HBaseServer):
+    """An HBase someone else started, normally with ``scripts/hbase``."""
+
+    def __init__(self, address: str) -> None:
+        self.address = address
+
+    def kill(self) -> None:
+        subprocess.run([str(ROOT / "scripts" / "hbase"), "kill"], check=True)
+
+    def restart(self) -> None:
+        subprocess.run([str(ROOT / "scripts" / "hbase"), "start"], check=True)
+
+    def close(self) -> None:
+        """Nothing to release: whoever started this HBase stops it."""
+
+
+def _env_port(name: str, default: int) -> int:
+    value = os.environ.get(name, str(default))
+    if not value.isdigit():
+        raise HBaseUnavailable(f"{name} must be a port number, not {value!r}")
+    return int(value)
+
+
+class ContainerHBase(HBaseServer):
+    """The project's image, run by testcontainers with host networking."""
+
+    def __init__(self) -> None:
+        os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+        from docker.errors import DockerException
+
+        import docker
+
+        self.thrift_port = _env_port("SHDB_HBASE_THRIFT_PORT", 9090)
+        self.zk_port = _env_port("SHDB_HBASE_ZK_PORT", 2181)
+        self.address = f"127.0.0.1:{self.thrift_port}"
+        self.timeout_s = _env_port("SHDB_HBASE_WAIT_TIMEOUT", 300)
+        try:
+            self._client = docker.from_env()
+            self._client.ping()
+        except DockerException as exc:
+            raise HBaseUnavailable(
+                f"SHDB_TEST_HBASE=container, but no Docker engine answers ({exc}); "
+                "start dockerd (scripts/test does) or use SHDB_TEST_HBASE=host:port"
+            ) from exc
+        self.image = self._build_image()
+        run_id = uuid.uuid4().hex[:8]
+        self.volume = self._client.volumes.create(f"shdb-test-hbase-{run_id}").name
+        self.name = f"shdb-test-hbase-{run_id}"
+        self._container: DockerContainer | None = None
+        self._logs = ""  # earlier containers' logs (before a restart)
+        self._start()
+
+    @staticmethod
+    def _build_image() -> str:
+        """Build the image if anything it is made of changed (seconds when not)."""
+        build = ROOT / "docker" / "build"
+        result = subprocess.run([str(build)], capture_output=True, text=True)
+        if result.returncode != 0:
+            raise HBaseUnavailable(f"docker/build failed:\n{result.stderr[-4000:]}")
+        tag = subprocess.run(
+            [str(build), "--print-tag"], capture_output=True, text=True, check=True
+        )
+        return tag.stdout.strip()
+
+    def _start(self) -> None:
+        from testcontainers.core.container import DockerContainer
+        from testcontainers.core.wait_strategies import LogMessageWaitStrategy
+
+        container = (
+            DockerContainer(self.image, name=self.name, network_mode="host")
+            .with_env("SHDB_HBASE_THRIFT_PORT", str(self.thrift_port))
+            .with_env("SHDB_HBASE_ZK_PORT", str(self.zk_port))
+            .with_env("SHDB_HBASE_WAIT_TIMEOUT", str(self.timeout_s))
+            .with_volume_mapping(self.volume, "/data", "rw")
+            .waiting_for(
+                LogMessageWaitStrategy(READY_LINE).with_startup_timeout(self.timeout_s + 30)
+            )
+        )
+        self._container = container
+        try:
+            container.start()
+            self._probe()
+        except (TimeoutError, RuntimeError, HBaseUnavailable) as exc:
+            logs = self._container_logs()
+            self._remove()
+            raise HBaseUnavailable(
+                f"HBase container {self.image} did not become usable: {exc}\n{logs}"
+            ) from exc
+
+    def _probe(self) -> None:
+        """Retry the readiness probe of scripts/hbase: a table can be created,
+        written, read and dropped (the ready line means both gateways answer)."""
+        probe = [sys.executable, str(ROOT / "scripts" / "hbase.d" / "probe.py")]
+        probe += ["--host", "127.0.0.1", "--port", str(self.thrift_port)]
+        deadline = time.monotonic() + self.timeout_s
+        while True:
+            result = subprocess.run(probe, capture_output=True, text=True)
+            if result.returncode == 0:
+                return
+            if time.monotonic() > deadline:
+                raise HBaseUnavailable(f"probe failed: {result.stderr.strip()}")
+            time.sleep(2)
+
+    def _container_logs(self) -> str:
+        if self._container is None:
+            return ""
+        from docker.errors import DockerException
+
+        try:
+            out, err = self._container.get_logs()
+        except DockerException as exc:  # gone already: logs are best effort
+            return f"(no container logs: {exc})"
+        text = (out + err).decode(errors="replace")
+        return "\n".join(text.splitlines()[-LOG_TAIL_LINES:])
+
+    def _remove(self) -> None:
+        if self._container is not None:
+            # Removes the container only: the named volume is ours to keep or drop.
+            self._container.get_wrapped_container().remove(force=True)
+            self._container = None
+
+    def kill(self) -> None:
+        assert self._container is not None
+        self._container.get_wrapped_container().kill()  # docker kill: SIGKILL to every JVM
+        self._logs += f"----- {self.name} (killed) -----\n{self._container_logs()}\n"
+        self._remove()
+
+    def restart(self) -> None:
+        self._start()
+
+    def diagnostics(self) -> str:
+        current = self._container_logs()
+        if current:
+            current = f"----- {self.name} -----\n{current}\n"
+        tail = ""
+        if self._container is not None:
+            result = self._container.exec(["tail", "-n", "80", "/data/logs/master.log"])
+            tail = f"----- /data/logs/master.log (tail) -----\n{result.output.decode()}"
+        return self._logs + current + tail
+
+    def close(self) -> None:
+        self._remove()
+        self._client.volumes.get(self.volume).remove(force=True)
+        self._client.close()
+
+
+def open_server(spec: str) -> HBaseServer:
+    """The HBase named by a ``SHDB_TEST_HBASE`` value."""
+    if spec == CONTAINER:
+        return ContainerHBase()
+    host, sep, port = spec.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise HBaseUnavailable(f"SHDB_TEST_HBASE must be 'container' or host:port, not {spec!r}")
+    return ExternalHBase(spec)
