@@ -20,6 +20,7 @@ import pytest
 
 from simhash_hbase import InvalidInput, SimhashIndex
 from simhash_hbase.errors import StoreClosed
+from simhash_hbase.ingest import index_fingerprints
 
 from .test_cli import shdb
 from .test_index import ARTICLE, OTHER
@@ -265,7 +266,7 @@ def test_truncated_data_file_is_an_error_not_a_signal(keep: float, tmp_path: Pat
     index, corpus = _built_index(tmp_path)
     data = index / "data.mdb"
     with SimhashIndex.open(str(index)) as ix:  # grow the file well past its first pages
-        ix.add_fingerprints((f"n{i}", i * 0x9E3779B97F4A7C15 % 2**64) for i in range(3000))
+        index_fingerprints(ix, ((f"n{i}", i * 0x9E3779B97F4A7C15 % 2**64) for i in range(3000)))
     size = data.stat().st_size
     with data.open("r+b") as f:
         f.truncate(max(int(size * keep), 100))  # half of it, or not even a header
@@ -323,9 +324,11 @@ def test_damaged_docs_row_is_a_message_and_verify_repair_removes_it(tmp_path: Pa
         result = _run(*command, "-i", str(index))
         assert result.returncode == EXIT_ERROR, result.stderr
         assert damaged in result.stderr, result.stderr
-    result = _run("verify", "-i", str(index))
+    result = _run("verify", "--json", "-i", str(index))
     assert result.returncode == 1, result.stderr
-    assert "corrupt_documents=1" in result.stdout and "damaged" in result.stdout
+    report = json.loads(result.stdout)
+    assert report["corrupt_documents"] == 1 and report["stale_cells"] == 10
+    assert any(damaged in example for example in report["examples"])
     result = _run("verify", "--repair", "-i", str(index))
     assert result.returncode == EXIT_OK, result.stderr
     assert _run("verify", "-i", str(index)).returncode == EXIT_OK

@@ -9,6 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simhash_hbase import SimhashIndex, codec
+from simhash_hbase.ingest import index_fingerprints
 from simhash_hbase.records import Document
 from simhash_hbase.scheme import SCHEMES
 from simhash_hbase.store.embedded import EmbeddedStore
@@ -46,7 +47,7 @@ def test_batches_in_any_order_hold_the_last_version(
 ) -> None:
     """Sorted and appended writes, replacements across batches: cells == docs, always."""
     path = tmp_path_factory.mktemp("ix")  # type: ignore[attr-defined]
-    with SimhashIndex.open(str(path), batch_size=batch) as index:
+    with SimhashIndex.open(str(path)) as index:
         for start in range(0, len(items), batch):
             index.add_documents([Document(i, fp) for i, fp in items[start : start + batch]])
         want = dict(items)
@@ -73,7 +74,7 @@ def test_long_ids_are_folded_and_ordered(tmp_path: Path) -> None:
 
 def test_store_reopens_read_only_and_reads_the_same(tmp_path: Path) -> None:
     with SimhashIndex.open(str(tmp_path / "ix")) as index:
-        index.add_fingerprints((f"d{n}", n * 7919) for n in range(500))
+        index_fingerprints(index, ((f"d{n}", n * 7919) for n in range(500)))
     with EmbeddedStore(tmp_path / "ix", readonly=True) as store:
         assert sum(1 for _ in store.iter_docs()) == 500
         assert store.stats()["index_cells"] == 5000
