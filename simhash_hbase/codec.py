@@ -117,22 +117,25 @@ def encode_rowkeys_many(fps: np.ndarray, fields: np.ndarray) -> list[bytes]:
 def sorted_keys(rows: Sequence[bytes], tails: Sequence[bytes]) -> list[bytes]:
     """The keys ``rows[i] + tails[i]`` in byte order (13-byte row keys, any tails).
 
-    NumPy sorts the row keys as numbers (big-endian fields order as unsigned
-    ints) and gathers them; only runs of equal row keys (one fingerprint,
-    several ids) are then ordered by their tails in Python.
+    NumPy sorts the row keys by their first 8 bytes as one big-endian number and
+    gathers them; only runs that tie on those bytes (rare, and always for one
+    fingerprint held under several ids) are then sorted in Python.
     """
     keys = np.frombuffer(b"".join(rows), dtype=_ROWKEY_DTYPE)
-    head = keys["field"].astype(np.uint64) << np.uint64(8) | keys["flag"]
-    fps = keys["fp"].astype(np.uint64)
-    order = np.lexsort((fps, head))
+    head = (
+        keys["field"].astype(np.uint64) << np.uint64(32)
+        | keys["flag"].astype(np.uint64) << np.uint64(24)
+        | keys["fp"].astype(np.uint64) >> np.uint64(40)
+    )
+    order = np.argsort(head)
     buf = keys[order].tobytes()
-    ends = np.asarray(tails, dtype=object)[order].tolist()
+    ends = np.array(tails, dtype=object)[order].tolist()
     starts = range(0, len(buf), ROWKEY_BYTES)
     out = [buf[i : i + ROWKEY_BYTES] + tail for i, tail in zip(starts, ends)]
-    head, fps = head[order], fps[order]
-    ties = np.flatnonzero((head[1:] == head[:-1]) & (fps[1:] == fps[:-1])).tolist()
+    head = head[order]
+    ties = np.flatnonzero(head[1:] == head[:-1]).tolist()
     start = None
-    for n, pos in enumerate(ties):  # pos and pos + 1 hold equal row keys
+    for n, pos in enumerate(ties):  # pos and pos + 1 tie on their first 8 bytes
         if start is None:
             start = pos
         if n + 1 == len(ties) or ties[n + 1] != pos + 1:

@@ -22,6 +22,7 @@ import os
 import struct
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager, suppress
+from itertools import repeat
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -103,28 +104,29 @@ class _LmdbBatch:
         return self._store._get_docs(self._txn, doc_ids)
 
     def put_index(self, cells: Iterable[IndexCell]) -> None:
-        self._put_sorted(self._store._index, self._store._index_items(cells, ordered=True))
+        keys, values = self._store._index_items(cells, ordered=True)
+        self._put_sorted(self._store._index, keys, values)
 
     def delete_index(self, cells: Iterable[IndexCell]) -> None:
-        for key, _ in self._store._index_items(cells):
+        for key in self._store._index_items(cells)[0]:
             self._txn.delete(key, db=self._store._index)
 
     def put_docs(self, docs: Iterable[Document]) -> None:
         items = self._store._doc_items(docs)
         items.sort()  # ids are unique within a batch: the index keeps the last version
-        self._put_sorted(self._store._docs, items)
+        self._put_sorted(self._store._docs, [k for k, _ in items], [v for _, v in items])
 
     def delete_docs(self, doc_ids: Iterable[str]) -> None:
         for doc_id in doc_ids:
             self._txn.delete(self._store._doc_key(doc_id), db=self._store._docs)
 
-    def _put_sorted(self, db: Any, items: list[tuple[bytes, bytes]]) -> None:
-        """Put ``items`` (unique keys, ascending)."""
-        if not items:
+    def _put_sorted(self, db: Any, keys: list[bytes], values: list[bytes] | None) -> None:
+        """Put unique, ascending ``keys`` with ``values`` (None: all empty)."""
+        if not keys:
             return
         cursor = self._txn.cursor(db)
-        append = not cursor.last() or bytes(cursor.key()) < items[0][0]
-        cursor.putmulti(items, append=append)
+        append = not cursor.last() or bytes(cursor.key()) < keys[0]
+        cursor.putmulti(zip(keys, repeat(b"") if values is None else values), append=append)
 
 
 class EmbeddedStore:
@@ -326,19 +328,21 @@ class EmbeddedStore:
     # -- encoding of the two logical tables into LMDB keys ----------------------
     def _index_items(
         self, cells: Iterable[IndexCell], *, ordered: bool = False
-    ) -> list[tuple[bytes, bytes]]:
-        """(key, value) per cell, in key order if ``ordered``; each id is encoded once."""
+    ) -> tuple[list[bytes], list[bytes] | None]:
+        """Keys of ``cells`` (in key order if ``ordered``), and their values: None when
+        all are empty (no folded key). Each id is encoded once."""
         cells = list(cells)
         if not cells:
-            return []
-        raw_ids = {doc_id: _encode_id(doc_id) for doc_id in {doc_id for _, doc_id in cells}}
+            return [], None
         rows = [row for row, _ in cells]
-        raws = [raw_ids[doc_id] for _, doc_id in cells]
+        ids = [doc_id for _, doc_id in cells]
+        raw_ids = {doc_id: _encode_id(doc_id) for doc_id in set(ids)}
+        raws = list(map(raw_ids.__getitem__, ids))
         limit = self._max_key - codec.ROWKEY_BYTES
         if max(map(len, raw_ids.values())) <= limit:  # ids up to ~500 bytes
             if ordered:
-                return [(key, b"") for key in codec.sorted_keys(rows, raws)]
-            return [(row + raw, b"") for row, raw in zip(rows, raws)]
+                return codec.sorted_keys(rows, raws), None
+            return list(map(bytes.__add__, rows, raws)), None
         items = [
             (row + raw, b"")
             if len(raw) <= limit
@@ -347,7 +351,7 @@ class EmbeddedStore:
         ]
         if ordered:  # folding reorders keys: sort what is stored
             items.sort()
-        return items
+        return [k for k, _ in items], [v for _, v in items]
 
     def _doc_key(self, doc_id: str) -> bytes:
         return codec.fold_key(_encode_id(doc_id), self._max_key)[0]
