@@ -18,19 +18,14 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Annotated, Any, TextIO
+from typing import IO, TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from typer.core import TyperGroup
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 from . import codec
 from .dedup import clusters
@@ -45,7 +40,14 @@ from .errors import (
     StoreError,
     StoreUnavailable,
 )
-from .fingerprint import Fingerprinter, FingerprintParams, build_idf, load_idf_file, write_idf
+from .fingerprint import (
+    DEFAULT_VERSION,
+    Fingerprinter,
+    FingerprintParams,
+    build_idf,
+    load_idf_file,
+    write_idf,
+)
 from .index import DEFAULT_K, SimhashIndex
 from .ingest import (
     DEFAULT_BATCH_SIZE,
@@ -252,12 +254,44 @@ NgramOpt = Annotated[
     int | None,
     typer.Option(metavar="N", help="n-gram length with --features chars. " + AS_BUILT.format(2)),
 ]
+VersionOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--fingerprint-version",
+        metavar="1|2",
+        help="1: the original recipe; 2: NFKC text, no pure numbers or 1-letter ASCII "
+        "terms (docs/quality.md). " + AS_BUILT.format(DEFAULT_VERSION),
+        show_default=False,
+    ),
+]
+FoldOpt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="none|t2s",
+        help="t2s: fold Traditional to Simplified Chinese first (version 2, OpenCC). "
+        + AS_BUILT.format("none"),
+        show_default=False,
+    ),
+]
+ProbesOpt = Annotated[
+    int,
+    typer.Option(
+        metavar="P",
+        help="Multi-probe: also search the text's fingerprint with its weakest bits "
+        "flipped, P flip sets (0..64; docs/quality.md). Needs text, not fingerprints.",
+    ),
+]
 PathsArg = Annotated[
     list[str], typer.Argument(metavar="PATH...", help="Files, folders, or - for stdin.")
 ]
 FormatOpt = Annotated[
     str,
-    typer.Option("--format", metavar="FORMAT", help="auto|text|jsonl|csv (auto: by file suffix)."),
+    typer.Option(
+        "--format",
+        metavar="FORMAT",
+        help="auto|text|jsonl|csv|html (auto: by file suffix; a text file that starts "
+        "like an HTML page is read as HTML: its visible text, no markup or navigation).",
+    ),
 ]
 IdFieldOpt = Annotated[str, typer.Option(metavar="NAME", help="JSONL/CSV field holding the id.")]
 TextFieldOpt = Annotated[
@@ -285,10 +319,21 @@ FileOpt = Annotated[
 
 
 def _wanted(
-    top_n: int | None, idf: str | None, features: str | None, ngram: int | None
+    top_n: int | None,
+    idf: str | None,
+    features: str | None,
+    ngram: int | None,
+    version: int | None = None,
+    fold: str | None = None,
 ) -> dict[str, Any]:
     """The fingerprint settings given on the command line, and only those."""
-    wanted: dict[str, Any] = {"top_n": top_n, "features": features, "ngram": ngram}
+    wanted: dict[str, Any] = {
+        "top_n": top_n,
+        "features": features,
+        "ngram": ngram,
+        "version": version,
+        "fold": fold,
+    }
     if idf is not None:
         wanted["idf"] = load_idf_file(idf).digest
     return {k: v for k, v in wanted.items() if v is not None}
@@ -353,6 +398,16 @@ class _JsonlReport:
 
 
 def _progress(total: int | None) -> Progress:
+    # Imported here: a query's start-up does not pay for rich's progress machinery.
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
     columns: list[Any] = [TextColumn("[bold]ingest")]
     if total:
         columns += [BarColumn(), DownloadColumn(), TextColumn("ETA"), TimeRemainingColumn()]
@@ -450,6 +505,9 @@ def ingest_cmd(
     idf: IdfOpt = None,
     features: FeaturesOpt = None,
     ngram: NgramOpt = None,
+    fingerprint_version: VersionOpt = None,
+    fold: FoldOpt = None,
+    probes: ProbesOpt = 0,
     batch_size: Annotated[
         int | None,
         typer.Option(
@@ -484,8 +542,15 @@ def ingest_cmd(
     if doc_id is None and STDIN in paths and fmt == "text" and not fingerprints:
         raise InvalidInput("a plain text from stdin needs an id: give --id ID")
     opts = SourceOptions("text" if doc_id else fmt, id_field, text_field, max_bytes, doc_id)
-    options = IngestOptions(workers, store_text, k if dedup else None, on_error, batch_size)
-    wanted = _wanted(top_n, idf, features, ngram)
+    if probes and fingerprints:
+        raise InvalidInput(
+            "--probes needs documents: the weak bits come from the text, and "
+            "--fingerprints input has none"
+        )
+    options = IngestOptions(
+        workers, store_text, k if dedup else None, on_error, batch_size, probes=probes
+    )
+    wanted = _wanted(top_n, idf, features, ngram, fingerprint_version, fold)
     check_paths(paths)
     _check_output("--report", report, paths)
     exclude = [Path(report)] if report not in (None, "-") else []
@@ -570,16 +635,25 @@ def query_cmd(
     idf: IdfOpt = None,
     features: FeaturesOpt = None,
     ngram: NgramOpt = None,
+    probes: ProbesOpt = 0,
 ) -> None:
     """Near-copies held in the index, nearest first: a table of distance,
     fingerprint and id (--json: a list of objects). Exit 1 if none."""
     if fingerprint is not None and (text, file) != (None, None):
         raise InvalidInput("give exactly one of TEXT, --file or --fingerprint")
+    if fingerprint is not None and probes:
+        raise InvalidInput(
+            "--fingerprint cannot be probed: which bits are weak comes from the text's "
+            "term weights; query with TEXT or --file to use --probes"
+        )
     wanted = _wanted(top_n, idf, features, ngram)
     query_fp = codec.parse_fingerprint_hex(fingerprint) if fingerprint is not None else None
     body = _text_from(text, file, max_bytes) if query_fp is None else ""
     with SimhashIndex.open(index, readonly=True, params=wanted) as ix:
-        matches = ix.query_fingerprint(query_fp, k) if query_fp is not None else ix.query(body, k)
+        if query_fp is not None:
+            matches = ix.query_fingerprint(query_fp, k)
+        else:
+            matches = ix.query(body, k, probes=probes)
     if as_json:
         typer.echo(json.dumps([_match_json(m) for m in matches], ensure_ascii=False))
     elif matches:
@@ -605,10 +679,12 @@ def fingerprint_cmd(
     idf: IdfOpt = None,
     features: FeaturesOpt = None,
     ngram: NgramOpt = None,
+    fingerprint_version: VersionOpt = None,
+    fold: FoldOpt = None,
 ) -> None:
     """The 64-bit SimHash of a text as 16 hex digits, made as the index (-i) or the
     options say (default: a new index's settings)."""
-    wanted = _wanted(top_n, idf, features, ngram)
+    wanted = _wanted(top_n, idf, features, ngram, fingerprint_version, fold)
     body = _text_from(text, file, max_bytes)
     if index is not None:
         with SimhashIndex.open(index, readonly=True, params=wanted) as ix:
@@ -753,12 +829,14 @@ def dedup_cmd(
     idf: IdfOpt = None,
     features: FeaturesOpt = None,
     ngram: NgramOpt = None,
+    fingerprint_version: VersionOpt = None,
+    fold: FoldOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """All near-duplicate pairs within the input, in memory, no index: JSON lines
     {"id", "near_id", "distance"} (--clusters: one JSON list of ids per group)."""
     opts = SourceOptions(fmt, id_field, text_field, max_bytes)
-    params = FingerprintParams(**_wanted(top_n, idf, features, ngram))
+    params = FingerprintParams(**_wanted(top_n, idf, features, ngram, fingerprint_version, fold))
     check_paths(paths)
     _check_output("--output", output, paths)
     exclude = [Path(output)] if output != "-" else []

@@ -1,0 +1,89 @@
+"""The per-user cache of parsed tables: hits, damaged entries, unwritable folders."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simhash_hbase.cache import cached
+from simhash_hbase.fingerprint import register_idf
+
+
+@pytest.fixture(autouse=True)
+def cache_home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setenv("SHDB_CACHE_DIR", str(tmp_path / "cache"))
+    return tmp_path / "cache"
+
+
+def test_built_once_then_read(cache_home: Path) -> None:
+    calls: list[int] = []
+
+    def build() -> dict[str, float]:
+        calls.append(1)
+        return {"词": 1.5}
+
+    assert cached("t.marshal", build) == {"词": 1.5}
+    assert cached("t.marshal", build) == {"词": 1.5}
+    assert len(calls) == 1
+    assert [p.name for p in cache_home.iterdir()] == ["t.marshal"]  # no temp files left
+
+
+def test_damaged_entry_is_rebuilt(cache_home: Path) -> None:
+    cached("t.marshal", lambda: {"a": 1.0})
+    path = cache_home / "t.marshal"
+    path.write_bytes(path.read_bytes()[:5])  # truncated
+    assert cached("t.marshal", lambda: {"a": 2.0}) == {"a": 2.0}
+    path.write_bytes(b"\xff\x00garbage")
+    assert cached("t.marshal", lambda: {"a": 3.0}) == {"a": 3.0}
+
+
+def test_unwritable_cache_only_costs_the_rebuild(cache_home: Path) -> None:
+    cache_home.write_text("not a folder")  # mkdir fails (even for root): value still returned
+    assert cached("t.marshal", lambda: (1, 2.5)) == (1, 2.5)
+
+
+def test_idf_table_from_cache_equals_parsed(cache_home: Path) -> None:
+    raw = "词 3.5\n分词 7.25\n结巴 1.0\n".encode()
+    first = register_idf(raw, "t.idf")
+    second = register_idf(raw, "t.idf")  # from the cache this time
+    assert (cache_home / f"idf-{first.digest}.marshal").exists()
+    assert second.idf == first.idf == {"词": 3.5, "分词": 7.25, "结巴": 1.0}
+    assert second.median == first.median == 3.5
+
+
+def test_sparse_idf_gives_the_tables_own_values(cache_home: Path) -> None:
+    """jieba's table read term by term equals the parsed table, for present, absent,
+    too-long and NUL-bearing terms; built once, then read from the cache."""
+    from simhash_hbase.fingerprint import builtin_idf, builtin_idf_digest
+    from simhash_hbase.idf_lookup import sparse_idf
+
+    full = builtin_idf()
+    assert builtin_idf_digest() == full.digest
+    present = [*list(full.idf)[::997], max(full.idf, key=len), min(full.idf), max(full.idf)]
+    absent = ["不在表里的词语", "x" * 40, present[0] + "\0", "\0", "", "zzzz"]
+    for attempt in range(2):  # built, then from the cache
+        table = sparse_idf(full.digest, lambda: (full.idf, full.median))
+        assert table.median == full.median
+        table.resolve([*present, *absent])
+        table.resolve(present[:3])  # again: already resolved
+        assert table.idf == {t: full.idf[t] for t in present}, attempt
+        assert len(list(cache_home.glob("idf-*.npy"))) == 2
+
+
+def test_sparse_idf_fingerprints_equal_the_full_table(cache_home: Path) -> None:
+    from simhash_hbase import Fingerprinter
+    from simhash_hbase.fingerprint import IdfTable, builtin_idf
+
+    sparse = Fingerprinter()
+    full = Fingerprinter()
+    full._idf = builtin_idf()
+    assert isinstance(full._idf, IdfTable) and not isinstance(sparse._idf, IdfTable)
+    texts = [
+        "结巴分词支持加载IDF词典并且提供了一个默认的词典，它包含了大量的词组。",
+        "SimHash 是 Google 提出的海量文本去重算法，适合长文本。",
+        "今天天气很好，我们去公园散步吧。" * 3 + "未登录词例如饕餮龘靐",
+    ]
+    for text in texts:
+        assert sparse.weighted_terms(text) == full.weighted_terms(text)
+        assert sparse.fingerprint(text) == full.fingerprint(text)
