@@ -87,15 +87,9 @@ def _queries(ctx: Context, fps: np.ndarray, n_queries: int, rounds: int) -> dict
     import faiss
 
     from simhash_hbase import SimhashIndex
-    from simhash_hbase.ingest import IngestOptions, index_fingerprints
 
     faiss.omp_set_num_threads(1)
-    path = ctx.work / "peers_embedded"
-    shutil.rmtree(path, ignore_errors=True)
-    with SimhashIndex.open(str(path)) as index:
-        index_fingerprints(
-            index, [(str(i), int(f)) for i, f in enumerate(fps)], IngestOptions(find_k=None)
-        )
+    path = ctx.work / "peers_embedded"  # as the last ingest left it: ids d0, d1, ...
     codes = fps.view(np.uint8).reshape(len(fps), 8)  # a bijection: Hamming distance is kept
     peer = faiss.IndexBinaryMultiHash(64, 4, 16)
     peer.add(codes)
@@ -123,7 +117,7 @@ def _queries(ctx: Context, fps: np.ndarray, n_queries: int, rounds: int) -> dict
                     wall[side].append(w)
                     cpu[side].append(c)
                     want = _brute(fps, int(queries[j]), K)
-                    got = {int(m.doc_id) for m in out} if side == "shdb" else set(out[2].tolist())
+                    got = {int(m.doc_id[1:]) for m in out} if side == "shdb" else set(out[2].tolist())
                     wrong += got != want
         batch_wall: dict[str, list[float]] = {"shdb": [], "faiss": []}
         batch_cpu: dict[str, list[float]] = {"shdb": [], "faiss": []}
