@@ -117,7 +117,9 @@ def _queries(ctx: Context, fps: np.ndarray, n_queries: int, rounds: int) -> dict
                     wall[side].append(w)
                     cpu[side].append(c)
                     want = _brute(fps, int(queries[j]), K)
-                    got = {int(m.doc_id[1:]) for m in out} if side == "shdb" else set(out[2].tolist())
+                    got = (
+                        {int(m.doc_id[1:]) for m in out} if side == "shdb" else set(out[2].tolist())
+                    )
                     wrong += got != want
         batch_wall: dict[str, list[float]] = {"shdb": [], "faiss": []}
         batch_cpu: dict[str, list[float]] = {"shdb": [], "faiss": []}
