@@ -45,6 +45,8 @@ MODULES = (
     "dedup",
     "ingest",
     "storage",
+    "hbase_transports",
+    "spark",
     "peers_embedded",
 )
 SMOKE_DIR = Path(tempfile.gettempdir()) / "shdb-bench-smoke"
