@@ -53,6 +53,11 @@ class BenchHBase:
     def url_base(self) -> str:
         return f"hbase://{self.host}:{self.port}"
 
+    @property
+    def thrift2_port(self) -> int:
+        """scripts/hbase (and the Docker image) serve Thrift2 on the Thrift1 port + 1."""
+        return self.port + 1
+
     def prefix(self, name: str) -> str:
         """The table prefix for ``name`` in this run (unique on a shared instance)."""
         return f"{self.tag}{name}"

@@ -410,6 +410,8 @@ def embedded_figures(emb: dict[str, Any]) -> list[Figure]:
                 measured=f"{report.fmt(step['shdb']['p50_ms'], 3)} ms",
                 baseline=f"NumPy brute force {report.fmt(step['numpy brute force']['p50_ms'])} ms",
                 exact=step["wrong_answers"] == 0,
+                bound=f"{step['candidates']['mean']:.1f} cells examined per query (theory "
+                f"{step['candidates']['theory_total']:.1f})",
             )
         )
     return out

@@ -6,7 +6,7 @@ three states:
 
 1. flushed: memstores flushed to HFiles (Admin.flush, as a clean stop does);
 2. major-compacted: one HFile per store;
-3. schema settings: the data block encoding and bloom filters schema/hbase-tables.json
+3. schema settings: the data block encoding and bloom filters simhash_hbase/store/hbase-tables.json
    intends (FAST_DIFF; a 5-byte row-prefix bloom on the index), which Thrift1 cannot
    set; the families are altered and major-compacted again, so every HFile is
    rewritten with them. The query_hbase_schema section then queries them once more.
@@ -44,7 +44,7 @@ def _schema(table: str) -> dict[str, Any]:
 
 
 def schema_spec(key: str, table: str) -> str:
-    """TABLE:FAMILY:BLOOM[:PREFIX_LENGTH] as schema/hbase-tables.json intends it."""
+    """TABLE:FAMILY:BLOOM[:PREFIX_LENGTH] as simhash_hbase/store/hbase-tables.json intends it."""
     spec = _schema(key.split("/")[1])
     attrs = spec["attributes"]
     parts = [table, spec["family"], attrs.get("BLOOMFILTER", "ROW")]

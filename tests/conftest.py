@@ -2,7 +2,10 @@
 
 HBase tests need ``SHDB_TEST_HBASE``: ``container`` (the project's image, started
 once per session by testcontainers; see tests/hbase_server.py) or ``host:port``
-of a running HBase (``scripts/test`` and ``.ci/run`` set it). Without it they are
+of a running HBase's Thrift1 gateway, its Thrift2 gateway being at port+1
+(``scripts/test`` and ``.ci/run`` set it). Every HBase test runs once per gateway
+protocol, each through the plain URL of that gateway (the store detects the
+protocol). Without it they are
 skipped on a laptop, but they fail in CI (``CI`` or ``SHDB_REQUIRE_HBASE`` set):
 there they must never be skipped.
 """
@@ -20,6 +23,7 @@ import pytest
 from .hbase_server import HBaseServer, HBaseUnavailable, open_server
 
 HBASE_ENV = "SHDB_TEST_HBASE"
+HBASE_APIS = ("thrift1", "thrift2")
 
 
 class _Session:
@@ -94,28 +98,46 @@ def _drop_tables(address: str, prefix: str) -> None:
         conn.close()
 
 
+def gateway_address(api: str) -> str:
+    """host:port of the ``api`` gateway: Thrift1 at the test address, Thrift2 at port+1."""
+    host, port = hbase_address().rsplit(":", 1)
+    return f"{host}:{int(port) + HBASE_APIS.index(api)}"
+
+
 @contextmanager
-def _fresh_hbase_url() -> Iterator[str]:
-    address = hbase_address()
+def fresh_hbase_url(api: str) -> Iterator[str]:
+    address = gateway_address(api)
     prefix = "t" + uuid.uuid4().hex[:12]
     try:
         yield f"hbase://{address}?prefix={prefix}"
     finally:
-        _drop_tables(address, prefix)
+        _drop_tables(gateway_address("thrift1"), prefix)
 
 
-@pytest.fixture(params=["embedded", pytest.param("hbase", marks=pytest.mark.hbase)])
+_STORE_PARAMS = [
+    "embedded",
+    *(pytest.param(f"hbase-{api}", marks=pytest.mark.hbase) for api in HBASE_APIS),
+]
+
+
+@pytest.fixture(params=_STORE_PARAMS)
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
-    """A fresh, empty index URL on each store kind."""
+    """A fresh, empty index URL on each store kind and HBase gateway protocol."""
     if request.param == "embedded":
         yield str(tmp_path / "index")
     else:
-        with _fresh_hbase_url() as url:
+        with fresh_hbase_url(request.param.removeprefix("hbase-")) as url:
             yield url
 
 
+@pytest.fixture(params=[pytest.param(api, marks=pytest.mark.hbase) for api in HBASE_APIS])
+def hbase_api(request: pytest.FixtureRequest) -> str:
+    """Each HBase gateway protocol in turn (for HBase-only tests)."""
+    return str(request.param)
+
+
 @pytest.fixture
-def hbase_url() -> Iterator[str]:
-    """A fresh, empty HBase index URL (for HBase-only tests)."""
-    with _fresh_hbase_url() as url:
+def hbase_url(hbase_api: str) -> Iterator[str]:
+    """A fresh, empty HBase index URL on the ``hbase_api`` gateway."""
+    with fresh_hbase_url(hbase_api) as url:
         yield url

@@ -22,7 +22,7 @@ from simhash_hbase import InvalidInput, SimhashIndex
 from simhash_hbase.ingest import Checkpoint, IngestOptions, SourceOptions
 from simhash_hbase.verify import verify
 
-from .conftest import hbase_address
+from .conftest import gateway_address
 from .hbase_server import HBaseServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -145,9 +145,8 @@ def _shutdown(*socks: socket.socket) -> None:
 
 
 @pytest.fixture
-def proxy() -> Iterator[_DroppingProxy]:
-    address = hbase_address()
-    host, port = address.rsplit(":", 1)
+def proxy(hbase_api: str) -> Iterator[_DroppingProxy]:
+    host, port = gateway_address(hbase_api).rsplit(":", 1)
     p = _DroppingProxy((host, int(port)))
     yield p
     p.close()

@@ -8,8 +8,11 @@ from pathlib import Path
 import pytest
 
 from simhash_hbase import InvalidIndexUrl, SimhashIndex, StoreUnavailable
-from simhash_hbase.store import hbase_tables as schema
+from simhash_hbase.errors import StoreError
+from simhash_hbase.store import hbase_tables, open_store
+from simhash_hbase.store.hbase import HBaseStore
 
+from .conftest import HBASE_APIS, fresh_hbase_url, gateway_address
 from .test_cli import shdb
 
 SPEC_5X10 = {  # docs/SPEC.md, written out independently of simhash_hbase.scheme
@@ -40,12 +43,12 @@ def _spec_segments(fp: int) -> dict[str, tuple[int, int]]:
 def test_tables_decode_by_spec_alone(hbase_url: str) -> None:
     import happybase
 
-    address, prefix = hbase_url.removeprefix("hbase://").split("?prefix=")
+    prefix = hbase_url.split("?prefix=")[1]
     fps = {"doc-1": 0x0123456789ABCDEF, "文档-2": 0xFEDCBA9876543210, "dup": 0x0123456789ABCDEF}
     with SimhashIndex.open(hbase_url) as index:
         for doc_id, fp in fps.items():
             index.add_fingerprint(doc_id, fp, meta={"n": 1})
-    host, port = address.rsplit(":", 1)
+    host, port = gateway_address("thrift1").rsplit(":", 1)
     conn = happybase.Connection(host, int(port), table_prefix=prefix)
     try:
         seen: dict[tuple[str, int], int] = {}
@@ -88,6 +91,7 @@ def test_unreachable_hbase_says_what_to_do() -> None:
         ("hbase://h:9090?colour=red", "unknown parameter 'colour'"),
         ("hbase://h:99999", "index URL"),
         ("hbase://h:9090?pool=0", "not of the form"),
+        ("hbase://h:9090?api=thrift3", "api must be thrift1 or thrift2"),
     ],
 )
 def test_bad_hbase_urls(url: str, message: str) -> None:
@@ -96,13 +100,77 @@ def test_bad_hbase_urls(url: str, message: str) -> None:
 
 
 def test_shell_script_in_schema_is_generated_from_the_json() -> None:
-    committed = Path(__file__).resolve().parents[1] / "schema" / "create-tables.hbase"
-    assert committed.read_text(encoding="utf-8") == schema.shell_script("shdb"), (
-        "regenerate with: shdb schema > schema/create-tables.hbase"
+    committed = Path(hbase_tables.__file__).with_name("hbase-tables.hbase")
+    assert committed.read_text(encoding="utf-8") == hbase_tables.shell_script("shdb"), (
+        "regenerate with: shdb schema > simhash_hbase/store/hbase-tables.hbase"
     )
 
 
 def test_split_points_are_even_on_the_first_byte() -> None:
-    points = schema.split_points("index")
+    points = hbase_tables.split_points("index")
     assert points == [bytes([16 * i]) for i in range(1, 16)]
-    assert schema.split_points("docs") == []
+    assert hbase_tables.split_points("docs") == []
+
+
+@pytest.mark.hbase
+def test_the_gateway_protocol_is_detected_or_forced(hbase_api: str, hbase_url: str) -> None:
+    with open_store(hbase_url) as store:
+        assert isinstance(store, HBaseStore) and store.api == hbase_api
+    with open_store(f"{hbase_url}&api={hbase_api}") as store:
+        assert isinstance(store, HBaseStore) and store.api == hbase_api
+
+
+@pytest.mark.hbase
+def test_forcing_the_wrong_protocol_is_a_clear_error(hbase_api: str, hbase_url: str) -> None:
+    other = "thrift1" if hbase_api == "thrift2" else "thrift2"
+    with pytest.raises(StoreError, match=rf"HBase at [\d.:]+ does not serve the {other} protocol"):
+        open_store(f"{hbase_url}&api={other}&timeout=5000")
+
+
+@pytest.mark.hbase
+def test_both_protocols_read_and_write_the_same_tables(hbase_url: str) -> None:
+    prefix = hbase_url.split("?prefix=")[1]
+    urls = {api: f"hbase://{gateway_address(api)}?prefix={prefix}" for api in HBASE_APIS}
+    with SimhashIndex.open(urls["thrift1"]) as index:
+        index.add_fingerprint("one", 0x0123456789ABCDEF, meta={"via": 1})
+    with SimhashIndex.open(urls["thrift2"]) as index:
+        index.add_fingerprint("two", 0x0123456789ABCDEE, meta={"via": 2})
+        assert [m.doc_id for m in index.query_fingerprint(0x0123456789ABCDEF)] == ["one", "two"]
+    with SimhashIndex.open(urls["thrift1"]) as index:
+        assert [m.doc_id for m in index.query_fingerprint(0x0123456789ABCDEF)] == ["one", "two"]
+        assert index.get("two") is not None and index.get("two").meta == {"via": 2}
+
+
+@pytest.mark.hbase
+def test_tables_created_over_thrift2_have_the_whole_schema() -> None:
+    from simhash_hbase.store import hbase_thrift2
+
+    idl = hbase_thrift2._IDL
+    with fresh_hbase_url("thrift2") as url:
+        with open_store(url) as store:
+            assert isinstance(store, HBaseStore)
+            tables = store.tables
+        host, port = gateway_address("thrift2").rsplit(":", 1)
+        client = hbase_thrift2.open_client(host, int(port), 30_000)
+        try:
+            for table, name in tables.items():
+                family, attributes = hbase_tables.family_spec(table)
+                desc = client.getTableDescriptor(idl.TTableName(qualifier=name))
+                (column,) = desc.columns
+                assert column.name == family.encode()
+                assert column.maxVersions == attributes["VERSIONS"]
+                expect = {
+                    "dataBlockEncoding": ("DATA_BLOCK_ENCODING", idl.TDataBlockEncoding, "NONE"),
+                    "bloomnFilterType": ("BLOOMFILTER", idl.TBloomFilterType, "ROW"),
+                    "compressionType": ("COMPRESSION", idl.TCompressionAlgorithm, "NONE"),
+                }
+                for field, (attribute, enum, default) in expect.items():
+                    assert getattr(column, field) == getattr(
+                        enum, attributes.get(attribute, default)
+                    )
+                for key, value in attributes.get("CONFIGURATION", {}).items():
+                    assert column.configuration[key] == value
+                regions = client.getAllRegionLocations(name)
+                assert len(regions) == len(hbase_tables.split_points(table)) + 1
+        finally:
+            client.close()

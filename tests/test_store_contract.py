@@ -111,3 +111,52 @@ def test_stats_count_documents_and_cells(store: Store) -> None:
     stats = store.stats()
     assert stats["documents"] == 1
     assert stats["index_cells"] == 2
+
+
+def test_remove_then_re_add_in_one_batch_keeps_the_cell(store: Store) -> None:
+    """HBase: a delete at T masks puts at <= T, so deletes and puts of one batch
+    must get distinct timestamps (the store's clock gives T and T+1)."""
+    row = _key(0x00030000, 4, 9)
+    with store.batch() as batch:
+        batch.put_index([(row, "a")])
+    for _ in range(3):  # back-to-back batches, well within one millisecond apart
+        with store.batch() as batch:
+            batch.delete_index([(row, "a")])
+            batch.put_index([(row, "a")])
+        assert store.scan_prefixes([row[:5]]) == [(row, "a")]
+        with store.batch() as batch:
+            batch.delete_index([(row, "a")])
+        assert store.scan_prefixes([row[:5]]) == []
+        with store.batch() as batch:
+            batch.put_index([(row, "a")])
+        assert store.scan_prefixes([row[:5]]) == [(row, "a")]
+
+
+def test_docs_and_meta_survive_a_quick_delete_then_put(store: Store) -> None:
+    for n in range(3):
+        with store.batch() as batch:
+            batch.put_docs([Document("a", n, "t" if n % 2 else None)])
+        with store.batch() as batch:
+            batch.delete_docs(["a"])
+        with store.batch() as batch:
+            batch.put_docs([Document("a", n + 10)])
+        assert store.get_docs(["a"]) == {"a": Document("a", n + 10)}
+        store.delete_meta("m")
+        store.put_meta("m", {"n": n})
+        assert store.get_meta("m") == {"n": n}
+
+
+def test_batched_scans_of_many_prefixes_are_exact(store: Store) -> None:
+    """Thousands of prefixes in one call (chunked and run concurrently on HBase),
+    duplicates across and within lists, and rows past one scan page."""
+    cells = [(_key(i << 12, 1 + i % 10, i), f"d{i}") for i in range(3000)]
+    crowded = codec.encode_prefix(0xABCDE000, 7)
+    cells += [(crowded + (i).to_bytes(8, "big"), f"c{i}") for i in range(1500)]
+    with store.batch() as batch:
+        batch.put_index(cells)
+    lists = [[c[0][:5], codec.encode_prefix(0xFFFF0000, 3)] for c in cells[:3000:2]]
+    lists.append([crowded, crowded, cells[0][0][:5]])
+    got = store.scan_prefixes_many(lists)
+    expected = [[c for p in prefixes for c in cells if c[0][:5] == p] for prefixes in lists[:-1]]
+    assert [sorted(g) for g in got[:-1]] == [sorted(e) for e in expected]
+    assert sorted(got[-1]) == sorted(2 * cells[3000:] + [cells[0]])

@@ -1,8 +1,10 @@
-"""HBase table definitions, read from ``schema/hbase-tables.json`` (the one source).
+"""HBase table definitions, read from ``hbase-tables.json`` next to this file (the one source).
 
-Thrift1 (what happybase speaks) can create a family with VERSIONS, BLOOMFILTER,
-COMPRESSION and BLOCKCACHE only; block encoding, the row-prefix bloom filter and
-split points need the HBase shell, so :func:`shell_script` writes that script.
+The Thrift2 gateway creates tables with all of it. Thrift1 (what happybase
+speaks) can create a family with VERSIONS, BLOOMFILTER, COMPRESSION and
+BLOCKCACHE only: no block encoding, no row-prefix bloom filter, no split
+points. For gateways that speak only Thrift1, :func:`shell_script` writes the
+``hbase shell`` script that creates the tables whole.
 """
 
 from __future__ import annotations
@@ -17,13 +19,19 @@ TABLES = ("index", "docs", "meta")
 
 @cache
 def load() -> dict[str, Any]:
-    raw = resources.files("simhash_hbase").joinpath("data/hbase-tables.json").read_text("utf-8")
+    raw = resources.files(__package__).joinpath("hbase-tables.json").read_text("utf-8")
     schema: dict[str, Any] = json.loads(raw)
     return schema
 
 
 def table_name(prefix: str, table: str) -> str:
     return f"{prefix}_{table}"
+
+
+def family_spec(table: str) -> tuple[str, dict[str, Any]]:
+    """The column family of ``table`` and its attributes, as the shell names them."""
+    spec = load()["tables"][table]
+    return str(spec["family"]), dict(spec["attributes"])
 
 
 def thrift1_family_options(table: str) -> dict[str, Any]:

@@ -1,0 +1,153 @@
+"""Word segmentation: jieba 0.42.1's tokens (HMM on), computed natively when possible.
+
+The reference is ``jieba.Tokenizer().cut(text)``. With the ``fast`` extra installed,
+``rjieba`` (a binding of the Rust port jieba-rs, same dictionary and HMM) computes
+the same tokens at native speed. jieba-rs groups two kinds of characters
+differently from jieba, and :func:`_rjieba_cut` corrects both:
+
+- CJK characters outside jieba's U+4E00–U+9FD5 (extension A, compatibility
+  ideographs, the supplementary planes) are single tokens in jieba and never enter
+  its HMM; jieba-rs treats them as Chinese. Text is cut around them.
+- Runs of ASCII letters, digits and ``+#&._%-`` are re-split the way jieba's HMM
+  stage splits them (letters/digits with an optional decimal part and ``%``; what
+  lies between stays one piece), except jieba's dictionary words among them.
+
+Both implementations belong to one *family* (:data:`FAMILY`), which is what the
+index manifest records: an index built with one opens with the other. Identity
+is measured on a 16 MB corpus in docs/segmenters.md and asserted by
+tests/test_segment.py. ``$SHDB_SEGMENTER`` (``auto``, ``jieba``, ``rjieba``)
+forces one; ``auto`` takes rjieba when it is installed next to jieba 0.42.1.
+
+jieba's dictionary cache lives in :func:`simhash_hbase.cache.cache_dir` (per user,
+persistent), not in the system temp directory, where it is lost on reboot and
+costs ~1 s to rebuild.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import re
+from collections.abc import Callable, Iterable
+from functools import cache
+from pathlib import Path
+
+from .cache import cache_dir
+from .errors import InvalidInput
+
+Cut = Callable[[str], Iterable[str]]
+
+FAMILY = "jieba"
+#: The jieba release whose tokens rjieba reproduces (after the corrections above).
+FAMILY_VERSION = "0.42.1"
+SEGMENTERS = ("auto", "jieba", "rjieba")
+ENV = "SHDB_SEGMENTER"
+
+# Chinese to jieba-rs but not to jieba (whose range is U+4E00-U+9FD5).
+_OUTSIDE_JIEBA = re.compile("[\u3400-\u4dbf\u9fd6-\u9fff\uf900-\ufaff\U00020000-\U0003ffff]")
+_ASCII_TOKEN = re.compile(r"[a-zA-Z0-9+#&._%\-]+").fullmatch
+_ASCII_RUN = re.compile(r"[a-zA-Z0-9+#&._%\-]{2,}").search
+# jieba.finalseg's re_skip: how jieba splits the non-Chinese part of an HMM buffer.
+_HMM_SKIP = re.compile(r"([a-zA-Z0-9]+(?:\.\d+)?%?)")
+# The words of jieba's dictionary made only of the characters above: the DAG keeps them.
+_ASCII_WORDS = frozenset(("AT&T", "c#", "C#", "c++", "C++"))
+
+
+_VERSION = re.compile(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", re.M)
+
+
+def _installed(module: str) -> str | None:
+    """``module.__version__`` ("" if it has none), or None: read, not imported (jieba's
+    import costs ~0.2 s, importlib.metadata's ~0.04 s of a query's start-up)."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        return None
+    try:
+        found = _VERSION.search(Path(spec.origin).read_text("utf-8"))
+    except (OSError, UnicodeDecodeError):
+        return ""
+    return found.group(1) if found else ""
+
+
+def _resplit_ascii(tokens: list[str]) -> list[str]:
+    out: list[str] = []
+    run: list[str] = []
+    for token in tokens:
+        if token.isascii() and _ASCII_TOKEN(token) and token not in _ASCII_WORDS:
+            run.append(token)
+            continue
+        if run:
+            out += filter(None, _HMM_SKIP.split("".join(run)))
+            run = []
+        out.append(token)
+    if run:
+        out += filter(None, _HMM_SKIP.split("".join(run)))
+    return out
+
+
+def _rjieba_span(cut: Callable[[str, bool], list[str]], text: str) -> list[str]:
+    tokens = cut(text, True)
+    return tokens if _ASCII_RUN(text) is None else _resplit_ascii(tokens)
+
+
+def _rjieba() -> Cut:
+    import rjieba
+
+    def cut(text: str) -> list[str]:
+        if _OUTSIDE_JIEBA.search(text) is None:
+            return _rjieba_span(rjieba.cut, text)
+        out: list[str] = []
+        last = 0
+        for m in _OUTSIDE_JIEBA.finditer(text):
+            out += _rjieba_span(rjieba.cut, text[last : m.start()])
+            out.append(m.group())
+            last = m.end()
+        out += _rjieba_span(rjieba.cut, text[last:])
+        return out
+
+    return cut
+
+
+def _jieba() -> Cut:
+    import logging
+
+    import jieba
+
+    jieba.setLogLevel(logging.WARNING)  # it prints "Building prefix dict" otherwise
+    tok = jieba.Tokenizer()
+    where = cache_dir()
+    try:
+        where.mkdir(parents=True, exist_ok=True)
+        tok.tmp_dir = str(where)  # jieba writes its cache atomically (temp file + rename)
+    except OSError:
+        pass  # read-only home: jieba falls back to the system temp directory
+    tok.initialize()
+    return tok.cut
+
+
+def resolve(name: str | None = None) -> str:
+    """The implementation ``name`` (default ``$SHDB_SEGMENTER``, else ``auto``) stands for."""
+    name = name or os.environ.get(ENV) or "auto"
+    if name not in SEGMENTERS:
+        raise InvalidInput(f"unknown segmenter {name!r}; use one of: {', '.join(SEGMENTERS)}")
+    if name != "auto":
+        if name == "rjieba" and _installed("rjieba") is None:
+            raise InvalidInput(
+                "segmenter 'rjieba' is not installed: pip install 'simhash-hbase[fast]'"
+            )
+        return name
+    fast = _installed("rjieba") is not None and _installed("jieba") == FAMILY_VERSION
+    return "rjieba" if fast else "jieba"
+
+
+def family_version(name: str | None = None) -> str:
+    """The jieba release whose tokens the segmenter gives (what the manifest records)."""
+    if resolve(name) == "rjieba":
+        return FAMILY_VERSION
+    return _installed("jieba") or FAMILY_VERSION
+
+
+@cache
+def segmenter(name: str | None = None) -> Cut:
+    """A function text -> tokens of jieba's family, loaded once per process."""
+    return _rjieba() if resolve(name) == "rjieba" else _jieba()

@@ -1,0 +1,94 @@
+"""HBase scan filters in the form Thrift2 takes them: serialized protobufs.
+
+Thrift2's ``TScan.filterBytes`` carries one ``FilterProtos.Filter`` message
+(HBase's Filter.proto): the filter's Java class name and its own serialized
+message. It replaces the filter string of Thrift1, so several filters travel
+inside one ``FilterList``. The handful of messages used here are encoded by
+hand (proto2 wire format, fields in number order as Java writes them) rather
+than with a protobuf dependency; tests/test_hbase_filters.py checks every
+encoding against bytes produced by HBase's own jars.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+_PACKAGE = "org.apache.hadoop.hbase.filter."
+_VARINT, _LENGTH_DELIMITED = 0, 2  # protobuf wire types
+
+MUST_PASS_ALL, MUST_PASS_ONE = 1, 2  # FilterList.Operator
+
+#: A row range ``[start, stop)``; an empty ``stop`` means "to the end of the table".
+RowRange = tuple[bytes, bytes]
+
+
+def _varint(value: int) -> bytes:
+    out = bytearray()
+    while True:
+        low = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(low | 0x80)
+        else:
+            out.append(low)
+            return bytes(out)
+
+
+def _tag(number: int, wire_type: int) -> bytes:
+    return _varint(number << 3 | wire_type)
+
+
+def _int_field(number: int, value: int) -> bytes:
+    return _tag(number, _VARINT) + _varint(value)
+
+
+def _bytes_field(number: int, data: bytes) -> bytes:
+    return _tag(number, _LENGTH_DELIMITED) + _varint(len(data)) + data
+
+
+def _filter(class_name: str, serialized: bytes) -> bytes:
+    """``Filter { required string name = 1; optional bytes serialized_filter = 2; }``"""
+    return _bytes_field(1, (_PACKAGE + class_name).encode("ascii")) + _bytes_field(2, serialized)
+
+
+def key_only(len_as_val: bool = False) -> bytes:
+    """KeyOnlyFilter: cells come back without their values (index values are empty anyway,
+    the filter saves the server from reading them)."""
+    return _filter("KeyOnlyFilter", _int_field(1, int(len_as_val)))
+
+
+def multi_row_range(ranges: Sequence[RowRange]) -> bytes:
+    """MultiRowRangeFilter over sorted, disjoint ``[start, stop)`` ranges.
+
+    The region server seeks from one range to the next, so a single scan
+    reads many short ranges without visiting the rows between them.
+    """
+    body = bytearray()
+    previous_stop: bytes | None = None
+    for start, stop in ranges:
+        if (stop and start >= stop) or (previous_stop is not None and start < previous_stop):
+            raise ValueError("row ranges must be non-empty, sorted and disjoint")
+        if previous_stop == b"":
+            raise ValueError("row ranges: only the last one may be open-ended")
+        previous_stop = stop
+        row_range = (
+            _bytes_field(1, start)  # start_row
+            + _int_field(2, 1)  # start_row_inclusive
+            + _bytes_field(3, stop)  # stop_row
+            + _int_field(4, 0)  # stop_row_inclusive
+        )
+        body += _bytes_field(1, row_range)  # repeated RowRange row_range_list = 1
+    return _filter("MultiRowRangeFilter", bytes(body))
+
+
+def filter_list(filters: Sequence[bytes], operator: int = MUST_PASS_ALL) -> bytes:
+    """FilterList of already serialized ``Filter`` messages, applied in order."""
+    if operator not in (MUST_PASS_ALL, MUST_PASS_ONE):
+        raise ValueError(f"unknown FilterList operator {operator}")
+    body = _int_field(1, operator) + b"".join(_bytes_field(2, f) for f in filters)
+    return _filter("FilterList", body)
+
+
+def keys_in_ranges(ranges: Sequence[RowRange]) -> bytes:
+    """The index scan: only rows inside ``ranges``, keys only."""
+    return filter_list([multi_row_range(ranges), key_only()])

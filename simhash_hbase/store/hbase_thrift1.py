@@ -1,0 +1,161 @@
+"""The Thrift1 transport: HBase's original gateway, the one happybase speaks.
+
+Kept for clusters whose gateway serves only Thrift1. Its interface is
+happybase's own IDL file, loaded here under our own module name. Thrift1 has
+no one-call scan and no MultiRowRangeFilter, so each prefix is a scan of its
+own (open, fetch, close): the scans of a query run concurrently on pooled
+connections, and rows are handed back before the scanner is closed, so a
+query waits for two round trips, not three.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import AbstractContextManager, suppress
+from importlib import resources
+from typing import Any, TypeVar
+
+import thriftpy2
+from thriftpy2.rpc import make_client
+from thriftpy2.thrift import TException
+
+from .. import codec
+from ..errors import ShdbError, StoreError
+from . import hbase_tables
+from .hbase_transport import NETWORK_ERRORS, ClientPool, Deletes, Puts, Row, translate
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_IDL = thriftpy2.load(
+    str(resources.files("happybase").joinpath("Hbase.thrift")), module_name="shdb_hbase1_thrift"
+)
+_KEYS_ONLY = b"KeyOnlyFilter()"  # constant: no filter string is ever built from input
+_SCAN_ROWS = 1000  # rows per scannerGetList; a prefix rarely holds more than a few
+
+
+class Thrift1Transport:
+    api = "thrift1"
+
+    def __init__(self, host: str, port: int, *, pool: int, timeout: int, where: str) -> None:
+        self._where = where  # "HBase at host:port", for messages
+
+        def open_client() -> Any:
+            return make_client(_IDL.Hbase, host, port, timeout=timeout)
+
+        self._pool: ClientPool[Any] = ClientPool(open_client, lambda c: c.close(), pool)
+        self._executor = ThreadPoolExecutor(max_workers=pool, thread_name_prefix="shdb-t1")
+
+    # -- the one place Thrift1 errors are translated -------------------------------
+    def _translate(self, action: str) -> AbstractContextManager[None]:
+        return translate(self._where, self.api, action, (_IDL.IOError,), (_IDL.IllegalArgument,))
+
+    def _call(self, action: str, fn: Callable[[Any], T]) -> T:
+        with self._translate(action):
+            return self._pool.call(action, fn)
+
+    # -- Transport -----------------------------------------------------------
+    def table_names(self) -> set[bytes]:
+        return set(self._call("list tables", lambda c: c.getTableNames()))
+
+    def create_table(self, name: bytes, table: str) -> None:
+        descriptor = _IDL.ColumnDescriptor(**hbase_tables.thrift1_family_options(table))
+
+        def create(client: Any) -> None:
+            with suppress(_IDL.AlreadyExists):  # another process was first: fine
+                client.createTable(name, [descriptor])
+
+        self._call(f"create table {name.decode()}", create)
+
+    def get_rows(self, table: bytes, keys: Sequence[bytes]) -> list[Row]:
+        results = self._call(f"read {table.decode()}", lambda c: c.getRows(table, list(keys), {}))
+        return [_row(r) for r in results]
+
+    def mutate(self, table: bytes, puts: Puts, deletes: Deletes, ts: int) -> None:
+        mutation = _IDL.Mutation
+        rows: dict[bytes, list[Any]] = {}
+        for key, columns in deletes.items():
+            rows[key] = [mutation(isDelete=True, column=c) for c in columns]
+        for key, cells in puts.items():
+            muts = [mutation(isDelete=False, column=c, value=v) for c, v in cells]
+            rows.setdefault(key, []).extend(muts)
+        if rows:
+            batch = [_IDL.BatchMutation(key, muts) for key, muts in rows.items()]
+            self._call(f"write to {table.decode()}", lambda c: c.mutateRowsTs(table, batch, ts, {}))
+
+    def put_if_absent(self, table: bytes, key: bytes, column: bytes, value: bytes, ts: int) -> bool:
+        """checkAndPut with no expected value: put only if the cell is absent. Thrift1's
+        checkAndPut takes no timestamp (the server's clock stamps the cell)."""
+        mutation = _IDL.Mutation(column=column, value=value)
+        return bool(
+            self._call(
+                f"write to {table.decode()}",
+                lambda c: c.checkAndPut(table, key, column, None, mutation, {}),
+            )
+        )
+
+    def scan_prefixes(self, table: bytes, prefixes: Sequence[bytes]) -> list[Row]:
+        futures: list[Future[list[Row]]] = [Future() for _ in prefixes]
+        for prefix, result in zip(prefixes, futures):
+            self._executor.submit(self._probe, table, prefix, result)
+        return [row for f in futures for row in f.result()]
+
+    def _probe(self, table: bytes, prefix: bytes, result: Future[list[Row]]) -> None:
+        """One prefix scan; ``result`` is set before the scanner is closed."""
+        scan = _IDL.TScan(
+            startRow=prefix,
+            stopRow=codec.prefix_stop(prefix),
+            caching=_SCAN_ROWS,
+            filterString=_KEYS_ONLY,
+        )
+
+        def run(client: Any) -> None:
+            scanner = client.scannerOpenWithScan(table, scan, {})
+            try:
+                rows = batch = client.scannerGetList(scanner, _SCAN_ROWS)
+                while len(batch) == _SCAN_ROWS:  # fewer rows than asked: scan is done
+                    batch = client.scannerGetList(scanner, _SCAN_ROWS)
+                    rows += batch
+                result.set_result([_row(r) for r in rows])
+            finally:
+                _close_scanner(client, scanner)
+
+        try:
+            self._call("scan the index", run)
+        except ShdbError as exc:
+            result.set_exception(exc)
+        finally:
+            if not result.done():  # a bug, not an HBase error: do not leave the caller hanging
+                result.set_exception(StoreError(f"scan of {prefix.hex()} failed; see the log"))
+
+    def scan_page(self, table: bytes, start: bytes, rows: int, keys_only: bool) -> list[Row]:
+        scan = _IDL.TScan(
+            startRow=start, caching=rows, filterString=_KEYS_ONLY if keys_only else None
+        )
+
+        def page(client: Any) -> list[Row]:
+            scanner = client.scannerOpenWithScan(table, scan, {})
+            try:
+                return [_row(r) for r in client.scannerGetList(scanner, rows)]
+            finally:
+                _close_scanner(client, scanner)
+
+        return self._call(f"scan {table.decode()}", page)
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)
+        self._pool.close()
+
+
+def _row(result: Any) -> Row:
+    return result.row, {name: cell.value for name, cell in result.columns.items()}
+
+
+def _close_scanner(client: Any, scanner: int) -> None:
+    """Best effort: a scanner left open expires with its lease on the server."""
+    try:
+        client.scannerClose(scanner)
+    except (*NETWORK_ERRORS, TException) as exc:
+        log.info("could not close scanner %s: %s", scanner, exc)

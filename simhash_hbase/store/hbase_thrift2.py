@@ -1,0 +1,288 @@
+"""The Thrift2 transport: one call per scan, MultiRowRangeFilter, whole-schema tables.
+
+Over Thrift1 every prefix scan costs three calls. Thrift2's
+``getScannerResults`` opens, fetches and closes a scanner in one call, and its
+``filterBytes`` take a MultiRowRangeFilter (:mod:`.hbase_filters`), so the ten
+prefix ranges of a query are one scan. One scan visits regions one after the
+other, though, so the ranges are grouped by region (region locations cached,
+reloaded on a region error) and the groups scanned concurrently; large batches
+are also cut into chunks of ``_CHUNK_RANGES`` ranges, several at once.
+``getScannerResults`` silently stops after ``numRows`` rows: a full page is
+followed by another from the row after its last one.
+
+The interface is our own minimal IDL, ``hbase_thrift2.thrift``.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import threading
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import AbstractContextManager
+from importlib import resources
+from typing import Any, TypeVar
+
+import thriftpy2
+from thriftpy2.rpc import make_client
+from thriftpy2.thrift import TApplicationException
+
+from .. import codec
+from ..errors import StoreError
+from . import hbase_filters, hbase_tables
+from .hbase_filters import RowRange
+from .hbase_transport import ClientPool, Deletes, Puts, Row, first_line, translate
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+_IDL = thriftpy2.load(
+    str(resources.files(__package__).joinpath("hbase_thrift2.thrift")),
+    module_name="shdb_hbase2_thrift",
+)
+_PAGE_ROWS = 1000  # rows per getScannerResults page
+_CHUNK_RANGES = 1000  # row ranges per MultiRowRangeFilter scan
+_REGIONS_TTL_S = 300.0  # region locations are reloaded at least this often
+_KEYS_ONLY = hbase_filters.key_only()
+
+
+def open_client(host: str, port: int, timeout: int) -> Any:
+    return make_client(_IDL.THBaseService, host, port, timeout=timeout)
+
+
+def gateway_api(host: str, port: int, timeout: int, where: str) -> str:
+    """``"thrift1"`` or ``"thrift2"``: what the gateway at ``host:port`` serves.
+
+    ``getThriftServerType`` has the same name and no arguments in both
+    services, so it can be asked before the protocol is known. Gateways older
+    than HBase 2.2 do not know it; those are Thrift1 servers.
+    """
+    with _translate(where, "connect"):
+        client = open_client(host, port, timeout)
+        try:
+            kind = client.getThriftServerType()
+        except TApplicationException as exc:
+            if exc.type != TApplicationException.UNKNOWN_METHOD:
+                raise
+            return "thrift1"
+        finally:
+            client.close()
+    return "thrift2" if kind == _IDL.TThriftServerType.TWO else "thrift1"
+
+
+# -- the one place Thrift2 errors are translated ------------------------------------
+def _translate(where: str, action: str) -> AbstractContextManager[None]:
+    return translate(where, "thrift2", action, (_IDL.TIOError,), (_IDL.TIllegalArgument,))
+
+
+class Thrift2Transport:
+    api = "thrift2"
+
+    def __init__(self, host: str, port: int, *, pool: int, timeout: int, where: str) -> None:
+        self._where = where
+        self._pool: ClientPool[Any] = ClientPool(
+            lambda: open_client(host, port, timeout), lambda c: c.close(), pool
+        )
+        self._executor = ThreadPoolExecutor(max_workers=pool, thread_name_prefix="shdb-t2")
+        self._regions: dict[bytes, tuple[float, list[bytes]]] = {}
+        self._regions_lock = threading.Lock()
+
+    def _call(self, action: str, fn: Callable[[Any], T]) -> T:
+        with _translate(self._where, action):
+            return self._pool.call(action, fn)
+
+    # -- tables ---------------------------------------------------------------
+    def table_names(self) -> set[bytes]:
+        names = self._call("list tables", lambda c: c.getTableNamesByPattern(None, False))
+        return {n.qualifier for n in names if n.ns in (None, b"", b"default")}
+
+    def create_table(self, name: bytes, table: str) -> None:
+        descriptor = table_descriptor(name, table)
+        splits = hbase_tables.split_points(table) or None
+
+        def create(client: Any) -> None:
+            try:
+                client.createTable(descriptor, splits)
+            except _IDL.TIOError as exc:
+                if "TableExistsException" not in (exc.message or ""):
+                    raise  # another process was first: fine, anything else is not
+
+        self._call(f"create table {name.decode()}", create)
+
+    # -- point reads and writes ---------------------------------------------------
+    def get_rows(self, table: bytes, keys: Sequence[bytes]) -> list[Row]:
+        gets = [_IDL.TGet(row=key) for key in keys]
+        results = self._call(f"read {table.decode()}", lambda c: c.getMultiple(table, gets))
+        return [_row(r) for r in results if r.row is not None]
+
+    def mutate(self, table: bytes, puts: Puts, deletes: Deletes, ts: int) -> None:
+        """Deletes, then puts, both at ``ts``, on every cell explicitly: a TDelete
+        naming columns takes each column's own timestamp, not the delete's."""
+        if deletes:
+            tdeletes = [
+                _IDL.TDelete(
+                    row=key,
+                    columns=[_IDL.TColumn(*_split(c), timestamp=ts) for c in columns],
+                    timestamp=ts,
+                    deleteType=_IDL.TDeleteType.DELETE_COLUMNS,
+                )
+                for key, columns in deletes.items()
+            ]
+            failed = self._call(
+                f"delete from {table.decode()}", lambda c: c.deleteMultiple(table, tdeletes)
+            )
+            if failed:
+                raise StoreError(f"{self._where}: {len(failed)} deletes in {table!r} failed")
+        if puts:
+            tputs = [
+                _IDL.TPut(
+                    row=key,
+                    columnValues=[_IDL.TColumnValue(*_split(c), v, timestamp=ts) for c, v in cells],
+                    timestamp=ts,
+                )
+                for key, cells in puts.items()
+            ]
+            self._call(f"write to {table.decode()}", lambda c: c.putMultiple(table, tputs))
+
+    def put_if_absent(self, table: bytes, key: bytes, column: bytes, value: bytes, ts: int) -> bool:
+        """checkAndPut with no expected value: put only if the cell is absent."""
+        family, qualifier = _split(column)
+        put = _IDL.TPut(
+            row=key,
+            columnValues=[_IDL.TColumnValue(family, qualifier, value, timestamp=ts)],
+            timestamp=ts,
+        )
+        return bool(
+            self._call(
+                f"write to {table.decode()}",
+                lambda c: c.checkAndPut(table, key, family, qualifier, None, put),
+            )
+        )
+
+    # -- scans ----------------------------------------------------------------
+    def scan_prefixes(self, table: bytes, prefixes: Sequence[bytes]) -> list[Row]:
+        ranges = _merged([(p, codec.prefix_stop(p)) for p in prefixes])
+        if not ranges:
+            return []
+        with _translate(self._where, "scan the index"):
+            try:
+                return self._scan_grouped(table, ranges, reload=False)
+            except _IDL.TIOError as exc:
+                log.info("scan failed (%s); reloading region locations", first_line(exc))
+                return self._scan_grouped(table, ranges, reload=True)
+
+    def _scan_grouped(self, table: bytes, ranges: list[RowRange], reload: bool) -> list[Row]:
+        starts = self._region_starts(table, reload)
+        groups: dict[int, list[RowRange]] = {}
+        for row_range in ranges:
+            groups.setdefault(bisect.bisect_right(starts, row_range[0]) - 1, []).append(row_range)
+        chunks = [
+            group[i : i + _CHUNK_RANGES]
+            for group in groups.values()
+            for i in range(0, len(group), _CHUNK_RANGES)
+        ]
+        # All but the first chunk go to the pool; the caller's thread scans the first.
+        futures = [self._executor.submit(self._scan_ranges, table, c) for c in chunks[1:]]
+        rows = self._scan_ranges(table, chunks[0])
+        for future in futures:
+            rows.extend(future.result())
+        return rows
+
+    def _scan_ranges(self, table: bytes, ranges: list[RowRange]) -> list[Row]:
+        """One MultiRowRangeFilter scan over ``ranges``, page by page (raw Thrift errors)."""
+        filter_bytes = hbase_filters.keys_in_ranges(ranges)
+
+        def run(client: Any) -> list[Row]:
+            return _paged(client, table, ranges[0][0], ranges[-1][1], filter_bytes)
+
+        return self._pool.call("scan the index", run)
+
+    def _region_starts(self, table: bytes, reload: bool) -> list[bytes]:
+        """Start keys of ``table``'s regions, sorted (the first is ``b""``)."""
+        with self._regions_lock:
+            cached = self._regions.get(table)
+            if cached and not reload and time.monotonic() - cached[0] < _REGIONS_TTL_S:
+                return cached[1]
+        locations = self._pool.call("locate regions", lambda c: c.getAllRegionLocations(table))
+        starts = sorted({loc.regionInfo.startKey or b"" for loc in locations} | {b""})
+        with self._regions_lock:
+            self._regions[table] = (time.monotonic(), starts)
+        return starts
+
+    def scan_page(self, table: bytes, start: bytes, rows: int, keys_only: bool) -> list[Row]:
+        scan = _IDL.TScan(
+            startRow=start, caching=rows, filterBytes=_KEYS_ONLY if keys_only else None
+        )
+        results = self._call(
+            f"scan {table.decode()}", lambda c: c.getScannerResults(table, scan, rows)
+        )
+        return [_row(r) for r in results]
+
+    def close(self) -> None:
+        self._executor.shutdown(wait=True)
+        self._pool.close()
+
+
+def _paged(client: Any, table: bytes, start: bytes, stop: bytes, filter_bytes: bytes) -> list[Row]:
+    rows: list[Row] = []
+    while True:
+        scan = _IDL.TScan(
+            startRow=start, stopRow=stop, caching=_PAGE_ROWS, filterBytes=filter_bytes
+        )
+        page = client.getScannerResults(table, scan, _PAGE_ROWS)
+        rows.extend(_row(r) for r in page)
+        if len(page) < _PAGE_ROWS:  # getScannerResults stops silently at numRows
+            return rows
+        start = page[-1].row + b"\x00"
+
+
+def _merged(ranges: list[RowRange]) -> list[RowRange]:
+    """Sorted, disjoint ranges covering ``ranges`` (MultiRowRangeFilter wants them so)."""
+    out: list[RowRange] = []
+    for start, stop in sorted(ranges):
+        if out and start <= out[-1][1]:
+            out[-1] = (out[-1][0], max(out[-1][1], stop))
+        else:
+            out.append((start, stop))
+    return out
+
+
+def _split(column: bytes) -> tuple[bytes, bytes]:
+    family, _, qualifier = column.partition(b":")
+    return family, qualifier
+
+
+def _row(result: Any) -> Row:
+    return result.row, {cv.family + b":" + cv.qualifier: cv.value for cv in result.columnValues}
+
+
+def table_descriptor(name: bytes, table: str) -> Any:
+    """The TTableDescriptor of schema table ``table`` (index, docs, meta), named ``name``."""
+    family, attributes = hbase_tables.family_spec(table)
+    return _IDL.TTableDescriptor(
+        tableName=_IDL.TTableName(qualifier=name),
+        columns=[_family_descriptor(family, attributes)],
+    )
+
+
+def _family_descriptor(family: str, attributes: dict[str, Any]) -> Any:
+    """A TColumnFamilyDescriptor from the schema's shell-style attributes."""
+    fields: dict[str, Any] = {"name": family.encode()}
+    for key, value in attributes.items():
+        if key == "VERSIONS":
+            fields["maxVersions"] = int(value)
+        elif key == "DATA_BLOCK_ENCODING":
+            fields["dataBlockEncoding"] = getattr(_IDL.TDataBlockEncoding, value)
+        elif key == "BLOOMFILTER":
+            fields["bloomnFilterType"] = getattr(_IDL.TBloomFilterType, value)
+        elif key == "COMPRESSION":
+            fields["compressionType"] = getattr(_IDL.TCompressionAlgorithm, value)
+        elif key == "BLOCKCACHE":
+            fields["blockCacheEnabled"] = bool(value)
+        elif key == "CONFIGURATION":
+            fields["configuration"] = {str(k): str(v) for k, v in value.items()}
+        else:
+            raise ValueError(f"hbase-tables.json: attribute {key} has no Thrift2 equivalent")
+    return _IDL.TColumnFamilyDescriptor(**fields)

@@ -1,0 +1,180 @@
+"""What :class:`~simhash_hbase.store.hbase.HBaseStore` needs from a Thrift gateway.
+
+Two transports implement :class:`Transport`: Thrift1 (the gateway happybase
+speaks, ``hbase_thrift1``) and Thrift2 (``hbase_thrift2``). The store keeps
+everything that must not differ between them: table names, timestamps, the
+write order, how rows become documents and cells. Both share
+:class:`ClientPool`, which also hides connections the server has dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+import socket
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from typing import Generic, Protocol, TypeVar
+
+from thriftpy2.thrift import TApplicationException, TException
+from thriftpy2.transport import TTransportException
+
+from ..errors import StoreError, StoreUnavailable
+
+log = logging.getLogger(__name__)
+
+C = TypeVar("C")
+T = TypeVar("T")
+
+#: A row as read: its key and ``{b"family:qualifier": value}``.
+Row = tuple[bytes, dict[bytes, bytes]]
+#: Cells to write per row key: ``[(b"family:qualifier", value), ...]``.
+Puts = Mapping[bytes, Sequence[tuple[bytes, bytes]]]
+#: Columns to delete per row key (every version up to the timestamp).
+Deletes = Mapping[bytes, Sequence[bytes]]
+
+#: Errors of a socket that could not be used; translated to StoreUnavailable.
+NETWORK_ERRORS = (TTransportException, socket.error)
+
+
+class Transport(Protocol):
+    """One gateway protocol. Errors leave as :class:`~simhash_hbase.errors.ShdbError`."""
+
+    api: str  # "thrift1" or "thrift2"
+
+    def table_names(self) -> set[bytes]: ...
+
+    def create_table(self, name: bytes, table: str) -> None:
+        """Create ``name`` as schema table ``table``; one that exists already is fine."""
+        ...
+
+    def get_rows(self, table: bytes, keys: Sequence[bytes]) -> list[Row]:
+        """The rows that exist among ``keys`` (at most a few thousand keys)."""
+        ...
+
+    def mutate(self, table: bytes, puts: Puts, deletes: Deletes, ts: int) -> None:
+        """Write ``puts`` and ``deletes`` with timestamp ``ts``; idempotent."""
+        ...
+
+    def put_if_absent(self, table: bytes, key: bytes, column: bytes, value: bytes, ts: int) -> bool:
+        """Put one cell only if it does not exist, atomically; True if it was written."""
+        ...
+
+    def scan_prefixes(self, table: bytes, prefixes: Sequence[bytes]) -> list[Row]:
+        """Keys-only rows starting with any of ``prefixes`` (sorted, distinct)."""
+        ...
+
+    def scan_page(self, table: bytes, start: bytes, rows: int, keys_only: bool) -> list[Row]:
+        """Up to ``rows`` rows from ``start`` on, in key order."""
+        ...
+
+    def close(self) -> None: ...
+
+
+@contextmanager
+def translate(
+    where: str,
+    api: str,
+    action: str,
+    failures: tuple[type[Exception], ...],
+    rejections: tuple[type[Exception], ...],
+) -> Iterator[None]:
+    """Thrift and socket errors of ``action`` -> :class:`StoreError`s.
+
+    ``failures`` and ``rejections`` are the transport's own server exceptions
+    (an I/O error, an illegal argument), each with a ``message``.
+    """
+    try:
+        yield
+    except NETWORK_ERRORS as exc:
+        raise StoreUnavailable(
+            f"{where} is not reachable while trying to {action} ({exc})"
+        ) from exc
+    except failures as exc:
+        raise StoreError(f"{where} failed to {action}: {first_line(exc)}") from exc
+    except rejections as exc:
+        raise StoreError(f"{where} rejected {action}: {first_line(exc)}") from exc
+    except TApplicationException as exc:
+        if exc.type == TApplicationException.UNKNOWN_METHOD:
+            raise StoreError(
+                f"{where} does not serve the {api} protocol ({exc}); "
+                "leave api out of the index URL to detect it"
+            ) from exc
+        raise StoreError(f"{where}: Thrift error while trying to {action}: {exc}") from exc
+    except TException as exc:
+        raise StoreError(f"{where}: Thrift error while trying to {action}: {exc}") from exc
+
+
+def first_line(exc: Exception) -> str:
+    """Server messages carry Java stack traces; the first line says what happened."""
+    message = getattr(exc, "message", None) or "no message"
+    return str(message).strip().split("\n", 1)[0]
+
+
+def is_dropped(exc: BaseException) -> bool:
+    """A connection that worked and was cut, as opposed to one that cannot open."""
+    if isinstance(exc, TTransportException):
+        return exc.type == TTransportException.END_OF_FILE
+    return isinstance(exc, (BrokenPipeError, ConnectionResetError, ConnectionAbortedError))
+
+
+class ClientPool(Generic[C]):
+    """Thrift clients, opened on demand and kept (up to ``size`` idle) for reuse.
+
+    A client whose call failed in any way is closed, never reused: after a
+    timeout or an error mid-message its socket is in an unknown state. A call
+    that failed because the server had dropped the connection (idle timeout,
+    gateway restart) is retried on another client, up to ``size`` times since
+    every idle client may be dead at once; a client that cannot even be
+    opened ends it at once. Every call made through here is idempotent (fixed
+    keys, explicit timestamps), so a retry never writes twice.
+    """
+
+    def __init__(
+        self, open_client: Callable[[], C], close_client: Callable[[C], None], size: int
+    ) -> None:
+        self._open, self._close_client, self._size = open_client, close_client, size
+        self._idle: list[C] = []
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def _take(self) -> C:
+        with self._lock:
+            if self._idle:
+                return self._idle.pop()
+        return self._open()
+
+    def _give_back(self, client: C) -> None:
+        with self._lock:
+            if not self._closed and len(self._idle) < self._size:
+                self._idle.append(client)
+                return
+        self._close_client(client)
+
+    def _discard(self, client: C) -> None:
+        try:
+            self._close_client(client)
+        except NETWORK_ERRORS as exc:  # closing a broken socket may fail too
+            log.debug("closing a failed connection: %s", exc)
+
+    def call(self, action: str, fn: Callable[[C], T]) -> T:
+        for attempt in range(self._size + 1):
+            client = self._take()
+            try:
+                result = fn(client)
+            except BaseException as exc:
+                self._discard(client)
+                if attempt < self._size and is_dropped(exc):
+                    log.info("retrying %s after a dropped connection: %s", action, exc)
+                    continue
+                raise
+            self._give_back(client)
+            return result
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for client in idle:
+            self._discard(client)

@@ -1,0 +1,191 @@
+"""The segmenters: rjieba (the ``fast`` extra) gives jieba's tokens and fingerprints.
+
+The identity tests need rjieba. CI installs the ``fast`` extra (scripts/test), so
+there a missing rjieba is a failure; elsewhere those tests skip.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Callable, Iterable
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from simhash_hbase import EmptyDocument, Fingerprinter, segment
+from simhash_hbase.cache import cache_dir
+from simhash_hbase.errors import InvalidInput
+
+SHARED = Path(os.environ.get("SHDB_SHARED", Path(__file__).resolve().parents[2] / "shared"))
+SEEDS = sorted((SHARED / "seeds").glob("*.txt"))
+
+
+def _require_rjieba() -> None:
+    if segment._installed("rjieba") is None:
+        if os.environ.get("CI"):
+            pytest.fail("rjieba is not installed: CI installs the fast extra (scripts/test)")
+        pytest.skip("rjieba (the fast extra) is not installed")
+
+
+@pytest.fixture(scope="module")
+def cuts() -> tuple[Callable[[str], list[str]], Callable[[str], list[str]]]:
+    _require_rjieba()
+    jieba_cut, rjieba_cut = segment.segmenter("jieba"), segment.segmenter("rjieba")
+    return (lambda t: list(jieba_cut(t))), (lambda t: list(rjieba_cut(t)))
+
+
+def _fingerprinter(name: str) -> Fingerprinter:
+    fp = Fingerprinter()
+    fp._cut = segment.segmenter(name)
+    return fp
+
+
+def _fingerprint(fp: Fingerprinter, text: str) -> int | None:
+    try:
+        return fp.fingerprint(text)
+    except EmptyDocument:
+        return None
+
+
+@pytest.fixture(scope="module")
+def fingerprinters() -> tuple[Fingerprinter, Fingerprinter]:
+    _require_rjieba()
+    return _fingerprinter("jieba"), _fingerprinter("rjieba")
+
+
+def _dictionary_words() -> list[str]:
+    """Every 50th word of jieba's dictionary, and all 71 with ASCII in them (C++, T恤)."""
+    import jieba
+
+    with jieba.get_dict_file() as f:
+        words = [line.split()[0].decode("utf-8") for line in f]
+    return words[::50] + [w for w in words if any(c.isascii() for c in w)]
+
+
+_PIECES = st.one_of(
+    st.sampled_from(_dictionary_words()),
+    st.characters(min_codepoint=0x4E00, max_codepoint=0x9FD5),  # jieba's Chinese range
+    st.sampled_from(  # what jieba and jieba-rs group differently, and their neighbours
+        [*"abcXYZ019+#&._%- \t\n，。ａ１\u3000㐀䶵鿖鿿豈𠀀𪚥\U00030000😀の한é\u200b", "\r\n"]
+    ),
+    st.text(max_size=3),  # anything at all
+)
+_TEXTS = st.lists(_PIECES, max_size=40).map("".join)
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_TEXTS)
+def test_same_tokens_as_jieba_on_random_text(
+    cuts: tuple[Callable[[str], list[str]], Callable[[str], list[str]]], text: str
+) -> None:
+    jieba_cut, rjieba_cut = cuts
+    assert rjieba_cut(text) == jieba_cut(text)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_TEXTS)
+def test_same_fingerprint_as_jieba_on_random_text(
+    fingerprinters: tuple[Fingerprinter, Fingerprinter], text: str
+) -> None:
+    with_jieba, with_rjieba = fingerprinters
+    assert _fingerprint(with_rjieba, text) == _fingerprint(with_jieba, text)
+
+
+def _real_texts() -> Iterable[str]:
+    for path in SEEDS:
+        text = path.read_text("utf-8")
+        yield text
+        yield text.replace("\n", "\r\n")
+        # full-width ASCII and ideographic spaces
+        yield text.translate({c: c + 0xFEE0 for c in range(0x21, 0x7F)}).replace(" ", "\u3000")
+        yield from (line for line in text.splitlines() if line.strip())  # short texts
+    yield "C++和C#以及node.js，版本3.14.15发布，增长12.5%。AT&T的T恤、AA制与B超"
+    yield "第3.5版 v2.0.1-rc1 100% 2003-04-29 --help daily-totals a_b-c+d#e&f%g.h"
+    yield "㐀㐁中文𠀀𠀁𪚥字𠮷野家鿖鿫豈更，繁體中文與简体中文混排，emoji 😀 表情"
+
+
+@pytest.mark.skipif(not SEEDS, reason="../shared/seeds not present")
+def test_same_tokens_and_fingerprints_on_real_text(
+    cuts: tuple[Callable[[str], list[str]], Callable[[str], list[str]]],
+    fingerprinters: tuple[Fingerprinter, Fingerprinter],
+) -> None:
+    jieba_cut, rjieba_cut = cuts
+    with_jieba, with_rjieba = fingerprinters
+    texts = list(_real_texts())
+    assert len(texts) > 20
+    for text in texts:
+        assert rjieba_cut(text) == jieba_cut(text), text[:80]
+        assert _fingerprint(with_rjieba, text) == _fingerprint(with_jieba, text), text[:80]
+
+
+def test_the_manifest_names_the_family_not_the_implementation() -> None:
+    _require_rjieba()
+    assert segment.family_version("jieba") == segment.family_version("rjieba")
+
+
+def test_an_index_built_with_jieba_opens_with_rjieba(tmp_path: Path) -> None:
+    """Built in one process with jieba, queried in another with rjieba: no mismatch."""
+    _require_rjieba()
+    index = str(tmp_path / "idx")
+    doc = tmp_path / "doc.txt"
+    doc.write_text(SEEDS[0].read_text("utf-8") if SEEDS else "今天天气很好，去公园散步吧。" * 9)
+
+    def shdb(segmenter: str, *args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "simhash_hbase", *args, "--index", index],
+            capture_output=True,
+            text=True,
+            env={**os.environ, segment.ENV: segmenter},
+        )
+
+    built = shdb("jieba", "ingest", str(doc))
+    assert built.returncode == 0, built.stderr
+    found = shdb("rjieba", "query", "--file", str(doc))
+    assert found.returncode == 0, found.stderr  # 0: the document itself was found
+    assert "doc.txt" in found.stdout
+
+
+def test_unknown_segmenter_is_an_error() -> None:
+    with pytest.raises(InvalidInput, match="unknown segmenter 'nope'"):
+        segment.resolve("nope")
+
+
+def test_auto_falls_back_to_jieba_without_rjieba(monkeypatch: pytest.MonkeyPatch) -> None:
+    real = segment._installed
+    monkeypatch.setattr(segment, "_installed", lambda d: None if d == "rjieba" else real(d))
+    monkeypatch.delenv(segment.ENV, raising=False)
+    assert segment.resolve() == "jieba"
+    with pytest.raises(InvalidInput, match=r"pip install 'simhash-hbase\[fast\]'"):
+        segment.resolve("rjieba")
+
+
+def test_auto_uses_rjieba_only_next_to_the_jieba_it_matches(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    real = segment._installed
+    monkeypatch.delenv(segment.ENV, raising=False)
+    assert segment.resolve() == ("rjieba" if real("jieba") == segment.FAMILY_VERSION else "jieba")
+    monkeypatch.setattr(segment, "_installed", lambda d: "0.43.0" if d == "jieba" else real(d))
+    assert segment.resolve() == "jieba"
+    monkeypatch.setenv(segment.ENV, "jieba")
+    assert segment.resolve() == "jieba"
+
+
+def test_jieba_dictionary_cache_is_persistent_per_user(tmp_path: Path) -> None:
+    """jieba's ~1 s dictionary build is cached under $SHDB_CACHE_DIR (default ~/.cache/shdb)."""
+    env = {**os.environ, segment.ENV: "jieba", "SHDB_CACHE_DIR": str(tmp_path / "cache")}
+    code = "from simhash_hbase import Fingerprinter; Fingerprinter().fingerprint('结巴分词')"
+    subprocess.run([sys.executable, "-c", code], env=env, check=True, capture_output=True)
+    assert (tmp_path / "cache" / "jieba.cache").stat().st_size > 1_000_000
+
+
+def test_cache_dir_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.delenv("SHDB_CACHE_DIR", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    assert cache_dir() == tmp_path / "shdb"
+    monkeypatch.delenv("XDG_CACHE_HOME")
+    assert cache_dir() == Path.home() / ".cache" / "shdb"
