@@ -38,7 +38,16 @@ from .registry import Figure, Section, Skipped
 
 #: Modules whose sections make up the bench, in no particular order (each section
 #: has its own ``order``). Add yours here.
-MODULES = ("fingerprinting", "queries", "dedup", "ingest", "storage")
+MODULES = (
+    "fingerprinting",
+    "segmenters",
+    "queries",
+    "dedup",
+    "ingest",
+    "storage",
+    "hbase_transports",
+    "spark",
+)
 SMOKE_DIR = Path(tempfile.gettempdir()) / "shdb-bench-smoke"
 NOTES = [
     "PyPI simhash.SimhashIndex is capped (see the query section): its pure-Python add makes "
@@ -76,6 +85,12 @@ def parse_args(argv: list[str] | None, names: list[str]) -> argparse.Namespace:
     p.add_argument("--work", help="scratch dir for indexes (default: a temp dir)")
     p.add_argument("--keep", action="store_true", help="keep the scratch dir")
     p.add_argument("--report-only", metavar="JSON", help="only regenerate docs from a results file")
+    p.add_argument(
+        "--add-to",
+        metavar="JSON",
+        help="keep the results of the sections this run does not run from an earlier "
+        "results file (the report says which run each comes from)",
+    )
     return p.parse_args(argv)
 
 
@@ -194,6 +209,26 @@ def render(results: dict[str, Any], docs_dir: Path = DOCS_DIR) -> list[Figure]:
     return figures
 
 
+def carry_over(results: dict[str, Any], earlier: dict[str, Any], sections: list[Section]) -> None:
+    """Copy into ``results`` the sections of an earlier run that this run did not run.
+
+    Each figure stays a same-run ratio (a section's baseline ran with it); only the
+    page gathers sections from two runs, and its notes say which.
+    """
+    ran = {*results["meta"]["sections"]}
+    carried = [s.name for s in sections if s.name not in ran and earlier.get(s.name) is not None]
+    for name in carried:
+        results[name] = earlier[name]
+    if carried:
+        when = earlier["meta"]["date"]
+        results["meta"]["carried"] = {"date": when, "sections": carried}
+        results["notes"].append(
+            f"Sections {', '.join(f'`{n}`' for n in carried)} come from the "
+            f"{earlier['meta']['mode']} run of {when} (load {earlier['meta']['load_start']} / "
+            f"{earlier['meta']['load_end']}); the others from this run."
+        )
+
+
 def print_figures(figures: list[Figure]) -> None:
     for f in figures:
         ratio = f" = {f.ratio_text}" if f.ratio_text else ""
@@ -235,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     meta["seconds"] = elapsed_s()
     meta["load_end"] = [round(x, 2) for x in machine.load_average()]
     run.results["machine"] = machine.describe(run.results.pop("machine_hbase", None))
+    if args.add_to:
+        carry_over(run.results, json.loads(Path(args.add_to).read_text()), sections)
     run.save()
     print_figures(render(run.results, run.docs_dir))
     for name in run.results["errors"]:

@@ -18,19 +18,14 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Annotated, Any, TextIO
+from typing import IO, TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from typer.core import TyperGroup
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 from . import codec
 from .dedup import clusters
@@ -45,7 +40,14 @@ from .errors import (
     StoreError,
     StoreUnavailable,
 )
-from .fingerprint import Fingerprinter, FingerprintParams, build_idf, load_idf_file, write_idf
+from .fingerprint import (
+    DEFAULT_VERSION,
+    Fingerprinter,
+    FingerprintParams,
+    build_idf,
+    load_idf_file,
+    write_idf,
+)
 from .index import DEFAULT_K, SimhashIndex
 from .ingest import (
     DEFAULT_BATCH_SIZE,
@@ -164,6 +166,10 @@ class _Group(TyperGroup):
         except ShdbError as exc:
             _error(_message(exc), _hint(exc))
             raise typer.Exit(exc.exit_code) from None
+        except BrokenPipeError:  # e.g. `shdb ... | head -1`: say so where it can be read
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the flush at exit must not fail
+            _error("the output was closed before shdb finished (broken pipe)")
+            raise typer.Exit(EXIT_BROKEN_PIPE) from None
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         """Usage errors in the same voice as the rest: ``shdb: error: ...``."""
@@ -183,10 +189,6 @@ class _Group(TyperGroup):
         except typer.Abort:
             _error("interrupted")
             code = EXIT_INTERRUPTED
-        except BrokenPipeError:  # e.g. `shdb ... | head -1`: say so, where it can still be read
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the flush at exit must not fail
-            _error("the output was closed before shdb finished (broken pipe)")
-            code = EXIT_BROKEN_PIPE
         if not standalone:
             return code
         sys.exit(code or 0)
@@ -197,6 +199,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: no type noise, no boxes
     help="Near-duplicate text index: 64-bit SimHash, pigeonhole index on LMDB or HBase.",
 )
 err = Console(stderr=True, soft_wrap=True)
@@ -251,12 +254,42 @@ NgramOpt = Annotated[
     int | None,
     typer.Option(metavar="N", help="n-gram length with --features chars. " + AS_BUILT.format(2)),
 ]
-PathsArg = Annotated[
-    list[str], typer.Argument(metavar="PATH...", help="Files, folders, or - for stdin.")
+VersionOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--fingerprint-version",
+        metavar="1|2",
+        help="1: the original recipe; 2: NFKC text, no pure numbers or 1-letter ASCII "
+        "terms (docs/quality.md). " + AS_BUILT.format(DEFAULT_VERSION),
+        show_default=False,
+    ),
 ]
+FoldOpt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="none|t2s",
+        help="t2s: fold Traditional to Simplified Chinese first (version 2, OpenCC). "
+        + AS_BUILT.format("none"),
+        show_default=False,
+    ),
+]
+ProbesOpt = Annotated[
+    int,
+    typer.Option(
+        metavar="P",
+        help="Multi-probe: also search the text's fingerprint with its weakest bits "
+        "flipped, P flip sets (0..64; docs/quality.md). Needs text, not fingerprints.",
+    ),
+]
+PathsArg = Annotated[list[str], typer.Argument(metavar="PATH", hidden=True)]
 FormatOpt = Annotated[
     str,
-    typer.Option("--format", metavar="FORMAT", help="auto|text|jsonl|csv (auto: by file suffix)."),
+    typer.Option(
+        "--format",
+        metavar="FORMAT",
+        help="auto|text|jsonl|csv|html (auto: by file suffix; a text file that starts "
+        "like an HTML page is read as HTML: its visible text, no markup or navigation).",
+    ),
 ]
 IdFieldOpt = Annotated[str, typer.Option(metavar="NAME", help="JSONL/CSV field holding the id.")]
 TextFieldOpt = Annotated[
@@ -274,9 +307,7 @@ FingerprintsOpt = Annotated[
     bool,
     typer.Option(metavar="", help="Input lines are HEX or ID<TAB>HEX fingerprints, not documents."),
 ]
-TextArg = Annotated[
-    str | None, typer.Argument(metavar="[TEXT]", help="The text.", show_default=False)
-]
+TextArg = Annotated[str | None, typer.Argument(metavar="TEXT", hidden=True)]
 FileOpt = Annotated[
     str | None,
     typer.Option("--file", "-f", metavar="FILE", help="Read the text from FILE (- = stdin)."),
@@ -284,10 +315,21 @@ FileOpt = Annotated[
 
 
 def _wanted(
-    top_n: int | None, idf: str | None, features: str | None, ngram: int | None
+    top_n: int | None,
+    idf: str | None,
+    features: str | None,
+    ngram: int | None,
+    version: int | None = None,
+    fold: str | None = None,
 ) -> dict[str, Any]:
     """The fingerprint settings given on the command line, and only those."""
-    wanted: dict[str, Any] = {"top_n": top_n, "features": features, "ngram": ngram}
+    wanted: dict[str, Any] = {
+        "top_n": top_n,
+        "features": features,
+        "ngram": ngram,
+        "version": version,
+        "fold": fold,
+    }
     if idf is not None:
         wanted["idf"] = load_idf_file(idf).digest
     return {k: v for k, v in wanted.items() if v is not None}
@@ -352,6 +394,16 @@ class _JsonlReport:
 
 
 def _progress(total: int | None) -> Progress:
+    # Imported here: a query's start-up does not pay for rich's progress machinery.
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
     columns: list[Any] = [TextColumn("[bold]ingest")]
     if total:
         columns += [BarColumn(), DownloadColumn(), TextColumn("ETA"), TimeRemainingColumn()]
@@ -449,6 +501,9 @@ def ingest_cmd(
     idf: IdfOpt = None,
     features: FeaturesOpt = None,
     ngram: NgramOpt = None,
+    fingerprint_version: VersionOpt = None,
+    fold: FoldOpt = None,
+    probes: ProbesOpt = 0,
     batch_size: Annotated[
         int, typer.Option(metavar="N", help=f"Documents per write batch (1..{MAX_BATCH_SIZE}).")
     ] = DEFAULT_BATCH_SIZE,
@@ -469,7 +524,8 @@ def ingest_cmd(
     ] = True,
     as_json: JsonOpt = False,
 ) -> None:
-    """Index documents, reporting near-copies of documents already held.
+    """Index documents from each PATH (a file, a folder, or - for stdin), reporting
+    near-copies of documents already held.
 
     Exit 0, or 3 when records were skipped (each listed with file:line and why).
     """
@@ -478,8 +534,15 @@ def ingest_cmd(
     if doc_id is None and STDIN in paths and fmt == "text" and not fingerprints:
         raise InvalidInput("a plain text from stdin needs an id: give --id ID")
     opts = SourceOptions("text" if doc_id else fmt, id_field, text_field, max_bytes, doc_id)
-    options = IngestOptions(workers, store_text, k if dedup else None, on_error, batch_size)
-    wanted = _wanted(top_n, idf, features, ngram)
+    if probes and fingerprints:
+        raise InvalidInput(
+            "--probes needs documents: the weak bits come from the text, and "
+            "--fingerprints input has none"
+        )
+    options = IngestOptions(
+        workers, store_text, k if dedup else None, on_error, batch_size, probes=probes
+    )
+    wanted = _wanted(top_n, idf, features, ngram, fingerprint_version, fold)
     check_paths(paths)
     _check_output("--report", report, paths)
     exclude = [Path(report)] if report not in (None, "-") else []
@@ -564,16 +627,26 @@ def query_cmd(
     idf: IdfOpt = None,
     features: FeaturesOpt = None,
     ngram: NgramOpt = None,
+    probes: ProbesOpt = 0,
 ) -> None:
-    """Near-copies held in the index, nearest first: a table of distance,
-    fingerprint and id (--json: a list of objects). Exit 1 if none."""
+    """Near-copies of TEXT (or --file, --fingerprint) held in the index, nearest
+    first: a table of distance, fingerprint and id (--json: a list of objects).
+    Exit 1 if none."""
     if fingerprint is not None and (text, file) != (None, None):
         raise InvalidInput("give exactly one of TEXT, --file or --fingerprint")
+    if fingerprint is not None and probes:
+        raise InvalidInput(
+            "--fingerprint cannot be probed: which bits are weak comes from the text's "
+            "term weights; query with TEXT or --file to use --probes"
+        )
     wanted = _wanted(top_n, idf, features, ngram)
     query_fp = codec.parse_fingerprint_hex(fingerprint) if fingerprint is not None else None
     body = _text_from(text, file, max_bytes) if query_fp is None else ""
     with SimhashIndex.open(index, create=False, params=wanted) as ix:
-        matches = ix.query_fingerprint(query_fp, k) if query_fp is not None else ix.query(body, k)
+        if query_fp is not None:
+            matches = ix.query_fingerprint(query_fp, k)
+        else:
+            matches = ix.query(body, k, probes=probes)
     if as_json:
         typer.echo(json.dumps([_match_json(m) for m in matches], ensure_ascii=False))
     elif matches:
@@ -599,10 +672,12 @@ def fingerprint_cmd(
     idf: IdfOpt = None,
     features: FeaturesOpt = None,
     ngram: NgramOpt = None,
+    fingerprint_version: VersionOpt = None,
+    fold: FoldOpt = None,
 ) -> None:
-    """The 64-bit SimHash of a text as 16 hex digits, made as the index (-i) or the
-    options say (default: a new index's settings)."""
-    wanted = _wanted(top_n, idf, features, ngram)
+    """The 64-bit SimHash of TEXT (or --file) as 16 hex digits, made as the index
+    (-i) or the options say (default: a new index's settings)."""
+    wanted = _wanted(top_n, idf, features, ngram, fingerprint_version, fold)
     body = _text_from(text, file, max_bytes)
     if index is not None:
         with SimhashIndex.open(index, create=False, params=wanted) as ix:
@@ -646,11 +721,11 @@ def _doc_json(doc: Document) -> dict[str, Any]:
 
 @app.command("get")
 def get_cmd(
-    doc_ids: Annotated[list[str], typer.Argument(metavar="ID...")],
+    doc_ids: Annotated[list[str], typer.Argument(metavar="ID", hidden=True)],
     index: IndexOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Stored documents: a table of id, fingerprint, text and meta (--json: one
+    """Stored documents by ID: a table of id, fingerprint, text and meta (--json: one
     JSON object per line). Exit 1 if an id is not held."""
     with SimhashIndex.open(index, create=False) as ix:
         found = ix.get_many(doc_ids)
@@ -680,11 +755,11 @@ def get_cmd(
 
 @app.command("remove")
 def remove_cmd(
-    doc_ids: Annotated[list[str], typer.Argument(metavar="ID...")],
+    doc_ids: Annotated[list[str], typer.Argument(metavar="ID", hidden=True)],
     index: IndexOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Delete documents and all their index rows. Exit 1 if an id was not there."""
+    """Delete documents by ID, with all their index rows. Exit 1 if an id was not there."""
     with SimhashIndex.open(index, create=False) as ix:
         missing = [doc_id for doc_id in doc_ids if not ix.remove(doc_id)]
     if as_json:
@@ -747,12 +822,15 @@ def dedup_cmd(
     idf: IdfOpt = None,
     features: FeaturesOpt = None,
     ngram: NgramOpt = None,
+    fingerprint_version: VersionOpt = None,
+    fold: FoldOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """All near-duplicate pairs within the input, in memory, no index: JSON lines
+    """All near-duplicate pairs within each PATH (file, folder, - for stdin), in
+    memory, no index: JSON lines
     {"id", "near_id", "distance"} (--clusters: one JSON list of ids per group)."""
     opts = SourceOptions(fmt, id_field, text_field, max_bytes)
-    params = FingerprintParams(**_wanted(top_n, idf, features, ngram))
+    params = FingerprintParams(**_wanted(top_n, idf, features, ngram, fingerprint_version, fold))
     check_paths(paths)
     _check_output("--output", output, paths)
     exclude = [Path(output)] if output != "-" else []
@@ -792,16 +870,15 @@ def dedup_cmd(
         raise typer.Exit(EXIT_SKIPPED)
 
 
-idf_app = typer.Typer(cls=_Group, no_args_is_help=True, help="IDF tables for your own domain.")
+idf_app = typer.Typer(
+    cls=_Group, no_args_is_help=True, rich_markup_mode=None, help="IDF tables for your own domain."
+)
 app.add_typer(idf_app, name="idf")
 
 
 @idf_app.command("build")
 def idf_build_cmd(
-    paths: Annotated[
-        list[str],
-        typer.Argument(metavar="PATH...", help="Corpus: files, folders, or - for stdin."),
-    ],
+    paths: PathsArg,
     output: Annotated[
         str, typer.Option("--output", "-o", metavar="FILE", help="Where to write the table.")
     ],
@@ -810,7 +887,8 @@ def idf_build_cmd(
     id_field: IdFieldOpt = "id",
     max_bytes: MaxBytesOpt = DEFAULT_MAX_BYTES,
 ) -> None:
-    """Build an IDF table (ln N/df over jieba terms); use it with `ingest --idf`.
+    """Build an IDF table (ln N/df over jieba terms) from the corpus at each PATH;
+    use it with `ingest --idf`.
     Exit 3 when records were skipped (listed)."""
     opts = SourceOptions(fmt, id_field, text_field, max_bytes)
     check_paths(paths)
@@ -846,6 +924,11 @@ def _version(value: bool) -> None:
     if value:
         typer.echo(f"shdb (simhash-hbase) {__version__}")
         raise typer.Exit()
+
+
+from .spark.cli import spark_app  # noqa: E402  (imported last: it reuses the options above)
+
+app.add_typer(spark_app, name="spark")
 
 
 @app.callback()

@@ -13,8 +13,9 @@ import math
 import multiprocessing
 import re
 import signal
+import unicodedata
 from collections import Counter, deque
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from functools import cache
 from importlib import resources
@@ -28,6 +29,8 @@ import numpy as np
 from . import segment
 from .cache import cached
 from .errors import EmptyDocument, InvalidInput, InvalidSetting
+from .idf_lookup import SparseIdf, sparse_idf
+from .probes import probe_fingerprints
 
 DEFAULT_TOP_N = 16  # best recall at k=3 in docs/quality.md (89.0% vs 87.2% for 64)
 DEFAULT_SEED = 0
@@ -38,6 +41,13 @@ CUSTOM_IDF = "custom"
 MAX_TOP_N = 1 << 20
 MAX_NGRAM = 64
 _DIGEST = re.compile(r"[0-9a-f]{64}")
+#: 1: the original recipe (kept bit for bit: indexes built with it answer as before).
+#: 2: NFKC-normalised text, no pure numbers or 1-character ASCII tokens (see
+#: :func:`v2_keeps`); the evaluation in docs/quality.md chose it.
+FINGERPRINT_VERSIONS = (1, 2)
+DEFAULT_VERSION = 1
+#: Optional Traditional -> Simplified folding before tokenizing (v2 only; OpenCC).
+FOLDS = ("none", "t2s")
 _HAS_WORD_CHAR = re.compile(r"\w").search
 _WORD_CHARS = re.compile(r"\w+")
 _BIT_SHIFTS = np.arange(63, -1, -1, dtype=np.uint64)  # column 0 is bit 63 (MSB)
@@ -56,6 +66,9 @@ class IdfTable:
     idf: dict[str, float] = field(repr=False, compare=False)
     median: float
     raw: bytes = field(repr=False, compare=False)
+
+    def resolve(self, terms: Iterable[str]) -> None:
+        """Nothing to do: every term is loaded (:class:`SparseIdf` loads on demand)."""
 
 
 def _sha256(raw: bytes) -> str:
@@ -127,6 +140,21 @@ def load_idf_file(path: str) -> IdfTable:
 
 
 @cache
+def builtin_idf_digest() -> str:
+    """SHA-256 of jieba's bundled table (what a manifest records), without parsing it."""
+    return _sha256(_jieba_idf_path().read_bytes())
+
+
+@cache
+def _builtin_sparse() -> SparseIdf:
+    def table() -> tuple[dict[str, float], float]:
+        full = builtin_idf()
+        return full.idf, full.median
+
+    return sparse_idf(builtin_idf_digest(), table)
+
+
+@cache
 def builtin_idf() -> IdfTable:
     """jieba's bundled table."""
     source = _jieba_idf_path()
@@ -169,6 +197,10 @@ class FingerprintParams:
     tokenizer: str = "jieba"
     hash: str = "mmh3.hash64[0]"
     bits: int = 64
+    #: The text normalisation and term filter recipe (FINGERPRINT_VERSIONS).
+    version: int = DEFAULT_VERSION
+    #: "t2s": fold Traditional Chinese to Simplified first (version 2 only).
+    fold: str = "none"
 
     def __post_init__(self) -> None:
         _check_int("top_n", self.top_n, 1, MAX_TOP_N)
@@ -181,6 +213,7 @@ class FingerprintParams:
             )
         if self.idf is not None and not _DIGEST.fullmatch(self.idf):
             raise InvalidSetting("idf", f"{self.idf!r} is not a SHA-256 digest of an IDF table")
+        _check_version(self.version, self.fold)
 
     @classmethod
     def with_idf_file(cls, path: str, **settings: Any) -> FingerprintParams:
@@ -191,9 +224,13 @@ class FingerprintParams:
         """The manifest entry: every field, plus digests of what the code ships
         (tokenizer version, jieba's IDF table, the stop words), which must match too."""
         entry = asdict(self)
+        if self.version == 1:  # v1 manifests predate these keys: absent means v1
+            del entry["version"], entry["fold"]
+        elif self.fold != "none":
+            entry["fold_converter"] = _fold_converter_version()
         entry.update(
             idf=BUILTIN_IDF if self.idf is None else CUSTOM_IDF,
-            idf_digest=idf_table(self.idf).digest if self.idf is None else self.idf,
+            idf_digest=builtin_idf_digest() if self.idf is None else self.idf,
             tokenizer_version=segment.family_version(),
             stopwords_digest=_stopwords()[1],
         )
@@ -206,6 +243,7 @@ class FingerprintParams:
         kind = entry.get("idf", entry.get("idf_name"))
         names = {f.name for f in fields(cls)} - {"idf"}
         settings = {k: v for k, v in entry.items() if k in names}
+        settings.setdefault("version", 1)  # written before versions existed
         return cls(idf=None if kind == BUILTIN_IDF else entry["idf_digest"], **settings)
 
 
@@ -219,7 +257,11 @@ class Fingerprinter:
 
     def __init__(self, params: FingerprintParams | None = None) -> None:
         self.params = params or FingerprintParams()
-        self._idf = idf_table(self.params.idf)
+        self._fold = _folder(self.params.fold)
+        # jieba's table is read term by term (see idf_lookup): a fresh process starts fast.
+        self._idf: IdfTable | SparseIdf = (
+            _builtin_sparse() if self.params.idf is None else idf_table(self.params.idf)
+        )
         self._stop = _stopwords()[0]
         self._cut = segment.segmenter()
 
@@ -234,7 +276,16 @@ class Fingerprinter:
             term = token.strip().lower()
             if term and term not in self._stop and _HAS_WORD_CHAR(term):
                 counts[term] += n
+        self._idf.resolve(counts)
         return counts
+
+    def features(self, text: str) -> Counter[str]:
+        """The terms a fingerprint is made of: :meth:`term_counts` of the normalised
+        text, filtered by the version's rule (v1: the terms as they are)."""
+        if self.params.version == 1:
+            return self.term_counts(text)
+        counts = self.term_counts(normalise(text, self._fold))
+        return Counter({t: n for t, n in counts.items() if v2_keeps(t)})
 
     def weighted_terms(self, text: str) -> list[tuple[str, float]]:
         """The top-N (term, weight) pairs, heaviest first, ties broken by term.
@@ -242,7 +293,7 @@ class Fingerprinter:
         Words weigh count x IDF (the table's median IDF for unknown words);
         character n-grams weigh their count.
         """
-        counts = self.term_counts(text)
+        counts = self.features(text)
         if self.params.features == "chars":
             weighted = [(term, float(n)) for term, n in counts.items()]
         else:
@@ -253,7 +304,8 @@ class Fingerprinter:
             weighted = [tw for tw in weighted if tw[1] > 0.0]
         return heapq.nlargest(self.params.top_n, weighted, key=lambda tw: (tw[1], tw[0]))
 
-    def fingerprint(self, text: str) -> int:
+    def bit_sums(self, text: str) -> np.ndarray:
+        """The 64 signed, weighted sums whose signs are the fingerprint (MSB first)."""
         terms = self.weighted_terms(text)
         if not terms:
             raise EmptyDocument(
@@ -268,8 +320,18 @@ class Fingerprinter:
         )
         weights = np.fromiter((w for _, w in terms), dtype=np.float64, count=len(terms))
         signs = ((hashes[:, None] >> _BIT_SHIFTS) & _ONE).astype(np.float64) * 2.0 - 1.0
-        bits = weights @ signs > 0.0
-        return int.from_bytes(np.packbits(bits).tobytes(), "big")
+        sums: np.ndarray = weights @ signs
+        return sums
+
+    def fingerprint(self, text: str) -> int:
+        return _bits_of(self.bit_sums(text))
+
+    def fingerprint_margins(self, text: str) -> tuple[int, np.ndarray]:
+        """The fingerprint and each bit's margin: the |signed sum| that an edit must
+        overcome to flip it. ``margins[i]`` belongs to bit ``i`` (value ``1 << i``);
+        the smallest margins are the volatile bits that multi-probe flips."""
+        sums = self.bit_sums(text)
+        return _bits_of(sums), np.abs(sums[::-1])
 
     def fingerprint_or_error(self, text: str) -> int | EmptyDocument:
         try:
@@ -277,22 +339,44 @@ class Fingerprinter:
         except EmptyDocument as exc:
             return exc
 
+    def probes(self, text: str, probes: int) -> list[int]:
+        """The fingerprint followed by its ``probes`` flipped copies, in probe order
+        (:mod:`simhash_hbase.probes`): what a probed lookup searches."""
+        return probe_fingerprints(*self.fingerprint_margins(text), probes)
+
+    def probes_or_error(self, text: str, probes: int) -> list[int] | EmptyDocument:
+        try:
+            return self.probes(text, probes)
+        except EmptyDocument as exc:
+            return exc
+
     def map(
         self, texts: Iterable[Sequence[str]], workers: int = 1
     ) -> Iterator[list[int | EmptyDocument]]:
         """Fingerprint chunks of texts, in order, across ``workers`` processes."""
+        return self._map(texts, workers, None)
+
+    def map_probes(
+        self, texts: Iterable[Sequence[str]], probes: int, workers: int = 1
+    ) -> Iterator[list[list[int] | EmptyDocument]]:
+        """Like :meth:`map`, giving each text's probe list (see :meth:`probes`)."""
+        return self._map(texts, workers, probes)
+
+    def _map(
+        self, texts: Iterable[Sequence[str]], workers: int, probes: int | None
+    ) -> Iterator[list[Any]]:
         if workers <= 1:
             for chunk in texts:
-                yield [self.fingerprint_or_error(t) for t in chunk]
+                yield _chunk_of(self, chunk, probes)
             return
         # fork: children inherit the loaded dictionary and IDF table (no 1 s reload
         # each). A bounded window of chunks in flight keeps memory flat on endless
         # input, which Pool.imap (it drains its input eagerly) would not.
         ctx = multiprocessing.get_context("fork")
         with ctx.Pool(workers, initializer=_init_worker, initargs=(self.params,)) as pool:
-            pending: deque[AsyncResult[list[int | EmptyDocument]]] = deque()
+            pending: deque[AsyncResult[list[Any]]] = deque()
             for chunk in texts:
-                pending.append(pool.apply_async(_worker_chunk, (chunk,)))
+                pending.append(pool.apply_async(_worker_chunk, (chunk, probes)))
                 if len(pending) > 2 * workers:
                     yield pending.popleft().get()
             while pending:
@@ -309,9 +393,77 @@ def _init_worker(params: FingerprintParams) -> None:
     _worker = Fingerprinter(params)
 
 
-def _worker_chunk(texts: Sequence[str]) -> list[int | EmptyDocument]:
+def _chunk_of(fp: Fingerprinter, texts: Sequence[str], probes: int | None) -> list[Any]:
+    if probes is None:
+        return [fp.fingerprint_or_error(t) for t in texts]
+    return [fp.probes_or_error(t, probes) for t in texts]
+
+
+def _worker_chunk(texts: Sequence[str], probes: int | None) -> list[Any]:
     assert _worker is not None
-    return [_worker.fingerprint_or_error(t) for t in texts]
+    return _chunk_of(_worker, texts, probes)
+
+
+def _bits_of(sums: np.ndarray) -> int:
+    return int.from_bytes(np.packbits(sums > 0.0).tobytes(), "big")
+
+
+_NUMBER = re.compile(r"[0-9][0-9.,:/_-]*")
+
+
+def v2_keeps(term: str) -> bool:
+    """v2's term filter: no pure numbers (``2024``, ``1.2.3``, ``08:30``) and no single
+    ASCII characters (option letters, list markers). jieba's IDF table has no ASCII
+    entries, so these got its median IDF, more than most Chinese words, and crowded
+    the top-N while carrying no topic; a changed date or version flipped bits."""
+    if len(term) == 1 and term.isascii():
+        return False
+    return _NUMBER.fullmatch(term) is None
+
+
+def normalise(text: str, fold: Callable[[str], str] | None = None) -> str:
+    """v2's text normalisation: NFKC (full-width Latin and digits become ASCII words,
+    ligatures and circled numbers their plain forms), then the optional folding."""
+    text = unicodedata.normalize("NFKC", text)
+    return fold(text) if fold is not None else text
+
+
+def _check_version(version: object, fold: object) -> None:
+    if isinstance(version, bool) or version not in FINGERPRINT_VERSIONS:
+        known = ", ".join(map(str, FINGERPRINT_VERSIONS))
+        raise InvalidSetting("version", f"unknown fingerprint version {version!r}; known: {known}")
+    if fold not in FOLDS:
+        raise InvalidSetting("fold", f"unknown folding {fold!r}; one of: {', '.join(FOLDS)}")
+    if fold != "none" and version == 1:
+        raise InvalidSetting("fold", "Traditional -> Simplified folding needs version 2")
+
+
+@cache
+def _opencc() -> Any:
+    try:
+        import opencc
+    except ImportError:
+        raise InvalidSetting(
+            "fold", "Traditional -> Simplified folding needs OpenCC (the fold extra)"
+        ) from None
+    return opencc
+
+
+def _folder(fold: str) -> Callable[[str], str] | None:
+    """OpenCC's character-level Traditional-to-Simplified conversion (t2s): it leaves
+    Simplified text as it is, where the phrase-level tw2sp would turn 文件 into 文档."""
+    if fold == "none":
+        return None
+    converter = _opencc().OpenCC("t2s")
+    convert: Callable[[str], str] = converter.convert
+    return convert
+
+
+def _fold_converter_version() -> str:
+    from importlib.metadata import version
+
+    _opencc()
+    return f"opencc {version('opencc')} t2s"
 
 
 def hamming(a: int, b: int) -> int:
@@ -326,7 +478,7 @@ def build_idf(texts: Iterable[str], fingerprinter: Fingerprinter) -> dict[str, f
     df: Counter[str] = Counter()
     n_docs = 0
     for text in texts:
-        df.update(fingerprinter.term_counts(text).keys())
+        df.update(fingerprinter.features(text).keys())
         n_docs += 1
     if not n_docs:
         raise InvalidInput("no documents to build an IDF table from")

@@ -11,6 +11,7 @@ in :mod:`simhash_hbase.ingest`; nothing here knows about files or flags.
 from __future__ import annotations
 
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
@@ -18,8 +19,9 @@ import numpy as np
 
 from . import codec
 from .errors import EmptyDocument, IndexNotFound, InvalidInput, StoreError
-from .fingerprint import Fingerprinter, FingerprintParams, hamming, idf_table, register_idf
+from .fingerprint import Fingerprinter, FingerprintParams, idf_table, register_idf
 from .manifest import MANIFEST, Wanted, check_environment, new_manifest, settle, validate
+from .probes import bound, check_probes
 from .records import Document, Duplicate, Match
 from .scheme import Scheme
 from .store import IndexCell, Store, open_store
@@ -29,6 +31,17 @@ QUERY_BATCH = 1000  # texts fingerprinted and looked up together by query_many
 _SCALAR_MAX = 4  # below this many fingerprints, plain Python beats NumPy
 _STATE = "state/"  # meta records of jobs (e.g. ingest checkpoints) live under this
 _IDF = "idf/"  # custom IDF tables, by digest
+
+
+@dataclass
+class QueryCost:
+    """What the lookups of this index object cost so far: queries (a text, or a new
+    document checked at insert), prefix scans (after deduplicating the prefixes of a
+    query's probes) and the index cells those scans returned (candidates)."""
+
+    queries: int = 0
+    scans: int = 0
+    candidates: int = 0
 
 
 class SimhashIndex:
@@ -43,6 +56,7 @@ class SimhashIndex:
         self.params = params
         self._fingerprinter: Fingerprinter | None = None
         self._unreconciled: list[Document] = []
+        self.cost = QueryCost()
 
     # -- opening ----------------------------------------------------------------
     @classmethod
@@ -166,18 +180,36 @@ class SimhashIndex:
         self.add_documents([Document(doc_id, check_fingerprint(fp), None, meta)])
 
     def add_documents(
-        self, docs: Sequence[Document], *, find_k: int | None = None
+        self,
+        docs: Sequence[Document],
+        *,
+        find_k: int | None = None,
+        probes: Sequence[Sequence[int]] | None = None,
     ) -> list[Duplicate]:
         """Write one batch atomically per row; near-duplicates already held if ``find_k``.
 
+        ``probes``, one list per document (its fingerprint first, see
+        :mod:`simhash_hbase.probes`), makes that lookup a probed one.
         Every document must be valid (see :func:`codec.check_document`). Order
         matters for crash safety: stale cells go first, then new cells, then the
         docs row, so a docs row never points at cells that are not there.
         """
         for doc in docs:
             codec.check_document(doc)
-        latest = {d.doc_id: d for d in docs}  # the same id twice: the last one wins
+        if probes is None:
+            probes = [[d.fingerprint] for d in docs]
+        elif len(probes) != len(docs) or any(
+            not p or p[0] != d.fingerprint for d, p in zip(docs, probes)
+        ):
+            raise InvalidInput("each document needs its probe list, its own fingerprint first")
+        latest = {d.doc_id: (d, p) for d, p in zip(docs, probes)}  # the last one wins
         found = self._find_at_insert(list(latest.values()), find_k) if find_k is not None else []
+        latest_docs = {i: d for i, (d, _) in latest.items()}
+        self._write(latest_docs)
+        return found
+
+    def _write(self, latest: dict[str, Document]) -> None:
+        """One batch of documents by id (see :meth:`add_documents`)."""
         # The previous batch is re-checked with the same read (see reconcile()).
         previous = [d for d in self._unreconciled if d.doc_id not in latest]
         with self._store.batch() as batch:
@@ -193,7 +225,6 @@ class SimhashIndex:
             batch.delete_index(self.cells(_replaced(previous, state)))
         if not self._store.atomic_batches:
             self._unreconciled = list(latest.values())
-        return found
 
     def reconcile(self) -> None:
         """Drop this process's cells of documents another writer replaced meanwhile.
@@ -255,25 +286,32 @@ class SimhashIndex:
         """Every index cell, in row key order."""
         return self._store.iter_index()
 
-    def query(self, text: str, k: int = DEFAULT_K) -> list[Match]:
-        return self.query_fingerprint(self.fingerprint(text), k)
+    def query(self, text: str, k: int = DEFAULT_K, *, probes: int = 0) -> list[Match]:
+        """Documents within ``k`` of the text's fingerprint; with ``probes`` > 0 also
+        those within ``k`` of its first ``probes`` flipped copies whose true distance
+        is at most :func:`~simhash_hbase.probes.bound` (multi-probe)."""
+        check_probes(probes)
+        if probes == 0:
+            return self.query_fingerprint(self.fingerprint(text), k)
+        return self.query_probed([self.fingerprinter.probes(text, probes)], k)[0]
 
     def query_fingerprint(self, fp: int, k: int = DEFAULT_K) -> list[Match]:
         return self.query_fingerprints([fp], k)[0]
 
     def query_many(
-        self, texts: Iterable[str], k: int = DEFAULT_K, *, workers: int = 1
+        self, texts: Iterable[str], k: int = DEFAULT_K, *, workers: int = 1, probes: int = 0
     ) -> list[list[Match]]:
         """Queries in bulk: one round of scans and one multi-get per batch."""
         self.scheme.check_k(k)
+        check_probes(probes)
         results: list[list[Match]] = []
         items = iter(texts)
         while chunk := list(islice(items, QUERY_BATCH)):
-            (fps,) = self.fingerprinter.map([chunk], workers)
-            for fp in fps:
-                if isinstance(fp, EmptyDocument):
-                    raise fp
-            results += self.query_fingerprints(fps, k)  # type: ignore[arg-type]
+            (lists,) = self.fingerprinter.map_probes([chunk], probes, workers)
+            for probe_list in lists:
+                if isinstance(probe_list, EmptyDocument):
+                    raise probe_list
+            results += self.query_probed(lists, k)  # type: ignore[arg-type]
         return results
 
     def query_fingerprints(self, fps: Sequence[int], k: int = DEFAULT_K) -> list[list[Match]]:
@@ -282,15 +320,44 @@ class SimhashIndex:
         Hits are confirmed against the docs table, so a cell left behind by an
         interrupted write never surfaces as a wrong fingerprint.
         """
+        return self.query_probed([[fp] for fp in fps], k)
+
+    def query_probed(
+        self, probe_lists: Sequence[Sequence[int]], k: int = DEFAULT_K
+    ) -> list[list[Match]]:
+        """Multi-probe queries: each is a fingerprint followed by its probes.
+
+        The result of one is exactly the union of the exact k-searches of its
+        probes, keeping the documents whose distance to the fingerprint itself is
+        at most ``bound(k, probes)``; a match reports that true distance. The
+        prefixes of all probes of all queries go to the store in one batched scan,
+        each distinct prefix once per query.
+        """
         self.scheme.check_k(k)
-        fps = [check_fingerprint(fp) for fp in fps]
+        lists = [[check_fingerprint(fp) for fp in probes] for probes in probe_lists]
+        if any(not probes for probes in lists):
+            raise InvalidInput("a probed query needs at least its own fingerprint")
+        flat = [fp for probes in lists for fp in probes]
+        per_fp = self._prefixes(flat)
+        prefix_lists, at = [], 0
+        for probes in lists:
+            unique = dict.fromkeys(p for pl in per_fp[at : at + len(probes)] for p in pl)
+            prefix_lists.append(list(unique))
+            at += len(probes)
+        found = self._store.scan_prefixes_many(prefix_lists)
+        self.cost.queries += len(lists)
+        self.cost.scans += sum(map(len, prefix_lists))
+        self.cost.candidates += sum(map(len, found))
         hits: list[dict[tuple[str, int], int]] = []
-        for fp, cells in zip(fps, self.candidates(fps)):
+        for probes, cells in zip(lists, found):
+            fp, flipped, limit = probes[0], probes[1:], bound(k, len(probes) - 1)
             near: dict[tuple[str, int], int] = {}
             for row, doc_id in cells:
                 cand = codec.rowkey_fingerprint(row)
                 dist = (cand ^ fp).bit_count()
-                if dist <= k:
+                if dist <= k or (
+                    dist <= limit and any((cand ^ p).bit_count() <= k for p in flipped)
+                ):
                     near[(doc_id, cand)] = dist
             hits.append(near)
         return self._confirm(hits)
@@ -322,36 +389,40 @@ class SimhashIndex:
             out.append(matches)
         return out
 
-    def _find_at_insert(self, docs: list[Document], k: int) -> list[Duplicate]:
-        """Near-copies of each new doc among held docs and earlier docs of this batch.
+    def _find_at_insert(
+        self, docs: list[tuple[Document, Sequence[int]]], k: int
+    ) -> list[Duplicate]:
+        """Near-copies of each new doc among held docs and earlier docs of this batch,
+        by the same rule as :meth:`query_probed` (each doc with its probe list).
 
         A document re-added unchanged (same id, same fingerprint) is not new: its
         pairs were reported when it or its partners were added, so it reports none.
         """
         found: list[Duplicate] = []
-        held = self.query_fingerprints([d.fingerprint for d in docs], k)
-        fps = np.fromiter((d.fingerprint for d in docs), dtype=np.uint64, count=len(docs))
-        within = np.bitwise_count(fps[:, None] ^ fps[None, :]) <= k
+        held = self.query_probed([probes for _, probes in docs], k)
+        fps = np.fromiter((d.fingerprint for d, _ in docs), dtype=np.uint64, count=len(docs))
+        dist = np.bitwise_count(fps[:, None] ^ fps[None, :])
+        within = dist <= k
+        for i, (_, probes) in enumerate(docs):
+            limit = bound(k, len(probes) - 1)
+            for p in probes[1:]:  # a probe hit within the bound counts too
+                within[i] |= (np.bitwise_count(fps ^ np.uint64(p)) <= k) & (dist[i] <= limit)
         unchanged = np.array(
             [
                 any(m.doc_id == d.doc_id and m.distance == 0 for m in near)
-                for d, near in zip(docs, held)
+                for (d, _), near in zip(docs, held)
             ],
             dtype=bool,
         )
         within[:, unchanged] = False
-        for i, doc in enumerate(docs):
+        for i, (doc, _) in enumerate(docs):
             if unchanged[i]:
                 continue
             for match in held[i]:
                 if match.doc_id != doc.doc_id:
                     found.append(Duplicate(doc.doc_id, match.doc_id, match.distance))
             for j in np.flatnonzero(within[i, :i]):
-                found.append(
-                    Duplicate(
-                        doc.doc_id, docs[j].doc_id, hamming(doc.fingerprint, docs[j].fingerprint)
-                    )
-                )
+                found.append(Duplicate(doc.doc_id, docs[j][0].doc_id, int(dist[i, j])))
         return found
 
     def stats(self) -> dict[str, Any]:

@@ -27,6 +27,7 @@ from .dedup import Pair, near_duplicate_pairs
 from .errors import EmptyDocument, InvalidInput, InvalidSetting, RejectedRecord
 from .fingerprint import Fingerprinter, FingerprintParams
 from .index import SimhashIndex
+from .probes import check_probes
 from .records import (
     BadRecord,
     Document,
@@ -57,6 +58,7 @@ class IngestOptions:
     find_k: int | None = 3  # report near-duplicates within k; None: no lookups
     on_error: OnError = OnError.SKIP
     batch_size: int = DEFAULT_BATCH_SIZE
+    probes: int = 0  # multi-probe the find_k lookups (simhash_hbase.probes)
 
     def __post_init__(self) -> None:
         if not 1 <= self.batch_size <= MAX_BATCH_SIZE:
@@ -66,6 +68,7 @@ class IngestOptions:
         if not 1 <= self.workers <= (os.cpu_count() or 1) * 4:
             raise InvalidSetting("workers", f"workers must be 1..4 x CPUs, got {self.workers}")
         object.__setattr__(self, "on_error", OnError(self.on_error))
+        check_probes(self.probes)
 
 
 def _chunks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
@@ -82,14 +85,29 @@ def fingerprint_chunks(
 ) -> Iterator[tuple[list[Record | BadRecord], list[int | EmptyDocument]]]:
     """Chunks of records with their fingerprints, in input order (``workers`` processes)."""
     pending: deque[list[Record | BadRecord]] = deque()
-
-    def texts() -> Iterator[list[str]]:
-        for chunk in _chunks(iter(records), size):
-            pending.append(chunk)  # map() pulls a chunk before it yields its fps
-            yield [_text_of(r) for r in chunk]
-
-    for fps in fingerprinter.map(texts(), workers):
+    for fps in fingerprinter.map(_texts(records, size, pending), workers):
         yield pending.popleft(), fps
+
+
+def probe_chunks(
+    records: Iterable[Record | BadRecord],
+    fingerprinter: Fingerprinter,
+    workers: int,
+    size: int,
+    probes: int,
+) -> Iterator[tuple[list[Record | BadRecord], list[list[int] | EmptyDocument]]]:
+    """Like :func:`fingerprint_chunks`, with each text's probe list (fingerprint first)."""
+    pending: deque[list[Record | BadRecord]] = deque()
+    for lists in fingerprinter.map_probes(_texts(records, size, pending), probes, workers):
+        yield pending.popleft(), lists
+
+
+def _texts(
+    records: Iterable[Record | BadRecord], size: int, pending: deque[list[Record | BadRecord]]
+) -> Iterator[list[str]]:
+    for chunk in _chunks(iter(records), size):
+        pending.append(chunk)  # map() pulls a chunk before it yields its results
+        yield [_text_of(r) for r in chunk]
 
 
 def screen(item: Record | BadRecord | tuple[Any, ...]) -> Record | BadRecord:
@@ -169,9 +187,14 @@ def _split(
     return docs, None
 
 
+#: A chunk to write: its documents (and bad records), the bytes read, and when the
+#: lookups are probed, each item's probe list (None for a bad record).
+Chunk = tuple[list[Document | BadRecord], int, list[list[int] | None] | None]
+
+
 def _write_stream(
     index: SimhashIndex,
-    chunks: Iterable[tuple[list[Document | BadRecord], int]],
+    chunks: Iterable[Chunk],
     options: IngestOptions,
     on_duplicate: OnDuplicate | None,
     on_progress: OnProgress | None,
@@ -180,10 +203,14 @@ def _write_stream(
         index.scheme.check_k(options.find_k)
     summary = IngestSummary()
     started = time.perf_counter()
-    for chunk, nbytes in chunks:
+    for chunk, nbytes, probes in chunks:
         summary.bytes_read += nbytes
         docs, failure = _split(chunk, summary, options.on_error)
-        for dup in index.add_documents(docs, find_k=options.find_k):
+        lists = None
+        if probes is not None:  # those of the documents _split kept, in order
+            kept = [p for item, p in zip(chunk, probes) if isinstance(item, Document)]
+            lists = [p for p in kept[: len(docs)] if p is not None]
+        for dup in index.add_documents(docs, find_k=options.find_k, probes=lists):
             summary.duplicates += 1
             if on_duplicate is not None:
                 on_duplicate(dup)
@@ -213,16 +240,41 @@ def index_records(
     options = options or IngestOptions()
     fingerprinter = index.fingerprinter
     stream = (screen(r) for r in records)
-    chunks = (
-        (
-            [to_document(record, fp, options.store_text) for record, fp in zip(chunk, fps)],
-            sum(record.size for record in chunk),
+    chunks: Iterable[Chunk]
+    if options.probes and options.find_k is not None:
+        chunks = (
+            _probed_chunk(chunk, lists, options.store_text)
+            for chunk, lists in probe_chunks(
+                stream, fingerprinter, options.workers, options.batch_size, options.probes
+            )
         )
-        for chunk, fps in fingerprint_chunks(
-            stream, fingerprinter, options.workers, options.batch_size
+    else:
+        chunks = (
+            (
+                [to_document(record, fp, options.store_text) for record, fp in zip(chunk, fps)],
+                sum(record.size for record in chunk),
+                None,
+            )
+            for chunk, fps in fingerprint_chunks(
+                stream, fingerprinter, options.workers, options.batch_size
+            )
         )
-    )
     return _write_stream(index, chunks, options, on_duplicate, on_progress)
+
+
+def _probed_chunk(
+    chunk: list[Record | BadRecord], lists: list[list[int] | EmptyDocument], store_text: bool
+) -> Chunk:
+    docs: list[Document | BadRecord] = []
+    probes: list[list[int] | None] = []
+    for record, probe_list in zip(chunk, lists):
+        if isinstance(probe_list, EmptyDocument):
+            docs.append(to_document(record, probe_list, store_text))
+            probes.append(None)
+        else:
+            docs.append(to_document(record, probe_list[0], store_text))
+            probes.append(probe_list)
+    return docs, sum(record.size for record in chunk), probes
 
 
 def index_fingerprints(
@@ -235,8 +287,10 @@ def index_fingerprints(
 ) -> IngestSummary:
     """Like :func:`index_records`, for precomputed (id, fingerprint) pairs."""
     options = options or IngestOptions()
+    if options.probes:
+        raise InvalidInput("precomputed fingerprints cannot be probed: margins come from text")
     chunks = (
-        ([i if isinstance(i, BadRecord) else checked(Document(*i)) for i in chunk], 0)
+        ([i if isinstance(i, BadRecord) else checked(Document(*i)) for i in chunk], 0, None)
         for chunk in _chunks(iter(items), options.batch_size)
     )
     return _write_stream(index, chunks, options, on_duplicate, on_progress)

@@ -20,7 +20,7 @@ FORMAT_VERSION = 1
 MANIFEST = "manifest"  # its name in the meta table
 #: What the installed code brings rather than the caller: checked when texts are
 #: fingerprinted (loading them costs a second), not on every open.
-ENVIRONMENT = ("tokenizer_version", "idf_digest", "stopwords_digest")
+ENVIRONMENT = ("tokenizer_version", "idf_digest", "stopwords_digest", "fold_converter")
 
 #: Settings asked for: a full FingerprintParams, or only the fields given.
 Wanted = FingerprintParams | Mapping[str, Any] | None
@@ -74,6 +74,8 @@ def settle(
 def check_environment(manifest: dict[str, Any], params: FingerprintParams, url: str) -> None:
     """The installed tokenizer, IDF table and stop words are those of the index."""
     stored, current = manifest["fingerprint"], params.to_manifest()
-    diffs = [(k, stored.get(k), current[k]) for k in ENVIRONMENT if stored.get(k) != current[k]]
+    diffs = [
+        (k, stored.get(k), current.get(k)) for k in ENVIRONMENT if stored.get(k) != current.get(k)
+    ]
     if diffs:
         raise ManifestMismatch(url, diffs)

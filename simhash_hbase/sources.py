@@ -21,14 +21,16 @@ from typing import Any, BinaryIO
 
 from .codec import parse_fingerprint_hex
 from .errors import InvalidInput, InvalidSetting
+from .htmltext import html_to_text, looks_like_html
 from .records import BadRecord, Problem, Record
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 MAX_MAX_BYTES = 1 << 30  # a record is held in memory several times over while indexed
-FORMATS = ("auto", "text", "jsonl", "csv")
+FORMATS = ("auto", "text", "jsonl", "csv", "html")
 STDIN = "-"
 STDIN_NAME = "<stdin>"
 _JSONL_SUFFIXES = {".jsonl", ".ndjson"}
+_HTML_SUFFIXES = {".html", ".htm", ".xhtml"}
 _CSV_SUFFIXES = {".csv": ",", ".tsv": "\t"}
 _READ_CHUNK = 1 << 20
 _FINGERPRINT_LINE_BYTES = 4096  # an id (<= 1024 bytes), a tab and 16 hex digits fit
@@ -365,13 +367,15 @@ def _format_of(path: Path, opts: SourceOptions) -> str:
     suffix = path.suffix.lower()
     if suffix in _JSONL_SUFFIXES:
         return "jsonl"
+    if suffix in _HTML_SUFFIXES:
+        return "html"
     return "csv" if suffix in _CSV_SUFFIXES else "text"
 
 
 def _read_file(path: Path, doc_id: str, opts: SourceOptions) -> Iterator[Record | BadRecord]:
     fmt = _format_of(path, opts)
-    if fmt == "text":
-        yield _read_document(path, doc_id, opts.max_bytes)
+    if fmt in ("text", "html"):
+        yield _as_html(_read_document(path, doc_id, opts.max_bytes), fmt, opts)
         return
     try:
         f = path.open("rb")
@@ -383,13 +387,23 @@ def _read_file(path: Path, doc_id: str, opts: SourceOptions) -> Iterator[Record 
         yield from _read_stream(f, display_path(path), fmt, opts, delimiter)
 
 
+def _as_html(record: Record | BadRecord, fmt: str, opts: SourceOptions) -> Record | BadRecord:
+    """An HTML document as its visible text (htmltext.py): ``--format html``, or a
+    text file in auto mode that starts like an HTML page."""
+    if isinstance(record, BadRecord) or not (
+        fmt == "html" or (opts.format == "auto" and looks_like_html(record.text[:4096]))
+    ):
+        return record
+    return record._replace(text=html_to_text(record.text))
+
+
 def _read_stream(
     f: BinaryIO, name: str, fmt: str, opts: SourceOptions, delimiter: str = ","
 ) -> Iterator[Record | BadRecord]:
     if fmt == "csv":
         yield from _read_csv(f, name, opts, delimiter)
-    elif fmt == "text":
-        yield _whole_stream(f, name, opts.stdin_id or name, opts.max_bytes)
+    elif fmt in ("text", "html"):
+        yield _as_html(_whole_stream(f, name, opts.stdin_id or name, opts.max_bytes), fmt, opts)
     else:
         yield from _read_jsonl(f, name, opts)
 
@@ -441,9 +455,9 @@ def _relative_id(path: Path, root: Path) -> str | BadRecord:
     except UnicodeEncodeError:
         return BadRecord(
             display_path(path),
-            "the file name is not valid UTF-8, so it cannot be a document id",
+            "the file name is not valid UTF-8, so it cannot be a document id (rename it)",
             0,
-            Problem.BAD_ID,
+            Problem.INVALID,
         )
     return doc_id
 

@@ -92,6 +92,47 @@ CASES = {
         ids=frozenset(),
         message="{path}: binary content (NUL byte at offset 8)",
     ),
+    # Issue #10: each of these used to abort its batch, or the whole run.
+    "meta nested 200,000 deep": Case(
+        b'{"id": "d", "text": "x", "m": ' + b"[" * 200_000 + b"]" * 200_000 + b"}",
+        message="{path}:2: unusable JSON (nested too deeply)",
+    ),
+    "integer too long for JSON": Case(
+        b'{"id": "i", "text": "x", "n": ' + b"9" * 5000 + b"}",
+        message="{path}:2: unusable JSON (",
+    ),
+    "text with a lone surrogate": Case(
+        b'{"id": "s", "text": "\\ud800 ' + ARTICLE.encode() + b'"}',
+        message="{path}:2: the text of 's' is not valid Unicode",
+    ),
+    "meta key with a lone surrogate": Case(
+        b'{"id": "k", "text": "' + OTHER.encode() + b'", "\\udc80": 1}',
+        message="{path}:2: the meta of 'k' has a character that is not valid Unicode",
+    ),
+    "id with a lone surrogate": Case(
+        b'{"id": "\\udfff", "text": "' + OTHER.encode() + b'"}',
+        message="{path}:2: document id has a character that is not valid Unicode",
+    ),
+    "CSV header with invalid bytes": Case(
+        b"id,te\xffxt\n1,x\n",
+        name="in.csv",
+        wrap=False,
+        ids=frozenset(),
+        message="{path}:1: invalid UTF-8 in the header; the file was skipped",
+    ),
+    "CSV record over --max-bytes in bytes": Case(
+        f"id,text\nbefore,{ARTICLE}\nbig,{'字' * 2000}\nafter,{OTHER}\n".encode(),
+        name="in.csv",
+        wrap=False,
+        args=("--max-bytes", "4096"),
+        message="{path}:3: the document is over the 4096-byte limit",
+    ),
+    "JSONL line with no newline at the end over --max-bytes": Case(
+        GOOD_BEFORE + b"\n" + GOOD_AFTER + b"\n" + _line("big", "字" * 3000),
+        wrap=False,
+        args=("--max-bytes", "4096"),
+        message="{path}:3: the document is over the 4096-byte limit",
+    ),
 }
 
 

@@ -99,3 +99,19 @@ def test_snippets_are_chosen_by_key_and_joined_on_one_line(
     assert report.snippet("s.md", "two", x=2, empty="") == "second 2 ."
     with pytest.raises(KeyError, match="three"):
         report.snippet("s.md", "three")
+
+
+def test_add_to_keeps_only_the_sections_this_run_did_not_run() -> None:
+    from benchmarks import bench
+
+    sections = [Section(n, n, lambda _ctx: {}) for n in ("a", "b", "c")]
+    earlier = {
+        "meta": {"date": "D", "mode": "quick", "load_start": [1], "load_end": [2]},
+        "a": {"old": 1},
+        "b": {"old": 2},
+    }
+    now = {"meta": {"sections": ["a", "c"]}, "notes": [], "a": {"new": 1}, "c": {"new": 3}}
+    bench.carry_over(now, earlier, sections)
+    assert now["a"] == {"new": 1} and now["b"] == {"old": 2} and now["c"] == {"new": 3}
+    assert now["meta"]["carried"] == {"date": "D", "sections": ["b"]}
+    assert "`b`" in now["notes"][0] and "quick run of D" in now["notes"][0]

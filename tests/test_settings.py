@@ -22,8 +22,7 @@ SHORT = "今天天气很好，我们去公园散步吧"
 
 _TABLES = [register_idf(f"天气 {i}.5\n公园 2.0\n散步 {i}\n".encode(), "t").digest for i in range(3)]
 
-PARAMS = st.builds(
-    FingerprintParams,
+_FIELDS = dict(
     top_n=st.integers(1, 1 << 20),
     seed=st.integers(0, (1 << 32) - 1),
     idf=st.sampled_from([None, *_TABLES]),
@@ -31,6 +30,9 @@ PARAMS = st.builds(
     ngram=st.integers(1, 64),
     tokenizer=st.text(min_size=1, max_size=10),
     hash=st.text(min_size=1, max_size=20),
+)
+PARAMS = st.sampled_from([(1, "none"), (2, "none"), (2, "t2s")]).flatmap(
+    lambda vf: st.builds(FingerprintParams, version=st.just(vf[0]), fold=st.just(vf[1]), **_FIELDS)
 )
 
 
@@ -44,6 +46,7 @@ def test_params_round_trip_through_the_manifest(params: FingerprintParams) -> No
 def test_the_strategy_covers_every_field() -> None:
     """A new FingerprintParams field must be added to PARAMS above."""
     covered = {"top_n", "seed", "idf", "features", "ngram", "tokenizer", "hash", "bits"}
+    covered |= {"version", "fold"}
     assert {f.name for f in fields(FingerprintParams)} == covered
 
 

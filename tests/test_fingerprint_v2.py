@@ -1,0 +1,101 @@
+"""Fingerprint version 2 and what it keeps of version 1: v1 indexes open and answer
+as before (tests/test_fingerprint.py pins v1 values); v2 is recorded in the manifest."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from simhash_hbase import Fingerprinter, FingerprintParams, InvalidSetting, SimhashIndex
+from simhash_hbase.errors import ManifestMismatch
+from simhash_hbase.fingerprint import normalise, v2_keeps
+
+V2 = FingerprintParams(version=2)
+# Pinned like v1's: a change here makes every v2 index incomparable.
+PINNED_V2 = {
+    "今天天气很好，我们去公园散步吧。": 0x2EBE79A84B73A770,  # no number, no ASCII: as v1
+    "版本 2.6.1 于 2024-11-22 发布，修复了 3 个问题（ｖ２）。": 0x9DA75FB47C13BE42,
+}
+
+
+@pytest.mark.parametrize(("text", "expected"), PINNED_V2.items())
+def test_pinned_v2_fingerprints(text: str, expected: int) -> None:
+    assert Fingerprinter(V2).fingerprint(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("term", "kept"),
+    [
+        ("2024", False), ("1.2.3", False), ("08:30", False), ("2024-11-22", False),
+        ("1,000", False), ("v", False), ("3", False), ("-", False),
+        ("v2", True), ("3d", True), ("ls", True), ("mp3", True), ("文件", True), ("好", True),
+    ],
+)  # fmt: skip
+def test_v2_drops_numbers_and_single_ascii_characters(term: str, kept: bool) -> None:
+    assert v2_keeps(term) is kept
+
+
+def test_v2_normalises_full_width_latin_and_digits() -> None:
+    fp = Fingerprinter(V2)
+    assert fp.features("ＦＵＬＬ 宽度 ｗｉｄｔｈ") == fp.features("FULL 宽度 width")
+    assert set(fp.features("ＦＵＬＬ 宽度")) == {"full", "宽度"}
+    assert set(Fingerprinter().features("ＦＵＬＬ 宽度")) >= {"ｆ", "ｕ", "ｌ"}  # v1 as it was
+    assert normalise("ﬁle ①") == "file 1"
+
+
+def test_a_changed_number_no_longer_moves_bits() -> None:
+    text = "版本 {} 修复了内存泄漏，改进了网络设置与软件包管理的性能。"
+    v1, v2 = Fingerprinter(), Fingerprinter(V2)
+    assert v2.fingerprint(text.format("2.6.1")) == v2.fingerprint(text.format("3.0.7"))
+    assert v1.weighted_terms(text.format("2.6.1")) != v1.weighted_terms(text.format("3.0.7"))
+
+
+def test_folding_makes_traditional_and_simplified_one_text() -> None:
+    fold = Fingerprinter(FingerprintParams(version=2, fold="t2s"))
+    trad, simp = (
+        "這個檔案的網路設定與軟體，請參閱說明文件",
+        "这个档案的网路设定与软体，请参阅说明文件",
+    )
+    assert fold.fingerprint(trad) == fold.fingerprint(simp)
+    assert Fingerprinter(V2).fingerprint(trad) != Fingerprinter(V2).fingerprint(simp)
+    assert fold.features(simp) == Fingerprinter(V2).features(simp)  # simplified stays
+
+
+def test_the_manifest_records_the_version_and_v1_stays_as_it_was() -> None:
+    v1 = FingerprintParams().to_manifest()
+    assert "version" not in v1 and "fold" not in v1  # the keys v1 indexes were built with
+    assert FingerprintParams.from_manifest(v1).version == 1
+    v2 = V2.to_manifest()
+    assert v2["version"] == 2 and v2["fold"] == "none" and "fold_converter" not in v2
+    assert FingerprintParams.from_manifest(v2) == V2
+    folded = FingerprintParams(version=2, fold="t2s").to_manifest()
+    assert folded["fold_converter"].startswith("opencc ")
+
+
+@pytest.mark.parametrize(
+    ("settings", "name"),
+    [({"version": 3}, "version"), ({"version": True}, "version"), ({"fold": "x"}, "fold"),
+     ({"fold": "t2s"}, "fold")],
+)  # fmt: skip
+def test_bad_version_or_fold_is_refused_by_name(settings: dict[str, object], name: str) -> None:
+    with pytest.raises(InvalidSetting) as err:
+        FingerprintParams(**settings)  # type: ignore[arg-type]
+    assert err.value.setting == name
+
+
+def test_indexes_keep_their_version(tmp_path: Path) -> None:
+    text = "版本 2.6.1 于 2024-11-22 发布，修复了 3 个问题，改进了网络设置与软件包管理。"
+    with SimhashIndex.open(str(tmp_path / "v1")) as ix:
+        ix.add("a", text)
+        v1_fp = ix.get("a").fingerprint  # type: ignore[union-attr]
+    with SimhashIndex.open(str(tmp_path / "v2"), params=V2) as ix:
+        ix.add("a", text)
+    with SimhashIndex.open(str(tmp_path / "v1"), create=False) as ix:
+        assert ix.params.version == 1 and ix.fingerprint(text) == v1_fp
+        assert [m.doc_id for m in ix.query(text, 0)] == ["a"]
+    with SimhashIndex.open(str(tmp_path / "v2"), create=False) as ix:
+        assert ix.params == V2 and ix.manifest["fingerprint"]["version"] == 2
+        assert [m.distance for m in ix.query(text.replace("2.6.1", "2.7.0"), 0)] == [0]
+    with pytest.raises(ManifestMismatch, match="version"):
+        SimhashIndex.open(str(tmp_path / "v1"), create=False, params={"version": 2})
