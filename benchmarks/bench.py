@@ -46,6 +46,8 @@ MODULES = (
     "ingest",
     "storage",
     "hbase_transports",
+    "spark",
+    "peers_embedded",
 )
 SMOKE_DIR = Path(tempfile.gettempdir()) / "shdb-bench-smoke"
 NOTES = [
