@@ -163,6 +163,7 @@ class Thrift2Transport:
 
     # -- scans ----------------------------------------------------------------
     def scan_prefixes(self, table: bytes, prefixes: Sequence[bytes]) -> list[Row]:
+        self._pool.check_open("scan the index")
         ranges = _merged([(p, codec.prefix_stop(p)) for p in prefixes])
         if not ranges:
             return []
