@@ -310,7 +310,7 @@ class EmbeddedStore:
         if code in _FULL_DISK:
             return StoreError(
                 f"cannot {action} {where}: the disk is full or failing ({os.strerror(code)}); "
-                "free space and run the same command again: what was committed is kept"
+                "free space and write again: what was committed is kept"
             )
         if isinstance(exc, lmdb.ReadonlyError) or code in _NO_WRITE:
             return StoreError(
