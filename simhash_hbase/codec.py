@@ -11,12 +11,12 @@ import hashlib
 import json
 import struct
 import zlib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
-from .errors import InvalidInput, StoreError
+from .errors import InvalidInput, StoreCorrupt, StoreError
 from .records import Document
 
 FINGERPRINT_BYTES = 8
@@ -82,6 +82,19 @@ def encode_prefix(field: int, flag: int) -> bytes:
     return _PREFIX.pack(field, flag)
 
 
+def encode_prefixes(fp: int, terms: Sequence[tuple[int, int, int, int, int]]) -> list[bytes]:
+    """The scan prefixes of one fingerprint, from its scheme's ``prefix_terms``.
+
+    One query's hot path: a comprehension of integer ops, ~3x cheaper than
+    computing the fields and packing each prefix.
+    """
+    wide = fp << 40
+    return [
+        ((wide >> r1 & m1) | (wide >> r2 & m2) | flag).to_bytes(PREFIX_BYTES, "big")
+        for r1, m1, r2, m2, flag in terms
+    ]
+
+
 def prefix_stop(prefix: bytes) -> bytes:
     """Smallest key above every key that starts with ``prefix`` (HBase row_stop)."""
     stripped = prefix.rstrip(b"\xff")
@@ -99,6 +112,36 @@ def encode_rowkeys_many(fps: np.ndarray, fields: np.ndarray) -> list[bytes]:
     rows["fp"] = np.asarray(fps, dtype=np.uint64)[:, None]
     buf = rows.tobytes()
     return [buf[i : i + ROWKEY_BYTES] for i in range(0, len(buf), ROWKEY_BYTES)]
+
+
+def sorted_keys(rows: Sequence[bytes], tails: Sequence[bytes]) -> list[bytes]:
+    """The keys ``rows[i] + tails[i]`` in byte order (13-byte row keys, any tails).
+
+    NumPy sorts the row keys by their first 8 bytes as one big-endian number and
+    gathers them; only runs that tie on those bytes (rare, and always for one
+    fingerprint held under several ids) are then sorted in Python.
+    """
+    keys = np.frombuffer(b"".join(rows), dtype=_ROWKEY_DTYPE)
+    head = (
+        keys["field"].astype(np.uint64) << np.uint64(32)
+        | keys["flag"].astype(np.uint64) << np.uint64(24)
+        | keys["fp"].astype(np.uint64) >> np.uint64(40)
+    )
+    order = np.argsort(head)
+    buf = keys[order].tobytes()
+    ends = np.array(tails, dtype=object)[order].tolist()
+    starts = range(0, len(buf), ROWKEY_BYTES)
+    out = [buf[i : i + ROWKEY_BYTES] + tail for i, tail in zip(starts, ends)]
+    head = head[order]
+    ties = np.flatnonzero(head[1:] == head[:-1]).tolist()
+    start = None
+    for n, pos in enumerate(ties):  # pos and pos + 1 tie on their first 8 bytes
+        if start is None:
+            start = pos
+        if n + 1 == len(ties) or ties[n + 1] != pos + 1:
+            out[start : pos + 2] = sorted(out[start : pos + 2])
+            start = None
+    return out
 
 
 _PREFIX_DTYPE = np.dtype([("field", ">u4"), ("flag", "u1")])
@@ -182,14 +225,21 @@ def doc_to_columns(doc: Document) -> dict[bytes, bytes]:
 
 
 def doc_from_columns(doc_id: str, cols: Mapping[bytes, bytes]) -> Document:
+    """A docs row read back; a damaged one (no fingerprint, bad UTF-8 or JSON) is a StoreCorrupt."""
     text = cols.get(COL_TEXT)
     meta = cols.get(COL_META)
-    return Document(
-        doc_id=doc_id,
-        fingerprint=fingerprint_from_bytes(cols[COL_FINGERPRINT]),
-        text=None if text is None else text.decode("utf-8"),
-        meta=None if meta is None else json.loads(meta),
-    )
+    try:
+        return Document(
+            doc_id=doc_id,
+            fingerprint=fingerprint_from_bytes(cols[COL_FINGERPRINT]),
+            text=None if text is None else text.decode("utf-8"),
+            meta=None if meta is None else json.loads(meta),
+        )
+    except KeyError:
+        reason = f"column {COL_FINGERPRINT.decode()} is missing"
+    except (StoreError, ValueError) as exc:  # ValueError: bad UTF-8 or JSON
+        reason = str(exc)
+    raise StoreCorrupt(f"the docs row {doc_id!r} is damaged ({reason})")
 
 
 def encode_blob_parts(raw: bytes, part_bytes: int = BLOB_PART_BYTES) -> list[dict[str, Any]]:
@@ -236,6 +286,22 @@ def pack_columns(cols: Mapping[bytes, bytes]) -> bytes:
     for name, value in cols.items():
         parts += (_CELL_HEAD.pack(len(name), len(value)), name, value)
     return b"".join(parts)
+
+
+_FINGERPRINT_ROW = np.dtype(
+    [("name_len", "u1"), ("value_len", ">u4"), ("name", "S3"), ("fp", ">u8")]
+)
+
+
+def pack_fingerprint_columns(fps: Sequence[int]) -> list[bytes]:
+    """``pack_columns`` of many docs rows holding only ``f:h``, in one NumPy pass."""
+    rows = np.empty(len(fps), dtype=_FINGERPRINT_ROW)
+    rows["name_len"] = len(COL_FINGERPRINT)
+    rows["value_len"] = FINGERPRINT_BYTES
+    rows["name"] = COL_FINGERPRINT
+    rows["fp"] = np.fromiter(fps, dtype=np.uint64, count=len(fps))
+    buf, step = rows.tobytes(), _FINGERPRINT_ROW.itemsize
+    return [buf[i : i + step] for i in range(0, len(buf), step)]
 
 
 def unpack_columns(raw: bytes) -> dict[bytes, bytes]:
