@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from simhash_hbase import codec
 from simhash_hbase.cli import app
 from simhash_hbase.dedup import clusters, near_duplicate_pairs
+from simhash_hbase.errors import StoreUnavailable
 from simhash_hbase.scheme import SCHEMES, get_scheme
 from simhash_hbase.sources import SourceOptions, read_sources
 
@@ -293,9 +294,7 @@ def test_killed_write_task_is_retried_and_verify_is_clean(
     assert result.exit_code == 3, result.output
     assert f"added {len(texts)} documents" in result.output
     tracker = sc.statusTracker()
-    stages = [
-        s for j in tracker.getJobIdsForGroup(group) for s in tracker.getJobInfo(j).stageIds
-    ]
+    stages = [s for j in tracker.getJobIdsForGroup(group) for s in tracker.getJobInfo(j).stageIds]
     assert sum(tracker.getStageInfo(s).numFailedTasks for s in stages) == 1
     verify = runner.invoke(app, ["verify", "--index", hbase_url, "--json"])
     assert verify.exit_code == 0, verify.output
@@ -310,3 +309,15 @@ def test_spark_ingest_refuses_a_local_index(spark, tmp_path: Path) -> None:
     result = runner.invoke(app, ["spark", "ingest", str(path), "--index", str(tmp_path / "ix")])
     assert result.exit_code == 2
     assert "not an HBase index URL" in result.output
+
+
+def _unreachable(_: int) -> int:
+    raise StoreUnavailable("HBase at 127.0.0.1:1 is not reachable")
+
+
+def test_a_failed_job_names_the_executors_error(spark) -> None:
+    from simhash_hbase.spark.session import SparkJobFailed, job_errors
+
+    expected = r"StoreUnavailable: HBase at 127\.0\.0\.1:1 is not"
+    with pytest.raises(SparkJobFailed, match=expected), job_errors():
+        spark.sparkContext.parallelize([1], 1).map(_unreachable).collect()
