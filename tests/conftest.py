@@ -25,9 +25,7 @@ from .hbase_server import HBaseServer, HBaseUnavailable, open_server
 
 # Example counts stay as each test sets them; wall-clock limits do not belong in
 # tests on shared, noisy machines (speed lives in the benchmarks).
-settings.register_profile(
-    "shdb", deadline=None, suppress_health_check=[HealthCheck.too_slow]
-)
+settings.register_profile("shdb", deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.load_profile("shdb")
 
 HBASE_ENV = "SHDB_TEST_HBASE"
