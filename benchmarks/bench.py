@@ -47,6 +47,7 @@ MODULES = (
     "storage",
     "hbase_transports",
     "spark",
+    "peers_embedded",
 )
 SMOKE_DIR = Path(tempfile.gettempdir()) / "shdb-bench-smoke"
 NOTES = [

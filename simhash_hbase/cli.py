@@ -51,6 +51,7 @@ from .fingerprint import (
 from .index import DEFAULT_K, SimhashIndex
 from .ingest import (
     DEFAULT_BATCH_SIZE,
+    DEFAULT_FINGERPRINT_BATCH,
     MAX_BATCH_SIZE,
     IngestOptions,
     find_duplicates,
@@ -505,8 +506,13 @@ def ingest_cmd(
     fold: FoldOpt = None,
     probes: ProbesOpt = 0,
     batch_size: Annotated[
-        int, typer.Option(metavar="N", help=f"Documents per write batch (1..{MAX_BATCH_SIZE}).")
-    ] = DEFAULT_BATCH_SIZE,
+        int | None,
+        typer.Option(
+            metavar="N",
+            help=f"Records per write batch (1..{MAX_BATCH_SIZE}; default {DEFAULT_BATCH_SIZE} "
+            f"documents, {DEFAULT_FINGERPRINT_BATCH} with --fingerprints).",
+        ),
+    ] = None,
     resume: Annotated[
         bool,
         typer.Option(
@@ -642,7 +648,7 @@ def query_cmd(
     wanted = _wanted(top_n, idf, features, ngram)
     query_fp = codec.parse_fingerprint_hex(fingerprint) if fingerprint is not None else None
     body = _text_from(text, file, max_bytes) if query_fp is None else ""
-    with SimhashIndex.open(index, create=False, params=wanted) as ix:
+    with SimhashIndex.open(index, readonly=True, params=wanted) as ix:
         if query_fp is not None:
             matches = ix.query_fingerprint(query_fp, k)
         else:
@@ -680,7 +686,7 @@ def fingerprint_cmd(
     wanted = _wanted(top_n, idf, features, ngram, fingerprint_version, fold)
     body = _text_from(text, file, max_bytes)
     if index is not None:
-        with SimhashIndex.open(index, create=False, params=wanted) as ix:
+        with SimhashIndex.open(index, readonly=True, params=wanted) as ix:
             fp = ix.fingerprinter
     else:
         fp = Fingerprinter(FingerprintParams(**wanted))
@@ -700,7 +706,7 @@ def fingerprint_cmd(
 @app.command("stats")
 def stats_cmd(index: IndexOpt = None, as_json: JsonOpt = False) -> None:
     """Documents, index cells, disk use and the settings of an index."""
-    with SimhashIndex.open(index, create=False) as ix:
+    with SimhashIndex.open(index, readonly=True) as ix:
         stats = ix.stats()
     if as_json:
         typer.echo(json.dumps(stats, ensure_ascii=False, indent=2))
@@ -727,7 +733,7 @@ def get_cmd(
 ) -> None:
     """Stored documents by ID: a table of id, fingerprint, text and meta (--json: one
     JSON object per line). Exit 1 if an id is not held."""
-    with SimhashIndex.open(index, create=False) as ix:
+    with SimhashIndex.open(index, readonly=True) as ix:
         found = ix.get_many(doc_ids)
     docs = [found[d] for d in doc_ids if d in found]
     if as_json:
@@ -784,7 +790,7 @@ def verify_cmd(
 
     Exit 0 when clean (or repaired), 1 when problems were found and left alone.
     """
-    with SimhashIndex.open(index, create=False) as ix:
+    with SimhashIndex.open(index, readonly=not repair) as ix:
         report = verify(ix, repair=repair)
     fields = {k: v for k, v in dataclasses.asdict(report).items() if k != "examples"}
     fields["clean"] = report.clean

@@ -87,3 +87,15 @@ def test_sparse_idf_fingerprints_equal_the_full_table(cache_home: Path) -> None:
     for text in texts:
         assert sparse.weighted_terms(text) == full.weighted_terms(text)
         assert sparse.fingerprint(text) == full.fingerprint(text)
+
+
+def test_cache_dir_without_a_home(monkeypatch: pytest.MonkeyPatch) -> None:
+    from simhash_hbase.cache import cache_dir
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.delenv("SHDB_CACHE_DIR")
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(Path, "home", no_home)
+    assert cache_dir().name.startswith("shdb-cache-")
