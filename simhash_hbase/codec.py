@@ -1,13 +1,14 @@
-"""Every byte encoding of the project, fixed-width and big-endian (docs/SPEC.md).
+"""Every byte of the storage contract, fixed-width and big-endian (docs/SPEC.md):
+row keys, prefixes, fingerprints, document ids and columns, meta records.
 
-Keeping them in one module means the on-disk contract is readable in one place
-and tested in one place.
+Keeping them in one module means the contract every store holds is readable in
+one place and tested in one place. How the embedded store lays these bytes out
+in LMDB (folded keys, packed columns) is its own file format, in store/embedded.py.
 """
 
 from __future__ import annotations
 
 import base64
-import hashlib
 import json
 import struct
 import zlib
@@ -27,8 +28,9 @@ BLOB_PART_BYTES = 4 << 20  # base64 characters per meta record
 
 _PREFIX = struct.Struct(">IB")
 _ROWKEY = struct.Struct(">IBQ")
-_ROWKEY_DTYPE = np.dtype([("field", ">u4"), ("flag", "u1"), ("fp", ">u8")])
-assert _ROWKEY_DTYPE.itemsize == ROWKEY_BYTES
+# A row key as a NumPy record, for encoding many at once.
+ROWKEY_DTYPE = np.dtype([("field", ">u4"), ("flag", "u1"), ("fp", ">u8")])
+assert ROWKEY_DTYPE.itemsize == ROWKEY_BYTES
 
 # Docs table columns (family ``f``), as HBase names them.
 COL_FINGERPRINT = b"f:h"
@@ -106,42 +108,12 @@ def prefix_stop(prefix: bytes) -> bytes:
 def encode_rowkeys_many(fps: np.ndarray, fields: np.ndarray) -> list[bytes]:
     """Row keys of many fingerprints at once: row i*c + j is combination j+1 of fp i."""
     n, c = fields.shape
-    rows = np.empty((n, c), dtype=_ROWKEY_DTYPE)
+    rows = np.empty((n, c), dtype=ROWKEY_DTYPE)
     rows["field"] = fields
     rows["flag"] = np.arange(1, c + 1, dtype=np.uint8)
     rows["fp"] = np.asarray(fps, dtype=np.uint64)[:, None]
     buf = rows.tobytes()
     return [buf[i : i + ROWKEY_BYTES] for i in range(0, len(buf), ROWKEY_BYTES)]
-
-
-def sorted_keys(rows: Sequence[bytes], tails: Sequence[bytes]) -> list[bytes]:
-    """The keys ``rows[i] + tails[i]`` in byte order (13-byte row keys, any tails).
-
-    NumPy sorts the row keys by their first 8 bytes as one big-endian number and
-    gathers them; only runs that tie on those bytes (rare, and always for one
-    fingerprint held under several ids) are then sorted in Python.
-    """
-    keys = np.frombuffer(b"".join(rows), dtype=_ROWKEY_DTYPE)
-    head = (
-        keys["field"].astype(np.uint64) << np.uint64(32)
-        | keys["flag"].astype(np.uint64) << np.uint64(24)
-        | keys["fp"].astype(np.uint64) >> np.uint64(40)
-    )
-    order = np.argsort(head)
-    buf = keys[order].tobytes()
-    ends = np.array(tails, dtype=object)[order].tolist()
-    starts = range(0, len(buf), ROWKEY_BYTES)
-    out = [buf[i : i + ROWKEY_BYTES] + tail for i, tail in zip(starts, ends)]
-    head = head[order]
-    ties = np.flatnonzero(head[1:] == head[:-1]).tolist()
-    start = None
-    for n, pos in enumerate(ties):  # pos and pos + 1 tie on their first 8 bytes
-        if start is None:
-            start = pos
-        if n + 1 == len(ties) or ties[n + 1] != pos + 1:
-            out[start : pos + 2] = sorted(out[start : pos + 2])
-            start = None
-    return out
 
 
 _PREFIX_DTYPE = np.dtype([("field", ">u4"), ("flag", "u1")])
@@ -271,59 +243,3 @@ def decode_json(raw: bytes) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise StoreError("stored JSON is not an object")
     return value
-
-
-# -- embedded store file format -------------------------------------------------
-# LMDB caps keys at 511 bytes, below docs/SPEC.md's 1024-byte ids. Longer keys are
-# folded to a fixed-length head + digest; the full key is then kept in the value.
-
-_CELL_HEAD = struct.Struct(">BI")
-
-
-def pack_columns(cols: Mapping[bytes, bytes]) -> bytes:
-    """Column map -> bytes: per column, u8 name length, u32 value length, name, value."""
-    parts: list[bytes] = []
-    for name, value in cols.items():
-        parts += (_CELL_HEAD.pack(len(name), len(value)), name, value)
-    return b"".join(parts)
-
-
-_FINGERPRINT_ROW = np.dtype(
-    [("name_len", "u1"), ("value_len", ">u4"), ("name", "S3"), ("fp", ">u8")]
-)
-
-
-def pack_fingerprint_columns(fps: Sequence[int]) -> list[bytes]:
-    """``pack_columns`` of many docs rows holding only ``f:h``, in one NumPy pass."""
-    rows = np.empty(len(fps), dtype=_FINGERPRINT_ROW)
-    rows["name_len"] = len(COL_FINGERPRINT)
-    rows["value_len"] = FINGERPRINT_BYTES
-    rows["name"] = COL_FINGERPRINT
-    rows["fp"] = np.fromiter(fps, dtype=np.uint64, count=len(fps))
-    buf, step = rows.tobytes(), _FINGERPRINT_ROW.itemsize
-    return [buf[i : i + step] for i in range(0, len(buf), step)]
-
-
-def unpack_columns(raw: bytes) -> dict[bytes, bytes]:
-    cols: dict[bytes, bytes] = {}
-    pos, end = 0, len(raw)
-    while pos < end:
-        if pos + _CELL_HEAD.size > end:
-            raise StoreError("an embedded docs row is corrupt (truncated)")
-        name_len, value_len = _CELL_HEAD.unpack_from(raw, pos)
-        pos += _CELL_HEAD.size
-        name = raw[pos : pos + name_len]
-        pos += name_len
-        cols[name] = raw[pos : pos + value_len]
-        pos += value_len
-    if pos != end:
-        raise StoreError("an embedded docs row is corrupt (truncated)")
-    return cols
-
-
-def fold_key(key: bytes, limit: int) -> tuple[bytes, bool]:
-    """(stored key, folded?) for a key that may exceed the store's key limit."""
-    if len(key) <= limit:
-        return key, False
-    digest = hashlib.sha256(key).digest()
-    return key[: limit - len(digest) - 1] + b"\x00" + digest, True

@@ -18,15 +18,17 @@ would otherwise kill the process with SIGBUS on first access.
 from __future__ import annotations
 
 import errno
+import hashlib
 import os
 import struct
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from itertools import repeat
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import lmdb
+import numpy as np
 
 from .. import codec
 from ..errors import IndexNotFound, InvalidIndexUrl, StoreClosed, StoreCorrupt, StoreError
@@ -77,6 +79,90 @@ def _encode_id(doc_id: str) -> bytes:
     (codec.check_document); surrogates (ids read back from a damaged row) map
     back to the bytes they came from, so such a row can still be deleted."""
     return doc_id.encode("utf-8", "surrogateescape")
+
+
+# -- file format (docs/SPEC.md, "The embedded store") ---------------------------
+# LMDB caps keys at 511 bytes, below docs/SPEC.md's 1024-byte ids. Longer keys are
+# folded to a fixed-length head + digest; the full key is then kept in the value.
+
+_CELL_HEAD = struct.Struct(">BI")
+_FINGERPRINT_ROW = np.dtype(
+    [("name_len", "u1"), ("value_len", ">u4"), ("name", "S3"), ("fp", ">u8")]
+)
+
+
+def pack_columns(cols: Mapping[bytes, bytes]) -> bytes:
+    """Column map -> bytes: per column, u8 name length, u32 value length, name, value."""
+    parts: list[bytes] = []
+    for name, value in cols.items():
+        parts += (_CELL_HEAD.pack(len(name), len(value)), name, value)
+    return b"".join(parts)
+
+
+def pack_fingerprint_columns(fps: Sequence[int]) -> list[bytes]:
+    """``pack_columns`` of many docs rows holding only ``f:h``, in one NumPy pass."""
+    rows = np.empty(len(fps), dtype=_FINGERPRINT_ROW)
+    rows["name_len"] = len(codec.COL_FINGERPRINT)
+    rows["value_len"] = codec.FINGERPRINT_BYTES
+    rows["name"] = codec.COL_FINGERPRINT
+    rows["fp"] = np.fromiter(fps, dtype=np.uint64, count=len(fps))
+    buf, step = rows.tobytes(), _FINGERPRINT_ROW.itemsize
+    return [buf[i : i + step] for i in range(0, len(buf), step)]
+
+
+def unpack_columns(raw: bytes) -> dict[bytes, bytes]:
+    cols: dict[bytes, bytes] = {}
+    pos, end = 0, len(raw)
+    while pos < end:
+        if pos + _CELL_HEAD.size > end:
+            raise StoreError("an embedded docs row is corrupt (truncated)")
+        name_len, value_len = _CELL_HEAD.unpack_from(raw, pos)
+        pos += _CELL_HEAD.size
+        name = raw[pos : pos + name_len]
+        pos += name_len
+        cols[name] = raw[pos : pos + value_len]
+        pos += value_len
+    if pos != end:
+        raise StoreError("an embedded docs row is corrupt (truncated)")
+    return cols
+
+
+def fold_key(key: bytes, limit: int) -> tuple[bytes, bool]:
+    """(stored key, folded?) for a key that may exceed the store's key limit."""
+    if len(key) <= limit:
+        return key, False
+    digest = hashlib.sha256(key).digest()
+    return key[: limit - len(digest) - 1] + b"\x00" + digest, True
+
+
+def sorted_keys(rows: Sequence[bytes], tails: Sequence[bytes]) -> list[bytes]:
+    """The keys ``rows[i] + tails[i]`` in byte order (13-byte row keys, any tails).
+
+    NumPy sorts the row keys by their first 8 bytes as one big-endian number and
+    gathers them; only runs that tie on those bytes (rare, and always for one
+    fingerprint held under several ids) are then sorted in Python.
+    """
+    keys = np.frombuffer(b"".join(rows), dtype=codec.ROWKEY_DTYPE)
+    head = (
+        keys["field"].astype(np.uint64) << np.uint64(32)
+        | keys["flag"].astype(np.uint64) << np.uint64(24)
+        | keys["fp"].astype(np.uint64) >> np.uint64(40)
+    )
+    order = np.argsort(head)
+    buf = keys[order].tobytes()
+    ends = np.array(tails, dtype=object)[order].tolist()
+    starts = range(0, len(buf), codec.ROWKEY_BYTES)
+    out = [buf[i : i + codec.ROWKEY_BYTES] + tail for i, tail in zip(starts, ends)]
+    head = head[order]
+    ties = np.flatnonzero(head[1:] == head[:-1]).tolist()
+    start = None
+    for n, pos in enumerate(ties):  # pos and pos + 1 tie on their first 8 bytes
+        if start is None:
+            start = pos
+        if n + 1 == len(ties) or ties[n + 1] != pos + 1:
+            out[start : pos + 2] = sorted(out[start : pos + 2])
+            start = None
+    return out
 
 
 def _errno_of(exc: BaseException) -> int | None:
@@ -341,12 +427,10 @@ class EmbeddedStore:
         limit = self._max_key - codec.ROWKEY_BYTES
         if max(map(len, raw_ids.values())) <= limit:  # ids up to ~500 bytes
             if ordered:
-                return codec.sorted_keys(rows, raws), None
+                return sorted_keys(rows, raws), None
             return list(map(bytes.__add__, rows, raws)), None
         items = [
-            (row + raw, b"")
-            if len(raw) <= limit
-            else (codec.fold_key(row + raw, self._max_key)[0], raw)
+            (row + raw, b"") if len(raw) <= limit else (fold_key(row + raw, self._max_key)[0], raw)
             for row, raw in zip(rows, raws)
         ]
         if ordered:  # folding reorders keys: sort what is stored
@@ -354,7 +438,7 @@ class EmbeddedStore:
         return [k for k, _ in items], [v for _, v in items]
 
     def _doc_key(self, doc_id: str) -> bytes:
-        return codec.fold_key(_encode_id(doc_id), self._max_key)[0]
+        return fold_key(_encode_id(doc_id), self._max_key)[0]
 
     def _doc_items(self, docs: Iterable[Document]) -> list[tuple[bytes, bytes]]:
         """(key, value) per docs row; rows of a fingerprint alone are packed in one go."""
@@ -365,19 +449,19 @@ class EmbeddedStore:
             if doc.text is None and doc.meta is None and len(raw_id) <= limit:
                 bare.append((raw_id, doc.fingerprint))
                 continue
-            key, folded = codec.fold_key(raw_id, limit)
+            key, folded = fold_key(raw_id, limit)
             cols = codec.doc_to_columns(doc)
             if folded:
                 cols[_ID_COLUMN] = raw_id
-            items.append((key, codec.pack_columns(cols)))
+            items.append((key, pack_columns(cols)))
         if bare:
             keys, fps = zip(*bare)
-            items += zip(keys, codec.pack_fingerprint_columns(fps))
+            items += zip(keys, pack_fingerprint_columns(fps))
         return items
 
     def _doc_from_item(self, key: bytes, value: bytes | memoryview) -> Document:
         try:
-            cols = codec.unpack_columns(bytes(value))  # lmdb gives bytes: no copy
+            cols = unpack_columns(bytes(value))  # lmdb gives bytes: no copy
         except StoreError as exc:
             reason = f"the docs row {_decode_id(key)!r} is damaged (its columns are cut short)"
             raise self._corrupt_row(StoreError(reason)) from exc
@@ -397,7 +481,7 @@ class EmbeddedStore:
     def _get_docs(self, txn: lmdb.Transaction, doc_ids: Sequence[str]) -> dict[str, Document]:
         """One multi-get in key order (a batch's look-up of the versions it replaces)."""
         limit = self._max_key
-        keys = {codec.fold_key(codec.encode_doc_id(d), limit)[0]: d for d in doc_ids}
+        keys = {fold_key(codec.encode_doc_id(d), limit)[0]: d for d in doc_ids}
         found = txn.cursor(self._docs).getmulti(sorted(keys))
         return {keys[bytes(k)]: self._doc_from_item(bytes(k), v) for k, v in found}
 
