@@ -243,7 +243,13 @@ def evaluate(
     nat = natural_pairs(docs, items, near_long, mode)
     nat_texts = [t for pair in nat["pairs"] for t in pair[1:3]]
 
-    out: dict[str, Any] = {"k": K, "p_max": P_MAX, "scheme": SCHEME, "configs": {}}
+    out: dict[str, Any] = {
+        "k": K,
+        "p_max": P_MAX,
+        "scheme": SCHEME,
+        "floors": {"recall": FLOOR_RECALL, "fpr": FLOOR_FPR, "scan_budget": SCAN_BUDGET},
+        "configs": {},
+    }
     for cfg in CFGS:
         log(f"recall: {cfg.name}")
         want = np.zeros(len(texts), dtype=bool)

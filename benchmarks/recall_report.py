@@ -9,7 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from .edits import EDIT_LABELS, SINGLE_EDITS
-from .recall import FLOOR_FPR, FLOOR_RECALL, SCAN_BUDGET, K
 
 BEGIN, END = "<!-- recall:begin -->", "<!-- recall:end -->"
 
@@ -27,6 +26,9 @@ def _fpr(r: dict[str, Any]) -> str:
 def _table(header: list[str], rows: list[list[str]]) -> str:
     lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
     return "\n".join(lines + ["| " + " | ".join(r) + " |" for r in rows])
+
+
+K = 3  # the k of every number here (res["k"])
 
 
 def render(res: dict[str, Any]) -> str:
@@ -165,14 +167,19 @@ def _paired(cfgs: dict[str, Any]) -> str:
 
 def _floors(res: dict[str, Any]) -> str:
     cfgs = res["configs"]
+    floor_recall, floor_fpr, budget = (
+        res["floors"]["recall"],
+        res["floors"]["fpr"],
+        res["floors"]["scan_budget"],
+    )
     lines = ["### Floors (documents > 500 chars, k=3, pooled single edits, this run)"]
     best = None
     for name in ("v1", "v2"):
         rows = cfgs[name]["long>500"]["rows"]
         base = rows[0]["scans"]
         for r in rows:
-            ok_cost = r["scans"] <= SCAN_BUDGET * base
-            ok_fpr = r["fpr"]["rate"] <= FLOOR_FPR
+            ok_cost = r["scans"] <= budget * base
+            ok_fpr = r["fpr"]["rate"] <= floor_fpr
             if (
                 ok_cost
                 and ok_fpr
@@ -181,11 +188,11 @@ def _floors(res: dict[str, Any]) -> str:
                 best = (name, r, r["scans"] / base)
     assert best is not None
     name, r, ratio = best
-    met = r["single"]["rate"] >= FLOOR_RECALL
+    met = r["single"]["rate"] >= floor_recall
     lines.append(
-        f"- Best probe setting within {SCAN_BUDGET:.0f}x the scans of probes=0 and FPR <= "
-        f"{100 * FLOOR_FPR:.2f}%: `{name}` probes={r['probes']}: recall {_pct(r['single'])}, "
-        f"FPR {_fpr(r['fpr'])}, {ratio:.1f}x scans. Recall >= {100 * FLOOR_RECALL:.0f}%: "
+        f"- Best probe setting within {budget:.0f}x the scans of probes=0 and FPR <= "
+        f"{100 * floor_fpr:.2f}%: `{name}` probes={r['probes']}: recall {_pct(r['single'])}, "
+        f"FPR {_fpr(r['fpr'])}, {ratio:.1f}x scans. Recall >= {100 * floor_recall:.0f}%: "
         + ("**MET**" if met else "**MISSED**")
     )
     for name, c in res["default_probes"].items():
