@@ -38,7 +38,17 @@ from .registry import Figure, Section, Skipped
 
 #: Modules whose sections make up the bench, in no particular order (each section
 #: has its own ``order``). Add yours here.
-MODULES = ("fingerprinting", "queries", "dedup", "ingest", "storage")
+MODULES = (
+    "fingerprinting",
+    "segmenters",
+    "queries",
+    "dedup",
+    "ingest",
+    "storage",
+    "hbase_transports",
+    "spark",
+    "peers_embedded",
+)
 SMOKE_DIR = Path(tempfile.gettempdir()) / "shdb-bench-smoke"
 NOTES = [
     "PyPI simhash.SimhashIndex is capped (see the query section): its pure-Python add makes "

@@ -97,10 +97,11 @@ class RawLmdb:
         then a write that does only putmulti."""
         from simhash_hbase import codec
         from simhash_hbase.records import Document
+        from simhash_hbase.store.embedded import pack_columns
 
         index_items = [(row + codec.encode_doc_id(i), b"") for row, i in index_cells(batch)]
         doc_items = [
-            (codec.encode_doc_id(i), codec.pack_columns(codec.doc_to_columns(Document(i, fp))))
+            (codec.encode_doc_id(i), pack_columns(codec.doc_to_columns(Document(i, fp))))
             for i, fp in batch
         ]
 

@@ -22,8 +22,12 @@ def cache_dir() -> Path:
     """``$SHDB_CACHE_DIR``, else ``$XDG_CACHE_HOME/shdb``, else ``~/.cache/shdb``."""
     if explicit := os.environ.get("SHDB_CACHE_DIR"):
         return Path(explicit)
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "shdb"
+    if xdg := os.environ.get("XDG_CACHE_HOME"):
+        return Path(xdg) / "shdb"
+    try:
+        return Path.home() / ".cache" / "shdb"
+    except RuntimeError:  # no $HOME and no passwd entry (some containers): still per user
+        return Path(tempfile.gettempdir()) / f"shdb-cache-{os.getuid()}"
 
 
 def cached(name: str, build: Callable[[], Any]) -> Any:

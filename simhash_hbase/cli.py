@@ -18,19 +18,14 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import IO, Annotated, Any, TextIO
+from typing import IO, TYPE_CHECKING, Annotated, Any, TextIO
 
 import typer
 from rich.console import Console
-from rich.progress import (
-    BarColumn,
-    DownloadColumn,
-    Progress,
-    TextColumn,
-    TimeElapsedColumn,
-    TimeRemainingColumn,
-)
 from typer.core import TyperGroup
+
+if TYPE_CHECKING:
+    from rich.progress import Progress
 
 from . import codec
 from .dedup import clusters
@@ -56,6 +51,7 @@ from .fingerprint import (
 from .index import DEFAULT_K, SimhashIndex
 from .ingest import (
     DEFAULT_BATCH_SIZE,
+    DEFAULT_FINGERPRINT_BATCH,
     MAX_BATCH_SIZE,
     IngestOptions,
     find_duplicates,
@@ -171,6 +167,10 @@ class _Group(TyperGroup):
         except ShdbError as exc:
             _error(_message(exc), _hint(exc))
             raise typer.Exit(exc.exit_code) from None
+        except BrokenPipeError:  # e.g. `shdb ... | head -1`: say so where it can be read
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the flush at exit must not fail
+            _error("the output was closed before shdb finished (broken pipe)")
+            raise typer.Exit(EXIT_BROKEN_PIPE) from None
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
         """Usage errors in the same voice as the rest: ``shdb: error: ...``."""
@@ -190,10 +190,6 @@ class _Group(TyperGroup):
         except typer.Abort:
             _error("interrupted")
             code = EXIT_INTERRUPTED
-        except BrokenPipeError:  # e.g. `shdb ... | head -1`: say so, where it can still be read
-            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the flush at exit must not fail
-            _error("the output was closed before shdb finished (broken pipe)")
-            code = EXIT_BROKEN_PIPE
         if not standalone:
             return code
         sys.exit(code or 0)
@@ -204,6 +200,7 @@ app = typer.Typer(
     no_args_is_help=True,
     add_completion=False,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,  # plain help: no type noise, no boxes
     help="Near-duplicate text index: 64-bit SimHash, pigeonhole index on LMDB or HBase.",
 )
 err = Console(stderr=True, soft_wrap=True)
@@ -286,9 +283,7 @@ ProbesOpt = Annotated[
         "flipped, P flip sets (0..64; docs/quality.md). Needs text, not fingerprints.",
     ),
 ]
-PathsArg = Annotated[
-    list[str], typer.Argument(metavar="PATH...", help="Files, folders, or - for stdin.")
-]
+PathsArg = Annotated[list[str], typer.Argument(metavar="PATH", hidden=True)]
 FormatOpt = Annotated[
     str,
     typer.Option(
@@ -314,9 +309,7 @@ FingerprintsOpt = Annotated[
     bool,
     typer.Option(metavar="", help="Input lines are HEX or ID<TAB>HEX fingerprints, not documents."),
 ]
-TextArg = Annotated[
-    str | None, typer.Argument(metavar="[TEXT]", help="The text.", show_default=False)
-]
+TextArg = Annotated[str | None, typer.Argument(metavar="TEXT", hidden=True)]
 FileOpt = Annotated[
     str | None,
     typer.Option("--file", "-f", metavar="FILE", help="Read the text from FILE (- = stdin)."),
@@ -403,6 +396,16 @@ class _JsonlReport:
 
 
 def _progress(total: int | None) -> Progress:
+    # Imported here: a query's start-up does not pay for rich's progress machinery.
+    from rich.progress import (
+        BarColumn,
+        DownloadColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
     columns: list[Any] = [TextColumn("[bold]ingest")]
     if total:
         columns += [BarColumn(), DownloadColumn(), TextColumn("ETA"), TimeRemainingColumn()]
@@ -504,8 +507,13 @@ def ingest_cmd(
     fold: FoldOpt = None,
     probes: ProbesOpt = 0,
     batch_size: Annotated[
-        int, typer.Option(metavar="N", help=f"Documents per write batch (1..{MAX_BATCH_SIZE}).")
-    ] = DEFAULT_BATCH_SIZE,
+        int | None,
+        typer.Option(
+            metavar="N",
+            help=f"Records per write batch (1..{MAX_BATCH_SIZE}; default {DEFAULT_BATCH_SIZE} "
+            f"documents, {DEFAULT_FINGERPRINT_BATCH} with --fingerprints).",
+        ),
+    ] = None,
     resume: Annotated[
         bool,
         typer.Option(
@@ -523,7 +531,8 @@ def ingest_cmd(
     ] = True,
     as_json: JsonOpt = False,
 ) -> None:
-    """Index documents, reporting near-copies of documents already held.
+    """Index documents from each PATH (a file, a folder, or - for stdin), reporting
+    near-copies of documents already held.
 
     Exit 0, or 3 when records were skipped (each listed with file:line and why).
     """
@@ -627,8 +636,9 @@ def query_cmd(
     ngram: NgramOpt = None,
     probes: ProbesOpt = 0,
 ) -> None:
-    """Near-copies held in the index, nearest first: a table of distance,
-    fingerprint and id (--json: a list of objects). Exit 1 if none."""
+    """Near-copies of TEXT (or --file, --fingerprint) held in the index, nearest
+    first: a table of distance, fingerprint and id (--json: a list of objects).
+    Exit 1 if none."""
     if fingerprint is not None and (text, file) != (None, None):
         raise InvalidInput("give exactly one of TEXT, --file or --fingerprint")
     if fingerprint is not None and probes:
@@ -639,7 +649,7 @@ def query_cmd(
     wanted = _wanted(top_n, idf, features, ngram)
     query_fp = codec.parse_fingerprint_hex(fingerprint) if fingerprint is not None else None
     body = _text_from(text, file, max_bytes) if query_fp is None else ""
-    with SimhashIndex.open(index, create=False, params=wanted) as ix:
+    with SimhashIndex.open(index, readonly=True, params=wanted) as ix:
         if query_fp is not None:
             matches = ix.query_fingerprint(query_fp, k)
         else:
@@ -672,12 +682,12 @@ def fingerprint_cmd(
     fingerprint_version: VersionOpt = None,
     fold: FoldOpt = None,
 ) -> None:
-    """The 64-bit SimHash of a text as 16 hex digits, made as the index (-i) or the
-    options say (default: a new index's settings)."""
+    """The 64-bit SimHash of TEXT (or --file) as 16 hex digits, made as the index
+    (-i) or the options say (default: a new index's settings)."""
     wanted = _wanted(top_n, idf, features, ngram, fingerprint_version, fold)
     body = _text_from(text, file, max_bytes)
     if index is not None:
-        with SimhashIndex.open(index, create=False, params=wanted) as ix:
+        with SimhashIndex.open(index, readonly=True, params=wanted) as ix:
             fp = ix.fingerprinter
     else:
         fp = Fingerprinter(FingerprintParams(**wanted))
@@ -697,7 +707,7 @@ def fingerprint_cmd(
 @app.command("stats")
 def stats_cmd(index: IndexOpt = None, as_json: JsonOpt = False) -> None:
     """Documents, index cells, disk use and the settings of an index."""
-    with SimhashIndex.open(index, create=False) as ix:
+    with SimhashIndex.open(index, readonly=True) as ix:
         stats = ix.stats()
     if as_json:
         typer.echo(json.dumps(stats, ensure_ascii=False, indent=2))
@@ -718,13 +728,13 @@ def _doc_json(doc: Document) -> dict[str, Any]:
 
 @app.command("get")
 def get_cmd(
-    doc_ids: Annotated[list[str], typer.Argument(metavar="ID...")],
+    doc_ids: Annotated[list[str], typer.Argument(metavar="ID", hidden=True)],
     index: IndexOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Stored documents: a table of id, fingerprint, text and meta (--json: one
+    """Stored documents by ID: a table of id, fingerprint, text and meta (--json: one
     JSON object per line). Exit 1 if an id is not held."""
-    with SimhashIndex.open(index, create=False) as ix:
+    with SimhashIndex.open(index, readonly=True) as ix:
         found = ix.get_many(doc_ids)
     docs = [found[d] for d in doc_ids if d in found]
     if as_json:
@@ -752,11 +762,11 @@ def get_cmd(
 
 @app.command("remove")
 def remove_cmd(
-    doc_ids: Annotated[list[str], typer.Argument(metavar="ID...")],
+    doc_ids: Annotated[list[str], typer.Argument(metavar="ID", hidden=True)],
     index: IndexOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Delete documents and all their index rows. Exit 1 if an id was not there."""
+    """Delete documents by ID, with all their index rows. Exit 1 if an id was not there."""
     with SimhashIndex.open(index, create=False) as ix:
         missing = [doc_id for doc_id in doc_ids if not ix.remove(doc_id)]
     if as_json:
@@ -781,7 +791,7 @@ def verify_cmd(
 
     Exit 0 when clean (or repaired), 1 when problems were found and left alone.
     """
-    with SimhashIndex.open(index, create=False) as ix:
+    with SimhashIndex.open(index, readonly=not repair) as ix:
         report = verify(ix, repair=repair)
     fields = {k: v for k, v in dataclasses.asdict(report).items() if k != "examples"}
     fields["clean"] = report.clean
@@ -823,7 +833,8 @@ def dedup_cmd(
     fold: FoldOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """All near-duplicate pairs within the input, in memory, no index: JSON lines
+    """All near-duplicate pairs within each PATH (file, folder, - for stdin), in
+    memory, no index: JSON lines
     {"id", "near_id", "distance"} (--clusters: one JSON list of ids per group)."""
     opts = SourceOptions(fmt, id_field, text_field, max_bytes)
     params = FingerprintParams(**_wanted(top_n, idf, features, ngram, fingerprint_version, fold))
@@ -866,16 +877,15 @@ def dedup_cmd(
         raise typer.Exit(EXIT_SKIPPED)
 
 
-idf_app = typer.Typer(cls=_Group, no_args_is_help=True, help="IDF tables for your own domain.")
+idf_app = typer.Typer(
+    cls=_Group, no_args_is_help=True, rich_markup_mode=None, help="IDF tables for your own domain."
+)
 app.add_typer(idf_app, name="idf")
 
 
 @idf_app.command("build")
 def idf_build_cmd(
-    paths: Annotated[
-        list[str],
-        typer.Argument(metavar="PATH...", help="Corpus: files, folders, or - for stdin."),
-    ],
+    paths: PathsArg,
     output: Annotated[
         str, typer.Option("--output", "-o", metavar="FILE", help="Where to write the table.")
     ],
@@ -884,7 +894,8 @@ def idf_build_cmd(
     id_field: IdFieldOpt = "id",
     max_bytes: MaxBytesOpt = DEFAULT_MAX_BYTES,
 ) -> None:
-    """Build an IDF table (ln N/df over jieba terms); use it with `ingest --idf`.
+    """Build an IDF table (ln N/df over jieba terms) from the corpus at each PATH;
+    use it with `ingest --idf`.
     Exit 3 when records were skipped (listed)."""
     opts = SourceOptions(fmt, id_field, text_field, max_bytes)
     check_paths(paths)
@@ -920,6 +931,11 @@ def _version(value: bool) -> None:
     if value:
         typer.echo(f"shdb (simhash-hbase) {__version__}")
         raise typer.Exit()
+
+
+from .spark.cli import spark_app  # noqa: E402  (imported last: it reuses the options above)
+
+app.add_typer(spark_app, name="spark")
 
 
 @app.callback()

@@ -79,3 +79,11 @@ class StoreError(ShdbError):
 
 class StoreUnavailable(StoreError):
     """The store cannot be reached at all (HBase down, wrong host or port)."""
+
+
+class StoreCorrupt(StoreError):
+    """Stored bytes cannot be read back: a damaged, truncated or foreign file or row."""
+
+
+class StoreClosed(StoreError):
+    """The store was used after ``close()``."""

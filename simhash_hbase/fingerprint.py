@@ -29,6 +29,7 @@ import numpy as np
 from . import segment
 from .cache import cached
 from .errors import EmptyDocument, InvalidInput, InvalidSetting
+from .idf_lookup import SparseIdf, sparse_idf
 from .probes import probe_fingerprints
 
 DEFAULT_TOP_N = 16  # best recall at k=3 in docs/quality.md (89.0% vs 87.2% for 64)
@@ -65,6 +66,9 @@ class IdfTable:
     idf: dict[str, float] = field(repr=False, compare=False)
     median: float
     raw: bytes = field(repr=False, compare=False)
+
+    def resolve(self, terms: Iterable[str]) -> None:
+        """Nothing to do: every term is loaded (:class:`SparseIdf` loads on demand)."""
 
 
 def _sha256(raw: bytes) -> str:
@@ -133,6 +137,21 @@ def load_idf_file(path: str) -> IdfTable:
     except OSError as exc:
         raise InvalidInput(f"cannot read the IDF table {path}: {exc.strerror}") from exc
     return register_idf(raw, path)
+
+
+@cache
+def builtin_idf_digest() -> str:
+    """SHA-256 of jieba's bundled table (what a manifest records), without parsing it."""
+    return _sha256(_jieba_idf_path().read_bytes())
+
+
+@cache
+def _builtin_sparse() -> SparseIdf:
+    def table() -> tuple[dict[str, float], float]:
+        full = builtin_idf()
+        return full.idf, full.median
+
+    return sparse_idf(builtin_idf_digest(), table)
 
 
 @cache
@@ -211,7 +230,7 @@ class FingerprintParams:
             entry["fold_converter"] = _fold_converter_version()
         entry.update(
             idf=BUILTIN_IDF if self.idf is None else CUSTOM_IDF,
-            idf_digest=idf_table(self.idf).digest if self.idf is None else self.idf,
+            idf_digest=builtin_idf_digest() if self.idf is None else self.idf,
             tokenizer_version=segment.family_version(),
             stopwords_digest=_stopwords()[1],
         )
@@ -239,7 +258,10 @@ class Fingerprinter:
     def __init__(self, params: FingerprintParams | None = None) -> None:
         self.params = params or FingerprintParams()
         self._fold = _folder(self.params.fold)
-        self._idf = idf_table(self.params.idf)
+        # jieba's table is read term by term (see idf_lookup): a fresh process starts fast.
+        self._idf: IdfTable | SparseIdf = (
+            _builtin_sparse() if self.params.idf is None else idf_table(self.params.idf)
+        )
         self._stop = _stopwords()[0]
         self._cut = segment.segmenter()
 
@@ -254,6 +276,7 @@ class Fingerprinter:
             term = token.strip().lower()
             if term and term not in self._stop and _HAS_WORD_CHAR(term):
                 counts[term] += n
+        self._idf.resolve(counts)
         return counts
 
     def features(self, text: str) -> Counter[str]:

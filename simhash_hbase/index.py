@@ -10,7 +10,7 @@ in :mod:`simhash_hbase.ingest`; nothing here knows about files or flags.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any
@@ -18,7 +18,8 @@ from typing import Any
 import numpy as np
 
 from . import codec
-from .errors import EmptyDocument, IndexNotFound, InvalidInput, StoreError
+from .dedup import near_duplicate_pairs
+from .errors import EmptyDocument, IndexNotFound, InvalidInput, StoreCorrupt, StoreError
 from .fingerprint import Fingerprinter, FingerprintParams, idf_table, register_idf
 from .manifest import MANIFEST, Wanted, check_environment, new_manifest, settle, validate
 from .probes import bound, check_probes
@@ -67,6 +68,7 @@ class SimhashIndex:
         create: bool = True,
         scheme: str | None = None,
         params: Wanted = None,
+        readonly: bool = False,
     ) -> SimhashIndex:
         """Open (or create) the index at ``url``.
 
@@ -77,7 +79,8 @@ class SimhashIndex:
         written; the manifest is written only if no other process was first).
         """
         validate(scheme, params)  # every setting given is valid, before any write
-        store = open_store(url, create=create)
+        create = create and not readonly  # readonly: creates nothing, no write locks
+        store = open_store(url, create=create, readonly=readonly)
         try:
             manifest = store.get_meta(MANIFEST)
             if manifest is None:
@@ -252,10 +255,16 @@ class SimhashIndex:
         return True
 
     def write_cells(
-        self, *, put: Sequence[IndexCell] = (), delete: Sequence[IndexCell] = ()
+        self,
+        *,
+        put: Sequence[IndexCell] = (),
+        delete: Sequence[IndexCell] = (),
+        drop_rows: Sequence[str] = (),
     ) -> None:
-        """Raw cell edits, deletions first (``verify --repair`` and tests only)."""
+        """Raw cell edits, deletions first, and docs rows dropped outright (damaged
+        ones found by ``verify``): for ``verify --repair`` and tests only."""
         with self._store.batch() as batch:
+            batch.delete_docs(drop_rows)
             batch.delete_index(delete)
             batch.put_index(put)
 
@@ -278,9 +287,12 @@ class SimhashIndex:
             codec.encode_doc_id(doc_id)
         return self._store.get_docs(doc_ids)
 
-    def documents(self) -> Iterator[Document]:
-        """Every document, in id byte order."""
-        return self._store.iter_docs()
+    def documents(
+        self, on_corrupt: Callable[[str, StoreCorrupt], None] | None = None
+    ) -> Iterator[Document]:
+        """Every document, in id byte order; a damaged docs row raises
+        :class:`StoreCorrupt`, or goes to ``on_corrupt(id, error)`` and is skipped."""
+        return self._store.iter_docs(on_corrupt)
 
     def index_cells(self) -> Iterator[IndexCell]:
         """Every index cell, in row key order."""
@@ -317,10 +329,27 @@ class SimhashIndex:
     def query_fingerprints(self, fps: Sequence[int], k: int = DEFAULT_K) -> list[list[Match]]:
         """Exact for k <= the scheme's k: the pigeonhole scans, then a Hamming filter.
 
-        Hits are confirmed against the docs table, so a cell left behind by an
-        interrupted write never surfaces as a wrong fingerprint.
+        Where batches are not atomic (HBase), hits are confirmed against the docs
+        table, so a cell left behind by an interrupted write never surfaces.
+        This is :meth:`query_probed` without probes, on the shortest path: it is
+        the one-query hot path (issue #13: compared with FAISS).
         """
-        return self.query_probed([[fp] for fp in fps], k)
+        self.scheme.check_k(k)
+        fps = [check_fingerprint(fp) for fp in fps]
+        found = self._store.scan_prefixes_many(self._prefixes(fps))
+        self.cost.queries += len(fps)
+        self.cost.scans += len(fps) * self.scheme.rows_per_fingerprint
+        self.cost.candidates += sum(map(len, found))
+        hits: list[dict[tuple[str, int], int]] = []
+        for fp, cells in zip(fps, found):
+            near: dict[tuple[str, int], int] = {}
+            for row, doc_id in cells:
+                cand = codec.rowkey_fingerprint(row)
+                dist = (cand ^ fp).bit_count()
+                if dist <= k:
+                    near[(doc_id, cand)] = dist
+            hits.append(near)
+        return self._confirm(hits)
 
     def query_probed(
         self, probe_lists: Sequence[Sequence[int]], k: int = DEFAULT_K
@@ -368,26 +397,26 @@ class SimhashIndex:
         return self._store.scan_prefixes_many(self._prefixes(fps))
 
     def _prefixes(self, fps: Sequence[int]) -> list[list[bytes]]:
-        if len(fps) <= _SCALAR_MAX:  # a single query: NumPy's per-call cost would dominate
-            return [
-                [codec.encode_prefix(f, flag) for flag, f in enumerate(self.scheme.fields(fp), 1)]
-                for fp in fps
-            ]
+        terms = self.scheme.prefix_terms
+        if len(fps) <= _SCALAR_MAX and terms:  # NumPy's per-call cost would dominate
+            return [codec.encode_prefixes(fp, terms) for fp in fps]
         return codec.encode_prefixes_many(self.scheme.fields_many(np.array(fps, dtype=np.uint64)))
 
     def _confirm(self, hits: list[dict[tuple[str, int], int]]) -> list[list[Match]]:
+        if self._store.atomic_batches:
+            # Cells and their docs row commit in one transaction: no cell can
+            # disagree with its document, so the confirming read is not needed.
+            return [_ranked((doc_id, fp, dist) for (doc_id, fp), dist in n.items()) for n in hits]
         ids = {doc_id for near in hits for doc_id, _ in near}
         docs = self._store.get_docs(sorted(ids)) if ids else {}
-        out = []
-        for near in hits:
-            matches = [
-                Match(doc_id, fp, dist)
+        return [
+            _ranked(
+                (doc_id, fp, dist)
                 for (doc_id, fp), dist in near.items()
                 if doc_id in docs and docs[doc_id].fingerprint == fp
-            ]
-            matches.sort(key=lambda m: (m.distance, m.doc_id))
-            out.append(matches)
-        return out
+            )
+            for near in hits
+        ]
 
     def _find_at_insert(
         self, docs: list[tuple[Document, Sequence[int]]], k: int
@@ -401,28 +430,33 @@ class SimhashIndex:
         found: list[Duplicate] = []
         held = self.query_probed([probes for _, probes in docs], k)
         fps = np.fromiter((d.fingerprint for d, _ in docs), dtype=np.uint64, count=len(docs))
-        dist = np.bitwise_count(fps[:, None] ^ fps[None, :])
-        within = dist <= k
-        for i, (_, probes) in enumerate(docs):
-            limit = bound(k, len(probes) - 1)
-            for p in probes[1:]:  # a probe hit within the bound counts too
-                within[i] |= (np.bitwise_count(fps ^ np.uint64(p)) <= k) & (dist[i] <= limit)
-        unchanged = np.array(
-            [
-                any(m.doc_id == d.doc_id and m.distance == 0 for m in near)
-                for (d, _), near in zip(docs, held)
-            ],
-            dtype=bool,
-        )
-        within[:, unchanged] = False
-        for i, (doc, _) in enumerate(docs):
-            if unchanged[i]:
+        # earlier[j] = {i: distance} for i < j; the pigeonhole pairs need no n x n matrix
+        earlier: dict[int, dict[int, int]] = {}
+        for i, j, d in near_duplicate_pairs(fps, k, self.scheme):
+            earlier.setdefault(j, {})[i] = d
+        for j, (_, probes) in enumerate(docs):
+            if len(probes) > 1:  # a probe hit within the bound counts too
+                dist = np.bitwise_count(fps[:j] ^ fps[j])
+                hit = np.zeros(j, dtype=bool)
+                for p in probes[1:]:
+                    hit |= np.bitwise_count(fps[:j] ^ np.uint64(p)) <= k
+                hit &= dist <= bound(k, len(probes) - 1)
+                for i in np.flatnonzero(hit).tolist():
+                    earlier.setdefault(j, {})[i] = int(dist[i])
+        unchanged = [
+            any(m.doc_id == d.doc_id and m.distance == 0 for m in near)
+            for (d, _), near in zip(docs, held)
+        ]
+        for j, (doc, _) in enumerate(docs):
+            if unchanged[j]:
                 continue
-            for match in held[i]:
+            for match in held[j]:
                 if match.doc_id != doc.doc_id:
                     found.append(Duplicate(doc.doc_id, match.doc_id, match.distance))
-            for j in np.flatnonzero(within[i, :i]):
-                found.append(Duplicate(doc.doc_id, docs[j][0].doc_id, int(dist[i, j])))
+            pairs = earlier.get(j, {})
+            for i in sorted(pairs):
+                if not unchanged[i]:
+                    found.append(Duplicate(doc.doc_id, docs[i][0].doc_id, pairs[i]))
         return found
 
     def stats(self) -> dict[str, Any]:
@@ -437,6 +471,15 @@ class SimhashIndex:
         if docs and "disk_bytes" in stats:
             stats["disk_bytes_per_document"] = round(stats["disk_bytes"] / docs, 1)
         return stats
+
+
+def _ranked(hits: Iterable[tuple[str, int, int]]) -> list[Match]:
+    """Matches nearest first, then by id."""
+    return [Match(doc_id, fp, dist) for doc_id, fp, dist in sorted(hits, key=_by_distance)]
+
+
+def _by_distance(hit: tuple[str, int, int]) -> tuple[int, str]:
+    return hit[2], hit[0]
 
 
 def _replaced(written: Sequence[Document], state: dict[str, Document]) -> list[Document]:

@@ -42,6 +42,9 @@ from .sources import STDIN, SourceOptions, input_files, read_fingerprint_lines, 
 from .store import local_path
 
 DEFAULT_BATCH_SIZE = 1000
+# Precomputed fingerprints are ~100 bytes a record: batch many, so the store writes
+# few large sorted transactions (embedded store at 1 M: ~7x faster than 1,000).
+DEFAULT_FINGERPRINT_BATCH = 50_000
 MAX_BATCH_SIZE = 1_000_000
 _DEDUP_CHUNK = 1000
 
@@ -57,11 +60,12 @@ class IngestOptions:
     store_text: bool = False
     find_k: int | None = 3  # report near-duplicates within k; None: no lookups
     on_error: OnError = OnError.SKIP
-    batch_size: int = DEFAULT_BATCH_SIZE
+    # None: DEFAULT_BATCH_SIZE documents, or DEFAULT_FINGERPRINT_BATCH fingerprints
+    batch_size: int | None = None
     probes: int = 0  # multi-probe the find_k lookups (simhash_hbase.probes)
 
     def __post_init__(self) -> None:
-        if not 1 <= self.batch_size <= MAX_BATCH_SIZE:
+        if self.batch_size is not None and not 1 <= self.batch_size <= MAX_BATCH_SIZE:
             raise InvalidSetting(
                 "batch_size", f"batch size must be 1..{MAX_BATCH_SIZE}, got {self.batch_size}"
             )
@@ -245,7 +249,11 @@ def index_records(
         chunks = (
             _probed_chunk(chunk, lists, options.store_text)
             for chunk, lists in probe_chunks(
-                stream, fingerprinter, options.workers, options.batch_size, options.probes
+                stream,
+                fingerprinter,
+                options.workers,
+                options.batch_size or DEFAULT_BATCH_SIZE,
+                options.probes,
             )
         )
     else:
@@ -256,7 +264,7 @@ def index_records(
                 None,
             )
             for chunk, fps in fingerprint_chunks(
-                stream, fingerprinter, options.workers, options.batch_size
+                stream, fingerprinter, options.workers, options.batch_size or DEFAULT_BATCH_SIZE
             )
         )
     return _write_stream(index, chunks, options, on_duplicate, on_progress)
@@ -291,7 +299,7 @@ def index_fingerprints(
         raise InvalidInput("precomputed fingerprints cannot be probed: margins come from text")
     chunks = (
         ([i if isinstance(i, BadRecord) else checked(Document(*i)) for i in chunk], 0, None)
-        for chunk in _chunks(iter(items), options.batch_size)
+        for chunk in _chunks(iter(items), options.batch_size or DEFAULT_FINGERPRINT_BATCH)
     )
     return _write_stream(index, chunks, options, on_duplicate, on_progress)
 

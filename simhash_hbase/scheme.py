@@ -7,6 +7,7 @@ so indexing every combination of m-k segments makes a k-query exact.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from itertools import combinations
 
 import numpy as np
@@ -40,6 +41,28 @@ class Scheme:
             shifts.append(rest)
         object.__setattr__(self, "combos", combos)
         object.__setattr__(self, "shifts", tuple(shifts))
+
+    @cached_property
+    def prefix_terms(self) -> tuple[tuple[int, int, int, int, int], ...] | None:
+        """Per flag, (r1, m1, r2, m2, flag) so that the 5-byte scan prefix's value
+        (field << 8 | flag) is ``(fp << 40) >> r1 & m1 | (fp << 40) >> r2 & m2 | flag``.
+
+        Two shift-and-mask terms cover combinations of one or two segments (both
+        schemes); the one-query path uses them instead of NumPy. None otherwise.
+        """
+        if self.combo_size > 2:
+            return None
+        terms = []
+        for flag, combo in enumerate(self.combos, 1):
+            parts: list[int] = []
+            used = 0
+            for i in combo:
+                used += self.widths[i]
+                lift = FIELD_BITS + 8 - used  # where the segment's lowest bit lands
+                parts += (self.shifts[i] + 40 - lift, ((1 << self.widths[i]) - 1) << lift)
+            parts += (0, 0) * (2 - len(combo))
+            terms.append((*parts, flag))
+        return tuple(terms)  # type: ignore[arg-type]
 
     @staticmethod
     def _combo_width(combo: tuple[int, ...], widths: tuple[int, ...]) -> int:

@@ -3,7 +3,7 @@
 The reference is ``jieba.Tokenizer().cut(text)``. With the ``fast`` extra installed,
 ``rjieba`` (a binding of the Rust port jieba-rs, same dictionary and HMM) computes
 the same tokens at native speed. jieba-rs groups two kinds of characters
-differently from jieba, and :func:`_rjieba_cut` corrects both:
+differently from jieba, and :func:`_rjieba` corrects both:
 
 - CJK characters outside jieba's U+4E00–U+9FD5 (extension A, compatibility
   ideographs, the supplementary planes) are single tokens in jieba and never enter

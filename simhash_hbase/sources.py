@@ -455,9 +455,9 @@ def _relative_id(path: Path, root: Path) -> str | BadRecord:
     except UnicodeEncodeError:
         return BadRecord(
             display_path(path),
-            "the file name is not valid UTF-8, so it cannot be a document id",
+            "the file name is not valid UTF-8, so it cannot be a document id (rename it)",
             0,
-            Problem.BAD_ID,
+            Problem.INVALID,
         )
     return doc_id
 

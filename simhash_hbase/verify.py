@@ -10,6 +10,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from . import codec
+from .errors import StoreCorrupt
 from .index import SimhashIndex
 from .records import Document
 from .store import IndexCell
@@ -25,12 +26,13 @@ class VerifyReport:
     stale_cells: int = 0  # cell of a missing document, of another fingerprint, or a bad key
     incomplete_documents: int = 0  # documents lacking some of their cells
     missing_cells: int = 0
+    corrupt_documents: int = 0  # docs rows that cannot be read back; repair deletes them
     repaired: bool = False
     examples: list[str] = field(default_factory=list)  # a few of each kind of problem
 
     @property
     def clean(self) -> bool:
-        return not (self.stale_cells or self.missing_cells)
+        return not (self.stale_cells or self.missing_cells or self.corrupt_documents)
 
 
 def _key_is_valid(index: SimhashIndex, row: bytes) -> bool:
@@ -44,7 +46,15 @@ def _key_is_valid(index: SimhashIndex, row: bytes) -> bool:
 def verify(index: SimhashIndex, *, repair: bool = False) -> VerifyReport:
     """Check (and with ``repair`` fix) the index against its docs table."""
     report = VerifyReport()
-    docs = {doc.doc_id: doc.fingerprint for doc in index.documents()}
+    corrupt: list[str] = []
+
+    def on_corrupt(doc_id: str, error: StoreCorrupt) -> None:
+        corrupt.append(doc_id)
+        if len(corrupt) <= _EXAMPLES:
+            report.examples.append(str(error))
+
+    docs = {doc.doc_id: doc.fingerprint for doc in index.documents(on_corrupt)}
+    report.corrupt_documents = len(corrupt)
     report.documents = len(docs)
     present: Counter[str] = Counter()
     stale: list[IndexCell] = []
@@ -68,8 +78,8 @@ def verify(index: SimhashIndex, *, repair: bool = False) -> VerifyReport:
         for d in incomplete[:_EXAMPLES]
     ]
     if repair:
-        _delete(index, stale)
-        index.write_cells(put=index.cells(incomplete))
+        _delete(index, stale)  # a damaged document's cells are stale: it is not in docs
+        index.write_cells(put=index.cells(incomplete), drop_rows=corrupt)
         report.repaired = True
     return report
 

@@ -19,8 +19,14 @@ from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
 
 from .hbase_server import HBaseServer, HBaseUnavailable, open_server
+
+# Example counts stay as each test sets them; wall-clock limits do not belong in
+# tests on shared, noisy machines (speed lives in the benchmarks).
+settings.register_profile("shdb", deadline=None, suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile("shdb")
 
 HBASE_ENV = "SHDB_TEST_HBASE"
 HBASE_APIS = ("thrift1", "thrift2")

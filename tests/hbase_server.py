@@ -151,9 +151,10 @@ class ContainerHBase(HBaseServer):
 
     def _probe(self) -> None:
         """Retry the readiness probe of scripts/hbase: a table can be created,
-        written, read and dropped (the ready line means both gateways answer)."""
+        written and read through Thrift1, read through Thrift2, and dropped."""
         probe = [sys.executable, str(ROOT / "scripts" / "hbase.d" / "probe.py")]
         probe += ["--host", "127.0.0.1", "--port", str(self.thrift_port)]
+        probe += ["--thrift2-port", str(self.thrift_port + 1)]
         deadline = time.monotonic() + self.timeout_s
         while True:
             result = subprocess.run(probe, capture_output=True, text=True)

@@ -19,7 +19,7 @@ def test_bench_smoke_runs_every_embedded_section(tmp_path: Path) -> None:
     assert bench.main(["--smoke", "--no-hbase", "--out", str(tmp_path)]) == 0
     results = json.loads((tmp_path / "bench-smoke.json").read_text())
     assert results["errors"] == {}
-    ran = [s for s in bench.all_sections() if not s.needs_hbase]
+    ran = [s for s in bench.all_sections() if not s.needs_hbase and "smoke" in s.modes]
     assert {s.name for s in ran} <= set(results)
     page = (tmp_path / "benchmarks.md").read_text()
     assert not re.search(r"\$[a-z_{]", page)  # every placeholder was filled
@@ -42,12 +42,15 @@ def test_bench_smoke_runs_the_hbase_sections_on_a_running_hbase(tmp_path: Path) 
     assert bench.main(args) == 0
     results = json.loads((tmp_path / "bench-smoke.json").read_text())
     assert results["errors"] == {}
-    assert {"ingest_hbase", "query_hbase"} <= set(results)
+    assert {"ingest_hbase", "query_hbase", "hbase_transports"} <= set(results)
     for steps in results["query_hbase"]["schemes"].values():
         assert all(step["wrong_answers"] == 0 for step in steps)
+    for layout in results["hbase_transports"]["layouts"].values():
+        assert [a["wrong"] for a in layout["apis"].values()] == [0, 0]
     assert set(results["skipped"]) == {"storage_hbase", "query_hbase_schema"}
     page = (tmp_path / "benchmarks.md").read_text()
     assert "HBase 5x10 query p50 / one getRow" in page
+    assert "Thrift2 query p50 / one get" in page
 
 
 def test_eval_smoke_writes_the_report(tmp_path: Path) -> None:

@@ -50,3 +50,52 @@ def test_idf_table_from_cache_equals_parsed(cache_home: Path) -> None:
     assert (cache_home / f"idf-{first.digest}.marshal").exists()
     assert second.idf == first.idf == {"词": 3.5, "分词": 7.25, "结巴": 1.0}
     assert second.median == first.median == 3.5
+
+
+def test_sparse_idf_gives_the_tables_own_values(cache_home: Path) -> None:
+    """jieba's table read term by term equals the parsed table, for present, absent,
+    too-long and NUL-bearing terms; built once, then read from the cache."""
+    from simhash_hbase.fingerprint import builtin_idf, builtin_idf_digest
+    from simhash_hbase.idf_lookup import sparse_idf
+
+    full = builtin_idf()
+    assert builtin_idf_digest() == full.digest
+    present = [*list(full.idf)[::997], max(full.idf, key=len), min(full.idf), max(full.idf)]
+    absent = ["不在表里的词语", "x" * 40, present[0] + "\0", "\0", "", "zzzz"]
+    for attempt in range(2):  # built, then from the cache
+        table = sparse_idf(full.digest, lambda: (full.idf, full.median))
+        assert table.median == full.median
+        table.resolve([*present, *absent])
+        table.resolve(present[:3])  # again: already resolved
+        assert table.idf == {t: full.idf[t] for t in present}, attempt
+        assert len(list(cache_home.glob("idf-*.npy"))) == 2
+
+
+def test_sparse_idf_fingerprints_equal_the_full_table(cache_home: Path) -> None:
+    from simhash_hbase import Fingerprinter
+    from simhash_hbase.fingerprint import IdfTable, builtin_idf
+
+    sparse = Fingerprinter()
+    full = Fingerprinter()
+    full._idf = builtin_idf()
+    assert isinstance(full._idf, IdfTable) and not isinstance(sparse._idf, IdfTable)
+    texts = [
+        "结巴分词支持加载IDF词典并且提供了一个默认的词典，它包含了大量的词组。",
+        "SimHash 是 Google 提出的海量文本去重算法，适合长文本。",
+        "今天天气很好，我们去公园散步吧。" * 3 + "未登录词例如饕餮龘靐",
+    ]
+    for text in texts:
+        assert sparse.weighted_terms(text) == full.weighted_terms(text)
+        assert sparse.fingerprint(text) == full.fingerprint(text)
+
+
+def test_cache_dir_without_a_home(monkeypatch: pytest.MonkeyPatch) -> None:
+    from simhash_hbase.cache import cache_dir
+
+    def no_home() -> Path:
+        raise RuntimeError("Could not determine home directory.")
+
+    monkeypatch.delenv("SHDB_CACHE_DIR")
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setattr(Path, "home", no_home)
+    assert cache_dir().name.startswith("shdb-cache-")

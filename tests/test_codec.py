@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simhash_hbase import codec
-from simhash_hbase.errors import InvalidInput, StoreError
+from simhash_hbase.errors import InvalidInput
 from simhash_hbase.records import Document
 from simhash_hbase.scheme import SCHEMES
 
@@ -94,17 +94,6 @@ def test_prefix_stop(prefix: bytes, stop: bytes) -> None:
     assert codec.prefix_stop(prefix) == stop
 
 
-@given(st.dictionaries(st.binary(min_size=1, max_size=20), st.binary(max_size=300)))
-def test_column_packing_roundtrip(cols: dict[bytes, bytes]) -> None:
-    assert codec.unpack_columns(codec.pack_columns(cols)) == cols
-
-
-def test_truncated_columns_are_detected() -> None:
-    raw = codec.pack_columns({b"f:h": b"12345678"})
-    with pytest.raises(StoreError, match="truncated"):
-        codec.unpack_columns(raw[:-1])
-
-
 @given(
     st.text(min_size=1, max_size=50).filter(lambda s: len(s.encode()) <= 1024),
     fingerprints,
@@ -125,11 +114,3 @@ def test_document_columns_roundtrip(
 def test_bad_doc_ids(doc_id: object, message: str) -> None:
     with pytest.raises(InvalidInput, match=message):
         codec.encode_doc_id(doc_id)  # type: ignore[arg-type]
-
-
-def test_fold_key_keeps_short_keys_and_bounds_long_ones() -> None:
-    assert codec.fold_key(b"abc", 511) == (b"abc", False)
-    long_a, long_b = b"a" * 600, b"a" * 599 + b"b"
-    folded_a, was_folded = codec.fold_key(long_a, 511)
-    assert was_folded and len(folded_a) <= 511
-    assert codec.fold_key(long_b, 511)[0] != folded_a

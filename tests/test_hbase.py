@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from simhash_hbase import InvalidIndexUrl, SimhashIndex, StoreUnavailable
-from simhash_hbase.errors import StoreError
+from simhash_hbase.errors import StoreClosed, StoreError
 from simhash_hbase.store import hbase_tables, open_store
 from simhash_hbase.store.hbase import HBaseStore
 
@@ -174,3 +174,16 @@ def test_tables_created_over_thrift2_have_the_whole_schema() -> None:
                 assert len(regions) == len(hbase_tables.split_points(table)) + 1
         finally:
             client.close()
+
+
+@pytest.mark.hbase
+def test_a_closed_store_says_so(hbase_url: str) -> None:
+    store = open_store(hbase_url)
+    store.close()
+    for use in (
+        lambda: store.get_meta("manifest"),
+        lambda: store.scan_prefixes([b"\x00\x00\x00\x00\x01"]),
+        lambda: store.get_docs(["a"]),
+    ):
+        with pytest.raises(StoreClosed, match="closed"):
+            use()

@@ -36,13 +36,15 @@ def local_path(url: str | None) -> Path | None:
     return Path(unquote(parts.netloc + parts.path))
 
 
-def open_store(url: str | None, *, create: bool = True) -> Store:
+def open_store(url: str | None, *, create: bool = True, readonly: bool = False) -> Store:
+    """The store at ``url``; ``readonly`` promises no writes (the embedded store then
+    opens without write locks, so a read-only folder can be read)."""
     url = resolve_url(url)
     path = local_path(url)
     if path is not None:
         from .embedded import EmbeddedStore
 
-        return EmbeddedStore(path, create=create)
+        return EmbeddedStore(path, create=create and not readonly, readonly=readonly)
     scheme = urlsplit(url).scheme.lower()
     if scheme == "hbase":
         from .hbase import HBaseStore  # happybase is the optional `hbase` extra

@@ -7,10 +7,11 @@ so a docs row (the commit record of a document) never exists without its cells.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+from ..errors import StoreCorrupt
 from ..records import Document
 
 #: One cell of the index table: (13-byte row key, document id qualifier).
@@ -51,7 +52,12 @@ class Store(Protocol):
     def scan_prefixes_many(
         self, prefix_lists: Sequence[Sequence[bytes]]
     ) -> list[list[IndexCell]]: ...
-    def iter_docs(self) -> Iterator[Document]: ...
+    def iter_docs(
+        self, on_corrupt: Callable[[str, StoreCorrupt], None] | None = None
+    ) -> Iterator[Document]:
+        """Every document; a damaged row raises, or goes to ``on_corrupt(id, error)``."""
+        ...
+
     def iter_index(self) -> Iterator[IndexCell]: ...
     def stats(self) -> dict[str, Any]: ...
     def close(self) -> None: ...

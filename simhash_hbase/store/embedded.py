@@ -8,34 +8,179 @@ Python loop included: LMDB ~49k queries/s, SQLite WITHOUT ROWID ~13k, RocksDB ~1
 Layout: named databases ``index``, ``docs`` and ``meta`` hold the same logical
 tables as HBase. An index cell is flattened to the key ``row key + doc id`` with
 an empty value, as HBase's KeyValues are; a docs row is ``doc id -> columns``.
+
+Every LMDB error leaves this module as a :class:`StoreError` naming the folder
+(:meth:`EmbeddedStore._error` is the one place that translates them), and the
+file is checked against its own header before LMDB maps it: a truncated file
+would otherwise kill the process with SIGBUS on first access.
 """
 
 from __future__ import annotations
 
+import errno
+import hashlib
 import os
-from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+import struct
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager, suppress
+from itertools import repeat
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import lmdb
+import numpy as np
 
 from .. import codec
-from ..errors import IndexNotFound, InvalidIndexUrl, StoreError
+from ..errors import IndexNotFound, InvalidIndexUrl, StoreClosed, StoreCorrupt, StoreError
 from ..records import Document
 from .base import IndexCell
 
 _MAP_SIZE = 1 << 40  # address space only; the file grows as data is written
 _ID_COLUMN = b"_id"  # full id of a docs row whose key had to be folded
 _DATA_FILE = "data.mdb"
+_LOCK_FILE = "lock.mdb"
+_TABLES = (b"index", b"docs", b"meta")
+
+# LMDB's data file starts with two meta pages (mdb.c, MDB_meta after a 16-byte
+# page header, 64-bit little-endian builds). The newest by txn id is current.
+_MAGIC = 0xBEEFC0DE
+_DATA_VERSION = 1
+_META_HEAD = struct.Struct("<II8xQI")  # at 16: magic, version, (address), map size, page size
+_META_TAIL = struct.Struct("<QQ")  # at 136: last page number in use, txn id
+_META_END = 152
+# LMDB reports a short write (what a full disk gives) as EIO.
+_FULL_DISK = {errno.ENOSPC, errno.EFBIG, errno.EDQUOT, errno.EIO}
+_NO_WRITE = {errno.EACCES, errno.EPERM, errno.EROFS}
+_CORRUPT = (
+    lmdb.CorruptedError,
+    lmdb.PageNotFoundError,
+    lmdb.InvalidError,
+    lmdb.PanicError,
+    lmdb.VersionMismatchError,
+    lmdb.IncompatibleError,
+    lmdb.BadChecksumError,
+)
+_REBUILD = "restore it from a backup, or rebuild it by ingesting into a new folder"
+
+
+class _Meta(NamedTuple):
+    page_size: int
+    last_page: int
+    txn_id: int
 
 
 def _decode_id(raw: bytes) -> str:
-    return raw.decode("utf-8")
+    # surrogateescape: a damaged id still round-trips to its key, so it can be deleted
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def _encode_id(doc_id: str) -> bytes:
+    """The key bytes of an id. Ids were checked against SPEC.md by the index
+    (codec.check_document); surrogates (ids read back from a damaged row) map
+    back to the bytes they came from, so such a row can still be deleted."""
+    return doc_id.encode("utf-8", "surrogateescape")
+
+
+# -- file format (docs/SPEC.md, "The embedded store") ---------------------------
+# LMDB caps keys at 511 bytes, below docs/SPEC.md's 1024-byte ids. Longer keys are
+# folded to a fixed-length head + digest; the full key is then kept in the value.
+
+_CELL_HEAD = struct.Struct(">BI")
+_FINGERPRINT_ROW = np.dtype(
+    [("name_len", "u1"), ("value_len", ">u4"), ("name", "S3"), ("fp", ">u8")]
+)
+
+
+def pack_columns(cols: Mapping[bytes, bytes]) -> bytes:
+    """Column map -> bytes: per column, u8 name length, u32 value length, name, value."""
+    parts: list[bytes] = []
+    for name, value in cols.items():
+        parts += (_CELL_HEAD.pack(len(name), len(value)), name, value)
+    return b"".join(parts)
+
+
+def pack_fingerprint_columns(fps: Sequence[int]) -> list[bytes]:
+    """``pack_columns`` of many docs rows holding only ``f:h``, in one NumPy pass."""
+    rows = np.empty(len(fps), dtype=_FINGERPRINT_ROW)
+    rows["name_len"] = len(codec.COL_FINGERPRINT)
+    rows["value_len"] = codec.FINGERPRINT_BYTES
+    rows["name"] = codec.COL_FINGERPRINT
+    rows["fp"] = np.fromiter(fps, dtype=np.uint64, count=len(fps))
+    buf, step = rows.tobytes(), _FINGERPRINT_ROW.itemsize
+    return [buf[i : i + step] for i in range(0, len(buf), step)]
+
+
+def unpack_columns(raw: bytes) -> dict[bytes, bytes]:
+    cols: dict[bytes, bytes] = {}
+    pos, end = 0, len(raw)
+    while pos < end:
+        if pos + _CELL_HEAD.size > end:
+            raise StoreError("an embedded docs row is corrupt (truncated)")
+        name_len, value_len = _CELL_HEAD.unpack_from(raw, pos)
+        pos += _CELL_HEAD.size
+        name = raw[pos : pos + name_len]
+        pos += name_len
+        cols[name] = raw[pos : pos + value_len]
+        pos += value_len
+    if pos != end:
+        raise StoreError("an embedded docs row is corrupt (truncated)")
+    return cols
+
+
+def fold_key(key: bytes, limit: int) -> tuple[bytes, bool]:
+    """(stored key, folded?) for a key that may exceed the store's key limit."""
+    if len(key) <= limit:
+        return key, False
+    digest = hashlib.sha256(key).digest()
+    return key[: limit - len(digest) - 1] + b"\x00" + digest, True
+
+
+def sorted_keys(rows: Sequence[bytes], tails: Sequence[bytes]) -> list[bytes]:
+    """The keys ``rows[i] + tails[i]`` in byte order (13-byte row keys, any tails).
+
+    NumPy sorts the row keys by their first 8 bytes as one big-endian number and
+    gathers them; only runs that tie on those bytes (rare, and always for one
+    fingerprint held under several ids) are then sorted in Python.
+    """
+    keys = np.frombuffer(b"".join(rows), dtype=codec.ROWKEY_DTYPE)
+    head = (
+        keys["field"].astype(np.uint64) << np.uint64(32)
+        | keys["flag"].astype(np.uint64) << np.uint64(24)
+        | keys["fp"].astype(np.uint64) >> np.uint64(40)
+    )
+    order = np.argsort(head)
+    buf = keys[order].tobytes()
+    ends = np.array(tails, dtype=object)[order].tolist()
+    starts = range(0, len(buf), codec.ROWKEY_BYTES)
+    out = [buf[i : i + codec.ROWKEY_BYTES] + tail for i, tail in zip(starts, ends)]
+    head = head[order]
+    ties = np.flatnonzero(head[1:] == head[:-1]).tolist()
+    start = None
+    for n, pos in enumerate(ties):  # pos and pos + 1 tie on their first 8 bytes
+        if start is None:
+            start = pos
+        if n + 1 == len(ties) or ties[n + 1] != pos + 1:
+            out[start : pos + 2] = sorted(out[start : pos + 2])
+            start = None
+    return out
+
+
+def _errno_of(exc: BaseException) -> int | None:
+    """The OS error behind an LMDB error (lmdb reports them as text)."""
+    text = str(exc)
+    for code in _FULL_DISK | _NO_WRITE:
+        if text.endswith(os.strerror(code)):
+            return code
+    return None
 
 
 class _LmdbBatch:
-    """All mutations of one batch in one LMDB write transaction (atomic, durable)."""
+    """All mutations of one batch in one LMDB write transaction (atomic, durable).
+
+    Writes go in key order: LMDB then finds each key on or next to the page of
+    the previous one, and keys above everything held (a fresh index) are
+    appended without a tree search at all.
+    """
 
     def __init__(self, store: EmbeddedStore, txn: lmdb.Transaction) -> None:
         self._store = store
@@ -45,127 +190,333 @@ class _LmdbBatch:
         return self._store._get_docs(self._txn, doc_ids)
 
     def put_index(self, cells: Iterable[IndexCell]) -> None:
-        self._txn.cursor(self._store._index).putmulti(self._store._index_items(cells))
+        keys, values = self._store._index_items(cells, ordered=True)
+        self._put_sorted(self._store._index, keys, values)
 
     def delete_index(self, cells: Iterable[IndexCell]) -> None:
-        for key, _ in self._store._index_items(cells):
+        for key in self._store._index_items(cells)[0]:
             self._txn.delete(key, db=self._store._index)
 
     def put_docs(self, docs: Iterable[Document]) -> None:
-        items = [self._store._doc_item(doc) for doc in docs]
-        self._txn.cursor(self._store._docs).putmulti(items)
+        items = self._store._doc_items(docs)
+        items.sort()  # ids are unique within a batch: the index keeps the last version
+        self._put_sorted(self._store._docs, [k for k, _ in items], [v for _, v in items])
 
     def delete_docs(self, doc_ids: Iterable[str]) -> None:
         for doc_id in doc_ids:
-            key, _ = codec.fold_key(codec.encode_doc_id(doc_id), self._store._max_key)
-            self._txn.delete(key, db=self._store._docs)
+            self._txn.delete(self._store._doc_key(doc_id), db=self._store._docs)
+
+    def _put_sorted(self, db: Any, keys: list[bytes], values: list[bytes] | None) -> None:
+        """Put unique, ascending ``keys`` with ``values`` (None: all empty)."""
+        if not keys:
+            return
+        cursor = self._txn.cursor(db)
+        append = not cursor.last() or bytes(cursor.key()) < keys[0]
+        cursor.putmulti(zip(keys, repeat(b"") if values is None else values), append=append)
 
 
 class EmbeddedStore:
-    """LMDB environment at ``path`` (a directory holding data.mdb and lock.mdb)."""
+    """LMDB environment at ``path`` (a directory holding data.mdb and lock.mdb).
+
+    ``readonly`` opens without taking write locks or creating anything, so an
+    index in a folder this user cannot write can still be read.
+    """
 
     atomic_batches = True
 
-    def __init__(self, path: str | os.PathLike[str], *, create: bool = True) -> None:
+    def __init__(
+        self, path: str | os.PathLike[str], *, create: bool = True, readonly: bool = False
+    ) -> None:
         self.path = Path(path)
         self.url = str(self.path)
-        self._check_path(create)
+        self._closed = False
+        created = self._prepare(create and not readonly)
         try:
-            self._env = lmdb.open(
+            self._env = self._open_env(readonly)
+            try:
+                self._open_tables(readonly)
+            except BaseException:
+                self._env.close()
+                raise
+        except lmdb.Error as exc:
+            self._remove(created)
+            raise self._error(exc, "open") from exc
+        except BaseException:
+            self._remove(created)
+            raise
+        self._max_key = self._env.max_key_size()
+
+    # -- opening --------------------------------------------------------------
+    def _prepare(self, create: bool) -> list[Path]:
+        """Check the folder before LMDB touches it; the paths a creation will make."""
+        data, lock = self.path / _DATA_FILE, self.path / _LOCK_FILE
+        try:
+            if self.path.exists() and not self.path.is_dir():
+                raise InvalidIndexUrl(f"{self.path} is a file, not an index directory")
+            if data.exists() and self._committed(data):
+                return []
+            if not create:
+                raise IndexNotFound(self.url)
+            # lock.mdb and an empty data.mdb are what a failed creation can leave.
+            if self.path.exists() and any(
+                p.name not in (_DATA_FILE, _LOCK_FILE) for p in self.path.iterdir()
+            ):
+                raise InvalidIndexUrl(
+                    f"{self.path} is a non-empty directory that is not an shdb index; "
+                    "give a new or empty directory"
+                )
+            created = [p for p in (data, lock) if not p.exists()]
+            if not self.path.exists():
+                self.path.mkdir(parents=True)
+                created.append(self.path)
+        except OSError as exc:
+            raise StoreError(f"cannot create the index folder {self.path}: {exc.strerror}") from exc
+        return created
+
+    def _committed(self, data: Path) -> bool:
+        """True if data.mdb holds committed data, after checking it against its header.
+
+        LMDB maps the file at the size its header claims; pages beyond a truncated
+        end raise SIGBUS when touched, so a short file must be refused here.
+        """
+        size = data.stat().st_size
+        if size == 0:
+            return False  # a creation that failed before LMDB wrote anything
+        with data.open("rb") as f:
+            first = self._read_meta(data, f.read(_META_END))
+            if first is None:
+                raise StoreCorrupt(f"{data} is truncated or not an LMDB file ({size} bytes)")
+            f.seek(first.page_size)
+            second = self._read_meta(data, f.read(_META_END))
+        current = max((first, second) if second else (first,), key=lambda m: m.txn_id)
+        needed = (current.last_page + 1) * current.page_size
+        if size < needed:
+            raise StoreCorrupt(
+                f"{data} is truncated: it has {size} bytes, its header says at least "
+                f"{needed}; {_REBUILD}"
+            )
+        return current.txn_id > 0
+
+    @staticmethod
+    def _read_meta(data: Path, raw: bytes) -> _Meta | None:
+        """One meta page of the header; None if the file ends before it."""
+        if len(raw) < _META_END:
+            return None
+        magic, version, _map_size, page_size = _META_HEAD.unpack_from(raw, 16)
+        if magic != _MAGIC:
+            raise StoreCorrupt(
+                f"{data} is not an LMDB data file (or was written on another kind of machine)"
+            )
+        if version != _DATA_VERSION or page_size & (page_size - 1) or not 512 <= page_size <= 65536:
+            raise StoreCorrupt(
+                f"{data} has an LMDB header this version cannot read "
+                f"(format {version}, page size {page_size}); {_REBUILD}"
+            )
+        last_page, txn_id = _META_TAIL.unpack_from(raw, 136)
+        return _Meta(page_size, last_page, txn_id)
+
+    def _open_env(self, readonly: bool) -> lmdb.Environment:
+        def open_(lock: bool) -> lmdb.Environment:
+            return lmdb.open(
                 str(self.path),
                 map_size=_MAP_SIZE,
-                max_dbs=3,
-                create=create,
+                max_dbs=len(_TABLES),
+                create=not readonly,
+                readonly=readonly,
+                lock=lock,
                 readahead=False,
                 # One fsync per commit instead of two: a system crash may undo
                 # the last commit, never corrupt the file (LMDB's MDB_NOMETASYNC).
                 metasync=False,
             )
-        except lmdb.Error as exc:
-            raise StoreError(f"cannot open the embedded index at {self.path}: {exc}") from exc
-        self._env.reader_check()  # frees reader slots of killed processes
-        self._max_key = self._env.max_key_size()
-        self._index = self._env.open_db(b"index")
-        self._docs = self._env.open_db(b"docs")
-        self._meta = self._env.open_db(b"meta")
 
-    def _check_path(self, create: bool) -> None:
-        if self.path.exists() and not self.path.is_dir():
-            raise InvalidIndexUrl(f"{self.path} is a file, not an index directory")
-        if (self.path / _DATA_FILE).exists():
-            return
-        if not create:
-            raise IndexNotFound(self.url)
-        if self.path.exists() and any(self.path.iterdir()):
-            raise InvalidIndexUrl(
-                f"{self.path} is a non-empty directory that is not an shdb index; "
-                "give a new or empty directory"
+        try:
+            env = open_(lock=True)
+        except lmdb.ReadonlyError:
+            if not readonly:
+                raise
+            # A folder we may not write (read-only media, another user's index):
+            # LMDB cannot open its lock file, so read without locking.
+            return open_(lock=False)
+        env.reader_check()  # frees reader slots of killed processes
+        return env
+
+    def _open_tables(self, readonly: bool) -> None:
+        """Open index/docs/meta; refuse, untouched, an LMDB file that is not ours."""
+        with self._env.begin() as txn:
+            names = {bytes(key) for key, _ in txn.cursor()}
+        if names - set(_TABLES):
+            shown = ", ".join(sorted(n.decode("utf-8", "replace") for n in names)[:8])
+            raise StoreCorrupt(
+                f"{self.path} holds an LMDB database that is not an shdb index "
+                f"(its tables: {shown}); it was left untouched: give a new or empty directory"
+            )
+        with self._env.begin() as txn:
+            entries = {
+                name: txn.stat(self._env.open_db(name, txn=txn, create=False))["entries"]
+                for name in names
+            }
+        if not entries.get(b"meta") and (entries.get(b"index") or entries.get(b"docs")):
+            raise StoreCorrupt(
+                f"{self.path} holds LMDB tables named like shdb's but no index manifest; "
+                "it was left untouched: give a new or empty directory"
+            )
+        if names != set(_TABLES):
+            if readonly:
+                raise IndexNotFound(self.url)  # its creation never completed
+            with self._env.begin(write=True) as txn:  # all tables in one commit
+                self._index, self._docs, self._meta = (
+                    self._env.open_db(name, txn=txn) for name in _TABLES
+                )
+        else:
+            self._index, self._docs, self._meta = (
+                self._env.open_db(name, create=False) for name in _TABLES
             )
 
+    @staticmethod
+    def _remove(created: list[Path]) -> None:
+        """Undo a failed creation, so that it cannot block the next try."""
+        for path in created:
+            with suppress(OSError):  # a courtesy: what stays is a valid leftover
+                path.rmdir() if path.is_dir() else path.unlink()
+
+    # -- errors ---------------------------------------------------------------
+    def _error(self, exc: lmdb.Error, action: str) -> StoreError:
+        """The one translation of LMDB errors: what failed, where, and what to do."""
+        where = f"the embedded index at {self.path}"
+        if self._closed:
+            return StoreClosed(f"{where} is closed; open it again to {action} it")
+        if isinstance(exc, _CORRUPT):
+            return StoreCorrupt(f"{where} is damaged ({exc}); {_REBUILD}")
+        if isinstance(exc, lmdb.MapFullError):
+            return StoreError(f"{where} reached LMDB's map size of {_MAP_SIZE} bytes: {exc}")
+        if isinstance(exc, lmdb.ReadersFullError):
+            return StoreError(f"too many processes have {where} open at once: {exc}")
+        code = _errno_of(exc)
+        if code in _FULL_DISK:
+            return StoreError(
+                f"cannot {action} {where}: the disk is full or failing ({os.strerror(code)}); "
+                "free space and write again: what was committed is kept"
+            )
+        if isinstance(exc, lmdb.ReadonlyError) or code in _NO_WRITE:
+            return StoreError(
+                f"cannot {action} {where}: the folder or its files are read-only for this "
+                f"user ({exc}); reading it still works"
+            )
+        return StoreError(f"LMDB failed to {action} {where}: {exc}")
+
+    def _corrupt_row(self, exc: StoreError) -> StoreCorrupt:
+        return StoreCorrupt(
+            f"{exc}, in the embedded index at {self.path}; verifying it with repair "
+            "removes the row and its cells"
+        )
+
     # -- encoding of the two logical tables into LMDB keys ----------------------
-    def _index_items(self, cells: Iterable[IndexCell]) -> list[tuple[bytes, bytes]]:
-        """(key, value) per cell; hot on ingest, so each id is encoded once."""
-        raw_ids: dict[str, bytes] = {}
-        items = []
+    def _index_items(
+        self, cells: Iterable[IndexCell], *, ordered: bool = False
+    ) -> tuple[list[bytes], list[bytes] | None]:
+        """Keys of ``cells`` (in key order if ``ordered``), and their values: None when
+        all are empty (no folded key). Each id is encoded once."""
+        cells = list(cells)
+        if not cells:
+            return [], None
+        rows = [row for row, _ in cells]
+        ids = [doc_id for _, doc_id in cells]
+        raw_ids = {doc_id: _encode_id(doc_id) for doc_id in set(ids)}
+        raws = list(map(raw_ids.__getitem__, ids))
+        limit = self._max_key - codec.ROWKEY_BYTES
+        if max(map(len, raw_ids.values())) <= limit:  # ids up to ~500 bytes
+            if ordered:
+                return sorted_keys(rows, raws), None
+            return list(map(bytes.__add__, rows, raws)), None
+        items = [
+            (row + raw, b"") if len(raw) <= limit else (fold_key(row + raw, self._max_key)[0], raw)
+            for row, raw in zip(rows, raws)
+        ]
+        if ordered:  # folding reorders keys: sort what is stored
+            items.sort()
+        return [k for k, _ in items], [v for _, v in items]
+
+    def _doc_key(self, doc_id: str) -> bytes:
+        return fold_key(_encode_id(doc_id), self._max_key)[0]
+
+    def _doc_items(self, docs: Iterable[Document]) -> list[tuple[bytes, bytes]]:
+        """(key, value) per docs row; rows of a fingerprint alone are packed in one go."""
+        items, bare = [], []
         limit = self._max_key
-        for row, doc_id in cells:
-            raw = raw_ids.get(doc_id)
-            if raw is None:
-                raw = raw_ids[doc_id] = codec.encode_doc_id(doc_id)
-            key = row + raw
-            if len(key) <= limit:
-                items.append((key, b""))
-            else:
-                items.append((codec.fold_key(key, limit)[0], raw))
+        for doc in docs:
+            raw_id = _encode_id(doc.doc_id)
+            if doc.text is None and doc.meta is None and len(raw_id) <= limit:
+                bare.append((raw_id, doc.fingerprint))
+                continue
+            key, folded = fold_key(raw_id, limit)
+            cols = codec.doc_to_columns(doc)
+            if folded:
+                cols[_ID_COLUMN] = raw_id
+            items.append((key, pack_columns(cols)))
+        if bare:
+            keys, fps = zip(*bare)
+            items += zip(keys, pack_fingerprint_columns(fps))
         return items
 
-    def _doc_item(self, doc: Document) -> tuple[bytes, bytes]:
-        raw_id = codec.encode_doc_id(doc.doc_id)
-        key, folded = codec.fold_key(raw_id, self._max_key)
-        cols = codec.doc_to_columns(doc)
-        if folded:
-            cols[_ID_COLUMN] = raw_id
-        return key, codec.pack_columns(cols)
+    def _doc_from_item(self, key: bytes, value: bytes | memoryview) -> Document:
+        try:
+            cols = unpack_columns(bytes(value))  # lmdb gives bytes: no copy
+        except StoreError as exc:
+            reason = f"the docs row {_decode_id(key)!r} is damaged (its columns are cut short)"
+            raise self._corrupt_row(StoreError(reason)) from exc
+        try:
+            return codec.doc_from_columns(_decode_id(cols.pop(_ID_COLUMN, key)), cols)
+        except StoreCorrupt as exc:
+            raise self._corrupt_row(exc) from exc
 
-    @staticmethod
-    def _doc_from_item(key: bytes, value: bytes | memoryview) -> Document:
-        cols = codec.unpack_columns(bytes(value))  # lmdb gives bytes: no copy
-        return codec.doc_from_columns(_decode_id(cols.pop(_ID_COLUMN, key)), cols)
-
-    @staticmethod
-    def _cell_from_item(key: bytes, value: bytes) -> IndexCell:
+    def _cell_from_item(self, key: bytes, value: bytes) -> IndexCell:
+        if len(key) <= codec.ROWKEY_BYTES:
+            raise StoreCorrupt(
+                f"the embedded index at {self.path} holds an index key of {len(key)} bytes "
+                f"({key.hex()}), too short for a cell; {_REBUILD}"
+            )
         return key[: codec.ROWKEY_BYTES], _decode_id(value or key[codec.ROWKEY_BYTES :])
 
     def _get_docs(self, txn: lmdb.Transaction, doc_ids: Sequence[str]) -> dict[str, Document]:
-        out: dict[str, Document] = {}
-        for doc_id in doc_ids:
-            key, _ = codec.fold_key(codec.encode_doc_id(doc_id), self._max_key)
-            value = txn.get(key, db=self._docs)
-            if value is not None:
-                out[doc_id] = self._doc_from_item(key, value)
-        return out
+        """One multi-get in key order (a batch's look-up of the versions it replaces)."""
+        limit = self._max_key
+        keys = {fold_key(codec.encode_doc_id(d), limit)[0]: d for d in doc_ids}
+        found = txn.cursor(self._docs).getmulti(sorted(keys))
+        return {keys[bytes(k)]: self._doc_from_item(bytes(k), v) for k, v in found}
 
     # -- protocol -------------------------------------------------------------
     def get_meta(self, name: str) -> dict[str, Any] | None:
-        with self._env.begin(db=self._meta) as txn:
-            raw = txn.get(name.encode())
+        try:
+            with self._env.begin(db=self._meta) as txn:
+                raw = txn.get(name.encode())
+        except lmdb.Error as exc:
+            raise self._error(exc, "read") from exc
         return None if raw is None else codec.decode_json(raw)
 
     def put_meta(self, name: str, value: dict[str, Any]) -> None:
-        with self._env.begin(write=True, db=self._meta) as txn:
-            txn.put(name.encode(), codec.encode_json(value))
-
-    def put_meta_if_absent(self, name: str, value: dict[str, Any]) -> dict[str, Any]:
-        with self._env.begin(write=True, db=self._meta) as txn:  # one writer at a time
-            raw = txn.get(name.encode())
-            if raw is not None:
-                return codec.decode_json(raw)
-            txn.put(name.encode(), codec.encode_json(value))
-        return value
+        try:
+            with self._env.begin(write=True, db=self._meta) as txn:
+                txn.put(name.encode(), codec.encode_json(value))
+        except lmdb.Error as exc:
+            raise self._error(exc, "write to") from exc
 
     def delete_meta(self, name: str) -> None:
-        with self._env.begin(write=True, db=self._meta) as txn:
-            txn.delete(name.encode())
+        try:
+            with self._env.begin(write=True, db=self._meta) as txn:
+                txn.delete(name.encode())
+        except lmdb.Error as exc:
+            raise self._error(exc, "write to") from exc
+
+    def put_meta_if_absent(self, name: str, value: dict[str, Any]) -> dict[str, Any]:
+        try:
+            with self._env.begin(write=True, db=self._meta) as txn:  # one writer at a time
+                raw = txn.get(name.encode())
+                if raw is None:
+                    txn.put(name.encode(), codec.encode_json(value))
+        except lmdb.Error as exc:
+            raise self._error(exc, "write to") from exc
+        return value if raw is None else codec.decode_json(raw)
 
     @contextmanager
     def batch(self) -> Iterator[_LmdbBatch]:
@@ -173,11 +524,14 @@ class EmbeddedStore:
             with self._env.begin(write=True) as txn:
                 yield _LmdbBatch(self, txn)
         except lmdb.Error as exc:
-            raise StoreError(f"write to the embedded index at {self.path} failed: {exc}") from exc
+            raise self._error(exc, "write to") from exc
 
     def get_docs(self, doc_ids: Sequence[str]) -> dict[str, Document]:
-        with self._env.begin() as txn:
-            return self._get_docs(txn, doc_ids)
+        try:
+            with self._env.begin() as txn:
+                return self._get_docs(txn, doc_ids)
+        except lmdb.Error as exc:
+            raise self._error(exc, "read") from exc
 
     def scan_prefixes(self, prefixes: Sequence[bytes]) -> list[IndexCell]:
         return self.scan_prefixes_many([prefixes])[0]
@@ -186,37 +540,59 @@ class EmbeddedStore:
         # Hot path: one read transaction and one cursor for all scans; most
         # prefixes match nothing, so the common case is one seek per prefix.
         results: list[list[IndexCell]] = []
-        with self._env.begin(db=self._index) as txn:
-            cursor = txn.cursor()
-            seek, key_of, next_ = cursor.set_range, cursor.key, cursor.next
-            for prefixes in prefix_lists:
-                cells: list[IndexCell] = []
-                for prefix in prefixes:
-                    n = len(prefix)
-                    found = seek(prefix)
-                    while found:
-                        key = key_of()
-                        if key[:n] != prefix:
-                            break
-                        cells.append(self._cell_from_item(key, cursor.value()))
-                        found = next_()
-                results.append(cells)
+        try:
+            with self._env.begin(db=self._index) as txn:
+                cursor = txn.cursor()
+                seek, key_of, next_ = cursor.set_range, cursor.key, cursor.next
+                for prefixes in prefix_lists:
+                    cells: list[IndexCell] = []
+                    for prefix in prefixes:
+                        n = len(prefix)
+                        found = seek(prefix)
+                        while found:
+                            key = key_of()
+                            if key[:n] != prefix:
+                                break
+                            cells.append(self._cell_from_item(key, cursor.value()))
+                            found = next_()
+                    results.append(cells)
+        except lmdb.Error as exc:
+            raise self._error(exc, "read") from exc
         return results
 
-    def iter_docs(self) -> Iterator[Document]:
-        with self._env.begin(db=self._docs) as txn:
-            for key, value in txn.cursor():
-                yield self._doc_from_item(key, value)
+    def iter_docs(
+        self, on_corrupt: Callable[[str, StoreCorrupt], None] | None = None
+    ) -> Iterator[Document]:
+        """Every document; a damaged row raises, or goes to ``on_corrupt(id, error)``."""
+        try:
+            with self._env.begin(db=self._docs) as txn:
+                for key, value in txn.cursor():
+                    try:
+                        doc = self._doc_from_item(key, value)
+                    except StoreCorrupt as exc:
+                        if on_corrupt is None:
+                            raise
+                        on_corrupt(_decode_id(key), exc)
+                        continue
+                    yield doc
+        except lmdb.Error as exc:
+            raise self._error(exc, "read") from exc
 
     def iter_index(self) -> Iterator[IndexCell]:
-        with self._env.begin(db=self._index) as txn:
-            for key, value in txn.cursor():
-                yield self._cell_from_item(key, value)
+        try:
+            with self._env.begin(db=self._index) as txn:
+                for key, value in txn.cursor():
+                    yield self._cell_from_item(key, value)
+        except lmdb.Error as exc:
+            raise self._error(exc, "read") from exc
 
     def stats(self) -> dict[str, Any]:
-        with self._env.begin() as txn:
-            docs = txn.stat(self._docs)["entries"]
-            cells = txn.stat(self._index)["entries"]
+        try:
+            with self._env.begin() as txn:
+                docs = txn.stat(self._docs)["entries"]
+                cells = txn.stat(self._index)["entries"]
+        except lmdb.Error as exc:
+            raise self._error(exc, "read") from exc
         return {
             "store": "embedded (LMDB)",
             "path": str(self.path),
@@ -226,6 +602,7 @@ class EmbeddedStore:
         }
 
     def close(self) -> None:
+        self._closed = True
         self._env.close()
 
     def __enter__(self) -> EmbeddedStore:

@@ -14,13 +14,13 @@ import re
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
 from .. import codec
-from ..errors import IndexNotFound, InvalidIndexUrl, StoreError
+from ..errors import IndexNotFound, InvalidIndexUrl, StoreCorrupt, StoreError
 from ..records import Document
 from . import hbase_tables
 from .base import IndexCell
@@ -292,9 +292,16 @@ class HBaseStore:
                 return
             start = rows[-1][0] + b"\x00"
 
-    def iter_docs(self) -> Iterator[Document]:
+    def iter_docs(
+        self, on_corrupt: Callable[[str, StoreCorrupt], None] | None = None
+    ) -> Iterator[Document]:
         for row in self._scan_all("docs", keys_only=False):
-            yield _doc_of(row)
+            try:
+                yield _doc_of(row)
+            except StoreCorrupt as exc:
+                if on_corrupt is None:
+                    raise
+                on_corrupt(row[0].decode("utf-8", "surrogateescape"), exc)
 
     def iter_index(self) -> Iterator[IndexCell]:
         for key, columns in self._scan_all("index", keys_only=True):

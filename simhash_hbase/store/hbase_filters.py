@@ -82,13 +82,11 @@ def multi_row_range(ranges: Sequence[RowRange]) -> bytes:
 
 
 def filter_list(filters: Sequence[bytes], operator: int = MUST_PASS_ALL) -> bytes:
-    """FilterList of already serialized ``Filter`` messages, applied in order."""
+    """FilterList of already serialized ``Filter`` messages, applied in order: the one
+    way to give a Thrift2 scan more than one filter. (Index scans need only the
+    MultiRowRangeFilter: index cells have empty values, so KeyOnlyFilter would add
+    per-cell work, about a tenth of a scan's time measured, for nothing.)"""
     if operator not in (MUST_PASS_ALL, MUST_PASS_ONE):
         raise ValueError(f"unknown FilterList operator {operator}")
     body = _int_field(1, operator) + b"".join(_bytes_field(2, f) for f in filters)
     return _filter("FilterList", body)
-
-
-def keys_in_ranges(ranges: Sequence[RowRange]) -> bytes:
-    """The index scan: only rows inside ``ranges``, keys only."""
-    return filter_list([multi_row_range(ranges), key_only()])

@@ -97,6 +97,7 @@ class Thrift1Transport:
         )
 
     def scan_prefixes(self, table: bytes, prefixes: Sequence[bytes]) -> list[Row]:
+        self._pool.check_open("scan the index")
         futures: list[Future[list[Row]]] = [Future() for _ in prefixes]
         for prefix, result in zip(prefixes, futures):
             self._executor.submit(self._probe, table, prefix, result)

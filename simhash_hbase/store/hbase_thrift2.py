@@ -163,6 +163,7 @@ class Thrift2Transport:
 
     # -- scans ----------------------------------------------------------------
     def scan_prefixes(self, table: bytes, prefixes: Sequence[bytes]) -> list[Row]:
+        self._pool.check_open("scan the index")
         ranges = _merged([(p, codec.prefix_stop(p)) for p in prefixes])
         if not ranges:
             return []
@@ -192,7 +193,7 @@ class Thrift2Transport:
 
     def _scan_ranges(self, table: bytes, ranges: list[RowRange]) -> list[Row]:
         """One MultiRowRangeFilter scan over ``ranges``, page by page (raw Thrift errors)."""
-        filter_bytes = hbase_filters.keys_in_ranges(ranges)
+        filter_bytes = hbase_filters.multi_row_range(ranges)  # index values are empty
 
         def run(client: Any) -> list[Row]:
             return _paged(client, table, ranges[0][0], ranges[-1][1], filter_bytes)

@@ -19,7 +19,7 @@ from typing import Generic, Protocol, TypeVar
 from thriftpy2.thrift import TApplicationException, TException
 from thriftpy2.transport import TTransportException
 
-from ..errors import StoreError, StoreUnavailable
+from ..errors import StoreClosed, StoreError, StoreUnavailable
 
 log = logging.getLogger(__name__)
 
@@ -138,8 +138,14 @@ class ClientPool(Generic[C]):
         self._lock = threading.Lock()
         self._closed = False
 
+    def check_open(self, action: str) -> None:
+        if self._closed:
+            raise StoreClosed(f"cannot {action}: the HBase store was closed")
+
     def _take(self) -> C:
         with self._lock:
+            if self._closed:
+                raise StoreClosed("the HBase store was closed")
             if self._idle:
                 return self._idle.pop()
         return self._open()

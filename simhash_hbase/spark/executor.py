@@ -1,0 +1,124 @@
+"""Code that runs inside Spark tasks: fingerprinting and writing a partition.
+
+A Python worker process runs many tasks one after another (Spark reuses it,
+``spark.python.worker.reuse``), so its :class:`Fingerprinter` (jieba's dictionary,
+~1 s to load) is built by its first task and kept for the others.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from itertools import islice
+
+from ..fingerprint import Fingerprinter, FingerprintParams, register_idf
+from ..index import SimhashIndex
+from ..ingest import to_document
+from ..records import BadRecord, Document, Duplicate, Record
+from ..store import open_store
+
+Item = tuple[int, Record | BadRecord]
+DocItem = tuple[int, Document | BadRecord]
+
+_fingerprinters: dict[FingerprintParams, Fingerprinter] = {}
+
+#: Test-only fault injection, read on the driver: "PARTITION:BATCHES" makes the
+#: first attempt of that partition's write task die after that many batches,
+#: with the next batch's index cells written and its docs rows not.
+FAULT_ENV = "SHDB_SPARK_FAULT"
+
+
+@dataclass(frozen=True)
+class Fingerprinting:
+    """What a task needs to fingerprint: picklable, shipped in the closure."""
+
+    params: FingerprintParams
+    idf_table: bytes | None  # a custom IDF table travels with the job
+    store_text: bool = False
+
+    def fingerprinter(self) -> Fingerprinter:
+        found = _fingerprinters.get(self.params)
+        if found is None:
+            if self.idf_table is not None:
+                register_idf(self.idf_table, "the job's IDF table")
+            found = _fingerprinters[self.params] = Fingerprinter(self.params)
+        return found
+
+    def documents(self, items: Iterable[Item]) -> Iterator[DocItem]:
+        """Each record as a Document, or the reason it cannot be one."""
+        fingerprinter = self.fingerprinter()
+        for pos, record in items:
+            if isinstance(record, BadRecord):
+                yield pos, record
+                continue
+            text = record.text if isinstance(record.text, str) else ""
+            fp = fingerprinter.fingerprint_or_error(text)
+            yield pos, to_document(record, fp, self.store_text)
+
+
+def _batches(items: Iterable[DocItem], size: int) -> Iterator[list[Document]]:
+    ordered = iter(sorted(items, key=lambda item: item[0]))  # same batches on a retry
+    while batch := [doc for _, doc in islice(ordered, size)]:
+        yield batch  # type: ignore[misc]
+
+
+def held_duplicates(
+    url: str, items: Iterable[DocItem], k: int, batch_size: int
+) -> Iterator[tuple[Duplicate, int]]:
+    """Near-copies of each new document among what the index holds, by batched
+    lookups: (duplicate, fingerprint of the held copy)."""
+    with SimhashIndex.open(url, create=False) as index:
+        for batch in _batches(items, batch_size):
+            found = index.query_fingerprints([d.fingerprint for d in batch], k)
+            for doc, matches in zip(batch, found):
+                for m in matches:
+                    if m.doc_id != doc.doc_id:
+                        yield Duplicate(doc.doc_id, m.doc_id, m.distance), m.fingerprint
+
+
+def write_partition(
+    url: str, items: Iterable[DocItem], batch_size: int, fault: tuple[int, int] | None
+) -> Iterator[int]:
+    """Write a partition's documents batch by batch (stale cells, new cells, docs
+    row: the index's crash-safe order); yields the number written.
+
+    A retried task writes the same batches again: every write is idempotent, and
+    a document whose cells went in before a crash gets its docs row this time.
+    """
+    from pyspark import TaskContext
+
+    ctx = TaskContext.get()
+    doomed = (
+        fault is not None
+        and ctx is not None
+        and ctx.partitionId() == fault[0]
+        and ctx.attemptNumber() == 0
+    )
+    written = 0
+    with SimhashIndex.open(url, create=False) as index:
+        for n, batch in enumerate(_batches(items, batch_size)):
+            if doomed and fault is not None and n == fault[1]:
+                _die_mid_batch(url, index, batch)
+            index.add_documents(batch)
+            written += len(batch)
+    yield written
+
+
+def _die_mid_batch(url: str, index: SimhashIndex, batch: list[Document]) -> None:
+    """The injected fault: the batch's cells land, its docs rows never do, and
+    the worker process dies as if killed."""
+    store = open_store(url, create=False)
+    try:
+        with store.batch() as writes:
+            writes.put_index(index.cells(batch))
+    finally:
+        store.close()
+    os._exit(17)
+
+
+def parse_fault(spec: str | None) -> tuple[int, int] | None:
+    if not spec:
+        return None
+    partition, _, batches = spec.partition(":")
+    return int(partition), int(batches or 0)

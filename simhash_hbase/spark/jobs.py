@@ -1,0 +1,242 @@
+"""The two Spark jobs, driver side: `shdb spark dedup` and `shdb spark ingest`.
+
+Outputs are folders of part files, written by the executors: ``NAME.parquet/``
+and ``NAME.jsonl/`` (one JSON object a line) side by side, rows in input order.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
+
+from ..errors import InvalidInput
+from ..fingerprint import FingerprintParams, idf_table
+from ..index import SimhashIndex
+from ..manifest import Wanted
+from ..records import BadRecord, Document
+from ..scheme import Scheme
+from ..sources import SourceOptions
+from . import DEFAULT_TILE, inputs
+from .dedup import DedupJob, run
+from .executor import (
+    FAULT_ENV,
+    DocItem,
+    Fingerprinting,
+    held_duplicates,
+    parse_fault,
+    write_partition,
+)
+
+if TYPE_CHECKING:
+    from pyspark import RDD
+    from pyspark.sql import DataFrame, SparkSession
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What to read and how to cut it into tasks."""
+
+    paths: Sequence[str]
+    fmt: str = "auto"
+    opts: SourceOptions = field(default_factory=SourceOptions)
+    split_bytes: int = inputs.DEFAULT_SPLIT_BYTES
+
+
+@dataclass
+class Summary:
+    records: int = 0  # read, good and bad
+    documents: int = 0  # fingerprinted (dedup) or written (ingest)
+    rejected: int = 0
+    pairs: int = 0  # dedup: near-duplicate pairs; ingest: near-duplicates reported
+    clusters: int | None = None
+    seconds: float = 0.0
+    rejects_path: str | None = None
+
+
+def write_both(df: DataFrame, folder: str, name: str) -> None:
+    """``folder/name.parquet`` and ``folder/name.jsonl`` (replaced if present)."""
+    df.write.mode("overwrite").parquet(f"{folder}/{name}.parquet")
+    df.write.mode("overwrite").json(f"{folder}/{name}.jsonl")
+
+
+def _idf_bytes(params: FingerprintParams) -> bytes | None:
+    return None if params.idf is None else idf_table(params.idf).raw
+
+
+def _documents(
+    spark: SparkSession, reading: Reading, fingerprinting: Fingerprinting
+) -> RDD[DocItem]:
+    from pyspark import StorageLevel
+
+    items = inputs.records(
+        spark, reading.paths, reading.fmt, reading.opts, reading.split_bytes
+    ).mapPartitions(fingerprinting.documents)
+    items.persist(StorageLevel.MEMORY_AND_DISK)
+    return items
+
+
+def _rejected(item: DocItem) -> list[tuple[int, str, str, str]]:
+    pos, record = item
+    if isinstance(record, BadRecord):
+        return [(pos, record.where, record.reason, record.problem.value)]
+    return []
+
+
+def _accepted(item: DocItem) -> list[tuple[int, Document]]:
+    pos, record = item
+    return [(pos, record)] if isinstance(record, Document) else []
+
+
+def _write_rejects(
+    spark: SparkSession, items: RDD[tuple[int, Document | BadRecord]], path: str
+) -> int:
+    """Bad records with their source (file:line) and reason, in input order."""
+    rows = spark.createDataFrame(
+        items.flatMap(_rejected), "pos long, source string, reason string, problem string"
+    )
+    rows.persist()
+    count = rows.count()
+    if count:
+        rows.orderBy("pos").drop("pos").write.mode("overwrite").json(path)
+    rows.unpersist()
+    return count
+
+
+def dedup(
+    spark: SparkSession,
+    reading: Reading,
+    output: str,
+    *,
+    scheme: Scheme,
+    k: int,
+    params: FingerprintParams,
+    with_clusters: bool = False,
+    tile: int = DEFAULT_TILE,
+    partitions: int | None = None,
+) -> Summary:
+    """All near-duplicate pairs of the input (and clusters), written under ``output``."""
+    scheme.check_k(k)
+    started = time.perf_counter()
+    items = _documents(spark, reading, Fingerprinting(params, _idf_bytes(params)))
+    rejects = f"{output}/rejects.jsonl"
+    summary = Summary(rejects_path=rejects, rejected=_write_rejects(spark, items, rejects))
+    good = items.flatMap(_accepted).map(lambda item: (item[0], item[1].doc_id, item[1].fingerprint))
+    result = run(spark, good, DedupJob(scheme, k, tile, partitions), with_clusters=with_clusters)
+    result.pairs.persist()
+    write_both(result.pairs, output, "pairs")
+    summary.pairs = result.pairs.count()
+    if result.clusters is not None:
+        result.clusters.persist()
+        write_both(result.clusters, output, "clusters")
+        summary.clusters = result.clusters.count()
+    summary.documents = good.count()
+    summary.records = summary.documents + summary.rejected
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def check_hbase_url(url: str) -> None:
+    if urlsplit(url).scheme.lower() != "hbase":
+        raise InvalidInput(
+            f"{url!r} is not an HBase index URL: Spark executors write to HBase "
+            "(hbase://HOST:PORT?prefix=NAME); for a local index use `shdb ingest --workers N`"
+        )
+
+
+def ingest(
+    spark: SparkSession,
+    reading: Reading,
+    url: str,
+    *,
+    scheme: str | None = None,
+    params: Wanted = None,
+    store_text: bool = False,
+    report: str | None = None,
+    k: int = 3,
+    rejects: str = "shdb-spark-rejects",
+    batch_size: int = 1000,
+    partitions: int | None = None,
+) -> Summary:
+    """Backfill: fingerprint and write the input into the HBase index at ``url``.
+
+    The manifest is created (or checked against ``scheme``/``params``) here, on
+    the driver, before any executor writes. The same id twice: the last one in
+    input order wins, as with `shdb ingest`. With ``report``, near-duplicates of
+    the new documents among those the index held when the job started (batched
+    lookups, done before anything is written) and among the new documents
+    themselves are written there.
+    """
+    check_hbase_url(url)
+    started = time.perf_counter()
+    with SimhashIndex.open(url, scheme=scheme, params=params) as index:
+        index.scheme.check_k(k)
+        held_params, held_scheme = index.params, index.scheme
+        index.fingerprinter  # noqa: B018  (loads the index's own IDF table, if any)
+    fingerprinting = Fingerprinting(held_params, _idf_bytes(held_params), store_text)
+    items = _documents(spark, reading, fingerprinting)
+    summary = Summary(rejects_path=rejects, rejected=_write_rejects(spark, items, rejects))
+    parts = partitions or spark.sparkContext.defaultParallelism
+    # One version per id (the last in input order), spread evenly over the tasks.
+    docs = (
+        items.flatMap(_accepted)
+        .map(lambda item: (item[1].doc_id, item))
+        .reduceByKey(lambda a, b: a if a[0] > b[0] else b, parts)
+        .values()
+    )
+    docs.persist()
+    summary.records = items.count()
+    if report is not None:
+        summary.pairs = _report(spark, docs, url, held_scheme, k, batch_size, report)
+    fault = parse_fault(os.environ.get(FAULT_ENV))
+    summary.documents = docs.mapPartitions(
+        lambda part: write_partition(url, part, batch_size, fault)
+    ).sum()
+    summary.seconds = time.perf_counter() - started
+    return summary
+
+
+def _report(
+    spark: SparkSession,
+    docs: RDD[tuple[int, Document]],
+    url: str,
+    scheme: Scheme,
+    k: int,
+    batch_size: int,
+    folder: str,
+) -> int:
+    """Write ``duplicates.{parquet,jsonl}``: (id, near_id, distance) rows, ``id``
+    the new document, as `shdb ingest --report` writes them."""
+
+    held = spark.createDataFrame(
+        docs.mapPartitions(lambda part: held_duplicates(url, part, k, batch_size)).map(
+            lambda hit: (hit[0].doc_id, hit[0].existing_id, hit[0].distance, _signed(hit[1]))
+        ),
+        "id string, near_id string, distance int, near_fp long",
+    )
+    # A hit on a document of this very input is not "held": a re-run after a
+    # crash finds the first run's writes, and they must not count.
+    new = spark.createDataFrame(
+        docs.map(lambda item: (item[1].doc_id, _signed(item[1].fingerprint))),
+        "near_id string, near_fp long",
+    )
+    held = held.join(new, ["near_id", "near_fp"], "left_anti")
+    within = run(
+        spark,
+        docs.map(lambda item: (item[0], item[1].doc_id, item[1].fingerprint)),
+        DedupJob(scheme, k),
+    ).pairs
+    rows = held.select("id", "near_id", "distance").unionByName(within)
+    rows.persist()
+    write_both(rows, folder, "duplicates")
+    count = rows.count()
+    rows.unpersist()
+    return count
+
+
+def _signed(fp: int) -> int:
+    """A fingerprint as Spark's signed 64-bit long (same bits)."""
+    return fp - (1 << 64) if fp >= 1 << 63 else fp

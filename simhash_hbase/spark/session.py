@@ -1,0 +1,78 @@
+"""Building the SparkSession: local mode from the CLI, the cluster's under spark-submit.
+
+``shdb spark … --master local[*]`` (the default) starts an in-process local
+cluster. Under ``spark-submit`` the master comes from spark-submit and is never
+overridden here, so the same job code runs both ways.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING
+
+from ..errors import InvalidInput
+
+if TYPE_CHECKING:
+    from pyspark.sql import SparkSession
+
+DEFAULT_MASTER = "local[*]"
+APP_NAME = "shdb"
+
+# Local mode serves one machine: no web UI, nothing listening beyond loopback.
+_LOCAL_CONF = {
+    "spark.ui.enabled": "false",
+    "spark.driver.host": "127.0.0.1",
+    "spark.driver.bindAddress": "127.0.0.1",
+    "spark.ui.showConsoleProgress": "false",
+}
+
+
+def require_pyspark() -> None:
+    """A clear error (not an ImportError trace) when the `spark` extra is missing."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise InvalidInput(
+            "Spark jobs need PySpark 4 and Java 17+: pip install 'simhash-hbase[spark]'"
+        ) from None
+
+
+def parse_conf(items: list[str]) -> dict[str, str]:
+    """``KEY=VALUE`` strings (``--conf``) as a dict; anything else is a clear error."""
+    conf: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise InvalidInput(f"--conf takes KEY=VALUE, got {item!r}")
+        conf[key.strip()] = value
+    return conf
+
+
+def get_session(master: str | None = None, conf: Mapping[str, str] | None = None) -> SparkSession:
+    """The active session, or a new one.
+
+    ``master`` None: spark-submit's master when launched by it, else ``local[*]``.
+    An explicit ``master`` always wins.
+    """
+    require_pyspark()
+    from pyspark import SparkConf, SparkContext
+    from pyspark.sql import SparkSession
+
+    active = SparkSession.getActiveSession()
+    if active is not None:
+        return active
+    SparkContext._ensure_initialized()  # the JVM; under spark-submit it holds its settings
+    base = SparkConf()
+    if master is None:
+        master = base.get("spark.master", DEFAULT_MASTER)
+    name = base.get("spark.app.name", APP_NAME)
+    if name == "pyspark-shell":  # the name PySpark gives a JVM it launched itself
+        name = APP_NAME
+    builder = SparkSession.builder.appName(name).master(master)
+    settings = dict(_LOCAL_CONF) if master.startswith("local") else {}
+    settings.update(conf or {})
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("WARN")
+    return session
