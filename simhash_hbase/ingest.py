@@ -38,7 +38,14 @@ from .records import (
     Record,
 )
 from .scheme import Scheme
-from .sources import STDIN, SourceOptions, input_files, read_fingerprint_lines, read_sources
+from .sources import (
+    STDIN,
+    SourceOptions,
+    input_files,
+    read_fingerprint_arrays,
+    read_fingerprint_lines,
+    read_sources,
+)
 from .store import local_path
 
 DEFAULT_BATCH_SIZE = 1000
@@ -522,22 +529,32 @@ def find_duplicates(
     """All near-duplicate pairs within the input (no index): documents, or
     precomputed fingerprints with ``fingerprints=True``."""
     scheme.check_k(k)
+    if fingerprints:
+        ids, fps, skipped = read_fingerprint_arrays(paths)
+    else:
+        ids, fps, skipped = _fingerprinted_arrays(paths, opts, params, workers, exclude)
+    pairs = near_duplicate_pairs(fps, k, scheme)
+    return DedupResult(ids, pairs, skipped)
+
+
+def _fingerprinted_arrays(
+    paths: Sequence[str],
+    opts: SourceOptions,
+    params: FingerprintParams,
+    workers: int,
+    exclude: Sequence[Path],
+) -> tuple[list[str], np.ndarray, list[BadRecord]]:
     ids: list[str] = []
     fps: list[int] = []
     skipped: list[BadRecord] = []
-    if fingerprints:
-        items: Iterator[tuple[str, int] | BadRecord] = read_fingerprint_lines(paths)
-    else:
-        records = (screen(r) for r in read_sources(paths, opts, exclude=exclude))
-        items = _fingerprinted(records, Fingerprinter(params), workers)
-    for item in items:
+    records = (screen(r) for r in read_sources(paths, opts, exclude=exclude))
+    for item in _fingerprinted(records, Fingerprinter(params), workers):
         if isinstance(item, BadRecord):
             skipped.append(item)
         else:
             ids.append(item[0])
             fps.append(item[1])
-    pairs = near_duplicate_pairs(np.array(fps, dtype=np.uint64), k, scheme)
-    return DedupResult(ids, pairs, skipped)
+    return ids, np.array(fps, dtype=np.uint64), skipped
 
 
 def _fingerprinted(

@@ -20,6 +20,7 @@ from typer.testing import CliRunner
 from simhash_hbase import codec
 from simhash_hbase.cli import app
 from simhash_hbase.dedup import clusters, near_duplicate_pairs
+from simhash_hbase.errors import StoreUnavailable
 from simhash_hbase.scheme import SCHEMES, get_scheme
 from simhash_hbase.sources import SourceOptions, read_sources
 
@@ -293,9 +294,7 @@ def test_killed_write_task_is_retried_and_verify_is_clean(
     assert result.exit_code == 3, result.output
     assert f"added {len(texts)} documents" in result.output
     tracker = sc.statusTracker()
-    stages = [
-        s for j in tracker.getJobIdsForGroup(group) for s in tracker.getJobInfo(j).stageIds
-    ]
+    stages = [s for j in tracker.getJobIdsForGroup(group) for s in tracker.getJobInfo(j).stageIds]
     assert sum(tracker.getStageInfo(s).numFailedTasks for s in stages) == 1
     verify = runner.invoke(app, ["verify", "--index", hbase_url, "--json"])
     assert verify.exit_code == 0, verify.output
@@ -310,3 +309,42 @@ def test_spark_ingest_refuses_a_local_index(spark, tmp_path: Path) -> None:
     result = runner.invoke(app, ["spark", "ingest", str(path), "--index", str(tmp_path / "ix")])
     assert result.exit_code == 2
     assert "not an HBase index URL" in result.output
+
+
+def _unreachable(_: int) -> int:
+    raise StoreUnavailable("HBase at 127.0.0.1:1 is not reachable")
+
+
+def test_a_failed_job_names_the_executors_error(spark) -> None:
+    from simhash_hbase.spark.session import SparkJobFailed, job_errors
+
+    expected = r"StoreUnavailable: HBase at 127\.0\.0\.1:1 is not"
+    with pytest.raises(SparkJobFailed, match=expected), job_errors():
+        spark.sparkContext.parallelize([1], 1).map(_unreachable).collect()
+
+
+def test_parquet_input_gives_the_pairs_of_the_same_rows_as_jsonl(spark, tmp_path: Path) -> None:
+    words = ["网页", "索引", "指纹", "集群", "存储", "查询", "分片", "近似"]
+    rng = random.Random(2)
+    texts = [" ".join(rng.choice(words) for _ in range(50)) for _ in range(6)]
+    rows = [(f"p{i}", t, i) for i, t in enumerate(texts + texts[:3])] + [("gap", None, 99)]
+    df = spark.createDataFrame(rows, "id string, body string, n long").coalesce(1)
+    df.write.parquet(str(tmp_path / "in.parquet"))
+    jsonl = tmp_path / "same.jsonl"
+    jsonl.write_text(
+        "".join(
+            json.dumps({"id": i, "body": t, "n": n}, ensure_ascii=False) + "\n"
+            for i, t, n in rows[:-1]
+        ),
+        encoding="utf-8",
+    )
+    local = runner.invoke(app, ["dedup", str(jsonl), "--text-field", "body", "-o", "-"])
+    assert local.exit_code == 0, local.output
+    want = [json.loads(line) for line in local.stdout.splitlines() if line.startswith("{")]
+    out = tmp_path / "out"
+    args = ["spark", "dedup", str(tmp_path / "in.parquet"), "--text-field", "body"]
+    got = runner.invoke(app, [*args, "-o", str(out)])
+    assert got.exit_code == 3, got.output
+    assert _read_parts(out / "pairs.jsonl") == want and len(want) >= 3
+    (reject,) = _read_parts(out / "rejects.jsonl")
+    assert reject["source"].endswith(":10") and "'body' is null" in reject["reason"]

@@ -7,6 +7,7 @@ imported from there, last). ``--master local[*]`` is the default; under
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Annotated
 
 import typer
@@ -81,6 +82,12 @@ def _session(master: str | None, conf: list[str] | None) -> SparkSession:
     return get_session(master, parse_conf(conf or []))
 
 
+def _job_errors() -> AbstractContextManager[None]:
+    from .session import job_errors
+
+    return job_errors()
+
+
 def _reading(
     paths: list[str], fmt: str, id_field: str, text_field: str, max_bytes: int, split_mb: int
 ) -> Reading:
@@ -135,17 +142,18 @@ def dedup_cmd(
 
     reading = _reading(paths, fmt, id_field, text_field, max_bytes, split_mb)
     params = FingerprintParams(**_wanted(top_n, idf, features, ngram))
-    summary = dedup(
-        _session(master, conf),
-        reading,
-        output,
-        scheme=get_scheme(scheme),
-        k=k,
-        params=params,
-        with_clusters=as_clusters,
-        tile=tile,
-        partitions=partitions,
-    )
+    with _job_errors():
+        summary = dedup(
+            _session(master, conf),
+            reading,
+            output,
+            scheme=get_scheme(scheme),
+            k=k,
+            params=params,
+            with_clusters=as_clusters,
+            tile=tile,
+            partitions=partitions,
+        )
     clusters = "" if summary.clusters is None else f", {summary.clusters} clusters"
     _finish(
         summary,
@@ -186,19 +194,20 @@ def ingest_cmd(
     from .jobs import ingest
 
     reading = _reading(paths, fmt, id_field, text_field, max_bytes, split_mb)
-    summary = ingest(
-        _session(master, conf),
-        reading,
-        resolve_url(index),
-        scheme=scheme,
-        params=_wanted(top_n, idf, features, ngram),
-        store_text=store_text,
-        report=report,
-        k=k,
-        rejects=rejects,
-        batch_size=batch_size,
-        partitions=partitions,
-    )
+    with _job_errors():
+        summary = ingest(
+            _session(master, conf),
+            reading,
+            resolve_url(index),
+            scheme=scheme,
+            params=_wanted(top_n, idf, features, ngram),
+            store_text=store_text,
+            report=report,
+            k=k,
+            rejects=rejects,
+            batch_size=batch_size,
+            partitions=partitions,
+        )
     found = "" if report is None else f", {summary.pairs} near-duplicates (k<={k}) in {report}"
     rate = summary.documents / summary.seconds if summary.seconds else 0.0
     _finish(

@@ -7,10 +7,12 @@ overridden here, so the same job code runs both ways.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from ..errors import InvalidInput
+from ..errors import InvalidInput, ShdbError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
@@ -25,6 +27,30 @@ _LOCAL_CONF = {
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.ui.showConsoleProgress": "false",
 }
+
+
+# The last Python exception in an executor's traceback, as Spark relays it.
+_PYTHON_ERROR = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Unavailable)): (.+)$", re.M)
+
+
+class SparkJobFailed(ShdbError):
+    """A Spark job failed (a task failed more often than it may be retried)."""
+
+
+@contextmanager
+def job_errors() -> Iterator[None]:
+    """A failed job as one :class:`SparkJobFailed` naming the executor's error,
+    instead of a JVM stack trace."""
+    from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
+    from pyspark.errors import PySparkException
+
+    try:
+        yield
+    except (Py4JJavaError, PySparkException) as exc:
+        text = str(exc)
+        found = _PYTHON_ERROR.findall(text)
+        what = f"{found[-1][0].rsplit('.', 1)[-1]}: {found[-1][1]}" if found else text[:500]
+        raise SparkJobFailed(f"the Spark job failed: {what}") from None
 
 
 def require_pyspark() -> None:
