@@ -454,6 +454,18 @@ register(
 )
 
 
+def _slim(res: dict[str, Any]) -> dict[str, Any]:
+    """The results without the per-pair lists (only the report's paired test uses them)."""
+    configs = {
+        name: {
+            s: ({k: v for k, v in r.items() if k != "pairs"} if isinstance(r, dict) else r)
+            for s, r in c.items()
+        }
+        for name, c in res["configs"].items()
+    }
+    return {**res, "configs": configs}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.recall", description=__doc__)
     parser.add_argument("--quick", action="store_true")
@@ -473,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
     from .recall_report import splice
 
     out = ROOT / "bench-results" / ("recall.json" if mode == "full" else f"recall-{mode}.json")
-    out.write_text(dump_json(res), encoding="utf-8")
+    out.write_text(dump_json(_slim(res)), encoding="utf-8")
     log(f"wrote {out}")
     if mode == "full":
         splice(
