@@ -203,7 +203,7 @@ def render(results: dict[str, Any], docs_dir: Path = DOCS_DIR) -> list[Figure]:
         targets=report.figures_table(figures),
         machine=report.machine_table(results["machine"]),
         sections="\n".join(bodies),
-        notes=report.bullets([*results.get("notes", []), *errors]),
+        notes=report.bullets([*results.get("notes", []), *origin_notes(results), *errors]),
     )
     (docs_dir / "benchmarks.md").write_text(page.rstrip() + "\n")
     log(f"wrote {shown(docs_dir / 'benchmarks.md')} and {len(made)} plots")
@@ -214,20 +214,32 @@ def carry_over(results: dict[str, Any], earlier: dict[str, Any], sections: list[
     """Copy into ``results`` the sections of an earlier run that this run did not run.
 
     Each figure stays a same-run ratio (a section's baseline ran with it); only the
-    page gathers sections from two runs, and its notes say which.
+    page gathers sections from several runs: ``meta["origin"]`` keeps, per carried
+    section, the run it was measured in (through any number of carries), and the
+    report's notes say so.
     """
     ran = {*results["meta"]["sections"]}
-    carried = [s.name for s in sections if s.name not in ran and earlier.get(s.name) is not None]
-    for name in carried:
-        results[name] = earlier[name]
-    if carried:
-        when = earlier["meta"]["date"]
-        results["meta"]["carried"] = {"date": when, "sections": carried}
-        results["notes"].append(
-            f"Sections {', '.join(f'`{n}`' for n in carried)} come from the "
-            f"{earlier['meta']['mode']} run of {when} (load {earlier['meta']['load_start']} / "
-            f"{earlier['meta']['load_end']}); the others from this run."
-        )
+    meta, old = results["meta"], earlier["meta"]
+    run_of_earlier = (
+        f"{old['mode']} run of {old['date']} (load {old['load_start']} / {old['load_end']})"
+    )
+    origin = meta.setdefault("origin", {})
+    for s in sections:
+        if s.name not in ran and earlier.get(s.name) is not None:
+            results[s.name] = earlier[s.name]
+            origin[s.name] = old.get("origin", {}).get(s.name, run_of_earlier)
+
+
+def origin_notes(results: dict[str, Any]) -> list[str]:
+    """One note per earlier run that sections of this page come from."""
+    runs: dict[str, list[str]] = {}
+    for name, run in results["meta"].get("origin", {}).items():
+        runs.setdefault(run, []).append(name)
+    return [
+        f"Sections {', '.join(f'`{n}`' for n in names)} come from the {run}; the others "
+        f"from the run of {results['meta']['date']}."
+        for run, names in runs.items()
+    ]
 
 
 def print_figures(figures: list[Figure]) -> None:

@@ -646,36 +646,46 @@ def _parse_lines(buf: bytes, name: str, first: int) -> FingerprintBlock:
     """Lines ending in a tab and 16 hex digits are parsed with NumPy; any other
     line (blank, short, 0x, BOM, NUL, not UTF-8, too long) goes through
     :func:`fingerprint_record`, so its result and report are the per-line ones."""
-    arr = np.frombuffer(buf, dtype=np.uint8)
+    padded = np.frombuffer(buf + bytes(_REGULAR_TAIL), dtype=np.uint8)
+    arr = padded[: len(buf)]
     ends = np.flatnonzero(arr == 10)
     if not buf.endswith(b"\n"):
         ends = np.append(ends, len(arr))
     starts = np.concatenate(([0], ends[:-1] + 1))
-    last = len(arr) - 1
-    cr = (ends > starts) & (arr[np.clip(ends - 1, 0, last)] == 13)
+    cr = (ends > starts) & (padded[ends - 1] == 13)  # an empty line has no \r to strip
     stop = ends - cr
-    nibbles = _HEX_VALUE[arr[np.clip(stop[:, None] - 16 + np.arange(16), 0, last)]]
+    windows = np.lib.stride_tricks.sliding_window_view(padded, 16)
+    nibbles = _HEX_VALUE[windows[np.maximum(stop - 16, 0)]]
     regular = (
         (stop - starts > _REGULAR_TAIL)
         & (ends - starts <= _FINGERPRINT_LINE_BYTES)
-        & (arr[np.clip(stop - _REGULAR_TAIL, 0, last)] == 9)
+        & (padded[np.maximum(stop - _REGULAR_TAIL, 0)] == 9)
         & (nibbles < 16).all(axis=1)
-        & (arr[np.clip(starts[:, None] + np.arange(3), 0, last)] != _BOM).any(axis=1)
+        & (windows[starts, :3] != _BOM).any(axis=1)
     )
     regular[np.searchsorted(ends, np.flatnonzero(arr == 0))] = False
     try:
-        lines = buf.decode("utf-8").split("\n")
+        text = buf.decode("utf-8")
     except UnicodeDecodeError:
-        lines = []
+        text = ""
         regular[:] = False
     good = np.flatnonzero(regular)
-    cuts = (_REGULAR_TAIL + cr[good]).tolist()
-    ids = [lines[i][:-c] for i, c in zip(good.tolist(), cuts)]
-    fps = np.bitwise_or.reduce(nibbles[good].astype(np.uint64) << _NIBBLE_SHIFTS, axis=1)
+    ids = _regular_ids(text, good, cr, buf.count(b"\t") == len(good) == len(ends))
+    nibbles = nibbles[good]
+    fps = ((nibbles[:, 0::2] << 4) | nibbles[:, 1::2]).view(">u8").ravel().astype(np.uint64)
     odd = np.flatnonzero(~regular)
     if not len(odd):
         return FingerprintBlock(ids, fps, [])
     return _merge_odd(buf, name, first, (starts, ends), odd, FingerprintBlock(ids, fps, []), good)
+
+
+def _regular_ids(text: str, good: np.ndarray, cr: np.ndarray, only_separators: bool) -> list[str]:
+    """The ids of the regular lines. When every line is regular and its tab the
+    only one, splitting on tabs and newlines gives ids and hex alternately."""
+    if only_separators and not cr.any():
+        return text.replace("\n", "\t").split("\t")[0 : 2 * len(good) : 2]
+    lines = text.split("\n")
+    return [lines[i][:-c] for i, c in zip(good.tolist(), (_REGULAR_TAIL + cr[good]).tolist())]
 
 
 def _merge_odd(

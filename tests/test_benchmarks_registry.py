@@ -104,14 +104,23 @@ def test_snippets_are_chosen_by_key_and_joined_on_one_line(
 def test_add_to_keeps_only_the_sections_this_run_did_not_run() -> None:
     from benchmarks import bench
 
-    sections = [Section(n, n, lambda _ctx: {}) for n in ("a", "b", "c")]
+    sections = [Section(n, n, lambda _ctx: {}) for n in ("a", "b", "c", "d")]
+    first = {
+        "meta": {"date": "D1", "mode": "quick", "load_start": [1], "load_end": [2]},
+        "d": {"first": 4},
+    }
     earlier = {
-        "meta": {"date": "D", "mode": "quick", "load_start": [1], "load_end": [2]},
+        "meta": {"date": "D2", "mode": "quick", "load_start": [1], "load_end": [2],
+                 "sections": ["a", "b"]},
         "a": {"old": 1},
         "b": {"old": 2},
     }
-    now = {"meta": {"sections": ["a", "c"]}, "notes": [], "a": {"new": 1}, "c": {"new": 3}}
+    bench.carry_over(earlier, first, sections)  # earlier itself carried d from D1
+    now = {"meta": {"date": "D3", "sections": ["a", "c"]}, "a": {"new": 1}, "c": {"new": 3}}
     bench.carry_over(now, earlier, sections)
     assert now["a"] == {"new": 1} and now["b"] == {"old": 2} and now["c"] == {"new": 3}
-    assert now["meta"]["carried"] == {"date": "D", "sections": ["b"]}
-    assert "`b`" in now["notes"][0] and "quick run of D" in now["notes"][0]
+    assert now["d"] == {"first": 4}
+    assert set(now["meta"]["origin"]) == {"b", "d"}
+    notes = bench.origin_notes(now)
+    assert any("`b`" in n and "run of D2" in n for n in notes)
+    assert any("`d`" in n and "run of D1" in n for n in notes)
