@@ -246,8 +246,9 @@ FeaturesOpt = Annotated[
     str | None,
     typer.Option(
         metavar="words|chars",
-        help="words: jieba TF-IDF terms (long texts); chars: character n-grams "
-        "(short texts). " + AS_BUILT.format("words"),
+        help="words: jieba TF-IDF terms; chars: character n-grams by count, which "
+        "recalled less than words on short texts too (docs/quality.md). "
+        + AS_BUILT.format("words"),
         show_default=False,
     ),
 ]

@@ -190,8 +190,8 @@ class FingerprintParams:
     seed: int = DEFAULT_SEED
     #: SHA-256 of a custom IDF table (see :func:`register_idf`); None: jieba's own.
     idf: str | None = None
-    #: "words": jieba terms weighted by TF-IDF (long texts); "chars": character
-    #: n-grams weighted by count (short texts, where a few words carry too little).
+    #: "words": jieba terms weighted by TF-IDF; "chars": character n-grams weighted
+    #: by count (measured worse than words on short texts too: docs/quality.md).
     features: str = "words"
     ngram: int = DEFAULT_NGRAM
     tokenizer: str = "jieba"

@@ -171,7 +171,7 @@ def _whole_stream(f: BinaryIO, name: str, doc_id: str, max_bytes: int) -> Record
 
 
 # -- line-oriented formats ----------------------------------------------------
-def _bounded_lines(f: BinaryIO, max_bytes: int) -> Iterator[tuple[int, bytes | None, int]]:
+def bounded_lines(f: BinaryIO, max_bytes: int) -> Iterator[tuple[int, bytes | None, int]]:
     """(line number, line, quote count) triples; the line is None when it is over
     ``max_bytes``: it is then read in chunks and dropped, so memory stays bounded,
     and only its count of ``"`` is kept (a CSV reader needs it to stay in step)."""
@@ -221,7 +221,7 @@ def _record_from_fields(
     return Record(doc_id, text, meta or None, where, size)
 
 
-def _parse_json_line(line: bytes, where: str, opts: SourceOptions) -> Record | BadRecord | None:
+def parse_json_line(line: bytes, where: str, opts: SourceOptions) -> Record | BadRecord | None:
     text = decode_text(line, where)
     if isinstance(text, BadRecord):
         return text._replace(where=where)
@@ -247,12 +247,12 @@ def _parse_json_line(line: bytes, where: str, opts: SourceOptions) -> Record | B
 
 
 def _read_jsonl(f: BinaryIO, name: str, opts: SourceOptions) -> Iterator[Record | BadRecord]:
-    for lineno, line, _ in _bounded_lines(f, opts.max_bytes):
+    for lineno, line, _ in bounded_lines(f, opts.max_bytes):
         where = f"{name}:{lineno}"
         if line is None:
             yield too_large(where, None, opts.max_bytes)
             continue
-        record = _parse_json_line(line, where, opts)
+        record = parse_json_line(line, where, opts)
         if record is not None:
             yield record
 
@@ -266,7 +266,7 @@ class _CsvFeed:
     """
 
     def __init__(self, f: BinaryIO, max_bytes: int) -> None:
-        self._lines = _bounded_lines(f, max_bytes)
+        self._lines = bounded_lines(f, max_bytes)
         self._max = max_bytes
         self.record_bytes = 0
         self.over = False
@@ -363,7 +363,7 @@ def _csv_record(
 
 
 # -- paths --------------------------------------------------------------------
-def _format_of(path: Path, opts: SourceOptions) -> str:
+def format_of(path: Path, opts: SourceOptions) -> str:
     if opts.format != "auto":
         return opts.format
     suffix = path.suffix.lower()
@@ -374,8 +374,8 @@ def _format_of(path: Path, opts: SourceOptions) -> str:
     return "csv" if suffix in _CSV_SUFFIXES else "text"
 
 
-def _read_file(path: Path, doc_id: str, opts: SourceOptions) -> Iterator[Record | BadRecord]:
-    fmt = _format_of(path, opts)
+def read_file(path: Path, doc_id: str, opts: SourceOptions) -> Iterator[Record | BadRecord]:
+    fmt = format_of(path, opts)
     if fmt in ("text", "html"):
         yield _as_html(_read_document(path, doc_id, opts.max_bytes), fmt, opts)
         return
@@ -450,7 +450,7 @@ def walk(root: Path, exclude: Sequence[Path] = ()) -> Iterator[Path | BadRecord]
             yield _special(path) or path
 
 
-def _relative_id(path: Path, root: Path) -> str | BadRecord:
+def relative_id(path: Path, root: Path) -> str | BadRecord:
     doc_id = path.relative_to(root).as_posix()
     try:
         doc_id.encode("utf-8")
@@ -490,13 +490,13 @@ def read_sources(
         elif os.path.isdir(path):
             root = Path(path)
             for item in walk(root, exclude):
-                doc_id = item if isinstance(item, BadRecord) else _relative_id(item, root)
+                doc_id = item if isinstance(item, BadRecord) else relative_id(item, root)
                 if isinstance(doc_id, BadRecord):
                     yield doc_id
                 else:
-                    yield from _read_file(item, doc_id, opts)  # type: ignore[arg-type]
+                    yield from read_file(item, doc_id, opts)  # type: ignore[arg-type]
         else:
-            yield from _read_file(Path(path), path, opts)
+            yield from read_file(Path(path), path, opts)
 
 
 def input_files(paths: Sequence[str], exclude: Sequence[Path] = ()) -> Iterator[Path]:

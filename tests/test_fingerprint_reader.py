@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from simhash_hbase import BadRecord
 from simhash_hbase.sources import (
     _FINGERPRINT_LINE_BYTES,
-    _bounded_lines,
     _fingerprint_blocks,
     _long_line,
+    bounded_lines,
     fingerprint_record,
     in_order,
     read_fingerprint_arrays,
@@ -30,7 +30,7 @@ _ID = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="
 def _per_line(data: bytes) -> list[tuple[str, int] | BadRecord]:
     """The per-line reference: one readline and one parse per line."""
     out: list[tuple[str, int] | BadRecord] = []
-    for lineno, raw, _ in _bounded_lines(io.BytesIO(data), _FINGERPRINT_LINE_BYTES):
+    for lineno, raw, _ in bounded_lines(io.BytesIO(data), _FINGERPRINT_LINE_BYTES):
         where = f"{NAME}:{lineno}"
         item = _long_line(where) if raw is None else fingerprint_record(raw, where)
         if item is not None:

@@ -26,13 +26,13 @@ from ..records import BadRecord, Problem, Record
 from ..sources import (
     STDIN,
     SourceOptions,
-    _bounded_lines,
-    _format_of,
-    _parse_json_line,
-    _read_file,
-    _relative_id,
+    bounded_lines,
     check_paths,
     display_path,
+    format_of,
+    parse_json_line,
+    read_file,
+    relative_id,
     too_large,
     walk,
 )
@@ -113,7 +113,7 @@ def plan(
         if os.path.isdir(path):
             root = Path(path)
             files = (
-                (item, item if isinstance(item, BadRecord) else _relative_id(item, root))
+                (item, item if isinstance(item, BadRecord) else relative_id(item, root))
                 for item in walk(root)
             )
         else:
@@ -132,7 +132,7 @@ def _units(
     ordinal: int, path: Path, doc_id: str, opts: SourceOptions, split_bytes: int
 ) -> list[Unit]:
     whole = Unit(ordinal, str(path), doc_id)
-    if _format_of(path, opts) != "jsonl":
+    if format_of(path, opts) != "jsonl":
         return [whole]
     try:
         size = path.stat().st_size
@@ -180,7 +180,7 @@ def number_lines(spark: SparkSession, units: list[Unit]) -> list[Unit]:
 def read_unit(unit: Unit, opts: SourceOptions) -> Iterator[Item]:
     """The records of one unit with their positions (runs on an executor)."""
     if not unit.jsonl:
-        for seq, record in enumerate(_read_file(Path(unit.path), unit.doc_id, opts)):
+        for seq, record in enumerate(read_file(Path(unit.path), unit.doc_id, opts)):
             yield position(unit.ordinal, seq), record
         return
     try:
@@ -206,14 +206,14 @@ def _read_range(f: Any, unit: Unit, opts: SourceOptions) -> Iterator[Item]:
     name = display_path(unit.path)
     end = unit.end if unit.end is not None else float("inf")
     at = f.tell()
-    for _, line, _ in _bounded_lines(f, opts.max_bytes):
+    for _, line, _ in bounded_lines(f, opts.max_bytes):
         if at >= end:
             return
         where = f"{name}:{lineno}"
         record = (
             too_large(where, None, opts.max_bytes)
             if line is None
-            else _parse_json_line(line, where, opts)
+            else parse_json_line(line, where, opts)
         )
         if record is not None:
             yield position(unit.ordinal, lineno), record
