@@ -8,6 +8,8 @@ import re
 from pathlib import Path
 from typing import Any
 
+from simhash_hbase.probes import DEFAULT_QUERY_PROBES
+
 from .edits import EDIT_LABELS, SINGLE_EDITS
 
 BEGIN, END = "<!-- recall:begin -->", "<!-- recall:end -->"
@@ -201,6 +203,12 @@ def _floors(res: dict[str, Any]) -> str:
             f"budget is probes={c['probes']} ({c['scans_ratio']:.1f}x scans, recall "
             f"{100 * c['recall']:.1f}%, FPR {100 * c['fpr']:.4f}%)."
         )
+    lines.append(
+        f"- Defaults in the code: `shdb query TEXT` uses probes={DEFAULT_QUERY_PROBES} "
+        "(`simhash_hbase.probes.DEFAULT_QUERY_PROBES`); lookups at ingest and the library's "
+        "`SimhashIndex.query(text, k)` stay at probes=0, the exact k-search, because on the "
+        "write path every document pays the extra scans (`--probes`/`probes=` opt in)."
+    )
     return "\n".join(lines)
 
 

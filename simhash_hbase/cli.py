@@ -58,6 +58,7 @@ from .ingest import (
     ingest,
 )
 from .manifest import ENVIRONMENT
+from .probes import DEFAULT_QUERY_PROBES
 from .records import (
     BadRecord,
     Document,
@@ -281,6 +282,16 @@ ProbesOpt = Annotated[
         metavar="P",
         help="Multi-probe: also search the text's fingerprint with its weakest bits "
         "flipped, P flip sets (0..64; docs/quality.md). Needs text, not fingerprints.",
+    ),
+]
+QueryProbesOpt = Annotated[
+    int | None,
+    typer.Option(
+        metavar="P",
+        help=f"Multi-probe: also search the text's fingerprint with its weakest bits "
+        f"flipped, P flip sets (0..64; default {DEFAULT_QUERY_PROBES} for text, the most "
+        "recall within 4x the scans in docs/quality.md; hits then lie within k+3). "
+        "0 is the exact k-search; --fingerprint cannot probe.",
     ),
 ]
 PathsArg = Annotated[list[str], typer.Argument(metavar="PATH", hidden=True)]
@@ -634,7 +645,7 @@ def query_cmd(
     idf: IdfOpt = None,
     features: FeaturesOpt = None,
     ngram: NgramOpt = None,
-    probes: ProbesOpt = 0,
+    probes: QueryProbesOpt = None,
 ) -> None:
     """Near-copies of TEXT (or --file, --fingerprint) held in the index, nearest
     first: a table of distance, fingerprint and id (--json: a list of objects).
@@ -653,7 +664,7 @@ def query_cmd(
         if query_fp is not None:
             matches = ix.query_fingerprint(query_fp, k)
         else:
-            matches = ix.query(body, k, probes=probes)
+            matches = ix.query(body, k, probes=DEFAULT_QUERY_PROBES if probes is None else probes)
     if as_json:
         typer.echo(json.dumps([_match_json(m) for m in matches], ensure_ascii=False))
     elif matches:

@@ -15,7 +15,7 @@ from simhash_hbase import SimhashIndex
 from simhash_hbase.cli import app
 from simhash_hbase.errors import InvalidInput, InvalidQuery
 from simhash_hbase.ingest import IngestOptions, index_records
-from simhash_hbase.probes import bound, flip_sets, probe_fingerprints
+from simhash_hbase.probes import DEFAULT_QUERY_PROBES, bound, flip_sets, probe_fingerprints
 from simhash_hbase.scheme import SCHEMES
 
 PROBES = (0, 1, 3, 8, 20)
@@ -164,3 +164,23 @@ def test_cli_probes_text_and_refuses_a_fingerprint(tmp_path: Path) -> None:
     assert "cannot be probed" in result.output
     result = runner.invoke(app, ["ingest", str(doc), "-i", ix, "--probes", "2", "--fingerprints"])
     assert result.exit_code == 2 and "--probes needs documents" in result.output
+
+
+def test_cli_text_queries_probe_by_default_and_fingerprints_do_not(tmp_path: Path) -> None:
+    ix = str(tmp_path / "ix")
+    with SimhashIndex.open(ix) as index:
+        fp, margins = index.fingerprinter.fingerprint_margins(TEXT)
+        flips = flip_sets(margins, DEFAULT_QUERY_PROBES)
+        last = flips[-1]  # the default's costliest flip set: found only with all its probes
+        far = _flip(_flip(fp, list(last)), [b for b in range(64) if b not in last][:3])
+        index.add_fingerprint("far", far)
+    distance = bin(far ^ fp).count("1")
+    assert distance > 3
+    runner = CliRunner()
+    result = runner.invoke(app, ["query", TEXT, "-i", ix])
+    assert result.exit_code == 0, result.output
+    assert result.output.splitlines()[1].split("\t")[::2] == [str(distance), "far"]
+    for exact in (["--probes", "0"], ["--fingerprint", f"{fp:016x}"]):
+        args = ["query", *([] if exact[0] == "--fingerprint" else [TEXT]), *exact, "-i", ix]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 1, result.output  # no hit within k=3: exact search
