@@ -456,7 +456,10 @@ def _big_corpus(path: Path, n: int) -> Path:
 
 @pytest.mark.parametrize("workers", ["1", "2"])
 def test_ctrl_c_says_what_is_saved_and_how_to_resume(workers: str, tmp_path: Path) -> None:
-    corpus = _big_corpus(tmp_path / "in.jsonl", 20_000)
+    # Far more input than the run can finish before the signal, on any machine: the
+    # signal lands half a second after the index exists (a quiet machine ingests
+    # 20,000 of these in under 3 s).
+    corpus = _big_corpus(tmp_path / "in.jsonl", 200_000)
     index = str(tmp_path / "ix")
     proc = subprocess.Popen(
         [*SHDB, "ingest", str(corpus), "-i", index, "--workers", workers, "--batch-size", "200"],
@@ -466,8 +469,8 @@ def test_ctrl_c_says_what_is_saved_and_how_to_resume(workers: str, tmp_path: Pat
     )
     deadline = time.monotonic() + 120
     while not (Path(index) / "data.mdb").exists() and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(3)
+        time.sleep(0.05)
+    time.sleep(0.5)
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 130, err
