@@ -78,7 +78,9 @@ def _assert_exactly(index_url: str, expected: set[str]) -> None:
 
 
 def test_embedded_ingest_killed_midway_reopens_and_resumes(tmp_path: Path) -> None:
-    ids = [f"doc{i}" for i in range(3000)]
+    # enough input that the kill lands mid-run even where the native segmenter
+    # ingests thousands of documents a second
+    ids = [f"doc{i}" for i in range(10_000)]
     corpus = _write_corpus(tmp_path / "corpus.jsonl", ids)
     index_url = str(tmp_path / "index")
     proc = _ingest(index_url, corpus)
