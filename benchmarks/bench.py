@@ -221,7 +221,8 @@ def carry_over(results: dict[str, Any], earlier: dict[str, Any], sections: list[
     ran = {*results["meta"]["sections"]}
     meta, old = results["meta"], earlier["meta"]
     run_of_earlier = (
-        f"{old['mode']} run of {old['date']} (load {old['load_start']} / {old['load_end']})"
+        f"{old['mode']} run of {old['date']} "
+        f"(load {old['load_start']} / {old.get('load_end', 'not recorded')})"
     )
     origin = meta.setdefault("origin", {})
     for s in sections:

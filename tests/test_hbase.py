@@ -187,3 +187,31 @@ def test_a_closed_store_says_so(hbase_url: str) -> None:
     ):
         with pytest.raises(StoreClosed, match="closed"):
             use()
+
+
+def test_a_large_batch_is_sent_in_bounded_requests(
+    hbase_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One call may carry a whole ingest batch; the gateway must never get it in one
+    request (a Thrift2 gateway builds each request in its heap), and no cell is lost."""
+    import simhash_hbase.store.hbase as hbase_store
+
+    monkeypatch.setattr(hbase_store, "_FLUSH_CELLS", 50)
+    with SimhashIndex.open(hbase_url):
+        pass  # creates the tables
+    with open_store(hbase_url) as store:
+        assert isinstance(store, HBaseStore)
+        sizes: list[int] = []
+        mutate = store.transport.mutate
+
+        def counting(table: bytes, puts: dict, deletes: dict, ts: int) -> None:  # type: ignore[type-arg]
+            sizes.append(sum(map(len, puts.values())) + sum(map(len, deletes.values())))
+            mutate(table, puts, deletes, ts)
+
+        monkeypatch.setattr(store.transport, "mutate", counting)
+        cells = [(bytes([i % 256]) * 5 + i.to_bytes(8, "big"), f"d{i}") for i in range(170)]
+        with store.batch() as batch:
+            batch.put_index(cells)
+        assert max(sizes) <= 50 and sum(sizes) == 170
+        prefixes = sorted({row[:5] for row, _ in cells})
+        assert sorted(store.scan_prefixes(prefixes)) == sorted(cells)

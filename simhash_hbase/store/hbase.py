@@ -115,14 +115,12 @@ class _HBaseBatch:
     def put_index(self, cells: Iterable[IndexCell]) -> None:
         for row, doc_id in cells:
             self._index_puts[row].append((_INDEX_FAMILY + codec.encode_doc_id(doc_id), b""))
-            self._pending += 1
-        self._maybe_flush()
+            self._count(1)
 
     def delete_index(self, cells: Iterable[IndexCell]) -> None:
         for row, doc_id in cells:
             self._index_deletes[row].append(_INDEX_FAMILY + codec.encode_doc_id(doc_id))
-            self._pending += 1
-        self._maybe_flush()
+            self._count(1)
 
     def put_docs(self, docs: Iterable[Document]) -> None:
         for doc in docs:
@@ -131,18 +129,22 @@ class _HBaseBatch:
             # Columns the new version lacks are deleted, so a row is replaced whole.
             self._doc_puts[key] = list(cols.items())
             self._doc_deletes[key] = [c for c in _DOC_COLUMNS if c not in cols]
-            self._pending += len(_DOC_COLUMNS)
-        self._maybe_flush()
+            self._count(len(_DOC_COLUMNS))
 
     def delete_docs(self, doc_ids: Iterable[str]) -> None:
         for doc_id in doc_ids:
             key = codec.encode_doc_id(doc_id)
             self._doc_puts.pop(key, None)
             self._doc_deletes[key] = list(_DOC_COLUMNS)
-            self._pending += len(_DOC_COLUMNS)
-        self._maybe_flush()
+            self._count(len(_DOC_COLUMNS))
 
-    def _maybe_flush(self) -> None:
+    def _count(self, mutations: int) -> None:
+        """Flush inside a call, not after it: one call may carry a whole ingest batch
+        (50,000 documents = 500,000 cells), and a Thrift gateway builds each request
+        in its heap (a 512 MB Thrift2 gateway died of OutOfMemoryError on one such
+        putMultiple). Flushing mid-call keeps the order: a document's cells are
+        buffered before its docs row, so they are always sent first."""
+        self._pending += mutations
         if self._pending >= _FLUSH_CELLS:
             self.flush()
 
