@@ -270,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
         if (not args.only or s.name in args.only) and s.name not in args.skip
         if plan.mode in s.modes and not (s.needs_hbase and args.no_hbase)
     ]
+    # Read before measuring: the run saves its results as it goes, often to this file.
+    earlier = json.loads(Path(args.add_to).read_text()) if args.add_to else None
     run = Run(plan, chosen, args)
     meta = run.results["meta"]
     meta["date"] = dt.datetime.now().isoformat(timespec="seconds")
@@ -284,8 +286,8 @@ def main(argv: list[str] | None = None) -> int:
     meta["seconds"] = elapsed_s()
     meta["load_end"] = [round(x, 2) for x in machine.load_average()]
     run.results["machine"] = machine.describe(run.results.pop("machine_hbase", None))
-    if args.add_to:
-        carry_over(run.results, json.loads(Path(args.add_to).read_text()), sections)
+    if earlier is not None:
+        carry_over(run.results, earlier, sections)
     run.save()
     print_figures(render(run.results, run.docs_dir))
     for name in run.results["errors"]:
