@@ -110,8 +110,13 @@ def test_add_to_keeps_only_the_sections_this_run_did_not_run() -> None:
         "d": {"first": 4},
     }
     earlier = {
-        "meta": {"date": "D2", "mode": "quick", "load_start": [1], "load_end": [2],
-                 "sections": ["a", "b"]},
+        "meta": {
+            "date": "D2",
+            "mode": "quick",
+            "load_start": [1],
+            "load_end": [2],
+            "sections": ["a", "b"],
+        },
         "a": {"old": 1},
         "b": {"old": 2},
     }

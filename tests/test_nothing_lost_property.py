@@ -181,11 +181,27 @@ def _folder(root: Path, names: range, version: int = 1) -> None:
         (sub / f"d{i:04}.txt").write_text(text, encoding="utf-8")
 
 
+def _names(numbers: range) -> set[str]:
+    return {f"part{i % 4}/d{i:04}.txt" for i in numbers}
+
+
+def _held(store_url: str) -> set[str]:
+    """The ids an index holds now; none before the ingest has created it."""
+    try:
+        with SimhashIndex.open(store_url, create=False) as index:
+            return {d.doc_id for d in index.documents()}
+    except ShdbError:
+        return set()
+
+
 def test_kill_and_resume_while_the_input_changes(store_url: str, tmp_path: Path) -> None:
     """SIGKILL mid-ingest; between runs files are added (in a subfolder), changed and
     removed. The re-run indexes the input as it is now; nothing is lost or stale."""
     root = tmp_path / "docs"
-    _folder(root, range(1500))
+    # far more files than any machine ingests between two polls, so the kill lands
+    # mid-run even where the native segmenter does thousands of documents a second
+    total = 12_000
+    _folder(root, range(total))
     cmd = [
         sys.executable,
         "-m",
@@ -199,27 +215,23 @@ def test_kill_and_resume_while_the_input_changes(store_url: str, tmp_path: Path)
     ]
     proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True, cwd=ROOT)
     deadline = time.monotonic() + 180
-    added = 0
-    while time.monotonic() < deadline and added < 300:
+    while time.monotonic() < deadline and len(_held(store_url)) < 300:
         assert proc.poll() is None, proc.communicate()
-        time.sleep(0.2)
-        try:
-            with SimhashIndex.open(store_url, create=False) as index:
-                added = sum(1 for _ in index.documents())
-        except ShdbError:  # the ingest has not created the index yet
-            added = 0
+        time.sleep(0.05)
     proc.send_signal(signal.SIGKILL)
     proc.wait()
-    _folder(root, range(1500, 1520))  # new files, in subfolders
+    first_run = _names(range(total))
+    not_yet = first_run - _held(store_url)
+    assert not_yet, "the ingest finished before the kill: give it more input"
+    _folder(root, range(total, total + 20))  # new files, in subfolders
     _folder(root, range(0, 10), version=2)  # changed files
-    removed = root / "part3" / "d1499.txt"
-    removed.unlink()  # never indexed yet: it must not appear
+    removed = max(not_yet)
+    (root / removed).unlink()  # never indexed yet: it must not appear
+    expected = (first_run | _names(range(total, total + 20))) - {removed}
     rerun = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=600)
     assert rerun.returncode == 0, rerun.stderr
-    expected = {f"part{i % 4}/d{i:04}.txt" for i in range(1520)} - {"part3/d1499.txt"}
     with SimhashIndex.open(store_url, create=False) as index:
-        held = {d.doc_id for d in index.documents()}
-        assert held == expected
+        assert {d.doc_id for d in index.documents()} == expected
         changed = index.get("part0/d0000.txt")
         assert changed is not None
         assert changed.fingerprint == index.fingerprint(
