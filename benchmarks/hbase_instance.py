@@ -9,14 +9,27 @@ stops it.
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import subprocess
 import time
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from .common import CACHE_DIR, ROOT, log
+
+
+@functools.cache
+def thrift2_types() -> Any:
+    """The store's Thrift2 IDL (package data), loaded under the bench's own module name
+    for the structs (TGet, TPut) of the raw baseline calls."""
+    import thriftpy2
+
+    idl = resources.files("simhash_hbase.store").joinpath("hbase_thrift2.thrift")
+    return thriftpy2.load(str(idl), module_name="shdb_bench_hbase2_thrift")
+
 
 #: Thrift1 port; scripts/hbase serves Thrift2 on THRIFT_PORT + 1.
 THRIFT_PORT = int(os.environ.get("SHDB_BENCH_HBASE_PORT", "19090"))
@@ -57,6 +70,11 @@ class BenchHBase:
     def thrift2_port(self) -> int:
         """scripts/hbase (and the Docker image) serve Thrift2 on the Thrift1 port + 1."""
         return self.port + 1
+
+    @property
+    def thrift2_url(self) -> str:
+        """The production path: the store over the Thrift2 gateway."""
+        return f"hbase://{self.host}:{self.thrift2_port}"
 
     def prefix(self, name: str) -> str:
         """The table prefix for ``name`` in this run (unique on a shared instance)."""
@@ -111,10 +129,14 @@ class BenchHBase:
         log("bench HBase stopped")
 
     def _drop_own_tables(self) -> None:
+        self.drop_tables(self.tag)
+
+    def drop_tables(self, *prefixes: str) -> None:
+        """Drop every table whose name starts with one of ``prefixes``."""
         conn = self.connection()
         try:
             for name in conn.tables():
-                if name.decode().startswith(self.tag):
+                if name.decode().startswith(prefixes):
                     conn.delete_table(name, disable=True)
         finally:
             conn.close()
@@ -134,6 +156,13 @@ class BenchHBase:
         import happybase
 
         return happybase.Connection(self.host, self.port, timeout=120_000)
+
+    def thrift2_client(self) -> Any:
+        """A raw thriftpy2 client of the Thrift2 gateway (the store's own IDL), for
+        baselines: the calls the store makes, without the store."""
+        from simhash_hbase.store import hbase_thrift2
+
+        return hbase_thrift2.open_client(self.host, self.thrift2_port, 120_000)
 
     def _admin_classes(self) -> Path:
         """HBaseAdminTool compiled once per source change (javac: ~5 s, run: ~2 s)."""

@@ -10,6 +10,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after use(): the backend must be chosen first
 
+from .queries import GET, THRIFT1_GET
+
 _STYLE = {"5x10": ("tab:blue", "o"), "4x4": ("tab:orange", "s")}
 
 
@@ -70,13 +72,14 @@ def latency(results: dict[str, Any], path: Path) -> Path:
                 color="tab:green",
                 label="PyPI simhash.SimhashIndex p50",
             )
-        if any("raw Thrift getRow" in s for s in first):
+        floor = next((f for f in (GET, THRIFT1_GET) if any(f in s for s in first)), None)
+        if floor:
             ax.plot(
-                *_series(first, "raw Thrift getRow"),
+                *_series(first, floor),
                 marker="x",
                 color="black",
                 ls="--",
-                label="one raw Thrift getRow p50",
+                label=f"one {floor} p50",
             )
         ax.set(
             xscale="log",

@@ -8,7 +8,9 @@ query by query in rotating order:
   index must beat);
 * PyPI ``simhash.SimhashIndex`` in memory, up to the N its pure-Python add can
   build in reasonable time (capped, and said so);
-* for HBase, one raw Thrift ``getRow`` round trip (the floor of any remote call).
+* for HBase, queried over Thrift2 (the production path), one raw Thrift2 ``get``
+  of a stored document through a thriftpy2 client of the same gateway (the floor
+  of any remote call).
 
 Half the queries are random (they usually match nothing), half are stored
 fingerprints with 0-3 bits flipped. Each index answer is checked against brute
@@ -18,7 +20,6 @@ force, so a fast wrong index cannot pass.
 from __future__ import annotations
 
 import cProfile
-import importlib
 import logging
 import random
 import shutil
@@ -31,13 +32,17 @@ import numpy as np
 from . import report
 from .common import K, log
 from .context import Context
+from .hbase_instance import thrift2_types
 from .registry import Figure, Section, Skipped, Target, register
 from .timing import interleaved_blocks, latency_summary, ratio, timed, top_functions
 
 BUILD_BATCH = 50_000  # bulk loads: big write batches amortise LMDB's page copies
-# HBase: a batch goes out as one mutateRowsTs of all its cells (10 per document);
+# HBase: a batch goes out as one call per table of all its cells (10 per document);
 # 50k documents (500k mutations) exhaust the Thrift gateway's 512 MB heap.
 HBASE_BUILD_BATCH = 10_000
+GET = "raw Thrift2 get"  # the HBase queries' floor
+THRIFT1_GET = "raw Thrift getRow"  # their floor in results from before they moved to Thrift2
+STORE_GET = "shdb get"  # the store's own one-document read: the hbase_transports floor
 _BLOCK = 20  # queries per interleaving block
 
 
@@ -232,56 +237,46 @@ def run_embedded(ctx: Context) -> dict[str, Any]:
 
 
 def run_hbase(ctx: Context) -> dict[str, Any]:
-    """Both schemes on the bench HBase; the floor is one raw Thrift getRow."""
+    """Both schemes on the bench HBase over Thrift2; the floor is one raw Thrift2 get."""
     from simhash_hbase import SimhashIndex
 
     plan, hbase = ctx.plan, ctx.require_hbase()
     fps = ctx.fingerprints(plan.hbase_ns[-1])
     results: dict[str, Any] = {"schemes": {}, "prefixes": {}}
-    conn = hbase.connection()
+    client = hbase.thrift2_client()
     try:
         for scheme in ("5x10", "4x4"):
             prefix = hbase.prefix(f"bench{scheme.replace('x', '_')}")
-            url = f"{hbase.url_base}?prefix={prefix}"
             results["prefixes"][scheme] = prefix
-            docs_table = f"{prefix}_docs".encode()
             steps = []
-            with SimhashIndex.open(url, scheme=scheme) as index:
+            with SimhashIndex.open(f"{hbase.thrift2_url}?prefix={prefix}", scheme=scheme) as index:
                 loaded = 0
                 for n in plan.hbase_ns:
                     rate = _grow(index, fps, loaded, n, HBASE_BUILD_BATCH)
                     loaded = n
                     view = fps[:n]
                     queries = make_queries(view, plan.hbase_queries, plan.seed + n)
-                    get_row = _raw_get(conn, docs_table, n)
-                    step = measure_step(index, view, queries, {"raw Thrift getRow": get_row})
+                    gets = _gets(index, client, f"{prefix}_docs".encode(), n)
+                    step = measure_step(index, view, queries, gets)
                     step.update(n=n, build_docs_per_s=rate)
                     if n == plan.hbase_ns[-1] and not hbase.external:
                         step["cpu_per_query"] = cpu_per_query(index, queries, hbase)
-                    step["ratio_to_get_p50"] = ratio(
-                        step["shdb"]["p50_ms"], step["raw Thrift getRow"]["p50_ms"]
-                    )
+                    step["ratio_to_get_p50"] = ratio(step["shdb"]["p50_ms"], step[GET]["p50_ms"])
                     steps.append(step)
                     log(
-                        f"hbase {scheme} N={n:,}: p50 {step['shdb']['p50_ms']:.2f} ms = "
-                        f"{step['ratio_to_get_p50']:.1f}x a getRow "
-                        f"({step['raw Thrift getRow']['p50_ms']:.2f} ms); "
+                        f"hbase {scheme} N={n:,} (thrift2): p50 {step['shdb']['p50_ms']:.2f} ms = "
+                        f"{step['ratio_to_get_p50']:.1f}x a get ({step[GET]['p50_ms']:.2f} ms); "
                         f"{step['candidates']['mean']:.2f} cells/query; built at {rate:,.0f} docs/s"
                     )
             results["schemes"][scheme] = steps
-        results["round_trips"] = probe_round_trips(conn, f"{results['prefixes']['5x10']}_index")
     finally:
-        conn.close()
+        client.close()
     return results
 
 
 def remeasure_hbase(ctx: Context) -> Any:
     """The HBase queries again at the largest N, on the tables the storage section
-    gave the schema's settings.
-
-    Thrift1 cannot set the row-prefix bloom filter or FAST_DIFF; this shows what
-    they (and a major compaction) change for query latency.
-    """
+    major-compacted (with the schema's settings applied once more)."""
     from simhash_hbase import SimhashIndex
 
     if not ctx.results.get("storage_hbase"):
@@ -293,38 +288,37 @@ def remeasure_hbase(ctx: Context) -> Any:
     view = fps[:n]
     queries = make_queries(view, plan.hbase_queries, plan.seed + n + 1)
     out: dict[str, Any] = {}
-    conn = hbase.connection()
+    client = hbase.thrift2_client()
     try:
         for scheme, prefix in prefixes.items():
-            with SimhashIndex.open(f"{hbase.url_base}?prefix={prefix}") as index:
-                get_row = _raw_get(conn, f"{prefix}_docs".encode(), n)
+            with SimhashIndex.open(f"{hbase.thrift2_url}?prefix={prefix}") as index:
+                gets = _gets(index, client, f"{prefix}_docs".encode(), n)
                 # Regions were reopened and rewritten: warm the block cache first.
-                step = measure_step(
-                    index, view, queries, {"raw Thrift getRow": get_row}, warmup=300
-                )
+                step = measure_step(index, view, queries, gets, warmup=300)
                 step["cpu_per_query"] = cpu_per_query(index, queries, hbase)
             step.update(n=n)
-            step["ratio_to_get_p50"] = ratio(
-                step["shdb"]["p50_ms"], step["raw Thrift getRow"]["p50_ms"]
-            )
+            step["ratio_to_get_p50"] = ratio(step["shdb"]["p50_ms"], step[GET]["p50_ms"])
             out[scheme] = step
             log(
-                f"hbase {scheme} N={n:,} with the schema's settings: p50 "
-                f"{step['shdb']['p50_ms']:.2f} ms = {step['ratio_to_get_p50']:.1f}x a getRow"
+                f"hbase {scheme} N={n:,} compacted (thrift2): p50 "
+                f"{step['shdb']['p50_ms']:.2f} ms = {step['ratio_to_get_p50']:.1f}x a get"
             )
     finally:
-        conn.close()
+        client.close()
     return out
 
 
-def _raw_get(conn: Any, table: bytes, n: int) -> Callable[[int], Any]:
-    """One Thrift getRow of a random stored document: the floor of any HBase call."""
-    rng = random.Random(n)
+def _gets(index: Any, client: Any, table: bytes, n: int) -> dict[str, Callable[[int], Any]]:
+    """Reads of a random stored document, timed beside the queries: one raw Thrift2
+    get (the floor of any HBase call) and the store's own get (the floor the
+    hbase_transports section judges its queries by)."""
+    from simhash_hbase import codec
 
-    def get(_fp: int) -> Any:
-        return conn.client.getRow(table, f"d{rng.randrange(n)}".encode(), {})
-
-    return get
+    rng, tget = random.Random(n), thrift2_types().TGet
+    return {
+        GET: lambda _fp: client.get(table, tget(row=codec.encode_doc_id(f"d{rng.randrange(n)}"))),
+        STORE_GET: lambda _fp: index.get(f"d{rng.randrange(n)}"),
+    }
 
 
 def cpu_per_query(index: Any, queries: list[tuple[int, str]], hbase: Any) -> dict[str, float]:
@@ -349,43 +343,6 @@ def cpu_per_query(index: Any, queries: list[tuple[int, str]], hbase: Any) -> dic
         "client_cpu_ms": (client() - c0) / n * 1e3,
         "hbase_cpu_ms": (hbase.jvm_cpu_seconds() - s0) / n * 1e3,
     }
-
-
-def probe_round_trips(conn: Any, table: str, probes: int = 100) -> dict[str, Any]:
-    """What one query is made of: the three Thrift calls of a prefix scan, timed serially.
-
-    shdb's query is 10 such scans (open, fetch, close) run on 10 pooled
-    connections at once, plus one getRows when something matched; comparing its
-    latency with 10 x (open + fetch) shows how much of the parallelism survives.
-    """
-    import happybase
-
-    from simhash_hbase import codec
-
-    # happybase's Thrift1 types (TScan), loaded by thriftpy2 under its own module name
-    thrift = importlib.import_module(happybase.connection.Hbase.__module__)
-    rng = random.Random(7)
-    parts: dict[str, list[float]] = {
-        "scannerOpenWithScan": [],
-        "scannerGetList": [],
-        "scannerClose": [],
-    }
-    client = conn.client
-    for _ in range(probes):
-        prefix = rng.getrandbits(40).to_bytes(5, "big")
-        scan = thrift.TScan(
-            startRow=prefix,
-            stopRow=codec.prefix_stop(prefix),
-            caching=1000,
-            filterString=b"KeyOnlyFilter()",
-        )
-        dt, scanner = timed(client.scannerOpenWithScan, table.encode(), scan, {})
-        parts["scannerOpenWithScan"].append(dt)
-        dt, _ = timed(client.scannerGetList, scanner, 1000)
-        parts["scannerGetList"].append(dt)
-        dt, _ = timed(client.scannerClose, scanner)
-        parts["scannerClose"].append(dt)
-    return {name: latency_summary(ts) for name, ts in parts.items()}
 
 
 # -- report ---------------------------------------------------------------------
@@ -417,38 +374,49 @@ def embedded_figures(emb: dict[str, Any]) -> list[Figure]:
     return out
 
 
-def _hbase_figure(label: str, step: dict[str, Any], tables: str, bound: str = "") -> Figure:
+def _protocol(step: dict[str, Any]) -> tuple[str, str]:
+    """(gateway protocol, the one-row read it was measured against) of an HBase step;
+    steps from before the section moved to Thrift2 were Thrift1 with a getRow."""
+    return ("Thrift2", GET) if GET in step else ("Thrift1", THRIFT1_GET)
+
+
+def _hbase_figure(scheme: str, step: dict[str, Any], tables: str) -> Figure:
+    api, floor = _protocol(step)
     return Figure.judge(
-        f"{label} query p50 / one getRow (N={step['n']:,}; {tables})",
+        f"HBase {scheme} query p50 over {api} / one {floor} (N={step['n']:,}; {tables})",
         step["ratio_to_get_p50"],
         Target.at_most(3),
         measured=f"{report.fmt(step['shdb']['p50_ms'])} ms",
-        baseline=f"raw Thrift getRow {report.fmt(step['raw Thrift getRow']['p50_ms'])} ms",
+        baseline=f"{floor} {report.fmt(step[floor]['p50_ms'])} ms"
+        + (f" (shdb get {report.fmt(step[STORE_GET]['p50_ms'])} ms)" if STORE_GET in step else ""),
         exact=step["wrong_answers"] == 0,
-        bound=bound,
+        bound=_thrift2_bound(scheme) if api == "Thrift2" else "",
+    )
+
+
+def _thrift2_bound(scheme: str) -> str:
+    """What a Thrift2 query is made of (the store's design, docs/SPEC.md)."""
+    from simhash_hbase.scheme import get_scheme
+    from simhash_hbase.store import hbase_tables
+
+    ranges = get_scheme(scheme).rows_per_fingerprint
+    regions = len(hbase_tables.split_points("index")) + 1
+    return (
+        f"{ranges} prefix ranges grouped by the index's {regions} regions, one "
+        "MultiRowRangeFilter scan per group at once, then one docs getMultiple of the hits: "
+        "at least two round trips on 2 shared cores"
     )
 
 
 def hbase_figures(hb: dict[str, Any]) -> list[Figure]:
-    rt = hb.get("round_trips") or {}
-    bound = (
-        "each prefix scan is 3 Thrift1 calls: "
-        + ", ".join(f"{k} {report.fmt(v['p50_ms'])} ms" for k, v in rt.items())
-        + " (p50, one after another)"
-        if rt
-        else ""
-    )
     return [
-        _hbase_figure(f"HBase {scheme}", _largest(steps), "tables as shdb creates them", bound)
+        _hbase_figure(scheme, _largest(steps), "tables as shdb creates them")
         for scheme, steps in hb["schemes"].items()
     ]
 
 
 def schema_figures(schema: dict[str, Any]) -> list[Figure]:
-    return [
-        _hbase_figure(f"HBase {scheme}", step, "compacted, schema's encoding + bloom")
-        for scheme, step in schema.items()
-    ]
+    return [_hbase_figure(scheme, step, "major-compacted") for scheme, step in schema.items()]
 
 
 def render_embedded(results: dict[str, Any]) -> str:
@@ -512,13 +480,16 @@ def _plot_line(plots: dict[str, str], key: str, alt: str) -> str:
 
 
 def _hbase_row(scheme: str, tables: str, s: dict[str, Any]) -> tuple[Any, ...]:
+    api, floor = _protocol(s)
     return (
         scheme,
+        api,
         tables,
         f"{s['n']:,}",
         report.fmt(s["shdb"]["p50_ms"]),
         report.fmt(s["shdb"]["p99_ms"]),
-        report.fmt(s["raw Thrift getRow"]["p50_ms"]),
+        report.fmt(s[floor]["p50_ms"]),
+        report.fmt(s[STORE_GET]["p50_ms"]) if STORE_GET in s else "-",
         f"{s['ratio_to_get_p50']:.1f}x",
         f"{s['candidates']['mean']:.2f}",
         f"{s['candidates']['theory_total']:.2f}",
@@ -532,10 +503,7 @@ def _cpu_rows(hb: dict[str, Any], schema: dict[str, Any]) -> list[tuple[str, ...
         (scheme, "as created by shdb", _largest(steps).get("cpu_per_query"))
         for scheme, steps in hb["schemes"].items()
     ]
-    found += [
-        (scheme, "compacted + schema settings", s.get("cpu_per_query"))
-        for scheme, s in schema.items()
-    ]
+    found += [(scheme, "major-compacted", s.get("cpu_per_query")) for scheme, s in schema.items()]
     return [
         (
             scheme,
@@ -558,29 +526,28 @@ def render_hbase(results: dict[str, Any]) -> str:
         for scheme, steps in hb["schemes"].items()
         for s in steps
     ]
-    rows += [_hbase_row(scheme, "compacted + schema settings", s) for scheme, s in schema.items()]
+    rows += [_hbase_row(scheme, "major-compacted", s) for scheme, s in schema.items()]
     header = (
         "scheme",
+        "protocol",
         "tables",
         "N",
         "p50",
         "p99",
-        "getRow p50",
-        "p50 / getRow",
+        "raw get p50",
+        "shdb get p50",
+        "p50 / raw get",
         "cells/query",
         "theory",
         "wrong",
         "bulk load docs/s",
     )
-    rt = hb.get("round_trips") or {}
     cpu = _cpu_rows(hb, schema)
     cpu_header = ("scheme", "tables", "wall ms", "client CPU ms", "HBase CPU ms", "CPU / wall")
     return report.fill(
         "bench/query_hbase.md",
         table=report.table(header, rows),
         cpu_table=report.table(cpu_header, cpu) if cpu else "(not measured in this run)",
-        round_trips=", ".join(f"`{k}` {report.fmt(v['p50_ms'])}" for k, v in rt.items()) or "-",
-        per_scan=report.fmt(sum(v["p50_ms"] for v in rt.values())),
     )
 
 
@@ -597,7 +564,7 @@ register(
 register(
     Section(
         "query_hbase",
-        "Query latency vs N: HBase (standalone, Thrift1 via happybase)",
+        "Query latency vs N: HBase (standalone, Thrift2)",
         run_hbase,
         hbase_figures,
         render_hbase,
@@ -608,7 +575,7 @@ register(
 register(
     Section(
         "query_hbase_schema",
-        "HBase queries on compacted tables with the schema's settings",
+        "HBase queries on major-compacted tables (Thrift2)",
         remeasure_hbase,
         schema_figures,
         None,  # shown in the query_hbase section's table

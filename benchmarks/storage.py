@@ -1,19 +1,20 @@
 """Bytes per document on disk, per store and scheme.
 
 Embedded: the index's disk size over the documents (taken at each N of the
-embedded query section). HBase, on the tables the HBase query section built, in
-three states:
+embedded query section). HBase, on the tables the HBase query section built over
+Thrift2 (so with the whole schema of simhash_hbase/store/hbase-tables.json: FAST_DIFF,
+a 5-byte row-prefix bloom on the index, split points), in three states:
 
 1. flushed: memstores flushed to HFiles (Admin.flush, as a clean stop does);
 2. major-compacted: one HFile per store;
-3. schema settings: the data block encoding and bloom filters simhash_hbase/store/hbase-tables.json
-   intends (FAST_DIFF; a 5-byte row-prefix bloom on the index), which Thrift1 cannot
-   set; the families are altered and major-compacted again, so every HFile is
-   rewritten with them. The query_hbase_schema section then queries them once more.
+3. schema settings: the families altered to the schema's encoding and bloom filters
+   once more and major-compacted again; tables created over Thrift2 already have
+   them, so this checks they did (tables created over Thrift1 would not). The
+   query_hbase_schema section then queries the compacted tables once more.
 
 All three go through HBaseAdminTool.java (the Java Admin API on the same jars):
-Thrift1 cannot set an encoding, and its majorCompact runs a minor compaction in
-HBase 2.6.1 (see that file), which leaves a single flushed HFile untouched.
+Thrift1's majorCompact runs a minor compaction in HBase 2.6.1 (see that file),
+which leaves a single flushed HFile untouched.
 """
 
 from __future__ import annotations
@@ -109,7 +110,8 @@ def hbase_figures(s: dict[str, Any]) -> list[Figure]:
     schema = s["schema_compacted"]["5x10/index"]["bytes_per_doc"]
     return [
         Figure.judge(
-            "HBase 5x10 index bytes/doc after major compaction (table as shdb creates it)",
+            "HBase 5x10 index bytes/doc after major compaction (table as shdb creates it "
+            "over Thrift2)",
             compacted,
             Target.at_most(200, unit=" B"),
             measured=f"{compacted:.0f} B/doc ({s['flushed']['5x10/index']['bytes_per_doc']:.0f} "
@@ -165,7 +167,7 @@ register(
 register(
     Section(
         "storage_hbase",
-        "Storage: HBase",
+        "Storage: HBase (tables created over Thrift2)",
         run_hbase,
         hbase_figures,
         render_hbase,

@@ -49,7 +49,7 @@ def test_bench_smoke_runs_the_hbase_sections_on_a_running_hbase(tmp_path: Path) 
         assert [a["wrong"] for a in layout["apis"].values()] == [0, 0]
     assert set(results["skipped"]) == {"storage_hbase", "query_hbase_schema"}
     page = (tmp_path / "benchmarks.md").read_text()
-    assert "HBase 5x10 query p50 / one getRow" in page
+    assert "HBase 5x10 query p50 over Thrift2 / one raw Thrift2 get" in page
     assert "Thrift2 query p50 / one get" in page
 
 
