@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import tempfile
 from collections.abc import Callable, Iterable
-from itertools import filterfalse
+from itertools import compress, filterfalse
 from pathlib import Path
 
 import numpy as np
@@ -48,12 +48,10 @@ class SparseIdf:
             wanted = np.array(fits, dtype=self._terms.dtype)
             at = np.minimum(np.searchsorted(self._terms, wanted), len(self._terms) - 1)
             found = self._terms[at] == wanted
-            for term, i, hit in zip(fits, at.tolist(), found.tolist()):
-                if hit:
-                    self.idf[term] = float(self._values[i])
+            self.idf.update(zip(compress(fits, found.tolist()), self._values[at[found]].tolist()))
         if len(self._absent) > _MAX_ABSENT:
             self._absent.clear()
-        self._absent.update(t for t in new if t not in self.idf)
+        self._absent.update(filterfalse(self.idf.__contains__, new))
 
 
 def _save(path: Path, array: np.ndarray) -> None:
