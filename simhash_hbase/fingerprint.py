@@ -45,7 +45,8 @@ MAX_NGRAM = 64
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 #: 1: the original recipe (kept bit for bit: indexes built with it answer as before).
 #: 2: NFKC-normalised text, no pure numbers or 1-character ASCII tokens (see
-#: :func:`v2_keeps`); the evaluation in docs/quality.md chose it.
+#: :func:`v2_keeps`), weights ``count ** 1.75`` (x IDF) capped at a fifth of the top-N's
+#: total (:func:`_v2_count`, :func:`v2_cap`); the evaluation in docs/quality.md chose it.
 FINGERPRINT_VERSIONS = (1, 2)
 DEFAULT_VERSION = 1
 #: Optional Traditional -> Simplified folding before tokenizing (v2 only; OpenCC).
@@ -294,24 +295,28 @@ class Fingerprinter:
         """The top-N (term, weight) pairs, heaviest first, ties broken by term.
 
         Words weigh count x IDF (the table's median IDF for unknown words);
-        character n-grams weigh their count.
+        character n-grams weigh their count. Version 2 reshapes both
+        (:func:`_v2_count`, :func:`v2_cap`).
         """
         counts = self.features(text)
         if not counts:
             return []
+        v2 = self.params.version >= 2
         terms = list(counts)
+        factors = map(_V2_COUNT.__getitem__, counts.values()) if v2 else counts.values()
         if self.params.features == "chars":
-            weights = list(map(float, counts.values()))
+            weights = list(map(float, factors))
         else:
             self._idf.resolve(terms)
             idf = map(self._idf.idf.get, terms, repeat(self._idf.median))
-            weights = list(map(mul, counts.values(), idf))
+            weights = list(map(mul, factors, idf))
             if min(weights) <= 0.0:
                 # A term in every document of a custom IDF table weighs 0: it carries no
                 # signal, and texts made only of such terms must not share fingerprint 0.
                 positive = list(map((0.0).__lt__, weights))
                 terms, weights = list(compress(terms, positive)), list(compress(weights, positive))
-        return _heaviest(terms, weights, self.params.top_n)
+        top = _heaviest(terms, weights, self.params.top_n)
+        return v2_cap(top) if v2 else top
 
     def bit_sums(self, text: str) -> np.ndarray:
         """The 64 signed, weighted sums whose signs are the fingerprint (MSB first)."""
@@ -427,7 +432,28 @@ def v2_keeps(term: str) -> bool:
     return _NUMBER.fullmatch(term) is None
 
 
+#: v2: no term weighs more than this share of the kept terms' total weight.
+V2_WEIGHT_CAP = 0.2
+
+
+def _v2_count(n: int) -> float:
+    """v2's count factor, ``n ** 1.75``: superlinear, so a text's recurring terms
+    outweigh what an edit adds once or twice (a mirror's header and footer, an
+    inserted sentence) and fewer bits flip. Square roots only: IEEE-754 rounds them
+    exactly, where ``pow`` may differ in the last bit between C libraries."""
+    return n * math.sqrt(n * math.sqrt(n))
+
+
+def v2_cap(terms: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """v2's cap: each weight at most :data:`V2_WEIGHT_CAP` of the kept terms' total,
+    order kept. Without it one dominant term (a man page's command name) decides most
+    bits alone, and distinct pages sharing it collide."""
+    limit = V2_WEIGHT_CAP * math.fsum(w for _, w in terms)
+    return [(term, min(w, limit)) for term, w in terms]
+
+
 _V2_KEEPS = Memo(v2_keeps)
+_V2_COUNT = Memo(_v2_count)
 
 
 @cache

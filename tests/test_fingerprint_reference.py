@@ -11,6 +11,7 @@ ASCII re-split against the plain loop it replaced.
 from __future__ import annotations
 
 import heapq
+import math
 import os
 import re
 from collections import Counter
@@ -56,10 +57,18 @@ def reference_terms(fp: Fingerprinter, text: str) -> list[tuple[str, float]]:
     table = builtin_idf() if p.idf is None else idf_table(p.idf)
     weighted = []
     for term, n in counts.items():
-        weight = float(n) if p.features == "chars" else n * table.idf.get(term, table.median)
+        factor = n * math.sqrt(n * math.sqrt(n)) if p.version == 2 else n  # v2: n ** 1.75
+        if p.features == "chars":
+            weight = float(factor)
+        else:
+            weight = factor * table.idf.get(term, table.median)
         if weight > 0.0:
             weighted.append((term, weight))
-    return heapq.nlargest(p.top_n, weighted, key=lambda tw: (tw[1], tw[0]))
+    top = heapq.nlargest(p.top_n, weighted, key=lambda tw: (tw[1], tw[0]))
+    if p.version == 2:  # no term above a fifth of the top-N's total
+        limit = 0.2 * math.fsum(w for _, w in top)
+        top = [(term, min(w, limit)) for term, w in top]
+    return top
 
 
 def reference_sums(fp: Fingerprinter, text: str) -> np.ndarray | None:
