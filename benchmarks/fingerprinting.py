@@ -237,8 +237,9 @@ def _fingerprint_bound(fp: dict[str, Any], overhead: float) -> str:
     counting = fp["counting_vs_segmenter"] / (1 + overhead)
     return (
         f"{share}; counting its {fp['tokens_per_doc']:,.0f} tokens a document into terms "
-        f"~{counting:.0%} (a dict lookup and a count per token, at C speed); weighting, "
-        f"top-N, hashing and bit sums ~{1 - 1 / (1 + overhead) - counting:.0%}"
+        f"~{counting:.0%} (a dict lookup and a count per token, at C speed); the IDF "
+        "look-up of terms not met before in the process (a sorted on-disk table), "
+        f"weights, top-N, hashing and bit sums ~{1 - 1 / (1 + overhead) - counting:.0%}"
     )
 
 
@@ -249,7 +250,8 @@ def _counting_sentence(fp: dict[str, Any]) -> str:
         f"`Fingerprinter.term_counts` (segmentation, then counting its "
         f"{fp['tokens_per_doc']:,.0f} tokens a document into terms) costs "
         f"**{fp['counting_vs_segmenter']:+.1%}** beyond the segmentation (median per chunk): "
-        "the rest of the fingerprint's cost is the weighting, top-N, hashing and bit sums."
+        "the rest of the fingerprint's cost is the IDF look-up of terms not met before in "
+        "the process, the weights, top-N, hashing and bit sums."
     )
 
 
