@@ -86,8 +86,30 @@ CFGS = (
 # --------------------------------------------------------------------------- fingerprints
 
 
+# Texts whose fingerprints and margins sign the recipe: a change to the package's
+# weighting gives a new cache file instead of stale values under the old settings.
+_CANARIES = (
+    "海量文本去重：simhash 指纹与抽屉原理，海量文本去重。版本 2.0，共 64 位。",
+    "Near-duplicate detection with SimHash fingerprints, 3 bits, k=3 (ＦＵＬＬ width).",
+    "繁體中文的網頁與簡體中文的網頁，內容相同，編碼不同。頁頁頁頁頁。",
+)
+
+
+def _recipe_signature(params: FingerprintParams) -> bytes:
+    fingerprinter = Fingerprinter(params)
+    signature = b""
+    for text in _CANARIES:
+        try:
+            fp, margins = fingerprinter.fingerprint_margins(text)
+        except EmptyDocument:
+            signature += b"empty"
+            continue
+        signature += fp.to_bytes(8, "big") + margins.astype(np.float64).tobytes()
+    return signature
+
+
 def _cache_path(params: FingerprintParams) -> Path:
-    key = pickle.dumps(sorted(params.to_manifest().items()))
+    key = pickle.dumps(sorted(params.to_manifest().items())) + _recipe_signature(params)
     return CACHE / f"fp-{hashlib.sha256(key).hexdigest()[:16]}.pkl"
 
 
@@ -119,7 +141,8 @@ def _chunk(texts: list[str]) -> list[tuple[int, bytes] | None]:
 def fingerprints(
     params: FingerprintParams, texts: Sequence[str], workers: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(fingerprints, margins (n, 64), usable) of ``texts``; cached by text and settings."""
+    """(fingerprints, margins (n, 64), usable) of ``texts``; cached by text, settings
+    and the recipe (see ``_CANARIES``)."""
     path = _cache_path(params)
     cache: dict[bytes, tuple[int, bytes] | None] = {}
     if path.exists():

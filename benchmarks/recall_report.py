@@ -218,10 +218,10 @@ def _floors(res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def splice(doc: Path, title: str, body: str) -> None:
-    """Replace this section's body in ``doc`` (or append it under ``## title``)."""
+def splice(doc: Path, title: str, body: str, markers: tuple[str, str] = (BEGIN, END)) -> None:
+    """Replace the body between ``markers`` in ``doc`` (or append it under ``## title``)."""
     text = doc.read_text(encoding="utf-8") if doc.exists() else ""
-    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
+    pattern = re.compile(re.escape(markers[0]) + ".*?" + re.escape(markers[1]), re.S)
     if pattern.search(text):
         text = pattern.sub(lambda _m: body, text)
     else:
