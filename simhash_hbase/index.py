@@ -446,7 +446,10 @@ class SimhashIndex:
         if self._store.atomic_batches:
             # Cells and their docs row commit in one transaction: no cell can
             # disagree with its document, so the confirming read is not needed.
-            return [_ranked((doc_id, fp, dist) for (doc_id, fp), dist in n.items()) for n in hits]
+            return [
+                _ranked((doc_id, fp, dist) for (doc_id, fp), dist in n.items()) if n else []
+                for n in hits
+            ]
         ids = {doc_id for near in hits for doc_id, _ in near}
         docs = self._store.get_docs(sorted(ids)) if ids else {}
         return [

@@ -139,10 +139,10 @@ def sorted_keys(rows: np.ndarray, tails: Sequence[bytes]) -> list[bytes]:
     """The keys ``rows[i, j] + tails[i]`` in byte order: ``rows`` is an (n, c) array
     of 13-byte row keys (:data:`codec.ROWKEY_DTYPE`), ``tails`` n byte strings.
 
-    NumPy builds the keys (all tails of one length at once) and sorts them by
-    their first 8 bytes as one big-endian number; only runs that tie on those
-    bytes (rare, and always for one fingerprint held under several ids) are then
-    sorted in Python. No Python code runs per key otherwise.
+    NumPy sorts the keys by their first 8 bytes as one big-endian number and
+    builds them in that order, all tails of one length at once; only runs that
+    tie on those bytes (rare, and always for one fingerprint held under several
+    ids) are then sorted in Python. No Python code runs per key otherwise.
     """
     n, c = rows.shape
     flat = np.ascontiguousarray(rows).reshape(-1)
@@ -151,21 +151,19 @@ def sorted_keys(rows: np.ndarray, tails: Sequence[bytes]) -> list[bytes]:
         | flat["flag"].astype(np.uint64) << np.uint64(24)
         | flat["fp"].astype(np.uint64) >> np.uint64(40)
     )
-    raw = flat.view(np.uint8).reshape(n, c, codec.ROWKEY_BYTES)
-    keys = np.empty((n, c), dtype=object)
+    order = np.argsort(head)
+    doc = order // c  # the tail of each key, in key order
     lengths = np.fromiter(map(len, tails), dtype=np.intp, count=n)
-    for length in np.unique(lengths).tolist():
-        docs = np.flatnonzero(lengths == length)
-        width = codec.ROWKEY_BYTES + length
-        block = np.empty((len(docs), c, width), dtype=np.uint8)
-        block[:, :, : codec.ROWKEY_BYTES] = raw[docs]
-        ids = np.frombuffer(b"".join([tails[i] for i in docs.tolist()]), dtype=np.uint8)
-        block[:, :, codec.ROWKEY_BYTES :] = ids.reshape(len(docs), 1, length)
-        made = np.empty(len(docs) * c, dtype=object)
-        made[:] = block.reshape(-1, width).view(f"V{width}").ravel().tolist()
-        keys[docs] = made.reshape(-1, c)
-    order = np.argsort(head, kind="stable")
-    out: list[bytes] = keys.reshape(-1)[order].tolist()
+    groups = np.unique(lengths).tolist()
+    if len(groups) == 1:  # one id length (hashes, numbered ids): no merge needed
+        out = _joined(flat[order], doc, tails, lengths, groups[0])
+    else:
+        keys = np.empty(n * c, dtype=object)
+        for length in groups:
+            at = np.flatnonzero(lengths[doc] == length)
+            made = _joined(flat[order[at]], doc[at], tails, lengths, length)
+            keys[at] = np.fromiter(made, dtype=object, count=len(made))
+        out = keys.tolist()
     head = head[order]
     ties = np.flatnonzero(head[1:] == head[:-1]).tolist()
     start = None
@@ -176,6 +174,22 @@ def sorted_keys(rows: np.ndarray, tails: Sequence[bytes]) -> list[bytes]:
             out[start : pos + 2] = sorted(out[start : pos + 2])
             start = None
     return out
+
+
+def _joined(
+    rows: np.ndarray, doc: np.ndarray, tails: Sequence[bytes], lengths: np.ndarray, length: int
+) -> list[bytes]:
+    """``rows[i] + tails[doc[i]]`` for tails of ``length`` bytes, made in NumPy."""
+    width = codec.ROWKEY_BYTES + length
+    block = np.empty((len(rows), width), dtype=np.uint8)
+    block[:, : codec.ROWKEY_BYTES] = rows.view(np.uint8).reshape(-1, codec.ROWKEY_BYTES)
+    if length:
+        held = np.flatnonzero(lengths == length)  # the tails of this length, once each
+        ids = np.frombuffer(b"".join([tails[i] for i in held.tolist()]), dtype=np.uint8)
+        rank = np.empty(len(lengths), dtype=np.intp)
+        rank[held] = np.arange(len(held))
+        block[:, codec.ROWKEY_BYTES :] = ids.reshape(-1, length)[rank[doc]]
+    return block.view(f"V{width}").reshape(-1).tolist()
 
 
 def _errno_of(exc: BaseException) -> int | None:
