@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import random
 import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -154,3 +155,23 @@ def test_batch_queries_equal_single_queries_and_brute_force(
         dists = np.bitwise_count(arr ^ np.uint64(q))
         want = sorted((int(d), ids[i]) for i, d in enumerate(dists) if d <= k)
         assert [(m.distance, m.doc_id) for m in got] == want
+
+
+@pytest.mark.parametrize("scheme", sorted(SCHEMES))
+def test_a_query_with_many_candidates_is_exact(tmp_path: Path, scheme: str) -> None:
+    """Hundreds of cells under one query's prefixes (its confirm runs in NumPy)."""
+    rng = random.Random(13)
+    q = rng.getrandbits(64)
+    top = q >> 38 << 38  # q's first 26 bits: 4x4's first field, 5x10's AB
+    fps = {f"s{i}": top | rng.getrandbits(38) for i in range(300)}
+    fps.update({f"near{d}-{i}": _flip(q, rng, d) for d in range(5) for i in range(3)})
+    ids = list(fps)
+    arr = np.array([fps[i] for i in ids], dtype=np.uint64)
+    with SimhashIndex.open(str(tmp_path / "ix"), scheme=scheme) as index:
+        index.add_documents([Document(i, fp) for i, fp in fps.items()])
+        (cells,) = index.candidates([q])
+        assert len(cells) > 100
+        dists = np.bitwise_count(arr ^ np.uint64(q))
+        for k in range(4):
+            want = sorted((int(d), ids[i]) for i, d in enumerate(dists) if d <= k)
+            assert [(m.distance, m.doc_id) for m in index.query_fingerprint(q, k)] == want
