@@ -285,7 +285,10 @@ def main(argv: list[str] | None = None) -> int:
             shutil.rmtree(work, ignore_errors=True)
     meta["seconds"] = elapsed_s()
     meta["load_end"] = [round(x, 2) for x in machine.load_average()]
-    run.results["machine"] = machine.describe(run.results.pop("machine_hbase", None))
+    hbase_version = run.results.pop("machine_hbase", None)
+    if hbase_version is None and earlier is not None:  # its HBase sections are carried over
+        hbase_version = earlier.get("machine", {}).get("hbase")
+    run.results["machine"] = machine.describe(hbase_version)
     if earlier is not None:
         carry_over(run.results, earlier, sections)
     run.save()

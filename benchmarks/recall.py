@@ -62,7 +62,12 @@ class Cfg:
 
 CFGS = (
     Cfg("v1", FingerprintParams(), ("long", "short"), "version 1 (the default), words, top-N 16"),
-    Cfg("v2", FingerprintParams(version=2), ("long", "short"), "version 2, words, top-N 16"),
+    Cfg(
+        "v2",
+        FingerprintParams(version=2),
+        ("long", "short"),
+        "version 2, words, top-N 16, count^1.75 x IDF capped at 1/5",
+    ),
     Cfg(
         "chars-n2",
         FingerprintParams(features="chars", ngram=2, top_n=256),
@@ -73,7 +78,7 @@ CFGS = (
         "chars-n2-v2",
         FingerprintParams(features="chars", ngram=2, top_n=256, version=2),
         ("short",),
-        "character bigrams, version 2 normalisation",
+        "character bigrams, version 2 (normalisation, count^1.75, cap 1/5)",
     ),
 )
 
@@ -81,8 +86,30 @@ CFGS = (
 # --------------------------------------------------------------------------- fingerprints
 
 
+# Texts whose fingerprints and margins sign the recipe: a change to the package's
+# weighting gives a new cache file instead of stale values under the old settings.
+_CANARIES = (
+    "海量文本去重：simhash 指纹与抽屉原理，海量文本去重。版本 2.0，共 64 位。",
+    "Near-duplicate detection with SimHash fingerprints, 3 bits, k=3 (ＦＵＬＬ width).",
+    "繁體中文的網頁與簡體中文的網頁，內容相同，編碼不同。頁頁頁頁頁。",
+)
+
+
+def _recipe_signature(params: FingerprintParams) -> bytes:
+    fingerprinter = Fingerprinter(params)
+    signature = b""
+    for text in _CANARIES:
+        try:
+            fp, margins = fingerprinter.fingerprint_margins(text)
+        except EmptyDocument:
+            signature += b"empty"
+            continue
+        signature += fp.to_bytes(8, "big") + margins.astype(np.float64).tobytes()
+    return signature
+
+
 def _cache_path(params: FingerprintParams) -> Path:
-    key = pickle.dumps(sorted(params.to_manifest().items()))
+    key = pickle.dumps(sorted(params.to_manifest().items())) + _recipe_signature(params)
     return CACHE / f"fp-{hashlib.sha256(key).hexdigest()[:16]}.pkl"
 
 
@@ -114,7 +141,8 @@ def _chunk(texts: list[str]) -> list[tuple[int, bytes] | None]:
 def fingerprints(
     params: FingerprintParams, texts: Sequence[str], workers: int
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(fingerprints, margins (n, 64), usable) of ``texts``; cached by text and settings."""
+    """(fingerprints, margins (n, 64), usable) of ``texts``; cached by text, settings
+    and the recipe (see ``_CANARIES``)."""
     path = _cache_path(params)
     cache: dict[bytes, tuple[int, bytes] | None] = {}
     if path.exists():
@@ -194,6 +222,25 @@ def scans(probes: np.ndarray) -> np.ndarray:
     for p in range(1, P_MAX + 1):
         new[:, p] = (~(fields[:, :p, :] == fields[:, p : p + 1, :]).any(1)).sum(1)
     return np.asarray(np.cumsum(new, axis=1).mean(0))
+
+
+def candidates(probes: np.ndarray, held: np.ndarray) -> np.ndarray:
+    """Mean distinct fingerprints of ``held`` (an index of them) that a query's scans
+    return for probes = 0..P_MAX: what the store reads before the distance filter."""
+    scheme = get_scheme(SCHEME)
+    by_prefix: dict[tuple[int, int], list[int]] = {}
+    for i, row in enumerate(scheme.fields_many(np.unique(held)).tolist()):
+        for col, field in enumerate(row):
+            by_prefix.setdefault((col, field), []).append(i)
+    fields = scheme.fields_many(probes.reshape(-1)).reshape(len(probes), P_MAX + 1, -1)
+    total = np.zeros(P_MAX + 1)
+    for per_probe in fields.tolist():
+        seen: set[int] = set()
+        for p, row in enumerate(per_probe):
+            for col, field in enumerate(row):
+                seen.update(by_prefix.get((col, field), ()))
+            total[p] += len(seen)
+    return total / max(len(probes), 1)
 
 
 # --------------------------------------------------------------------------- the run
@@ -308,6 +355,8 @@ def _probe_results(
     d_first = first_hits(d_probes, fps[db])
     d_true = np.bitwise_count(fps[da] ^ fps[db])
     cost = scans(pr[single[sel]])
+    held = fps[np.unique(t)]
+    read = candidates(pr[single[sel]], held)
     rows = []
     for p in range(P_MAX + 1):
         hit = found(first, true, p)
@@ -316,6 +365,7 @@ def _probe_results(
             {
                 "probes": p,
                 "scans": float(cost[p]),
+                "candidates": float(read[p]),
                 "single": _rate(hit[single[sel]]),
                 "combined": _rate(hit[e == EDITS.index("combined")]),
                 "per_edit": {name: _rate(hit[e == EDITS.index(name)]) for name in SINGLE_EDITS},
@@ -343,6 +393,7 @@ def _probe_results(
             "edit": e[single[sel]].tolist(),
         },
         "distinct_pairs": len(da),
+        "held": len(np.unique(held)),
     }
 
 

@@ -43,7 +43,11 @@ def render(res: dict[str, Any]) -> str:
         "`simhash_hbase/probes.py`): besides the fingerprint, its P cheapest flip sets of "
         "its weakest bits are searched, each an exact k=3 search; a hit is kept when its "
         f"true distance is at most k + 3 = 6. Cost: distinct {res['scheme']} prefix scans per "
-        "query (prefixes shared by probes are scanned once, all in one batched call). "
+        "query (prefixes shared by probes are scanned once, all in one batched call); "
+        "candidates: distinct stored fingerprints those scans return before the distance "
+        f"filter, in an index of the {cfgs['v2']['long>500']['held']} original documents "
+        "(the query's own original among them; random collisions add about scans x N / "
+        "2^26 at N documents). "
         "Recall pools the seven single edits of Chinese documents > 500 chars (95% Wilson "
         "intervals); FPR counts ordered pairs of distinct documents (a query finding the "
         "other text), the same pairs as above."
@@ -58,6 +62,7 @@ def render(res: dict[str, Any]) -> str:
                     "probes",
                     "scans/query",
                     "x probes=0",
+                    "candidates/query",
                     "recall, single edits",
                     "3 combined",
                     "FPR",
@@ -67,6 +72,7 @@ def render(res: dict[str, Any]) -> str:
                         str(r["probes"]),
                         f"{r['scans']:.1f}",
                         f"{r['scans'] / base:.1f}x",
+                        f"{r['candidates']:.2f}",
                         _pct(r["single"]),
                         _pct(r["combined"]),
                         _fpr(r["fpr"]),
@@ -212,10 +218,10 @@ def _floors(res: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def splice(doc: Path, title: str, body: str) -> None:
-    """Replace this section's body in ``doc`` (or append it under ``## title``)."""
+def splice(doc: Path, title: str, body: str, markers: tuple[str, str] = (BEGIN, END)) -> None:
+    """Replace the body between ``markers`` in ``doc`` (or append it under ``## title``)."""
     text = doc.read_text(encoding="utf-8") if doc.exists() else ""
-    pattern = re.compile(re.escape(BEGIN) + ".*?" + re.escape(END), re.S)
+    pattern = re.compile(re.escape(markers[0]) + ".*?" + re.escape(markers[1]), re.S)
     if pattern.search(text):
         text = pattern.sub(lambda _m: body, text)
     else:

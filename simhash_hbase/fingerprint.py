@@ -7,7 +7,6 @@ written to the index manifest; an index refuses a fingerprinter that differs.
 from __future__ import annotations
 
 import hashlib
-import heapq
 import importlib.util
 import math
 import multiprocessing
@@ -19,7 +18,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from functools import cache
 from importlib import resources
+from itertools import compress, filterfalse, repeat
 from multiprocessing.pool import AsyncResult
+from operator import itemgetter, mul
 from pathlib import Path
 from typing import Any
 
@@ -30,6 +31,7 @@ from . import segment
 from .cache import cached
 from .errors import EmptyDocument, InvalidInput, InvalidSetting
 from .idf_lookup import SparseIdf, sparse_idf
+from .memo import Memo
 from .probes import probe_fingerprints
 
 DEFAULT_TOP_N = 16  # best recall at k=3 in docs/quality.md (89.0% vs 87.2% for 64)
@@ -43,15 +45,18 @@ MAX_NGRAM = 64
 _DIGEST = re.compile(r"[0-9a-f]{64}")
 #: 1: the original recipe (kept bit for bit: indexes built with it answer as before).
 #: 2: NFKC-normalised text, no pure numbers or 1-character ASCII tokens (see
-#: :func:`v2_keeps`); the evaluation in docs/quality.md chose it.
+#: :func:`v2_keeps`), weights ``count ** 1.75`` (x IDF) capped at a fifth of the top-N's
+#: total (:func:`_v2_count`, :func:`v2_cap`); the evaluation in docs/quality.md chose it.
 FINGERPRINT_VERSIONS = (1, 2)
 DEFAULT_VERSION = 1
 #: Optional Traditional -> Simplified folding before tokenizing (v2 only; OpenCC).
 FOLDS = ("none", "t2s")
 _HAS_WORD_CHAR = re.compile(r"\w").search
 _WORD_CHARS = re.compile(r"\w+")
-_BIT_SHIFTS = np.arange(63, -1, -1, dtype=np.uint64)  # column 0 is bit 63 (MSB)
-_ONE = np.uint64(1)
+_SIGN = np.array([-1.0, 1.0])  # a hash bit (0 or 1) -> its sign in the sums
+_WEIGHT_THEN_TERM = itemgetter(1, 0)
+#: What :func:`_term_of` gives a token that makes no term (terms are never empty).
+_DROPPED = ""
 
 
 @dataclass(frozen=True)
@@ -262,7 +267,6 @@ class Fingerprinter:
         self._idf: IdfTable | SparseIdf = (
             _builtin_sparse() if self.params.idf is None else idf_table(self.params.idf)
         )
-        self._stop = _stopwords()[0]
         self._cut = segment.segmenter()
 
     def term_counts(self, text: str) -> Counter[str]:
@@ -270,13 +274,10 @@ class Fingerprinter:
         if self.params.features == "chars":
             chars = "".join(_WORD_CHARS.findall(text.lower()))
             n = self.params.ngram
-            return Counter(chars[i : i + n] for i in range(max(len(chars) - n + 1, 0)))
-        counts: Counter[str] = Counter()
-        for token, n in Counter(self._cut(text)).items():
-            term = token.strip().lower()
-            if term and term not in self._stop and _HAS_WORD_CHAR(term):
-                counts[term] += n
-        self._idf.resolve(counts)
+            starts = range(max(len(chars) - n + 1, 0))
+            return Counter(map(chars.__getitem__, map(slice, starts, range(n, len(chars) + 1))))
+        counts = Counter(map(_term_of().__getitem__, self._cut(text)))
+        del counts[_DROPPED]
         return counts
 
     def features(self, text: str) -> Counter[str]:
@@ -285,24 +286,37 @@ class Fingerprinter:
         if self.params.version == 1:
             return self.term_counts(text)
         counts = self.term_counts(normalise(text, self._fold))
-        return Counter({t: n for t, n in counts.items() if v2_keeps(t)})
+        kept = Counter(counts)  # a copy: a subclass may hand out the same counts again
+        for term in list(filterfalse(_V2_KEEPS.__getitem__, counts)):
+            del kept[term]
+        return kept
 
     def weighted_terms(self, text: str) -> list[tuple[str, float]]:
         """The top-N (term, weight) pairs, heaviest first, ties broken by term.
 
         Words weigh count x IDF (the table's median IDF for unknown words);
-        character n-grams weigh their count.
+        character n-grams weigh their count. Version 2 reshapes both
+        (:func:`_v2_count`, :func:`v2_cap`).
         """
         counts = self.features(text)
+        if not counts:
+            return []
+        v2 = self.params.version >= 2
+        terms = list(counts)
+        factors = map(_V2_COUNT.__getitem__, counts.values()) if v2 else counts.values()
         if self.params.features == "chars":
-            weighted = [(term, float(n)) for term, n in counts.items()]
+            weights = list(map(float, factors))
         else:
-            idf, median = self._idf.idf, self._idf.median
-            weighted = [(term, n * idf.get(term, median)) for term, n in counts.items()]
-            # A term in every document of a custom IDF table weighs 0: it carries no
-            # signal, and texts made only of such terms must not share fingerprint 0.
-            weighted = [tw for tw in weighted if tw[1] > 0.0]
-        return heapq.nlargest(self.params.top_n, weighted, key=lambda tw: (tw[1], tw[0]))
+            self._idf.resolve(terms)
+            idf = map(self._idf.idf.get, terms, repeat(self._idf.median))
+            weights = list(map(mul, factors, idf))
+            if min(weights) <= 0.0:
+                # A term in every document of a custom IDF table weighs 0: it carries no
+                # signal, and texts made only of such terms must not share fingerprint 0.
+                positive = list(map((0.0).__lt__, weights))
+                terms, weights = list(compress(terms, positive)), list(compress(weights, positive))
+        top = _heaviest(terms, weights, self.params.top_n)
+        return v2_cap(top) if v2 else top
 
     def bit_sums(self, text: str) -> np.ndarray:
         """The 64 signed, weighted sums whose signs are the fingerprint (MSB first)."""
@@ -312,15 +326,12 @@ class Fingerprinter:
                 "the text has no usable terms (it is empty, or only whitespace, "
                 "punctuation or stop words); it cannot be fingerprinted"
             )
+        names, weights = zip(*terms)
         seed = self.params.seed
-        hashes = np.fromiter(
-            (mmh3.hash64(term, seed, signed=False)[0] for term, _ in terms),
-            dtype=np.uint64,
-            count=len(terms),
-        )
-        weights = np.fromiter((w for _, w in terms), dtype=np.float64, count=len(terms))
-        signs = ((hashes[:, None] >> _BIT_SHIFTS) & _ONE).astype(np.float64) * 2.0 - 1.0
-        sums: np.ndarray = weights @ signs
+        hashes = b"".join([mmh3.hash64(t, seed, signed=False)[0].to_bytes(8, "big") for t in names])
+        bits = np.unpackbits(np.frombuffer(hashes, dtype=np.uint8)).reshape(len(names), 64)
+        # The same product of ±1.0 signs as ever: the float sums (margins) stay bit for bit.
+        sums: np.ndarray = np.array(weights, dtype=np.float64) @ _SIGN[bits]
         return sums
 
     def fingerprint(self, text: str) -> int:
@@ -419,6 +430,55 @@ def v2_keeps(term: str) -> bool:
     if len(term) == 1 and term.isascii():
         return False
     return _NUMBER.fullmatch(term) is None
+
+
+#: v2: no term weighs more than this share of the kept terms' total weight.
+V2_WEIGHT_CAP = 0.2
+
+
+def _v2_count(n: int) -> float:
+    """v2's count factor, ``n ** 1.75``: superlinear, so a text's recurring terms
+    outweigh what an edit adds once or twice (a mirror's header and footer, an
+    inserted sentence) and fewer bits flip. Square roots only: IEEE-754 rounds them
+    exactly, where ``pow`` may differ in the last bit between C libraries."""
+    return n * math.sqrt(n * math.sqrt(n))
+
+
+def v2_cap(terms: list[tuple[str, float]]) -> list[tuple[str, float]]:
+    """v2's cap: each weight at most :data:`V2_WEIGHT_CAP` of the kept terms' total,
+    order kept. Without it one dominant term (a man page's command name) decides most
+    bits alone, and distinct pages sharing it collide."""
+    limit = V2_WEIGHT_CAP * math.fsum(w for _, w in terms)
+    return [(term, min(w, limit)) for term, w in terms]
+
+
+_V2_KEEPS = Memo(v2_keeps)
+_V2_COUNT = Memo(_v2_count)
+
+
+@cache
+def _term_of() -> Memo[str, str]:
+    """token -> the term it counts as (stripped, lower-cased), or :data:`_DROPPED` for
+    whitespace, punctuation and stop words. One per process: it depends on nothing else."""
+    stop = _stopwords()[0]
+
+    def term(token: str) -> str:
+        term = token.strip().lower()
+        keep = term and term not in stop and _HAS_WORD_CHAR(term)
+        return term if keep else _DROPPED
+
+    return Memo(term)
+
+
+def _heaviest(terms: list[str], weights: list[float], n: int) -> list[tuple[str, float]]:
+    """The ``n`` heaviest (term, weight) pairs, heaviest first, ties by the greater term:
+    ``heapq.nlargest(n, pairs, key=(weight, term))`` (the keys are unique), with no
+    Python call per term. Only terms as heavy as the n-th heaviest weight can be in it."""
+    if len(weights) > n:
+        floor = sorted(weights, reverse=True)[n - 1]
+        heavy = list(map(floor.__le__, weights))
+        terms, weights = list(compress(terms, heavy)), list(compress(weights, heavy))
+    return sorted(zip(terms, weights), key=_WEIGHT_THEN_TERM, reverse=True)[:n]
 
 
 def normalise(text: str, fold: Callable[[str], str] | None = None) -> str:

@@ -34,6 +34,7 @@ from pathlib import Path
 
 from .cache import cache_dir
 from .errors import InvalidInput
+from .memo import Memo
 
 Cut = Callable[[str], Iterable[str]]
 
@@ -49,6 +50,8 @@ _ASCII_TOKEN = re.compile(r"[a-zA-Z0-9+#&._%\-]+").fullmatch
 _ASCII_RUN = re.compile(r"[a-zA-Z0-9+#&._%\-]{2,}").search
 # jieba.finalseg's re_skip: how jieba splits the non-Chinese part of an HMM buffer.
 _HMM_SKIP = re.compile(r"([a-zA-Z0-9]+(?:\.\d+)?%?)")
+# What _HMM_SKIP.split leaves whole: one match of it, or no letter or digit at all.
+_HMM_PIECE = re.compile(rf"{_HMM_SKIP.pattern}|[+#&._%\-]+").fullmatch
 # The words of jieba's dictionary made only of the characters above: the DAG keeps them.
 _ASCII_WORDS = frozenset(("AT&T", "c#", "C#", "c++", "C++"))
 
@@ -69,20 +72,30 @@ def _installed(module: str) -> str | None:
     return found.group(1) if found else ""
 
 
+def _run_kind(token: str) -> str:
+    """The token's part in an ASCII run (see the module docstring): "0" none; "1" a
+    piece that jieba's HMM stage would also give, on its own; "2" any other piece."""
+    if not (token.isascii() and _ASCII_TOKEN(token)) or token in _ASCII_WORDS:
+        return "0"
+    return "1" if _HMM_PIECE(token) else "2"
+
+
+_RUN_KINDS = Memo(_run_kind)
+# The runs that the re-split changes: two pieces or more, or one that it splits.
+_CHANGED_RUN = re.compile("[12]{2,}|2")
+
+
 def _resplit_ascii(tokens: list[str]) -> list[str]:
-    out: list[str] = []
-    run: list[str] = []
-    for token in tokens:
-        if token.isascii() and _ASCII_TOKEN(token) and token not in _ASCII_WORDS:
-            run.append(token)
-            continue
-        if run:
-            out += filter(None, _HMM_SKIP.split("".join(run)))
-            run = []
-        out.append(token)
-    if run:
-        out += filter(None, _HMM_SKIP.split("".join(run)))
-    return out
+    """Re-splits each run of ASCII pieces in ``tokens`` (in place) as jieba's HMM would.
+
+    Each token's kind is one character of a string that a regular expression scans:
+    no Python code runs for the tokens of the (many) runs that stay as they are.
+    """
+    kinds = "".join(map(_RUN_KINDS.__getitem__, tokens))
+    for run in reversed(list(_CHANGED_RUN.finditer(kinds))):  # from the end: offsets hold
+        start, end = run.span()
+        tokens[start:end] = filter(None, _HMM_SKIP.split("".join(tokens[start:end])))
+    return tokens
 
 
 def _rjieba_span(cut: Callable[[str, bool], list[str]], text: str) -> list[str]:

@@ -9,13 +9,18 @@ import pytest
 
 from simhash_hbase import Fingerprinter, FingerprintParams, InvalidSetting, SimhashIndex
 from simhash_hbase.errors import ManifestMismatch
-from simhash_hbase.fingerprint import normalise, v2_keeps
+from simhash_hbase.fingerprint import V2_WEIGHT_CAP, normalise, v2_keeps
 
 V2 = FingerprintParams(version=2)
-# Pinned like v1's: a change here makes every v2 index incomparable.
+# Pinned like v1's: a change here makes every v2 index incomparable. (Re-pinned when
+# v2 gained its count power and weight cap, before any release carried v2.)
 PINNED_V2 = {
-    "今天天气很好，我们去公园散步吧。": 0x2EBE79A84B73A770,  # no number, no ASCII: as v1
-    "版本 2.6.1 于 2024-11-22 发布，修复了 3 个问题（ｖ２）。": 0x9DA75FB47C13BE42,
+    "今天天气很好，我们去公园散步吧。": 0x2EBE7CA84B738770,  # capped: three terms share it
+    "版本 2.6.1 于 2024-11-22 发布，修复了 3 个问题（ｖ２）。": 0x95A74E345C11BE42,
+    # recurring terms: count ** 1.75, and gzip (5 times) capped at a fifth
+    "gzip 压缩文件。gzip 解压文件时保留原文件；gzip 的选项 -k 保留输入文件，-d 解压缩。": (
+        0x9227F6E30E3CEA1C
+    ),
 }
 
 
@@ -34,6 +39,36 @@ def test_pinned_v2_fingerprints(text: str, expected: int) -> None:
 )  # fmt: skip
 def test_v2_drops_numbers_and_single_ascii_characters(term: str, kept: bool) -> None:
     assert v2_keeps(term) is kept
+
+
+# 17 words unknown to jieba's table: all weigh its median IDF, so only counts differ
+# (the top 16 keeps the larger words on ties: zeta is always in).
+WORDS = (
+    "alpha beta gamma delta epsilon zeta theta iota kappa lambda omicron sigma tau "
+    "upsilon omega psi rho"
+)
+
+
+def test_v2_weighs_counts_to_the_power_1_75() -> None:
+    text = "alpha " + WORDS
+    v1, v2 = (
+        dict(Fingerprinter().weighted_terms(text)),
+        dict(Fingerprinter(V2).weighted_terms(text)),
+    )
+    assert v1["alpha"] == 2 * v1["zeta"]
+    assert v2["alpha"] == pytest.approx(2**1.75 * v2["zeta"], rel=1e-12)  # not capped here
+    assert v2["alpha"] < V2_WEIGHT_CAP * sum(v2.values())
+
+
+def test_v2_caps_a_dominant_term_at_a_fifth_of_the_total() -> None:
+    text = "alpha " * 9 + WORDS  # alpha 10 times
+    uncapped = 10**1.75 + 15  # alpha and the other 15 of the top 16, in median IDFs
+    v2 = Fingerprinter(V2).weighted_terms(text)
+    weights = dict(v2)
+    assert v2[0][0] == "alpha"  # still first: the cap keeps the order
+    assert weights["alpha"] == pytest.approx(V2_WEIGHT_CAP * uncapped * weights["zeta"])
+    v1 = dict(Fingerprinter().weighted_terms(text))
+    assert v1["alpha"] == 10 * v1["zeta"]  # v1 neither raises nor caps
 
 
 def test_v2_normalises_full_width_latin_and_digits() -> None:
