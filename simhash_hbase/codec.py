@@ -105,15 +105,20 @@ def prefix_stop(prefix: bytes) -> bytes:
     return stripped[:-1] + bytes([stripped[-1] + 1])
 
 
-def encode_rowkeys_many(fps: np.ndarray, fields: np.ndarray) -> list[bytes]:
-    """Row keys of many fingerprints at once: row i*c + j is combination j+1 of fp i."""
+def rowkeys_array(fps: np.ndarray, fields: np.ndarray) -> np.ndarray:
+    """Row keys of many fingerprints as an (n, c) ROWKEY_DTYPE array: [i, j] is
+    combination j+1 of fp i (a batch's keys without a bytes object each)."""
     n, c = fields.shape
     rows = np.empty((n, c), dtype=ROWKEY_DTYPE)
     rows["field"] = fields
     rows["flag"] = np.arange(1, c + 1, dtype=np.uint8)
     rows["fp"] = np.asarray(fps, dtype=np.uint64)[:, None]
-    buf = rows.tobytes()
-    return [buf[i : i + ROWKEY_BYTES] for i in range(0, len(buf), ROWKEY_BYTES)]
+    return rows
+
+
+def encode_rowkeys_many(fps: np.ndarray, fields: np.ndarray) -> list[bytes]:
+    """Row keys of many fingerprints at once: row i*c + j is combination j+1 of fp i."""
+    return rowkeys_array(fps, fields).reshape(-1).view(f"V{ROWKEY_BYTES}").tolist()
 
 
 _PREFIX_DTYPE = np.dtype([("field", ">u4"), ("flag", "u1")])
@@ -125,12 +130,27 @@ def encode_prefixes_many(fields: np.ndarray) -> list[list[bytes]]:
     rows = np.empty((n, c), dtype=_PREFIX_DTYPE)
     rows["field"] = fields
     rows["flag"] = np.arange(1, c + 1, dtype=np.uint8)
-    buf = rows.tobytes()
-    step = PREFIX_BYTES * c
-    return [
-        [buf[j : j + PREFIX_BYTES] for j in range(i, i + step, PREFIX_BYTES)]
-        for i in range(0, len(buf), step)
-    ]
+    flat = rows.reshape(-1).view(f"V{PREFIX_BYTES}").tolist()  # bytes, made in C
+    return [flat[i : i + c] for i in range(0, n * c, c)]
+
+
+def prefix_values(fields: np.ndarray) -> np.ndarray:
+    """Scan prefixes of many fingerprints as the numbers their 5 big-endian bytes
+    spell (field << 8 | flag), an (n, c) uint64 array: number order is byte order."""
+    flags = np.arange(1, fields.shape[1] + 1, dtype=np.uint64)
+    return fields.astype(np.uint64) << np.uint64(8) | flags
+
+
+def rowkey_prefix_values(rows: np.ndarray) -> np.ndarray:
+    """The :func:`prefix_values` of row keys (a ROWKEY_DTYPE array)."""
+    return rows["field"].astype(np.uint64) << np.uint64(8) | rows["flag"].astype(np.uint64)
+
+
+def encode_prefix_values(values: np.ndarray) -> list[bytes]:
+    """The 5-byte scan prefixes of :func:`prefix_values`, made in C."""
+    wide = (np.asarray(values, dtype=np.uint64).reshape(-1) << np.uint64(24)).astype(">u8")
+    head = np.ascontiguousarray(wide.view(np.uint8).reshape(-1, 8)[:, :PREFIX_BYTES])
+    return head.view(f"V{PREFIX_BYTES}").reshape(-1).tolist()
 
 
 def encode_doc_id(doc_id: str) -> bytes:

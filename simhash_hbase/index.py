@@ -25,11 +25,12 @@ from .manifest import MANIFEST, Wanted, check_environment, new_manifest, settle,
 from .probes import bound, check_probes
 from .records import Document, Duplicate, Match
 from .scheme import Scheme
-from .store import IndexCell, Store, open_store
+from .store import CellBlock, IndexCell, Store, open_store
 
 DEFAULT_K = 3
 QUERY_BATCH = 1000  # texts fingerprinted and looked up together by query_many
 _SCALAR_MAX = 4  # below this many fingerprints, plain Python beats NumPy
+_SCALAR_CANDIDATES = 24  # and below this many candidates of one query (~20 breaks even)
 _STATE = "state/"  # meta records of jobs (e.g. ingest checkpoints) live under this
 _IDF = "idf/"  # custom IDF tables, by digest
 
@@ -188,27 +189,33 @@ class SimhashIndex:
         *,
         find_k: int | None = None,
         probes: Sequence[Sequence[int]] | None = None,
+        checked: bool = False,
     ) -> list[Duplicate]:
         """Write one batch atomically per row; near-duplicates already held if ``find_k``.
 
         ``probes``, one list per document (its fingerprint first, see
         :mod:`simhash_hbase.probes`), makes that lookup a probed one.
-        Every document must be valid (see :func:`codec.check_document`). Order
-        matters for crash safety: stale cells go first, then new cells, then the
-        docs row, so a docs row never points at cells that are not there.
+        Every document must be valid (see :func:`codec.check_document`); ``checked``
+        says the caller has checked each already (the ingest jobs do, per record),
+        so they are not checked twice. Order matters for crash safety: stale cells
+        go first, then new cells, then the docs row, so a docs row never points at
+        cells that are not there.
         """
-        for doc in docs:
-            codec.check_document(doc)
-        if probes is None:
-            probes = [[d.fingerprint] for d in docs]
-        elif len(probes) != len(docs) or any(
-            not p or p[0] != d.fingerprint for d, p in zip(docs, probes)
+        if not checked:
+            for doc in docs:
+                codec.check_document(doc)
+        if probes is not None and (
+            len(probes) != len(docs)
+            or any(not p or p[0] != d.fingerprint for d, p in zip(docs, probes))
         ):
             raise InvalidInput("each document needs its probe list, its own fingerprint first")
-        latest = {d.doc_id: (d, p) for d, p in zip(docs, probes)}  # the last one wins
-        found = self._find_at_insert(list(latest.values()), find_k) if find_k is not None else []
-        latest_docs = {i: d for i, (d, _) in latest.items()}
-        self._write(latest_docs)
+        latest = {d.doc_id: d for d in docs}  # the last one wins
+        found: list[Duplicate] = []
+        if find_k is not None:
+            lists = probes or [[d.fingerprint] for d in docs]
+            last = {d.doc_id: p for d, p in zip(docs, lists)}
+            found = self._find_at_insert([(d, last[i]) for i, d in latest.items()], find_k)
+        self._write(latest)
         return found
 
     def _write(self, latest: dict[str, Document]) -> None:
@@ -223,7 +230,7 @@ class SimhashIndex:
                 if i in state and state[i].fingerprint != latest[i].fingerprint
             ]
             batch.delete_index(self.cells(changed))
-            batch.put_index(self.cells(list(latest.values())))
+            batch.put_index(self._cell_block(list(latest.values())))
             batch.put_docs(latest.values())
             batch.delete_index(self.cells(_replaced(previous, state)))
         if not self._store.atomic_batches:
@@ -246,6 +253,7 @@ class SimhashIndex:
 
     def remove(self, doc_id: str) -> bool:
         """Delete a document and all its index cells; False if it was not there."""
+        codec.encode_doc_id(doc_id)
         with self._store.batch() as batch:
             old = batch.get_docs([doc_id]).get(doc_id)
             if old is None:
@@ -270,12 +278,13 @@ class SimhashIndex:
 
     def cells(self, docs: Sequence[Document]) -> list[IndexCell]:
         """The index cells (row key, id) that ``docs`` own under this scheme."""
-        if not docs:
-            return []
+        return list(self._cell_block(docs))
+
+    def _cell_block(self, docs: Sequence[Document]) -> CellBlock:
+        """:meth:`cells` as arrays, for a store to write in bulk."""
         fps = np.fromiter((d.fingerprint for d in docs), dtype=np.uint64, count=len(docs))
-        keys = codec.encode_rowkeys_many(fps, self.scheme.fields_many(fps))
-        ids = [d.doc_id for d in docs for _ in range(self.scheme.rows_per_fingerprint)]
-        return list(zip(keys, ids))
+        rows = codec.rowkeys_array(fps, self.scheme.fields_many(fps))
+        return CellBlock(rows, [d.doc_id for d in docs])
 
     # -- reading ----------------------------------------------------------------
     def get(self, doc_id: str) -> Document | None:
@@ -336,20 +345,50 @@ class SimhashIndex:
         """
         self.scheme.check_k(k)
         fps = [check_fingerprint(fp) for fp in fps]
-        found = self._store.scan_prefixes_many(self._prefixes(fps))
+        if len(fps) > _SCALAR_MAX:
+            hits, candidates = self._near_many(fps, k)
+        else:
+            found = self._store.scan_prefixes_many(self._prefixes(fps))
+            hits = [_near(fp, cells, k) for fp, cells in zip(fps, found)]
+            candidates = sum(map(len, found))
         self.cost.queries += len(fps)
         self.cost.scans += len(fps) * self.scheme.rows_per_fingerprint
-        self.cost.candidates += sum(map(len, found))
-        hits: list[dict[tuple[str, int], int]] = []
-        for fp, cells in zip(fps, found):
-            near: dict[tuple[str, int], int] = {}
-            for row, doc_id in cells:
-                cand = codec.rowkey_fingerprint(row)
-                dist = (cand ^ fp).bit_count()
-                if dist <= k:
-                    near[(doc_id, cand)] = dist
-            hits.append(near)
+        self.cost.candidates += candidates
         return self._confirm(hits)
+
+    def _near_many(self, fps: list[int], k: int) -> tuple[list[dict[tuple[str, int], int]], int]:
+        """:func:`_near` of many queries, and their candidates counted per query.
+
+        The batch's distinct prefixes go to the store as one list in key order
+        (each seek then descends through pages the one before has just read),
+        and each cell found is matched to the queries of its prefix and confirmed
+        by XOR and popcount in NumPy, not by a Python call per candidate.
+        """
+        arr = np.array(fps, dtype=np.uint64)
+        values = codec.prefix_values(self.scheme.fields_many(arr)).reshape(-1)
+        unique, inverse = np.unique(values, return_inverse=True)
+        cells = self._store.scan_prefixes(codec.encode_prefix_values(unique))
+        hits: list[dict[tuple[str, int], int]] = [{} for _ in fps]
+        if not cells:
+            return hits, 0
+        rows = np.frombuffer(b"".join([row for row, _ in cells]), dtype=codec.ROWKEY_DTYPE)
+        slot = np.searchsorted(unique, codec.rowkey_prefix_values(rows))  # each cell's prefix
+        # The queries holding distinct prefix u are owners[start[u] : start[u + 1]].
+        owners = np.argsort(inverse, kind="stable") // self.scheme.rows_per_fingerprint
+        start = np.zeros(len(unique) + 1, dtype=np.intp)
+        np.cumsum(np.bincount(inverse, minlength=len(unique)), out=start[1:])
+        per_cell = start[slot + 1] - start[slot]
+        cell = np.repeat(np.arange(len(cells)), per_cell)
+        first = np.cumsum(per_cell) - per_cell  # where each cell's pairs begin
+        query = owners[np.repeat(start[slot] - first, per_cell) + np.arange(len(cell))]
+        cands = rows["fp"].astype(np.uint64)[cell]
+        dists = np.bitwise_count(cands ^ arr[query])
+        keep = np.flatnonzero(dists <= k)
+        for c, q, cand, dist in zip(
+            cell[keep].tolist(), query[keep].tolist(), cands[keep].tolist(), dists[keep].tolist()
+        ):
+            hits[q][(cells[c][1], cand)] = dist
+        return hits, len(cell)
 
     def query_probed(
         self, probe_lists: Sequence[Sequence[int]], k: int = DEFAULT_K
@@ -366,6 +405,8 @@ class SimhashIndex:
         lists = [[check_fingerprint(fp) for fp in probes] for probes in probe_lists]
         if any(not probes for probes in lists):
             raise InvalidInput("a probed query needs at least its own fingerprint")
+        if all(len(probes) == 1 for probes in lists):  # no probes: exact searches
+            return self.query_fingerprints([probes[0] for probes in lists], k)
         flat = [fp for probes in lists for fp in probes]
         per_fp = self._prefixes(flat)
         prefix_lists, at = [], 0
@@ -406,7 +447,10 @@ class SimhashIndex:
         if self._store.atomic_batches:
             # Cells and their docs row commit in one transaction: no cell can
             # disagree with its document, so the confirming read is not needed.
-            return [_ranked((doc_id, fp, dist) for (doc_id, fp), dist in n.items()) for n in hits]
+            return [
+                _ranked((doc_id, fp, dist) for (doc_id, fp), dist in n.items()) if n else []
+                for n in hits
+            ]
         ids = {doc_id for near in hits for doc_id, _ in near}
         docs = self._store.get_docs(sorted(ids)) if ids else {}
         return [
@@ -471,6 +515,23 @@ class SimhashIndex:
         if docs and "disk_bytes" in stats:
             stats["disk_bytes_per_document"] = round(stats["disk_bytes"] / docs, 1)
         return stats
+
+
+def _near(fp: int, cells: Sequence[IndexCell], k: int) -> dict[tuple[str, int], int]:
+    """The cells within ``k`` of ``fp``: {(id, fingerprint): distance}."""
+    if len(cells) > _SCALAR_CANDIDATES:  # one XOR and popcount in NumPy (4x4 at 1 M: ~60)
+        rows = np.frombuffer(b"".join([row for row, _ in cells]), dtype=codec.ROWKEY_DTYPE)
+        cands = rows["fp"].astype(np.uint64)
+        dists = np.bitwise_count(cands ^ np.uint64(fp))
+        keep = np.flatnonzero(dists <= k).tolist()
+        return {(cells[i][1], int(cands[i])): int(dists[i]) for i in keep}
+    near: dict[tuple[str, int], int] = {}
+    for row, doc_id in cells:
+        cand = codec.rowkey_fingerprint(row)
+        dist = (cand ^ fp).bit_count()
+        if dist <= k:
+            near[(doc_id, cand)] = dist
+    return near
 
 
 def _ranked(hits: Iterable[tuple[str, int, int]]) -> list[Match]:

@@ -29,8 +29,18 @@ FPS = st.integers(min_value=0, max_value=2**64 - 1)
 
 @given(st.lists(st.tuples(st.sampled_from([b"\x00" * 13, b"\xff" * 13]) | ROWS, st.binary())))
 def test_sorted_keys_is_bytewise_order(cells: list[tuple[bytes, bytes]]) -> None:
-    rows, tails = [r for r, _ in cells], [t for _, t in cells]
-    assert sorted_keys(rows, tails) == sorted(r + t for r, t in cells)
+    rows = np.frombuffer(b"".join(r for r, _ in cells), dtype=codec.ROWKEY_DTYPE)
+    tails = [t for _, t in cells]
+    assert sorted_keys(rows.reshape(-1, 1), tails) == sorted(r + t for r, t in cells)
+
+
+@given(st.lists(st.tuples(st.lists(ROWS, min_size=3, max_size=3), st.binary(max_size=4))))
+def test_sorted_keys_of_a_block_is_bytewise_order(docs: list[tuple[list[bytes], bytes]]) -> None:
+    """Several row keys per tail (a document's cells), tails of mixed lengths."""
+    joined = b"".join(r for rows, _ in docs for r in rows)
+    rows = np.frombuffer(joined, dtype=codec.ROWKEY_DTYPE).reshape(-1, 3)
+    tails = [t for _, t in docs]
+    assert sorted_keys(rows, tails) == sorted(r + t for rs, t in docs for r in rs)
 
 
 @given(FPS)

@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import random
+import tempfile
+from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simhash_hbase import SimhashIndex
 from simhash_hbase.errors import InvalidInput, InvalidQuery
+from simhash_hbase.records import Document
 from simhash_hbase.scheme import SCHEMES, get_scheme
 
 
@@ -108,3 +111,67 @@ def test_index_is_exact_against_brute_force(store_url: str, scheme: str) -> None
                 assert got == expected, (scheme, k)
         batch = index.query_fingerprints(queries, k_max)
         assert batch == [index.query_fingerprint(q, k_max) for q in queries]
+
+
+def _mask(bits: set[int]) -> int:
+    return sum(1 << b for b in bits)
+
+
+NEAR = st.tuples(st.integers(0, 7), st.sets(st.integers(0, 63), max_size=5))
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(st.integers(0, (1 << 64) - 1), min_size=1, max_size=8),
+    st.lists(NEAR, max_size=40),
+    st.lists(NEAR, min_size=5, max_size=30),
+    st.integers(0, 3),
+    st.sampled_from(sorted(SCHEMES)),
+)
+def test_batch_queries_equal_single_queries_and_brute_force(
+    bases: list[int],
+    docs: list[tuple[int, set[int]]],
+    queries: list[tuple[int, set[int]]],
+    k: int,
+    scheme: str,
+) -> None:
+    """The batched path (distinct prefixes in key order, NumPy confirm) against one
+    query at a time and brute force: near copies, one fingerprint under several
+    ids, queries that repeat or share prefixes."""
+    fps = {f"b{i}": fp for i, fp in enumerate(bases)}
+    fps.update({f"b{i}-again": fp for i, fp in enumerate(bases)})
+    fps.update({f"n{j}": bases[i % len(bases)] ^ _mask(bits) for j, (i, bits) in enumerate(docs)})
+    qs = [bases[i % len(bases)] ^ _mask(bits) for i, bits in queries]
+    ids = list(fps)
+    arr = np.array([fps[i] for i in ids], dtype=np.uint64)
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        SimhashIndex.open(f"{tmp}/ix", scheme=scheme) as index,
+    ):
+        index.add_documents([Document(i, fp) for i, fp in fps.items()])
+        batch = index.query_fingerprints(qs, k)
+        assert batch == [index.query_fingerprint(q, k) for q in qs]
+    for q, got in zip(qs, batch):
+        dists = np.bitwise_count(arr ^ np.uint64(q))
+        want = sorted((int(d), ids[i]) for i, d in enumerate(dists) if d <= k)
+        assert [(m.distance, m.doc_id) for m in got] == want
+
+
+@pytest.mark.parametrize("scheme", sorted(SCHEMES))
+def test_a_query_with_many_candidates_is_exact(tmp_path: Path, scheme: str) -> None:
+    """Hundreds of cells under one query's prefixes (its confirm runs in NumPy)."""
+    rng = random.Random(13)
+    q = rng.getrandbits(64)
+    top = q >> 38 << 38  # q's first 26 bits: 4x4's first field, 5x10's AB
+    fps = {f"s{i}": top | rng.getrandbits(38) for i in range(300)}
+    fps.update({f"near{d}-{i}": _flip(q, rng, d) for d in range(5) for i in range(3)})
+    ids = list(fps)
+    arr = np.array([fps[i] for i in ids], dtype=np.uint64)
+    with SimhashIndex.open(str(tmp_path / "ix"), scheme=scheme) as index:
+        index.add_documents([Document(i, fp) for i, fp in fps.items()])
+        (cells,) = index.candidates([q])
+        assert len(cells) > 100
+        dists = np.bitwise_count(arr ^ np.uint64(q))
+        for k in range(4):
+            want = sorted((int(d), ids[i]) for i, d in enumerate(dists) if d <= k)
+            assert [(m.distance, m.doc_id) for m in index.query_fingerprint(q, k)] == want

@@ -7,11 +7,19 @@ from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
 from ..errors import InvalidIndexUrl
-from .base import IndexCell, Store, StoreBatch
+from .base import CellBlock, IndexCell, Store, StoreBatch
 
 DEFAULT_INDEX = "shdb-index"
 
-__all__ = ["IndexCell", "Store", "StoreBatch", "local_path", "open_store", "resolve_url"]
+__all__ = [
+    "CellBlock",
+    "IndexCell",
+    "Store",
+    "StoreBatch",
+    "local_path",
+    "open_store",
+    "resolve_url",
+]
 
 
 def resolve_url(url: str | None) -> str:

@@ -11,11 +11,34 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
+import numpy as np
+
+from .. import codec
 from ..errors import StoreCorrupt
 from ..records import Document
 
 #: One cell of the index table: (13-byte row key, document id qualifier).
 IndexCell = tuple[bytes, str]
+
+
+class CellBlock:
+    """The index cells of many documents, without a tuple per cell: document i
+    (id ``doc_ids[i]``) owns the row keys ``rows[i]`` of an (n, c) array of
+    :data:`codec.ROWKEY_DTYPE`. A store may write it in bulk (the embedded store
+    builds its keys in NumPy); iterating gives the cells, document by document."""
+
+    def __init__(self, rows: np.ndarray, doc_ids: Sequence[str]) -> None:
+        self.rows = rows
+        self.doc_ids = doc_ids
+
+    def __len__(self) -> int:
+        return int(self.rows.size)
+
+    def __iter__(self) -> Iterator[IndexCell]:
+        rows = np.ascontiguousarray(self.rows).reshape(-1).view(f"V{codec.ROWKEY_BYTES}")
+        per_doc = self.rows.shape[1] if self.rows.ndim == 2 else 0
+        ids = (doc_id for doc_id in self.doc_ids for _ in range(per_doc))
+        return zip(rows.tolist(), ids)
 
 
 class StoreBatch(Protocol):

@@ -33,7 +33,7 @@ import numpy as np
 from .. import codec
 from ..errors import IndexNotFound, InvalidIndexUrl, StoreClosed, StoreCorrupt, StoreError
 from ..records import Document
-from .base import IndexCell
+from .base import CellBlock, IndexCell
 
 _MAP_SIZE = 1 << 40  # address space only; the file grows as data is written
 _ID_COLUMN = b"_id"  # full id of a docs row whose key had to be folded
@@ -135,34 +135,61 @@ def fold_key(key: bytes, limit: int) -> tuple[bytes, bool]:
     return key[: limit - len(digest) - 1] + b"\x00" + digest, True
 
 
-def sorted_keys(rows: Sequence[bytes], tails: Sequence[bytes]) -> list[bytes]:
-    """The keys ``rows[i] + tails[i]`` in byte order (13-byte row keys, any tails).
+def sorted_keys(rows: np.ndarray, tails: Sequence[bytes]) -> list[bytes]:
+    """The keys ``rows[i, j] + tails[i]`` in byte order: ``rows`` is an (n, c) array
+    of 13-byte row keys (:data:`codec.ROWKEY_DTYPE`), ``tails`` n byte strings.
 
-    NumPy sorts the row keys by their first 8 bytes as one big-endian number and
-    gathers them; only runs that tie on those bytes (rare, and always for one
-    fingerprint held under several ids) are then sorted in Python.
+    NumPy sorts the keys by their first 8 bytes as one big-endian number and
+    builds them in that order, all tails of one length at once; only runs that
+    tie on those bytes (rare, and always for one fingerprint held under several
+    ids) are then sorted in Python. No Python code runs per key otherwise.
     """
-    keys = np.frombuffer(b"".join(rows), dtype=codec.ROWKEY_DTYPE)
+    n, c = rows.shape
+    flat = np.ascontiguousarray(rows).reshape(-1)
     head = (
-        keys["field"].astype(np.uint64) << np.uint64(32)
-        | keys["flag"].astype(np.uint64) << np.uint64(24)
-        | keys["fp"].astype(np.uint64) >> np.uint64(40)
+        flat["field"].astype(np.uint64) << np.uint64(32)
+        | flat["flag"].astype(np.uint64) << np.uint64(24)
+        | flat["fp"].astype(np.uint64) >> np.uint64(40)
     )
     order = np.argsort(head)
-    buf = keys[order].tobytes()
-    ends = np.array(tails, dtype=object)[order].tolist()
-    starts = range(0, len(buf), codec.ROWKEY_BYTES)
-    out = [buf[i : i + codec.ROWKEY_BYTES] + tail for i, tail in zip(starts, ends)]
+    doc = order // c  # the tail of each key, in key order
+    lengths = np.fromiter(map(len, tails), dtype=np.intp, count=n)
+    groups = np.unique(lengths).tolist()
+    if len(groups) == 1:  # one id length (hashes, numbered ids): no merge needed
+        out = _joined(flat[order], doc, tails, lengths, groups[0])
+    else:
+        keys = np.empty(n * c, dtype=object)
+        for length in groups:
+            at = np.flatnonzero(lengths[doc] == length)
+            made = _joined(flat[order[at]], doc[at], tails, lengths, length)
+            keys[at] = np.fromiter(made, dtype=object, count=len(made))
+        out = keys.tolist()
     head = head[order]
     ties = np.flatnonzero(head[1:] == head[:-1]).tolist()
     start = None
-    for n, pos in enumerate(ties):  # pos and pos + 1 tie on their first 8 bytes
+    for i, pos in enumerate(ties):  # pos and pos + 1 tie on their first 8 bytes
         if start is None:
             start = pos
-        if n + 1 == len(ties) or ties[n + 1] != pos + 1:
+        if i + 1 == len(ties) or ties[i + 1] != pos + 1:
             out[start : pos + 2] = sorted(out[start : pos + 2])
             start = None
     return out
+
+
+def _joined(
+    rows: np.ndarray, doc: np.ndarray, tails: Sequence[bytes], lengths: np.ndarray, length: int
+) -> list[bytes]:
+    """``rows[i] + tails[doc[i]]`` for tails of ``length`` bytes, made in NumPy."""
+    width = codec.ROWKEY_BYTES + length
+    block = np.empty((len(rows), width), dtype=np.uint8)
+    block[:, : codec.ROWKEY_BYTES] = rows.view(np.uint8).reshape(-1, codec.ROWKEY_BYTES)
+    if length:
+        held = np.flatnonzero(lengths == length)  # the tails of this length, once each
+        ids = np.frombuffer(b"".join([tails[i] for i in held.tolist()]), dtype=np.uint8)
+        rank = np.empty(len(lengths), dtype=np.intp)
+        rank[held] = np.arange(len(held))
+        block[:, codec.ROWKEY_BYTES :] = ids.reshape(-1, length)[rank[doc]]
+    return block.view(f"V{width}").reshape(-1).tolist()
 
 
 def _errno_of(exc: BaseException) -> int | None:
@@ -191,7 +218,8 @@ class _LmdbBatch:
 
     def put_index(self, cells: Iterable[IndexCell]) -> None:
         keys, values = self._store._index_items(cells, ordered=True)
-        self._put_sorted(self._store._index, keys, values)
+        # A key held already holds this very cell: leave its page untouched.
+        self._put_sorted(self._store._index, keys, values, overwrite=False)
 
     def delete_index(self, cells: Iterable[IndexCell]) -> None:
         for key in self._store._index_items(cells)[0]:
@@ -206,13 +234,16 @@ class _LmdbBatch:
         for doc_id in doc_ids:
             self._txn.delete(self._store._doc_key(doc_id), db=self._store._docs)
 
-    def _put_sorted(self, db: Any, keys: list[bytes], values: list[bytes] | None) -> None:
+    def _put_sorted(
+        self, db: Any, keys: list[bytes], values: list[bytes] | None, *, overwrite: bool = True
+    ) -> None:
         """Put unique, ascending ``keys`` with ``values`` (None: all empty)."""
         if not keys:
             return
         cursor = self._txn.cursor(db)
         append = not cursor.last() or bytes(cursor.key()) < keys[0]
-        cursor.putmulti(zip(keys, repeat(b"") if values is None else values), append=append)
+        items = zip(keys, repeat(b"") if values is None else values)
+        cursor.putmulti(items, append=append, overwrite=overwrite)
 
 
 class EmbeddedStore:
@@ -417,6 +448,11 @@ class EmbeddedStore:
     ) -> tuple[list[bytes], list[bytes] | None]:
         """Keys of ``cells`` (in key order if ``ordered``), and their values: None when
         all are empty (no folded key). Each id is encoded once."""
+        limit = self._max_key - codec.ROWKEY_BYTES
+        if isinstance(cells, CellBlock) and ordered:  # a batch's new cells: all in NumPy
+            tails = list(map(_encode_id, cells.doc_ids))
+            if tails and max(map(len, tails)) <= limit:
+                return sorted_keys(cells.rows, tails), None
         cells = list(cells)
         if not cells:
             return [], None
@@ -424,10 +460,10 @@ class EmbeddedStore:
         ids = [doc_id for _, doc_id in cells]
         raw_ids = {doc_id: _encode_id(doc_id) for doc_id in set(ids)}
         raws = list(map(raw_ids.__getitem__, ids))
-        limit = self._max_key - codec.ROWKEY_BYTES
         if max(map(len, raw_ids.values())) <= limit:  # ids up to ~500 bytes
             if ordered:
-                return sorted_keys(rows, raws), None
+                keys = np.frombuffer(b"".join(rows), dtype=codec.ROWKEY_DTYPE)
+                return sorted_keys(keys.reshape(-1, 1), raws), None
             return list(map(bytes.__add__, rows, raws)), None
         items = [
             (row + raw, b"") if len(raw) <= limit else (fold_key(row + raw, self._max_key)[0], raw)
@@ -438,7 +474,8 @@ class EmbeddedStore:
         return [k for k, _ in items], [v for _, v in items]
 
     def _doc_key(self, doc_id: str) -> bytes:
-        return fold_key(_encode_id(doc_id), self._max_key)[0]
+        raw = _encode_id(doc_id)
+        return raw if len(raw) <= self._max_key else fold_key(raw, self._max_key)[0]
 
     def _doc_items(self, docs: Iterable[Document]) -> list[tuple[bytes, bytes]]:
         """(key, value) per docs row; rows of a fingerprint alone are packed in one go."""
@@ -480,8 +517,7 @@ class EmbeddedStore:
 
     def _get_docs(self, txn: lmdb.Transaction, doc_ids: Sequence[str]) -> dict[str, Document]:
         """One multi-get in key order (a batch's look-up of the versions it replaces)."""
-        limit = self._max_key
-        keys = {fold_key(codec.encode_doc_id(d), limit)[0]: d for d in doc_ids}
+        keys = dict(zip(map(self._doc_key, doc_ids), doc_ids))  # ids checked by the index
         found = txn.cursor(self._docs).getmulti(sorted(keys))
         return {keys[bytes(k)]: self._doc_from_item(bytes(k), v) for k, v in found}
 
@@ -539,21 +575,32 @@ class EmbeddedStore:
     def scan_prefixes_many(self, prefix_lists: Sequence[Sequence[bytes]]) -> list[list[IndexCell]]:
         # Hot path: one read transaction and one cursor for all scans; most
         # prefixes match nothing, so the common case is one seek per prefix.
+        # Prefixes given in key order (the index sorts a batch's) make each
+        # seek descend through pages the one before has just read.
         results: list[list[IndexCell]] = []
         try:
             with self._env.begin(db=self._index) as txn:
                 cursor = txn.cursor()
-                seek, key_of, next_ = cursor.set_range, cursor.key, cursor.next
+                seek, key_of, value_of, next_ = (
+                    cursor.set_range,
+                    cursor.key,
+                    cursor.value,
+                    cursor.next,
+                )
                 for prefixes in prefix_lists:
                     cells: list[IndexCell] = []
                     for prefix in prefixes:
-                        n = len(prefix)
                         found = seek(prefix)
                         while found:
                             key = key_of()
-                            if key[:n] != prefix:
+                            if not key.startswith(prefix):
                                 break
-                            cells.append(self._cell_from_item(key, cursor.value()))
+                            value = value_of()
+                            if value or len(key) <= codec.ROWKEY_BYTES:  # folded, or damaged
+                                cells.append(self._cell_from_item(key, value))
+                            else:  # the common cell, inline (4x4 at 1 M: ~60 a query)
+                                row, raw_id = key[: codec.ROWKEY_BYTES], key[codec.ROWKEY_BYTES :]
+                                cells.append((row, _decode_id(raw_id)))
                             found = next_()
                     results.append(cells)
         except lmdb.Error as exc:

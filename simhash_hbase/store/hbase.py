@@ -140,7 +140,7 @@ class _HBaseBatch:
 
     def _count(self, mutations: int) -> None:
         """Flush inside a call, not after it: one call may carry a whole ingest batch
-        (50,000 documents = 500,000 cells), and a Thrift gateway builds each request
+        (200,000 documents = 2,000,000 cells), and a Thrift gateway builds each request
         in its heap (a 512 MB Thrift2 gateway died of OutOfMemoryError on one such
         putMultiple). Flushing mid-call keeps the order: a document's cells are
         buffered before its docs row, so they are always sent first."""

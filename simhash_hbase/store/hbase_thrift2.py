@@ -7,8 +7,10 @@ prefix ranges of a query are one scan. One scan visits regions one after the
 other, though, so the ranges are grouped by region (region locations cached,
 reloaded on a region error) and the groups scanned concurrently; large batches
 are also cut into chunks of ``_CHUNK_RANGES`` ranges, several at once.
-``getScannerResults`` silently stops after ``numRows`` rows: a full page is
-followed by another from the row after its last one.
+"Concurrently" takes no thread: one request per connection goes out before the
+first reply is read (:meth:`ClientPool.call_many`). ``getScannerResults``
+silently stops after ``numRows`` rows: a full page is followed by another from
+the row after its last one.
 
 The interface is our own minimal IDL, ``hbase_thrift2.thrift``.
 """
@@ -20,14 +22,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from importlib import resources
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import thriftpy2
-from thriftpy2.rpc import make_client
-from thriftpy2.thrift import TApplicationException
+from thriftpy2.protocol import TBinaryProtocolFactory
+from thriftpy2.thrift import TApplicationException, TClient
+from thriftpy2.transport import TBufferedTransportFactory, TSocket
 
 from .. import codec
 from ..errors import StoreError
@@ -48,8 +50,25 @@ _REGIONS_TTL_S = 300.0  # region locations are reloaded at least this often
 _KEYS_ONLY = hbase_filters.key_only()
 
 
-def open_client(host: str, port: int, timeout: int) -> Any:
-    return make_client(_IDL.THBaseService, host, port, timeout=timeout)
+class Client(TClient):
+    """A THBaseService client whose calls can also be split in two, ``send`` now and
+    ``receive`` later, so one thread keeps calls in flight on several connections."""
+
+    def send(self, api: str, **arguments: Any) -> None:
+        self._send(api, **arguments)
+
+    def receive(self, api: str) -> Any:
+        return self._recv(api)
+
+
+def open_client(host: str, port: int, timeout: int) -> Client:
+    """A connected client: thriftpy2's Cython binary protocol and buffered transport, on
+    a TSocket (which sets TCP_NODELAY: a request is one small write, never held back)."""
+    transport = TBufferedTransportFactory().get_transport(
+        TSocket(host, port, socket_timeout=timeout)
+    )
+    transport.open()
+    return Client(_IDL.THBaseService, TBinaryProtocolFactory().get_protocol(transport))
 
 
 def gateway_api(host: str, port: int, timeout: int, where: str) -> str:
@@ -82,14 +101,13 @@ class Thrift2Transport:
 
     def __init__(self, host: str, port: int, *, pool: int, timeout: int, where: str) -> None:
         self._where = where
-        self._pool: ClientPool[Any] = ClientPool(
+        self._pool: ClientPool[Client] = ClientPool(
             lambda: open_client(host, port, timeout), lambda c: c.close(), pool
         )
-        self._executor = ThreadPoolExecutor(max_workers=pool, thread_name_prefix="shdb-t2")
         self._regions: dict[bytes, tuple[float, list[bytes]]] = {}
         self._regions_lock = threading.Lock()
 
-    def _call(self, action: str, fn: Callable[[Any], T]) -> T:
+    def _call(self, action: str, fn: Callable[[Client], T]) -> T:
         with _translate(self._where, action):
             return self._pool.call(action, fn)
 
@@ -179,26 +197,28 @@ class Thrift2Transport:
         groups: dict[int, list[RowRange]] = {}
         for row_range in ranges:
             groups.setdefault(bisect.bisect_right(starts, row_range[0]) - 1, []).append(row_range)
-        chunks = [
-            group[i : i + _CHUNK_RANGES]
+        pages = [
+            _Page.first(group[i : i + _CHUNK_RANGES])
             for group in groups.values()
             for i in range(0, len(group), _CHUNK_RANGES)
         ]
-        # All but the first chunk go to the pool; the caller's thread scans the first.
-        futures = [self._executor.submit(self._scan_ranges, table, c) for c in chunks[1:]]
-        rows = self._scan_ranges(table, chunks[0])
-        for future in futures:
-            rows.extend(future.result())
-        return rows
 
-    def _scan_ranges(self, table: bytes, ranges: list[RowRange]) -> list[Row]:
-        """One MultiRowRangeFilter scan over ``ranges``, page by page (raw Thrift errors)."""
-        filter_bytes = hbase_filters.multi_row_range(ranges)  # index values are empty
+        def send(client: Client, page: _Page) -> None:
+            scan = _IDL.TScan(
+                startRow=page.start, stopRow=page.stop, caching=_PAGE_ROWS, filterBytes=page.filter
+            )
+            client.send("getScannerResults", table=table, tscan=scan, numRows=_PAGE_ROWS)
 
-        def run(client: Any) -> list[Row]:
-            return _paged(client, table, ranges[0][0], ranges[-1][1], filter_bytes)
+        def receive(client: Client, page: _Page) -> tuple[list[Row], _Page | None]:
+            results = client.receive("getScannerResults")
+            # getScannerResults stops silently at numRows: a full page has a sequel.
+            sequel = None
+            if len(results) == _PAGE_ROWS:
+                sequel = page._replace(start=results[-1].row + b"\x00")
+            return [_row(r) for r in results], sequel
 
-        return self._pool.call("scan the index", run)
+        scanned = self._pool.call_many("scan the index", pages, send, receive)
+        return [row for rows in scanned for row in rows]
 
     def _region_starts(self, table: bytes, reload: bool) -> list[bytes]:
         """Start keys of ``table``'s regions, sorted (the first is ``b""``)."""
@@ -222,21 +242,20 @@ class Thrift2Transport:
         return [_row(r) for r in results]
 
     def close(self) -> None:
-        self._executor.shutdown(wait=True)
         self._pool.close()
 
 
-def _paged(client: Any, table: bytes, start: bytes, stop: bytes, filter_bytes: bytes) -> list[Row]:
-    rows: list[Row] = []
-    while True:
-        scan = _IDL.TScan(
-            startRow=start, stopRow=stop, caching=_PAGE_ROWS, filterBytes=filter_bytes
-        )
-        page = client.getScannerResults(table, scan, _PAGE_ROWS)
-        rows.extend(_row(r) for r in page)
-        if len(page) < _PAGE_ROWS:  # getScannerResults stops silently at numRows
-            return rows
-        start = page[-1].row + b"\x00"
+class _Page(NamedTuple):
+    """One getScannerResults call: a MultiRowRangeFilter scan from ``start``."""
+
+    start: bytes
+    stop: bytes
+    filter: bytes
+
+    @staticmethod
+    def first(ranges: list[RowRange]) -> _Page:
+        # index values are empty: no KeyOnlyFilter (see hbase_filters.filter_list)
+        return _Page(ranges[0][0], ranges[-1][1], hbase_filters.multi_row_range(ranges))
 
 
 def _merged(ranges: list[RowRange]) -> list[RowRange]:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import logging
 import socket
 import threading
+from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Generic, Protocol, TypeVar
@@ -25,6 +26,7 @@ log = logging.getLogger(__name__)
 
 C = TypeVar("C")
 T = TypeVar("T")
+J = TypeVar("J")
 
 #: A row as read: its key and ``{b"family:qualifier": value}``.
 Row = tuple[bytes, dict[bytes, bytes]]
@@ -164,19 +166,75 @@ class ClientPool(Generic[C]):
             log.debug("closing a failed connection: %s", exc)
 
     def call(self, action: str, fn: Callable[[C], T]) -> T:
-        for attempt in range(self._size + 1):
-            client = self._take()
+        return self._retried(action, lambda: self._once(fn))
+
+    def call_many(
+        self,
+        action: str,
+        jobs: Sequence[J],
+        send: Callable[[C, J], None],
+        receive: Callable[[C, J], tuple[T, J | None]],
+    ) -> list[T]:
+        """Every job's call, each on its own connection, from this one thread.
+
+        All requests go out (``size`` at most in flight) before the first reply
+        is read, so the gateway serves them in parallel and no thread handoff
+        costs anything. ``receive`` reads a job's reply and may name a follow-up
+        job (the next page) for the same connection. Every client in flight when
+        anything fails is closed (its reply is unread); after a dropped
+        connection the whole set starts over, as :meth:`call` retries.
+        """
+        return self._retried(action, lambda: self._pipelined(jobs, send, receive))
+
+    def _retried(self, action: str, attempt: Callable[[], T]) -> T:
+        for tries in range(self._size + 1):
             try:
-                result = fn(client)
+                return attempt()
             except BaseException as exc:
-                self._discard(client)
-                if attempt < self._size and is_dropped(exc):
+                if tries < self._size and is_dropped(exc):
                     log.info("retrying %s after a dropped connection: %s", action, exc)
                     continue
                 raise
-            self._give_back(client)
-            return result
         raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _once(self, fn: Callable[[C], T]) -> T:
+        client = self._take()
+        try:
+            result = fn(client)
+        except BaseException:
+            self._discard(client)
+            raise
+        self._give_back(client)
+        return result
+
+    def _pipelined(
+        self,
+        jobs: Sequence[J],
+        send: Callable[[C, J], None],
+        receive: Callable[[C, J], tuple[T, J | None]],
+    ) -> list[T]:
+        results: list[T] = []
+        waiting = deque(jobs)
+        in_flight: deque[tuple[C, J]] = deque()  # sent, reply unread, in sending order
+        try:
+            while waiting or in_flight:
+                while waiting and len(in_flight) < self._size:
+                    in_flight.append((self._take(), waiting.popleft()))
+                    send(*in_flight[-1])
+                client, job = in_flight[0]
+                result, more = receive(client, job)
+                in_flight.popleft()
+                results.append(result)
+                if more is None:
+                    self._give_back(client)
+                else:
+                    in_flight.append((client, more))
+                    send(client, more)
+        except BaseException:
+            for client, _ in in_flight:
+                self._discard(client)
+            raise
+        return results
 
     def close(self) -> None:
         with self._lock:
