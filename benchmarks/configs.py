@@ -17,7 +17,7 @@ import numpy as np
 from simhash import Simhash
 
 from simhash_hbase.errors import EmptyDocument
-from simhash_hbase.fingerprint import (
+from simhash_hbase.fingerprint.simhash import (
     DEFAULT_TOP_N,
     Fingerprinter,
     FingerprintParams,

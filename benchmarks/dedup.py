@@ -1,6 +1,6 @@
 """All-pairs near-duplicate search in memory.
 
-``simhash_hbase.dedup.near_duplicate_pairs`` against simhash-py's C++ ``find_all``
+``simhash_hbase.layout.pairs.near_duplicate_pairs`` against simhash-py's C++ ``find_all``
 (published: 1M fingerprints, 5 blocks, k=3 in 1.6 s). simhash-py imports as
 ``simhash``, like PyPI simhash, so it runs in a subprocess with a private
 --target dir on its path; the subprocess times only the ``find_all`` call and
@@ -80,8 +80,8 @@ def _peer_round(peer_path: str, npy: Path, out: Path) -> tuple[float, set[tuple[
 
 
 def run(ctx: Context) -> dict[str, Any]:
-    from simhash_hbase.dedup import near_duplicate_pairs
-    from simhash_hbase.scheme import SCHEMES
+    from simhash_hbase.layout.pairs import near_duplicate_pairs
+    from simhash_hbase.layout.scheme import SCHEMES
 
     plan, work = ctx.plan, ctx.work
     peer = all_pairs_peer(install=ctx.install)

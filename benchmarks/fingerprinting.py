@@ -39,7 +39,7 @@ def _per_chunk_tasks(fingerprinter: Any, seg: str) -> dict[str, Callable[[list[s
     import jieba
     from simhash import Simhash
 
-    from simhash_hbase import segment
+    from simhash_hbase.fingerprint import segment
 
     cut = segment.segmenter(seg)
     tasks: dict[str, Callable[[list[str]], Any]] = {
@@ -147,8 +147,7 @@ def _burn_pair(loops: int) -> list[int]:
 def run(ctx: Context) -> dict[str, Any]:
     import jieba
 
-    from simhash_hbase import segment
-    from simhash_hbase.fingerprint import Fingerprinter
+    from simhash_hbase.fingerprint.simhash import Fingerprinter, segment
 
     plan, corpus_docs = ctx.plan, ctx.corpus()
     seg = segment.resolve()

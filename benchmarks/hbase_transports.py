@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from simhash_hbase import SimhashIndex
-from simhash_hbase.ingest import IngestOptions, index_fingerprints
+from simhash_hbase.jobs.ingest import IngestOptions, index_fingerprints
 from simhash_hbase.records import Duplicate
 from simhash_hbase.store import hbase_tables, hbase_thrift2
 

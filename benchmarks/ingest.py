@@ -72,8 +72,8 @@ def _alternate(
 
 def index_cells(batch: Pairs, scheme_name: str = SCHEME) -> list[tuple[bytes, str]]:
     """(row key, id) of every index cell of ``batch``, from the public codec and scheme."""
-    from simhash_hbase import codec
-    from simhash_hbase.scheme import get_scheme
+    from simhash_hbase.layout import codec
+    from simhash_hbase.layout.scheme import get_scheme
 
     scheme = get_scheme(scheme_name)
     fps = np.fromiter((fp for _, fp in batch), dtype=np.uint64, count=len(batch))
@@ -103,7 +103,7 @@ class RawLmdb:
     def writer(self, batch: Pairs) -> Callable[[], None]:
         """The embedded layout's keys of ``batch`` (ids short enough not to be folded),
         then a write that does only putmulti."""
-        from simhash_hbase import codec
+        from simhash_hbase.layout import codec
         from simhash_hbase.records import Document
         from simhash_hbase.store.embedded import pack_columns
 
@@ -129,7 +129,7 @@ def embedded_pair(
 ) -> dict[str, Any]:
     """shdb embedded index_fingerprints vs raw putmulti of the same rows, interleaved."""
     from simhash_hbase import SimhashIndex
-    from simhash_hbase.ingest import IngestOptions, index_fingerprints
+    from simhash_hbase.jobs.ingest import IngestOptions, index_fingerprints
 
     shdb_path, raw_path = work / f"ingest-{tag}-shdb", work / f"ingest-{tag}-raw"
     for p in (shdb_path, raw_path):
@@ -155,7 +155,7 @@ def embedded_pair(
 def profile_embedded(fps: np.ndarray, n: int, batch: int, work: Path) -> list[dict[str, Any]]:
     """cProfile of an embedded bulk load: where time goes beyond putmulti."""
     from simhash_hbase import SimhashIndex
-    from simhash_hbase.ingest import IngestOptions, index_fingerprints
+    from simhash_hbase.jobs.ingest import IngestOptions, index_fingerprints
 
     path = work / "ingest-profile"
     shutil.rmtree(path, ignore_errors=True)
@@ -221,7 +221,7 @@ def _hbase_raw_writer(client: Any, prefix: str, batch: Pairs) -> Callable[[], No
     """Thrift2 puts of the rows shdb writes (docs/SPEC.md: index cells are qualifiers
     of family ``d``, the fingerprint is ``f:h``), at one explicit timestamp as shdb
     writes them; only the two putMultiple calls are timed."""
-    from simhash_hbase import codec
+    from simhash_hbase.layout import codec
 
     t2, ts = thrift2_types(), time.time_ns() // 1_000_000
     index_puts = [
@@ -252,7 +252,7 @@ def hbase_pair(
     """shdb over Thrift2 index_fingerprints vs raw Thrift2 putMultiple of the same
     rows, interleaved."""
     from simhash_hbase import SimhashIndex
-    from simhash_hbase.ingest import IngestOptions, index_fingerprints
+    from simhash_hbase.jobs.ingest import IngestOptions, index_fingerprints
 
     client = hbase.thrift2_client()
     shdb_prefix, raw_prefix = hbase.prefix(f"ing_{tag}_shdb"), hbase.prefix(f"ing_{tag}_raw")

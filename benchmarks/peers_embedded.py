@@ -50,7 +50,7 @@ def _ingest(ctx: Context, fps: np.ndarray, rounds: int) -> dict[str, Any]:
     from simhash import SimhashIndex as PeerIndex
 
     from simhash_hbase import SimhashIndex
-    from simhash_hbase.ingest import IngestOptions, index_fingerprints
+    from simhash_hbase.jobs.ingest import IngestOptions, index_fingerprints
 
     ids = [f"d{i}" for i in range(len(fps))]
     pairs = list(zip(ids, fps.tolist()))

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from simhash_hbase.fingerprint import DEFAULT_TOP_N
+from simhash_hbase.fingerprint.simhash import DEFAULT_TOP_N
 
 from .common import K
 from .configs import DEFAULT, TOP_NS

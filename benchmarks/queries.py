@@ -183,7 +183,7 @@ def _profile(index: Any, queries: list[tuple[int, str]]) -> list[dict[str, Any]]
 
 def _grow(index: Any, fps: np.ndarray, start: int, stop: int, batch: int = BUILD_BATCH) -> float:
     """Bulk-load fps[start:stop] (find_k=None); docs/s."""
-    from simhash_hbase.ingest import IngestOptions, index_fingerprints
+    from simhash_hbase.jobs.ingest import IngestOptions, index_fingerprints
 
     options = IngestOptions(batch_size=batch, find_k=None)
     dt, _ = timed(
@@ -312,7 +312,7 @@ def _gets(index: Any, client: Any, table: bytes, n: int) -> dict[str, Callable[[
     """Reads of a random stored document, timed beside the queries: one raw Thrift2
     get (the floor of any HBase call) and the store's own get (the floor the
     hbase_transports section judges its queries by)."""
-    from simhash_hbase import codec
+    from simhash_hbase.layout import codec
 
     rng, tget = random.Random(n), thrift2_types().TGet
     return {
@@ -396,7 +396,7 @@ def _hbase_figure(scheme: str, step: dict[str, Any], tables: str) -> Figure:
 
 def _thrift2_bound(scheme: str) -> str:
     """What a Thrift2 query is made of (the store's design, docs/SPEC.md)."""
-    from simhash_hbase.scheme import get_scheme
+    from simhash_hbase.layout.scheme import get_scheme
     from simhash_hbase.store import hbase_tables
 
     ranges = get_scheme(scheme).rows_per_fingerprint

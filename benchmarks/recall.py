@@ -3,7 +3,7 @@ natural near-duplicates, measured on the evaluation's texts and edits.
 
 For every configuration each text's fingerprint *and its bit margins* are computed
 (cached by text and settings under ``$SHDB_CORPUS_DIR/../shdb-eval``); the probe lists
-come from :func:`simhash_hbase.probes.probe_fingerprints`, the library's own order.
+come from :func:`simhash_hbase.fingerprint.probes.probe_fingerprints`, the library's own order.
 A pair (query q, held text d) is found with ``probes=P`` when d is within k of one of
 q's first P+1 probes and within ``bound(k, P)`` of q: exactly what
 :meth:`SimhashIndex.query_probed` returns (tests/test_probe_index.py checks that
@@ -31,9 +31,9 @@ import numpy as np
 
 from simhash_hbase import FingerprintParams
 from simhash_hbase.errors import EmptyDocument
-from simhash_hbase.fingerprint import Fingerprinter
-from simhash_hbase.probes import bound, probe_fingerprints
-from simhash_hbase.scheme import get_scheme
+from simhash_hbase.fingerprint.probes import bound, probe_fingerprints
+from simhash_hbase.fingerprint.simhash import Fingerprinter
+from simhash_hbase.layout.scheme import get_scheme
 
 from . import corpus, natural
 from .common import ROOT, log, set_log_tag

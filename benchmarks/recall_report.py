@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from simhash_hbase.probes import DEFAULT_QUERY_PROBES
+from simhash_hbase.fingerprint.probes import DEFAULT_QUERY_PROBES
 
 from .edits import EDIT_LABELS, SINGLE_EDITS
 
@@ -211,7 +211,8 @@ def _floors(res: dict[str, Any]) -> str:
         )
     lines.append(
         f"- Defaults in the code: `shdb query TEXT` uses probes={DEFAULT_QUERY_PROBES} "
-        "(`simhash_hbase.probes.DEFAULT_QUERY_PROBES`); lookups at ingest and the library's "
+        "(`simhash_hbase.fingerprint.probes.DEFAULT_QUERY_PROBES`); lookups at ingest and the "
+        "library's "
         "`SimhashIndex.query(text, k)` stay at probes=0, the exact k-search, because on the "
         "write path every document pays the extra scans (`--probes`/`probes=` opt in)."
     )

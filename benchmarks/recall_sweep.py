@@ -30,7 +30,7 @@ import numpy as np
 
 from simhash_hbase import Fingerprinter, FingerprintParams
 from simhash_hbase.errors import EmptyDocument
-from simhash_hbase.fingerprint import V2_WEIGHT_CAP, builtin_idf
+from simhash_hbase.fingerprint.simhash import V2_WEIGHT_CAP, builtin_idf
 
 from . import corpus
 from .common import ROOT, log, set_log_tag
@@ -52,7 +52,7 @@ from .texts import SETS, SIZES, build_items, cjk_share, sentence_pool
 TITLE = "How fingerprint v2's weighting was chosen"
 MARKERS = ("<!-- recall-sweep:begin -->", "<!-- recall-sweep:end -->")
 V2 = FingerprintParams(version=2)
-V2_POWER = 1.75  # what simhash_hbase.fingerprint implements (checked in self_check)
+V2_POWER = 1.75  # what simhash_hbase.fingerprint.simhash implements (checked in self_check)
 #: (count power, cap or None); the library's v2 is (V2_POWER, V2_WEIGHT_CAP).
 VARIANTS: tuple[tuple[float, float | None], ...] = (
     (1.0, None),

@@ -1,7 +1,7 @@
 """Segmenter identity and speed, CLI start-up (issue #13 items 1 and 2).
 
 * ``segmenter``: jieba (the reference, HMM on) vs rjieba with shdb's corrections
-  (``simhash_hbase.segment``) vs raw ``rjieba.cut``, chunk by chunk in rotating order
+  (``simhash_hbase.fingerprint.segment``) vs raw ``rjieba.cut``, chunk by chunk in rotating order
   on the corpus plus its variants (full-width, CRLF, short paragraphs, edge cases;
   in quick/full runs also more Debian packages, Simplified and Traditional, and
   fortunes-zh). Reported: the share of documents whose tokens and whose final
@@ -109,7 +109,8 @@ def _families(docs: Iterable[tuple[str, str]]) -> dict[str, int]:
 
 
 def run_segmenter(ctx: Context) -> dict[str, Any]:
-    from simhash_hbase import EmptyDocument, Fingerprinter, segment
+    from simhash_hbase import EmptyDocument, Fingerprinter
+    from simhash_hbase.fingerprint import segment
 
     if segment._installed("rjieba") is None:
         raise Skipped("rjieba (the fast extra) is not installed")

@@ -2,7 +2,7 @@
 
 Embedded: the index's disk size over the documents (taken at each N of the
 embedded query section). HBase, on the tables the HBase query section built over
-Thrift2 (so with the whole schema of simhash_hbase/store/hbase-tables.json: FAST_DIFF,
+Thrift2 (so with the whole schema of schema/hbase-tables.json: FAST_DIFF,
 a 5-byte row-prefix bloom on the index, split points), in three states:
 
 1. flushed: memstores flushed to HFiles (Admin.flush, as a clean stop does);
@@ -45,7 +45,7 @@ def _schema(table: str) -> dict[str, Any]:
 
 
 def schema_spec(key: str, table: str) -> str:
-    """TABLE:FAMILY:BLOOM[:PREFIX_LENGTH] as simhash_hbase/store/hbase-tables.json intends it."""
+    """TABLE:FAMILY:BLOOM[:PREFIX_LENGTH] as schema/hbase-tables.json intends it."""
     spec = _schema(key.split("/")[1])
     attrs = spec["attributes"]
     parts = [table, spec["family"], attrs.get("BLOOMFILTER", "ROW")]

@@ -1,6 +1,6 @@
 """simhash-hbase: near-duplicate text search with 64-bit SimHash and a pigeonhole index."""
 
-from .errors import (
+from simhash_hbase.errors import (
     EmptyDocument,
     IndexNotFound,
     InvalidIndexUrl,
@@ -12,9 +12,10 @@ from .errors import (
     StoreError,
     StoreUnavailable,
 )
-from .fingerprint import Fingerprinter, FingerprintParams, hamming
-from .index import SimhashIndex
-from .records import (
+from simhash_hbase.fingerprint.simhash import Fingerprinter, FingerprintParams, hamming
+from simhash_hbase.index.client import SimhashIndex
+from simhash_hbase.layout.scheme import SCHEMES, Scheme
+from simhash_hbase.records import (
     BadRecord,
     Document,
     Duplicate,
@@ -24,8 +25,7 @@ from .records import (
     Problem,
     Record,
 )
-from .scheme import SCHEMES, Scheme
-from .version import __version__
+from simhash_hbase.version import __version__
 
 __all__ = [
     "SCHEMES",

@@ -1,5 +1,5 @@
 """`python -m simhash_hbase` is `shdb`."""
 
-from .cli import main
+from simhash_hbase.cli.app import main
 
 main()

@@ -1,10 +1,13 @@
-"""Plain value types shared by every layer (no behaviour, no imports from the package)."""
+"""Plain value types shared by every layer, and the fingerprint's text form
+(only errors below them, so readers and stores alike can use them)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, NamedTuple
+
+from simhash_hbase.errors import InvalidInput
 
 
 class Match(NamedTuple):
@@ -91,3 +94,18 @@ class IngestSummary:
     @property
     def docs_per_second(self) -> float:
         return self.added / self.seconds if self.seconds > 0 else 0.0
+
+
+def fingerprint_to_hex(fp: int) -> str:
+    return f"{fp:016x}"
+
+
+def parse_fingerprint_hex(text: str) -> int:
+    """Parse 1-16 hex digits, with an optional 0x; anything else is a clear error."""
+    digits = text.strip().lower().removeprefix("0x")
+    if not 1 <= len(digits) <= 16 or any(c not in "0123456789abcdef" for c in digits):
+        raise InvalidInput(
+            f"{text!r} is not a 64-bit hex fingerprint: give 1 to 16 hex digits, "
+            "e.g. 3f2a9c0d11e4b7a8"
+        )
+    return int(digits, 16)

@@ -20,7 +20,7 @@ import pytest
 
 from simhash_hbase import InvalidInput, SimhashIndex
 from simhash_hbase.errors import StoreClosed
-from simhash_hbase.ingest import index_fingerprints
+from simhash_hbase.jobs.ingest import index_fingerprints
 
 from .test_cli import shdb
 from .test_index import ARTICLE, OTHER
@@ -222,7 +222,7 @@ def test_100mb_document_is_refused_with_bounded_memory(tmp_path: Path) -> None:
             f.write(chunk)
         f.write(b'"}\n' + GOOD_AFTER + b"\n")
     code = (
-        "import resource, sys; from simhash_hbase.cli import app\n"
+        "import resource, sys; from simhash_hbase.cli.app import app\n"
         "try: app(sys.argv[1:])\n"
         "except SystemExit as e: print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "
         "e.code, file=sys.stderr)"
@@ -418,8 +418,8 @@ def test_read_only_index_folder_can_be_read_not_written(tmp_path: Path) -> None:
         folder.chmod(0o555)
         # The child imports everything first: /root's Python is unreadable once it is nobody.
         code = (
-            "import sys, lmdb._envid, typer._click.decorators, simhash_hbase.cli as cli\n"
-            "import simhash_hbase.store.embedded, simhash_hbase.verify\n"
+            "import sys, lmdb._envid, typer._click.decorators, simhash_hbase.cli.app as cli\n"
+            "import simhash_hbase.store.embedded, simhash_hbase.jobs.verify\n"
             "from tests.test_bad_input import _as_nobody; _as_nobody()\n"
             "sys.argv[0] = 'shdb'; cli.main()"
         )

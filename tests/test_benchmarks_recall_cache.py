@@ -10,7 +10,7 @@ import pytest
 
 from benchmarks import recall
 from simhash_hbase import FingerprintParams
-from simhash_hbase.fingerprint import Fingerprinter
+from simhash_hbase.fingerprint.simhash import Fingerprinter
 
 
 class _OtherRecipe(Fingerprinter):

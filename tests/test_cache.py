@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from simhash_hbase.cache import cached
-from simhash_hbase.fingerprint import register_idf
+from simhash_hbase.fingerprint.cache import cached
+from simhash_hbase.fingerprint.simhash import register_idf
 
 
 @pytest.fixture(autouse=True)
@@ -55,8 +55,8 @@ def test_idf_table_from_cache_equals_parsed(cache_home: Path) -> None:
 def test_sparse_idf_gives_the_tables_own_values(cache_home: Path) -> None:
     """jieba's table read term by term equals the parsed table, for present, absent,
     too-long and NUL-bearing terms; built once, then read from the cache."""
-    from simhash_hbase.fingerprint import builtin_idf, builtin_idf_digest
-    from simhash_hbase.idf_lookup import sparse_idf
+    from simhash_hbase.fingerprint.idf import sparse_idf
+    from simhash_hbase.fingerprint.simhash import builtin_idf, builtin_idf_digest
 
     full = builtin_idf()
     assert builtin_idf_digest() == full.digest
@@ -73,7 +73,7 @@ def test_sparse_idf_gives_the_tables_own_values(cache_home: Path) -> None:
 
 def test_sparse_idf_fingerprints_equal_the_full_table(cache_home: Path) -> None:
     from simhash_hbase import Fingerprinter
-    from simhash_hbase.fingerprint import IdfTable, builtin_idf
+    from simhash_hbase.fingerprint.simhash import IdfTable, builtin_idf
 
     sparse = Fingerprinter()
     full = Fingerprinter()
@@ -90,7 +90,7 @@ def test_sparse_idf_fingerprints_equal_the_full_table(cache_home: Path) -> None:
 
 
 def test_cache_dir_without_a_home(monkeypatch: pytest.MonkeyPatch) -> None:
-    from simhash_hbase.cache import cache_dir
+    from simhash_hbase.fingerprint.cache import cache_dir
 
     def no_home() -> Path:
         raise RuntimeError("Could not determine home directory.")

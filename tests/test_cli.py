@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from simhash_hbase.cli import app
+from simhash_hbase.cli.app import app
 
 from .test_index import ARTICLE, OTHER
 

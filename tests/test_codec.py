@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from simhash_hbase import codec
 from simhash_hbase.errors import InvalidInput
-from simhash_hbase.records import Document
-from simhash_hbase.scheme import SCHEMES
+from simhash_hbase.layout import codec
+from simhash_hbase.layout.scheme import SCHEMES
+from simhash_hbase.records import Document, fingerprint_to_hex, parse_fingerprint_hex
 
 fingerprints = st.integers(min_value=0, max_value=(1 << 64) - 1)
 
@@ -77,13 +77,13 @@ def test_vectorised_rowkeys_match_scalar(fps: list[int], name: str) -> None:
 
 @given(fingerprints)
 def test_hex_roundtrip(fp: int) -> None:
-    assert codec.parse_fingerprint_hex(codec.fingerprint_to_hex(fp)) == fp
+    assert parse_fingerprint_hex(fingerprint_to_hex(fp)) == fp
 
 
 @pytest.mark.parametrize("bad", ["", "0x", "xyz", "1" * 17, "-1", "12 34"])
 def test_bad_hex_is_a_clear_error(bad: str) -> None:
     with pytest.raises(InvalidInput, match="hex fingerprint"):
-        codec.parse_fingerprint_hex(bad)
+        parse_fingerprint_hex(bad)
 
 
 @pytest.mark.parametrize(

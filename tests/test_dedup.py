@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simhash_hbase.dedup import Pair, clusters, near_duplicate_pairs
 from simhash_hbase.errors import InvalidQuery
-from simhash_hbase.scheme import SCHEMES
+from simhash_hbase.layout.pairs import Pair, clusters, near_duplicate_pairs
+from simhash_hbase.layout.scheme import SCHEMES
 
 from .test_cli import shdb
 from .test_index import ARTICLE, OTHER

@@ -9,11 +9,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simhash_hbase import SimhashIndex, codec
+from simhash_hbase import SimhashIndex
 from simhash_hbase.errors import StoreError
-from simhash_hbase.ingest import index_fingerprints
+from simhash_hbase.jobs.ingest import index_fingerprints
+from simhash_hbase.layout import codec
+from simhash_hbase.layout.scheme import SCHEMES
 from simhash_hbase.records import Document
-from simhash_hbase.scheme import SCHEMES
 from simhash_hbase.store.embedded import (
     EmbeddedStore,
     fold_key,

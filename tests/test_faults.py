@@ -19,8 +19,8 @@ from pathlib import Path
 import pytest
 
 from simhash_hbase import InvalidInput, SimhashIndex
-from simhash_hbase.ingest import Checkpoint, IngestOptions, SourceOptions
-from simhash_hbase.verify import verify
+from simhash_hbase.jobs.ingest import Checkpoint, IngestOptions, SourceOptions
+from simhash_hbase.jobs.verify import verify
 
 from .conftest import gateway_address
 from .hbase_server import HBaseServer

@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simhash_hbase import BadRecord
-from simhash_hbase.sources import (
+from simhash_hbase.text.readers import (
     _FINGERPRINT_LINE_BYTES,
     _fingerprint_blocks,
     _long_line,

@@ -25,8 +25,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simhash_hbase import EmptyDocument, Fingerprinter, FingerprintParams, segment
-from simhash_hbase.fingerprint import builtin_idf, idf_table, normalise, register_idf, v2_keeps
+from simhash_hbase import EmptyDocument, Fingerprinter, FingerprintParams
+from simhash_hbase.fingerprint.simhash import (
+    builtin_idf,
+    idf_table,
+    normalise,
+    register_idf,
+    segment,
+    v2_keeps,
+)
 
 SHARED = Path(os.environ.get("SHDB_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 SEEDS = sorted((SHARED / "seeds").glob("*.txt"))

@@ -9,7 +9,7 @@ import pytest
 
 from simhash_hbase import Fingerprinter, FingerprintParams, InvalidSetting, SimhashIndex
 from simhash_hbase.errors import ManifestMismatch
-from simhash_hbase.fingerprint import V2_WEIGHT_CAP, normalise, v2_keeps
+from simhash_hbase.fingerprint.simhash import V2_WEIGHT_CAP, normalise, v2_keeps
 
 V2 = FingerprintParams(version=2)
 # Pinned like v1's: a change here makes every v2 index incomparable. (Re-pinned when

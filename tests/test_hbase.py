@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
+from importlib import resources
 
 import pytest
 
@@ -15,7 +15,7 @@ from simhash_hbase.store.hbase import HBaseStore
 from .conftest import HBASE_APIS, fresh_hbase_url, gateway_address
 from .test_cli import shdb
 
-SPEC_5X10 = {  # docs/SPEC.md, written out independently of simhash_hbase.scheme
+SPEC_5X10 = {  # docs/SPEC.md, written out independently of simhash_hbase.layout.scheme
     1: "AB",
     2: "AC",
     3: "AD",
@@ -100,9 +100,9 @@ def test_bad_hbase_urls(url: str, message: str) -> None:
 
 
 def test_shell_script_in_schema_is_generated_from_the_json() -> None:
-    committed = Path(hbase_tables.__file__).with_name("hbase-tables.hbase")
+    committed = resources.files("simhash_hbase.schema").joinpath("hbase-tables.hbase")
     assert committed.read_text(encoding="utf-8") == hbase_tables.shell_script("shdb"), (
-        "regenerate with: shdb schema > simhash_hbase/store/hbase-tables.hbase"
+        "regenerate with: shdb schema > schema/hbase-tables.hbase"
     )
 
 

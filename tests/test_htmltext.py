@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from simhash_hbase import Fingerprinter, FingerprintParams
-from simhash_hbase.htmltext import html_to_text, looks_like_html
-from simhash_hbase.sources import SourceOptions, read_sources
+from simhash_hbase.text.html import html_to_text, looks_like_html
+from simhash_hbase.text.readers import SourceOptions, read_sources
 
 PAGE = """<!DOCTYPE html>
 <html><head><title>站点标题</title><meta charset="utf-8">

@@ -16,9 +16,9 @@ from simhash_hbase import (
     Record,
     SimhashIndex,
 )
-from simhash_hbase.fingerprint import Fingerprinter
-from simhash_hbase.ingest import IngestOptions, index_records
-from simhash_hbase.scheme import SCHEMES
+from simhash_hbase.fingerprint.simhash import Fingerprinter
+from simhash_hbase.jobs.ingest import IngestOptions, index_records
+from simhash_hbase.layout.scheme import SCHEMES
 
 ARTICLE = (
     "SimHash 是谷歌提出的局部敏感哈希算法，常用于海量网页去重。它先对文本分词，"

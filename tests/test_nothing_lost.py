@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from simhash_hbase import IngestSummary, SimhashIndex
-from simhash_hbase.ingest import IngestOptions, SourceOptions, index_records, ingest
+from simhash_hbase.jobs.ingest import IngestOptions, SourceOptions, index_records, ingest
 
 from .test_cli import shdb
 from .test_index import ARTICLE, OTHER
@@ -213,7 +213,7 @@ def test_report_survives_an_interrupt_without_loss_or_repeats(
     report = tmp_path / "dups.jsonl"
 
     def run(stop: int | None) -> None:
-        from simhash_hbase.cli import _JsonlReport
+        from simhash_hbase.cli.app import _JsonlReport
 
         sink = _JsonlReport(str(report))
         try:
@@ -293,7 +293,7 @@ def test_csv_limit_counts_bytes_not_characters(store_url: str, tmp_path: Path) -
 def _peak_rss_kib(args: list[str]) -> tuple[int, str, str]:
     """Peak RSS (KiB), exit code and stderr of `shdb ARGS` in a fresh process."""
     code = (
-        "import resource, sys; from simhash_hbase.cli import app\n"
+        "import resource, sys; from simhash_hbase.cli.app import app\n"
         "try: app(sys.argv[1:])\n"
         "except SystemExit as e: print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss, "
         "e.code, file=sys.stderr)"

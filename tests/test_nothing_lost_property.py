@@ -21,8 +21,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simhash_hbase import ShdbError, SimhashIndex
-from simhash_hbase.ingest import IngestOptions, SourceOptions, ingest
-from simhash_hbase.verify import verify
+from simhash_hbase.jobs.ingest import IngestOptions, SourceOptions, ingest
+from simhash_hbase.jobs.verify import verify
 
 ROOT = Path(__file__).resolve().parents[1]
 MAX_BYTES = 4096

@@ -12,11 +12,16 @@ import pytest
 from typer.testing import CliRunner
 
 from simhash_hbase import SimhashIndex
-from simhash_hbase.cli import app
+from simhash_hbase.cli.app import app
 from simhash_hbase.errors import InvalidInput, InvalidQuery
-from simhash_hbase.ingest import IngestOptions, index_records
-from simhash_hbase.probes import DEFAULT_QUERY_PROBES, bound, flip_sets, probe_fingerprints
-from simhash_hbase.scheme import SCHEMES
+from simhash_hbase.fingerprint.probes import (
+    DEFAULT_QUERY_PROBES,
+    bound,
+    flip_sets,
+    probe_fingerprints,
+)
+from simhash_hbase.jobs.ingest import IngestOptions, index_records
+from simhash_hbase.layout.scheme import SCHEMES
 
 PROBES = (0, 1, 3, 8, 20)
 

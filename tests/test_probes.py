@@ -13,7 +13,13 @@ from hypothesis import strategies as st
 
 from simhash_hbase import Fingerprinter
 from simhash_hbase.errors import InvalidQuery
-from simhash_hbase.probes import MAX_FLIPS, MAX_PROBES, bound, flip_sets, probe_fingerprints
+from simhash_hbase.fingerprint.probes import (
+    MAX_FLIPS,
+    MAX_PROBES,
+    bound,
+    flip_sets,
+    probe_fingerprints,
+)
 
 TEXT = (
     "结巴分词支持加载IDF词典并且提供了一个默认的词典，"

@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 
 from simhash_hbase import SimhashIndex
 from simhash_hbase.errors import InvalidInput, InvalidQuery
+from simhash_hbase.layout.scheme import SCHEMES, get_scheme
 from simhash_hbase.records import Document
-from simhash_hbase.scheme import SCHEMES, get_scheme
 
 
 def test_5x10_flags_are_lexicographic_pairs() -> None:

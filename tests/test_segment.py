@@ -16,9 +16,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from simhash_hbase import EmptyDocument, Fingerprinter, segment
-from simhash_hbase.cache import cache_dir
+from simhash_hbase import EmptyDocument, Fingerprinter
 from simhash_hbase.errors import InvalidInput
+from simhash_hbase.fingerprint import segment
+from simhash_hbase.fingerprint.cache import cache_dir
 
 SHARED = Path(os.environ.get("SHDB_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 SEEDS = sorted((SHARED / "seeds").glob("*.txt"))

@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simhash_hbase import FingerprintParams, InvalidSetting, SimhashIndex
-from simhash_hbase.fingerprint import FEATURES, register_idf
+from simhash_hbase.fingerprint.simhash import FEATURES, register_idf
 from simhash_hbase.store import open_store
 
 from .test_cli import shdb

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from simhash_hbase import BadRecord, InvalidInput, Record
-from simhash_hbase.sources import SourceOptions, read_sources, read_text_file
+from simhash_hbase.text.readers import SourceOptions, read_sources, read_text_file
 
 GOOD = "海量文本去重的常用方法是 SimHash 指纹。"
 

@@ -17,12 +17,12 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from simhash_hbase import codec
-from simhash_hbase.cli import app
-from simhash_hbase.dedup import clusters, near_duplicate_pairs
+from simhash_hbase.cli.app import app
 from simhash_hbase.errors import StoreUnavailable
-from simhash_hbase.scheme import SCHEMES, get_scheme
-from simhash_hbase.sources import SourceOptions, read_sources
+from simhash_hbase.layout import codec
+from simhash_hbase.layout.pairs import clusters, near_duplicate_pairs
+from simhash_hbase.layout.scheme import SCHEMES, get_scheme
+from simhash_hbase.text.readers import SourceOptions, read_sources
 
 pyspark = pytest.importorskip("pyspark", reason="the spark extra is not installed")
 

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from simhash_hbase import codec
+from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
 from simhash_hbase.store import Store, open_store
 

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from simhash_hbase import Document, IngestSummary, SimhashIndex
-from simhash_hbase.ingest import Checkpoint, IngestOptions, SourceOptions, ingest
-from simhash_hbase.verify import verify
+from simhash_hbase.jobs.ingest import Checkpoint, IngestOptions, SourceOptions, ingest
+from simhash_hbase.jobs.verify import verify
 
 from .test_cli import shdb
 

@@ -1,6 +1,6 @@
 """`shdb spark dedup|ingest`: the Spark jobs from the command line.
 
-Mounted by :mod:`simhash_hbase.cli` (it reuses that module's options, so it is
+Mounted by :mod:`simhash_hbase.cli.app` (it reuses that module's options, so it is
 imported from there, last). ``--master local[*]`` is the default; under
 ``spark-submit`` (see :mod:`simhash_hbase.spark.launcher`) the cluster's master is used.
 """
@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from ..cli import (
+from simhash_hbase.cli.app import (
     EXIT_SKIPPED,
     FeaturesOpt,
     IdFieldOpt,
@@ -28,18 +28,18 @@ from ..cli import (
     _wanted,
     err,
 )
-from ..errors import InvalidInput
-from ..fingerprint import FingerprintParams
-from ..index import DEFAULT_K
-from ..scheme import DEFAULT_SCHEME, get_scheme
-from ..sources import DEFAULT_MAX_BYTES, SourceOptions
-from ..store import resolve_url
-from . import DEFAULT_TILE, inputs
+from simhash_hbase.errors import InvalidInput
+from simhash_hbase.fingerprint.simhash import FingerprintParams
+from simhash_hbase.index.client import DEFAULT_K
+from simhash_hbase.layout.scheme import DEFAULT_SCHEME, get_scheme
+from simhash_hbase.spark import DEFAULT_TILE, inputs
+from simhash_hbase.store import resolve_url
+from simhash_hbase.text.readers import DEFAULT_MAX_BYTES, SourceOptions
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
-    from .jobs import Reading, Summary
+    from simhash_hbase.spark.jobs import Reading, Summary
 
 spark_app: typer.Typer = typer.Typer(
     cls=_Group,
@@ -77,13 +77,13 @@ PartitionsOpt = Annotated[
 
 
 def _session(master: str | None, conf: list[str] | None) -> SparkSession:
-    from .session import get_session, parse_conf
+    from simhash_hbase.spark.session import get_session, parse_conf
 
     return get_session(master, parse_conf(conf or []))
 
 
 def _job_errors() -> AbstractContextManager[None]:
-    from .session import job_errors
+    from simhash_hbase.spark.session import job_errors
 
     return job_errors()
 
@@ -91,7 +91,7 @@ def _job_errors() -> AbstractContextManager[None]:
 def _reading(
     paths: list[str], fmt: str, id_field: str, text_field: str, max_bytes: int, split_mb: int
 ) -> Reading:
-    from .jobs import Reading
+    from simhash_hbase.spark.jobs import Reading
 
     if fmt not in inputs.FORMATS:
         raise InvalidInput(f"unknown format {fmt!r}; one of: {', '.join(inputs.FORMATS)}")
@@ -138,7 +138,7 @@ def dedup_cmd(
     ] = DEFAULT_TILE,
 ) -> None:
     """All near-duplicate pairs of the input, as `shdb dedup` finds them, on Spark."""
-    from .jobs import dedup
+    from simhash_hbase.spark.jobs import dedup
 
     reading = _reading(paths, fmt, id_field, text_field, max_bytes, split_mb)
     params = FingerprintParams(**_wanted(top_n, idf, features, ngram))
@@ -191,7 +191,7 @@ def ingest_cmd(
     partitions: PartitionsOpt = None,
 ) -> None:
     """Backfill an HBase index from Spark executors (same tables as `shdb ingest`)."""
-    from .jobs import ingest
+    from simhash_hbase.spark.jobs import ingest
 
     reading = _reading(paths, fmt, id_field, text_field, max_bytes, split_mb)
     with _job_errors():

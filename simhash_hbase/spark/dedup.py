@@ -1,6 +1,6 @@
 """All near-duplicate pairs of a corpus on Spark: the pigeonhole as a shuffle.
 
-The same scheme as the index and as :func:`simhash_hbase.dedup.near_duplicate_pairs`,
+The same scheme as the index and as :func:`simhash_hbase.layout.pairs.near_duplicate_pairs`,
 which this job matches pair for pair:
 
 1. **Exact duplicates first.** Records are grouped by fingerprint (one shuffle);
@@ -38,8 +38,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ..scheme import Scheme
-from . import DEFAULT_TILE
+from simhash_hbase.layout.scheme import Scheme
+from simhash_hbase.spark import DEFAULT_TILE
 
 if TYPE_CHECKING:
     from pyspark import RDD

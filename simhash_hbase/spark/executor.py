@@ -12,11 +12,11 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
 
-from ..fingerprint import Fingerprinter, FingerprintParams, register_idf
-from ..index import SimhashIndex
-from ..ingest import to_document
-from ..records import BadRecord, Document, Duplicate, Record
-from ..store import open_store
+from simhash_hbase.fingerprint.simhash import Fingerprinter, FingerprintParams, register_idf
+from simhash_hbase.index.client import SimhashIndex
+from simhash_hbase.jobs.ingest import to_document
+from simhash_hbase.records import BadRecord, Document, Duplicate, Record
+from simhash_hbase.store import open_store
 
 Item = tuple[int, Record | BadRecord]
 DocItem = tuple[int, Document | BadRecord]

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from ..errors import InvalidInput
-from ..records import BadRecord, Problem, Record
-from ..sources import (
+from simhash_hbase.errors import InvalidInput
+from simhash_hbase.records import BadRecord, Problem, Record
+from simhash_hbase.text.readers import (
     STDIN,
     SourceOptions,
     bounded_lines,

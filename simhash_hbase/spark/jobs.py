@@ -13,16 +13,15 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
-from ..errors import InvalidInput
-from ..fingerprint import FingerprintParams, idf_table
-from ..index import SimhashIndex
-from ..manifest import Wanted
-from ..records import BadRecord, Document
-from ..scheme import Scheme
-from ..sources import SourceOptions
-from . import DEFAULT_TILE, inputs
-from .dedup import DedupJob, run
-from .executor import (
+from simhash_hbase.errors import InvalidInput
+from simhash_hbase.fingerprint.simhash import FingerprintParams, idf_table
+from simhash_hbase.index.client import SimhashIndex
+from simhash_hbase.index.manifest import Wanted
+from simhash_hbase.layout.scheme import Scheme
+from simhash_hbase.records import BadRecord, Document
+from simhash_hbase.spark import DEFAULT_TILE, inputs
+from simhash_hbase.spark.dedup import DedupJob, run
+from simhash_hbase.spark.executor import (
     FAULT_ENV,
     DocItem,
     Fingerprinting,
@@ -30,6 +29,7 @@ from .executor import (
     parse_fault,
     write_partition,
 )
+from simhash_hbase.text.readers import SourceOptions
 
 if TYPE_CHECKING:
     from pyspark import RDD

@@ -36,7 +36,7 @@ def main(argv: list[str] | None = None) -> None:
         count = write_zip(args[1])
         print(f"wrote {count} files to {args[1]}; pass it to spark-submit --py-files")
         return
-    from simhash_hbase.cli import app
+    from simhash_hbase.cli.app import app
 
     app(args=["spark", *args], prog_name="shdb spark")
 

@@ -12,7 +12,7 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
-from ..errors import InvalidInput, ShdbError
+from simhash_hbase.errors import InvalidInput, ShdbError
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession

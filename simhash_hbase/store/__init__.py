@@ -6,8 +6,8 @@ import os
 from pathlib import Path
 from urllib.parse import unquote, urlsplit
 
-from ..errors import InvalidIndexUrl
-from .base import CellBlock, IndexCell, Store, StoreBatch
+from simhash_hbase.errors import InvalidIndexUrl
+from simhash_hbase.store.base import CellBlock, IndexCell, Store, StoreBatch
 
 DEFAULT_INDEX = "shdb-index"
 
@@ -50,12 +50,12 @@ def open_store(url: str | None, *, create: bool = True, readonly: bool = False) 
     url = resolve_url(url)
     path = local_path(url)
     if path is not None:
-        from .embedded import EmbeddedStore
+        from simhash_hbase.store.embedded import EmbeddedStore
 
         return EmbeddedStore(path, create=create and not readonly, readonly=readonly)
     scheme = urlsplit(url).scheme.lower()
     if scheme == "hbase":
-        from .hbase import HBaseStore  # happybase is the optional `hbase` extra
+        from simhash_hbase.store.hbase import HBaseStore  # happybase is the optional `hbase` extra
 
         return HBaseStore.from_url(url, create=create)
     raise InvalidIndexUrl(

@@ -13,9 +13,9 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from .. import codec
-from ..errors import StoreCorrupt
-from ..records import Document
+from simhash_hbase.errors import StoreCorrupt
+from simhash_hbase.layout import codec
+from simhash_hbase.records import Document
 
 #: One cell of the index table: (13-byte row key, document id qualifier).
 IndexCell = tuple[bytes, str]

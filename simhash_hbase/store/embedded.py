@@ -30,10 +30,16 @@ from typing import Any, NamedTuple
 import lmdb
 import numpy as np
 
-from .. import codec
-from ..errors import IndexNotFound, InvalidIndexUrl, StoreClosed, StoreCorrupt, StoreError
-from ..records import Document
-from .base import CellBlock, IndexCell
+from simhash_hbase.errors import (
+    IndexNotFound,
+    InvalidIndexUrl,
+    StoreClosed,
+    StoreCorrupt,
+    StoreError,
+)
+from simhash_hbase.layout import codec
+from simhash_hbase.records import Document
+from simhash_hbase.store.base import CellBlock, IndexCell
 
 _MAP_SIZE = 1 << 40  # address space only; the file grows as data is written
 _ID_COLUMN = b"_id"  # full id of a docs row whose key had to be folded

@@ -19,14 +19,14 @@ from contextlib import contextmanager
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from .. import codec
-from ..errors import IndexNotFound, InvalidIndexUrl, StoreCorrupt, StoreError
-from ..records import Document
-from . import hbase_tables
-from .base import IndexCell
-from .hbase_thrift1 import Thrift1Transport
-from .hbase_thrift2 import Thrift2Transport, gateway_api
-from .hbase_transport import Row, Transport
+from simhash_hbase.errors import IndexNotFound, InvalidIndexUrl, StoreCorrupt, StoreError
+from simhash_hbase.layout import codec
+from simhash_hbase.records import Document
+from simhash_hbase.store import hbase_tables
+from simhash_hbase.store.base import IndexCell
+from simhash_hbase.store.hbase_thrift1 import Thrift1Transport
+from simhash_hbase.store.hbase_thrift2 import Thrift2Transport, gateway_api
+from simhash_hbase.store.hbase_transport import Row, Transport
 
 DEFAULT_PORT = 9090
 DEFAULT_PREFIX = "shdb"

@@ -1,4 +1,5 @@
-"""HBase table definitions, read from ``hbase-tables.json`` next to this file (the one source).
+"""HBase table definitions, read from ``schema/hbase-tables.json`` (the one source;
+the wheel carries that folder as ``simhash_hbase.schema``).
 
 The Thrift2 gateway creates tables with all of it. Thrift1 (what happybase
 speaks) can create a family with VERSIONS, BLOOMFILTER, COMPRESSION and
@@ -19,7 +20,7 @@ TABLES = ("index", "docs", "meta")
 
 @cache
 def load() -> dict[str, Any]:
-    raw = resources.files(__package__).joinpath("hbase-tables.json").read_text("utf-8")
+    raw = resources.files("simhash_hbase.schema").joinpath("hbase-tables.json").read_text("utf-8")
     schema: dict[str, Any] = json.loads(raw)
     return schema
 

@@ -21,10 +21,17 @@ import thriftpy2
 from thriftpy2.rpc import make_client
 from thriftpy2.thrift import TException
 
-from .. import codec
-from ..errors import ShdbError, StoreError
-from . import hbase_tables
-from .hbase_transport import NETWORK_ERRORS, ClientPool, Deletes, Puts, Row, translate
+from simhash_hbase.errors import ShdbError, StoreError
+from simhash_hbase.layout import codec
+from simhash_hbase.store import hbase_tables
+from simhash_hbase.store.hbase_transport import (
+    NETWORK_ERRORS,
+    ClientPool,
+    Deletes,
+    Puts,
+    Row,
+    translate,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

@@ -31,11 +31,18 @@ from thriftpy2.protocol import TBinaryProtocolFactory
 from thriftpy2.thrift import TApplicationException, TClient
 from thriftpy2.transport import TBufferedTransportFactory, TSocket
 
-from .. import codec
-from ..errors import StoreError
-from . import hbase_filters, hbase_tables
-from .hbase_filters import RowRange
-from .hbase_transport import ClientPool, Deletes, Puts, Row, first_line, translate
+from simhash_hbase.errors import StoreError
+from simhash_hbase.layout import codec
+from simhash_hbase.store import hbase_filters, hbase_tables
+from simhash_hbase.store.hbase_filters import RowRange
+from simhash_hbase.store.hbase_transport import (
+    ClientPool,
+    Deletes,
+    Puts,
+    Row,
+    first_line,
+    translate,
+)
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

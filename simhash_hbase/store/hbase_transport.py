@@ -20,7 +20,7 @@ from typing import Generic, Protocol, TypeVar
 from thriftpy2.thrift import TApplicationException, TException
 from thriftpy2.transport import TTransportException
 
-from ..errors import StoreClosed, StoreError, StoreUnavailable
+from simhash_hbase.errors import StoreClosed, StoreError, StoreUnavailable
 
 log = logging.getLogger(__name__)
 

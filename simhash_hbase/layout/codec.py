@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from .errors import InvalidInput, StoreCorrupt, StoreError
-from .records import Document
+from simhash_hbase.errors import InvalidInput, StoreCorrupt, StoreError
+from simhash_hbase.records import Document
 
 FINGERPRINT_BYTES = 8
 ROWKEY_BYTES = 13
@@ -46,21 +46,6 @@ def fingerprint_from_bytes(raw: bytes) -> int:
     if len(raw) != FINGERPRINT_BYTES:
         raise StoreError(f"a stored fingerprint has {len(raw)} bytes, expected 8")
     return int.from_bytes(raw, "big")
-
-
-def fingerprint_to_hex(fp: int) -> str:
-    return f"{fp:016x}"
-
-
-def parse_fingerprint_hex(text: str) -> int:
-    """Parse 1-16 hex digits, with an optional 0x; anything else is a clear error."""
-    digits = text.strip().lower().removeprefix("0x")
-    if not 1 <= len(digits) <= 16 or any(c not in "0123456789abcdef" for c in digits):
-        raise InvalidInput(
-            f"{text!r} is not a 64-bit hex fingerprint: give 1 to 16 hex digits, "
-            "e.g. 3f2a9c0d11e4b7a8"
-        )
-    return int(digits, 16)
 
 
 def encode_rowkey(field: int, flag: int, fp: int) -> bytes:

@@ -19,7 +19,7 @@ import math
 
 import numpy as np
 
-from .errors import InvalidQuery
+from simhash_hbase.errors import InvalidQuery
 
 MAX_PROBES = 64
 MAX_FLIPS = 3

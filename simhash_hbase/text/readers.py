@@ -21,10 +21,9 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from .codec import parse_fingerprint_hex
-from .errors import InvalidInput, InvalidSetting
-from .htmltext import html_to_text, looks_like_html
-from .records import BadRecord, Problem, Record
+from simhash_hbase.errors import InvalidInput, InvalidSetting
+from simhash_hbase.records import BadRecord, Problem, Record, parse_fingerprint_hex
+from simhash_hbase.text.html import html_to_text, looks_like_html
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 MAX_MAX_BYTES = 1 << 30  # a record is held in memory several times over while indexed

@@ -9,11 +9,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 
-from . import codec
-from .errors import StoreCorrupt
-from .index import SimhashIndex
-from .records import Document
-from .store import IndexCell
+from simhash_hbase.errors import StoreCorrupt
+from simhash_hbase.index.client import SimhashIndex
+from simhash_hbase.layout import codec
+from simhash_hbase.records import Document
+from simhash_hbase.store import IndexCell
 
 _REPAIR_BATCH = 10_000
 _EXAMPLES = 5

@@ -22,13 +22,14 @@ from typing import Any, BinaryIO, Protocol
 
 import numpy as np
 
-from . import codec
-from .dedup import Pair, near_duplicate_pairs
-from .errors import EmptyDocument, InvalidInput, InvalidSetting, RejectedRecord
-from .fingerprint import Fingerprinter, FingerprintParams
-from .index import SimhashIndex
-from .probes import check_probes
-from .records import (
+from simhash_hbase.errors import EmptyDocument, InvalidInput, InvalidSetting, RejectedRecord
+from simhash_hbase.fingerprint.probes import check_probes
+from simhash_hbase.fingerprint.simhash import Fingerprinter, FingerprintParams
+from simhash_hbase.index.client import SimhashIndex
+from simhash_hbase.layout import codec
+from simhash_hbase.layout.pairs import Pair, near_duplicate_pairs
+from simhash_hbase.layout.scheme import Scheme
+from simhash_hbase.records import (
     BadRecord,
     Document,
     Duplicate,
@@ -37,8 +38,8 @@ from .records import (
     Problem,
     Record,
 )
-from .scheme import Scheme
-from .sources import (
+from simhash_hbase.store import local_path
+from simhash_hbase.text.readers import (
     STDIN,
     SourceOptions,
     input_files,
@@ -46,7 +47,6 @@ from .sources import (
     read_fingerprint_lines,
     read_sources,
 )
-from .store import local_path
 
 DEFAULT_BATCH_SIZE = 1000
 # Precomputed fingerprints are ~100 bytes a record: batch many, so the store writes
@@ -71,7 +71,7 @@ class IngestOptions:
     on_error: OnError = OnError.SKIP
     # None: DEFAULT_BATCH_SIZE documents, or DEFAULT_FINGERPRINT_BATCH fingerprints
     batch_size: int | None = None
-    probes: int = 0  # multi-probe the find_k lookups (simhash_hbase.probes)
+    probes: int = 0  # multi-probe the find_k lookups (simhash_hbase.fingerprint.probes)
 
     def __post_init__(self) -> None:
         if self.batch_size is not None and not 1 <= self.batch_size <= MAX_BATCH_SIZE:

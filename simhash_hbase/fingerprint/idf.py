@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .cache import cache_dir
+from simhash_hbase.fingerprint.cache import cache_dir
 
 #: Terms looked up and not in the table are remembered up to this many (bounded
 #: memory on endless input full of unique tokens); past it they are looked up again.

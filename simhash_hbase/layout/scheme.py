@@ -12,7 +12,7 @@ from itertools import combinations
 
 import numpy as np
 
-from .errors import InvalidQuery, InvalidSetting
+from simhash_hbase.errors import InvalidQuery, InvalidSetting
 
 FINGERPRINT_BITS = 64
 FIELD_BITS = 32

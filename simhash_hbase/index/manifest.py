@@ -11,10 +11,10 @@ from collections.abc import Mapping
 from dataclasses import asdict
 from typing import Any
 
-from .errors import ManifestMismatch
-from .fingerprint import FingerprintParams
-from .scheme import DEFAULT_SCHEME, Scheme, get_scheme
-from .version import __version__
+from simhash_hbase.errors import ManifestMismatch
+from simhash_hbase.fingerprint.simhash import FingerprintParams
+from simhash_hbase.layout.scheme import DEFAULT_SCHEME, Scheme, get_scheme
+from simhash_hbase.version import __version__
 
 FORMAT_VERSION = 1
 MANIFEST = "manifest"  # its name in the meta table

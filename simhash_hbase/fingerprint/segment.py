@@ -18,7 +18,7 @@ is measured on a 16 MB corpus in docs/segmenters.md and asserted by
 tests/test_segment.py. ``$SHDB_SEGMENTER`` (``auto``, ``jieba``, ``rjieba``)
 forces one; ``auto`` takes rjieba when it is installed next to jieba 0.42.1.
 
-jieba's dictionary cache lives in :func:`simhash_hbase.cache.cache_dir` (per user,
+jieba's dictionary cache lives in :func:`simhash_hbase.fingerprint.cache.cache_dir` (per user,
 persistent), not in the system temp directory, where it is lost on reboot and
 costs ~1 s to rebuild.
 """
@@ -32,9 +32,9 @@ from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
 
-from .cache import cache_dir
-from .errors import InvalidInput
-from .memo import Memo
+from simhash_hbase.errors import InvalidInput
+from simhash_hbase.fingerprint.cache import cache_dir
+from simhash_hbase.fingerprint.memo import Memo
 
 Cut = Callable[[str], Iterable[str]]
 

@@ -5,7 +5,7 @@ with SimhashIndex.open("shdb-index") as index:
     index.query(other_text, k=3)   # [Match(doc_id, fingerprint, distance)]
 
 Streaming jobs (files, checkpoints, skip/fail policies) are built on top of this
-in :mod:`simhash_hbase.ingest`; nothing here knows about files or flags.
+in :mod:`simhash_hbase.jobs.ingest`; nothing here knows about files or flags.
 """
 
 from __future__ import annotations
@@ -17,15 +17,33 @@ from typing import Any
 
 import numpy as np
 
-from . import codec
-from .dedup import near_duplicate_pairs
-from .errors import EmptyDocument, IndexNotFound, InvalidInput, StoreCorrupt, StoreError
-from .fingerprint import Fingerprinter, FingerprintParams, idf_table, register_idf
-from .manifest import MANIFEST, Wanted, check_environment, new_manifest, settle, validate
-from .probes import bound, check_probes
-from .records import Document, Duplicate, Match
-from .scheme import Scheme
-from .store import CellBlock, IndexCell, Store, open_store
+from simhash_hbase.errors import (
+    EmptyDocument,
+    IndexNotFound,
+    InvalidInput,
+    StoreCorrupt,
+    StoreError,
+)
+from simhash_hbase.fingerprint.probes import bound, check_probes
+from simhash_hbase.fingerprint.simhash import (
+    Fingerprinter,
+    FingerprintParams,
+    idf_table,
+    register_idf,
+)
+from simhash_hbase.index.manifest import (
+    MANIFEST,
+    Wanted,
+    check_environment,
+    new_manifest,
+    settle,
+    validate,
+)
+from simhash_hbase.layout import codec
+from simhash_hbase.layout.pairs import near_duplicate_pairs
+from simhash_hbase.layout.scheme import Scheme
+from simhash_hbase.records import Document, Duplicate, Match
+from simhash_hbase.store import CellBlock, IndexCell, Store, open_store
 
 DEFAULT_K = 3
 QUERY_BATCH = 1000  # texts fingerprinted and looked up together by query_many
@@ -194,7 +212,7 @@ class SimhashIndex:
         """Write one batch atomically per row; near-duplicates already held if ``find_k``.
 
         ``probes``, one list per document (its fingerprint first, see
-        :mod:`simhash_hbase.probes`), makes that lookup a probed one.
+        :mod:`simhash_hbase.fingerprint.probes`), makes that lookup a probed one.
         Every document must be valid (see :func:`codec.check_document`); ``checked``
         says the caller has checked each already (the ingest jobs do, per record),
         so they are not checked twice. Order matters for crash safety: stale cells
@@ -310,7 +328,7 @@ class SimhashIndex:
     def query(self, text: str, k: int = DEFAULT_K, *, probes: int = 0) -> list[Match]:
         """Documents within ``k`` of the text's fingerprint; with ``probes`` > 0 also
         those within ``k`` of its first ``probes`` flipped copies whose true distance
-        is at most :func:`~simhash_hbase.probes.bound` (multi-probe)."""
+        is at most :func:`~simhash_hbase.fingerprint.probes.bound` (multi-probe)."""
         check_probes(probes)
         if probes == 0:
             return self.query_fingerprint(self.fingerprint(text), k)

@@ -13,7 +13,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .scheme import Scheme
+from simhash_hbase.layout.scheme import Scheme
 
 
 class Pair(NamedTuple):

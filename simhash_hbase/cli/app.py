@@ -27,9 +27,7 @@ from typer.core import TyperGroup
 if TYPE_CHECKING:
     from rich.progress import Progress
 
-from . import codec
-from .dedup import clusters
-from .errors import (
+from simhash_hbase.errors import (
     IndexNotFound,
     InvalidInput,
     InvalidQuery,
@@ -40,7 +38,8 @@ from .errors import (
     StoreError,
     StoreUnavailable,
 )
-from .fingerprint import (
+from simhash_hbase.fingerprint.probes import DEFAULT_QUERY_PROBES
+from simhash_hbase.fingerprint.simhash import (
     DEFAULT_VERSION,
     Fingerprinter,
     FingerprintParams,
@@ -48,8 +47,9 @@ from .fingerprint import (
     load_idf_file,
     write_idf,
 )
-from .index import DEFAULT_K, SimhashIndex
-from .ingest import (
+from simhash_hbase.index.client import DEFAULT_K, SimhashIndex
+from simhash_hbase.index.manifest import ENVIRONMENT
+from simhash_hbase.jobs.ingest import (
     DEFAULT_BATCH_SIZE,
     DEFAULT_FINGERPRINT_BATCH,
     MAX_BATCH_SIZE,
@@ -57,9 +57,10 @@ from .ingest import (
     find_duplicates,
     ingest,
 )
-from .manifest import ENVIRONMENT
-from .probes import DEFAULT_QUERY_PROBES
-from .records import (
+from simhash_hbase.jobs.verify import verify
+from simhash_hbase.layout.pairs import clusters
+from simhash_hbase.layout.scheme import DEFAULT_SCHEME, get_scheme
+from simhash_hbase.records import (
     BadRecord,
     Document,
     Duplicate,
@@ -68,9 +69,11 @@ from .records import (
     OnError,
     Problem,
     Record,
+    fingerprint_to_hex,
+    parse_fingerprint_hex,
 )
-from .scheme import DEFAULT_SCHEME, get_scheme
-from .sources import (
+from simhash_hbase.store.hbase_tables import shell_script
+from simhash_hbase.text.readers import (
     DEFAULT_MAX_BYTES,
     MAX_MAX_BYTES,
     STDIN,
@@ -80,9 +83,7 @@ from .sources import (
     read_text_file,
     total_bytes,
 )
-from .store.hbase_tables import shell_script
-from .verify import verify
-from .version import __version__
+from simhash_hbase.version import __version__
 
 EXIT_NO_MATCH = 1
 EXIT_SKIPPED = 3
@@ -625,7 +626,7 @@ def _text_from(text: str | None, file: str | None, max_bytes: int) -> str:
 def _match_json(m: Match) -> dict[str, Any]:
     return {
         "id": m.doc_id,
-        "fingerprint": codec.fingerprint_to_hex(m.fingerprint),
+        "fingerprint": fingerprint_to_hex(m.fingerprint),
         "distance": m.distance,
     }
 
@@ -659,7 +660,7 @@ def query_cmd(
             "term weights; query with TEXT or --file to use --probes"
         )
     wanted = _wanted(top_n, idf, features, ngram)
-    query_fp = codec.parse_fingerprint_hex(fingerprint) if fingerprint is not None else None
+    query_fp = parse_fingerprint_hex(fingerprint) if fingerprint is not None else None
     body = _text_from(text, file, max_bytes) if query_fp is None else ""
     with SimhashIndex.open(index, readonly=True, params=wanted) as ix:
         if query_fp is not None:
@@ -671,7 +672,7 @@ def query_cmd(
     elif matches:
         _table(
             ("distance", "fingerprint", "id"),
-            ((m.distance, codec.fingerprint_to_hex(m.fingerprint), m.doc_id) for m in matches),
+            ((m.distance, fingerprint_to_hex(m.fingerprint), m.doc_id) for m in matches),
         )
     if not matches:
         raise typer.Exit(EXIT_NO_MATCH)
@@ -703,7 +704,7 @@ def fingerprint_cmd(
             fp = ix.fingerprinter
     else:
         fp = Fingerprinter(FingerprintParams(**wanted))
-    value = codec.fingerprint_to_hex(fp.fingerprint(body))
+    value = fingerprint_to_hex(fp.fingerprint(body))
     weighted = fp.weighted_terms(body) if terms else []
     if as_json:
         row: dict[str, Any] = {"fingerprint": value}
@@ -732,7 +733,7 @@ def stats_cmd(index: IndexOpt = None, as_json: JsonOpt = False) -> None:
 def _doc_json(doc: Document) -> dict[str, Any]:
     return {
         "id": doc.doc_id,
-        "fingerprint": codec.fingerprint_to_hex(doc.fingerprint),
+        "fingerprint": fingerprint_to_hex(doc.fingerprint),
         "text": doc.text,
         "meta": doc.meta,
     }
@@ -758,7 +759,7 @@ def get_cmd(
             (
                 (
                     d.doc_id,
-                    codec.fingerprint_to_hex(d.fingerprint),
+                    fingerprint_to_hex(d.fingerprint),
                     json.dumps(d.text, ensure_ascii=False),
                     json.dumps(d.meta, ensure_ascii=False),
                 )
@@ -945,7 +946,7 @@ def _version(value: bool) -> None:
         raise typer.Exit()
 
 
-from .spark.cli import spark_app  # noqa: E402  (imported last: it reuses the options above)
+from simhash_hbase.spark.cli import spark_app  # noqa: E402  (imported last: it reuses the options above)
 
 app.add_typer(spark_app, name="spark")
 

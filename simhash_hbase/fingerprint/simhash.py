@@ -27,12 +27,12 @@ from typing import Any
 import mmh3
 import numpy as np
 
-from . import segment
-from .cache import cached
-from .errors import EmptyDocument, InvalidInput, InvalidSetting
-from .idf_lookup import SparseIdf, sparse_idf
-from .memo import Memo
-from .probes import probe_fingerprints
+from simhash_hbase.errors import EmptyDocument, InvalidInput, InvalidSetting
+from simhash_hbase.fingerprint import segment
+from simhash_hbase.fingerprint.cache import cached
+from simhash_hbase.fingerprint.idf import SparseIdf, sparse_idf
+from simhash_hbase.fingerprint.memo import Memo
+from simhash_hbase.fingerprint.probes import probe_fingerprints
 
 DEFAULT_TOP_N = 16  # best recall at k=3 in docs/quality.md (89.0% vs 87.2% for 64)
 DEFAULT_SEED = 0
@@ -352,7 +352,7 @@ class Fingerprinter:
 
     def probes(self, text: str, probes: int) -> list[int]:
         """The fingerprint followed by its ``probes`` flipped copies, in probe order
-        (:mod:`simhash_hbase.probes`): what a probed lookup searches."""
+        (:mod:`simhash_hbase.fingerprint.probes`): what a probed lookup searches."""
         return probe_fingerprints(*self.fingerprint_margins(text), probes)
 
     def probes_or_error(self, text: str, probes: int) -> list[int] | EmptyDocument:

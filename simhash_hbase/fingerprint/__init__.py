@@ -1,0 +1,4 @@
+"""Text to 64-bit fingerprint: normalisation, segmentation, IDF, SimHash and probes.
+
+Above the readers and below the byte layout; it never touches a store.
+"""

@@ -1,0 +1,1 @@
+"""The client API: ``SimhashIndex`` over any store, and the manifest it persists."""
