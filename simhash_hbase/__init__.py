@@ -1,31 +1,86 @@
-"""simhash-hbase: near-duplicate text search with 64-bit SimHash and a pigeonhole index."""
+"""simhash-hbase: near-duplicate text search with 64-bit SimHash and a pigeonhole index.
 
-from simhash_hbase.errors import (
-    EmptyDocument,
-    IndexNotFound,
-    InvalidIndexUrl,
-    InvalidInput,
-    InvalidQuery,
-    InvalidSetting,
-    ManifestMismatch,
-    ShdbError,
-    StoreError,
-    StoreUnavailable,
-)
-from simhash_hbase.fingerprint.simhash import Fingerprinter, FingerprintParams, hamming
-from simhash_hbase.index.client import SimhashIndex
-from simhash_hbase.layout.scheme import SCHEMES, Scheme
-from simhash_hbase.records import (
-    BadRecord,
-    Document,
-    Duplicate,
-    IngestSummary,
-    Match,
-    OnError,
-    Problem,
-    Record,
-)
+The names below are loaded on first use (PEP 562): ``import simhash_hbase.records``
+or ``shdb --help`` does not pay for NumPy, the segmenter or a store.
+"""
+
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 from simhash_hbase.version import __version__
+
+if TYPE_CHECKING:
+    from simhash_hbase.errors import (
+        EmptyDocument,
+        IndexNotFound,
+        InvalidIndexUrl,
+        InvalidInput,
+        InvalidQuery,
+        InvalidSetting,
+        ManifestMismatch,
+        ShdbError,
+        StoreError,
+        StoreUnavailable,
+    )
+    from simhash_hbase.fingerprint.simhash import Fingerprinter, FingerprintParams, hamming
+    from simhash_hbase.index.client import SimhashIndex
+    from simhash_hbase.layout.scheme import SCHEMES, Scheme
+    from simhash_hbase.records import (
+        BadRecord,
+        Document,
+        Duplicate,
+        IngestSummary,
+        Match,
+        OnError,
+        Problem,
+        Record,
+    )
+
+#: Where each public name lives.
+_HOMES = {
+    "simhash_hbase.errors": (
+        "EmptyDocument",
+        "IndexNotFound",
+        "InvalidIndexUrl",
+        "InvalidInput",
+        "InvalidQuery",
+        "InvalidSetting",
+        "ManifestMismatch",
+        "ShdbError",
+        "StoreError",
+        "StoreUnavailable",
+    ),
+    "simhash_hbase.fingerprint.simhash": ("Fingerprinter", "FingerprintParams", "hamming"),
+    "simhash_hbase.index.client": ("SimhashIndex",),
+    "simhash_hbase.layout.scheme": ("SCHEMES", "Scheme"),
+    "simhash_hbase.records": (
+        "BadRecord",
+        "Document",
+        "Duplicate",
+        "IngestSummary",
+        "Match",
+        "OnError",
+        "Problem",
+        "Record",
+    ),
+}
+_HOME_OF = {name: module for module, names in _HOMES.items() for name in names}
+
+
+def __getattr__(name: str) -> Any:
+    module = _HOME_OF.get(name)
+    if module is None:
+        raise AttributeError(f"module 'simhash_hbase' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value  # once: later look-ups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
 
 __all__ = [
     "SCHEMES",

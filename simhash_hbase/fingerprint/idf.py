@@ -14,10 +14,12 @@ import tempfile
 from collections.abc import Callable, Iterable
 from itertools import compress, filterfalse
 from pathlib import Path
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from simhash_hbase.fingerprint.cache import cache_dir
+
+if TYPE_CHECKING:
+    import numpy as np
 
 #: Terms looked up and not in the table are remembered up to this many (bounded
 #: memory on endless input full of unique tokens); past it they are looked up again.
@@ -45,6 +47,8 @@ class SparseIdf:
         # Longer than any entry, or with a NUL (numpy drops trailing NULs): not in it.
         fits = [t for t in new if len(t) <= self._longest and "\0" not in t]
         if fits:
+            import numpy as np
+
             wanted = np.array(fits, dtype=self._terms.dtype)
             at = np.minimum(np.searchsorted(self._terms, wanted), len(self._terms) - 1)
             found = self._terms[at] == wanted
@@ -55,6 +59,8 @@ class SparseIdf:
 
 
 def _save(path: Path, array: np.ndarray) -> None:
+    import numpy as np
+
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "wb") as f:
@@ -67,6 +73,8 @@ def _save(path: Path, array: np.ndarray) -> None:
 
 def sparse_idf(digest: str, table: Callable[[], tuple[dict[str, float], float]]) -> SparseIdf:
     """The table with SHA-256 ``digest`` from the cache, built from ``table()`` once."""
+    import numpy as np
+
     folder = cache_dir()
     terms_path = folder / f"idf-{digest}.terms.npy"
     values_path = folder / f"idf-{digest}.values.npy"

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import heapq
 import math
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from simhash_hbase.errors import InvalidQuery
+
+if TYPE_CHECKING:
+    import numpy as np
 
 MAX_PROBES = 64
 MAX_FLIPS = 3
@@ -44,7 +46,7 @@ def flip_sets(margins: np.ndarray, probes: int) -> list[tuple[int, ...]]:
     check_probes(probes)
     if probes == 0:
         return []
-    m = [float(x) for x in np.asarray(margins, dtype=np.float64)]
+    m = list(map(float, margins))
     order = sorted(range(len(m)), key=lambda b: (m[b], b))
 
     def entry(idx: tuple[int, ...]) -> tuple[float, int, tuple[int, ...], tuple[int, ...]]:

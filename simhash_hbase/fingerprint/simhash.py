@@ -9,9 +9,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import math
-import multiprocessing
 import re
-import signal
 import unicodedata
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -19,13 +17,9 @@ from dataclasses import asdict, dataclass, field, fields
 from functools import cache
 from importlib import resources
 from itertools import compress, filterfalse, repeat
-from multiprocessing.pool import AsyncResult
 from operator import itemgetter, mul
 from pathlib import Path
-from typing import Any
-
-import mmh3
-import numpy as np
+from typing import TYPE_CHECKING, Any
 
 from simhash_hbase.errors import EmptyDocument, InvalidInput, InvalidSetting
 from simhash_hbase.fingerprint import segment
@@ -33,6 +27,14 @@ from simhash_hbase.fingerprint.cache import cached
 from simhash_hbase.fingerprint.idf import SparseIdf, sparse_idf
 from simhash_hbase.fingerprint.memo import Memo
 from simhash_hbase.fingerprint.probes import probe_fingerprints
+
+if TYPE_CHECKING:
+    from multiprocessing.pool import AsyncResult
+
+    import numpy as np
+
+# NumPy, mmh3 and multiprocessing are imported where they are used, so that the
+# settings and defaults here cost a command line nothing (tests/test_lazy_imports.py).
 
 DEFAULT_TOP_N = 16  # best recall at k=3 in docs/quality.md (89.0% vs 87.2% for 64)
 DEFAULT_SEED = 0
@@ -53,7 +55,6 @@ DEFAULT_VERSION = 1
 FOLDS = ("none", "t2s")
 _HAS_WORD_CHAR = re.compile(r"\w").search
 _WORD_CHARS = re.compile(r"\w+")
-_SIGN = np.array([-1.0, 1.0])  # a hash bit (0 or 1) -> its sign in the sums
 _WEIGHT_THEN_TERM = itemgetter(1, 0)
 #: What :func:`_term_of` gives a token that makes no term (terms are never empty).
 _DROPPED = ""
@@ -326,12 +327,15 @@ class Fingerprinter:
                 "the text has no usable terms (it is empty, or only whitespace, "
                 "punctuation or stop words); it cannot be fingerprinted"
             )
+        import mmh3
+        import numpy as np
+
         names, weights = zip(*terms)
         seed = self.params.seed
         hashes = b"".join([mmh3.hash64(t, seed, signed=False)[0].to_bytes(8, "big") for t in names])
         bits = np.unpackbits(np.frombuffer(hashes, dtype=np.uint8)).reshape(len(names), 64)
         # The same product of ±1.0 signs as ever: the float sums (margins) stay bit for bit.
-        sums: np.ndarray = np.array(weights, dtype=np.float64) @ _SIGN[bits]
+        sums: np.ndarray = np.array(weights, dtype=np.float64) @ _signs()[bits]
         return sums
 
     def fingerprint(self, text: str) -> int:
@@ -342,7 +346,7 @@ class Fingerprinter:
         overcome to flip it. ``margins[i]`` belongs to bit ``i`` (value ``1 << i``);
         the smallest margins are the volatile bits that multi-probe flips."""
         sums = self.bit_sums(text)
-        return _bits_of(sums), np.abs(sums[::-1])
+        return _bits_of(sums), abs(sums[::-1])
 
     def fingerprint_or_error(self, text: str) -> int | EmptyDocument:
         try:
@@ -383,6 +387,8 @@ class Fingerprinter:
         # fork: children inherit the loaded dictionary and IDF table (no 1 s reload
         # each). A bounded window of chunks in flight keeps memory flat on endless
         # input, which Pool.imap (it drains its input eagerly) would not.
+        import multiprocessing
+
         ctx = multiprocessing.get_context("fork")
         with ctx.Pool(workers, initializer=_init_worker, initargs=(self.params,)) as pool:
             pending: deque[AsyncResult[list[Any]]] = deque()
@@ -398,6 +404,8 @@ _worker: Fingerprinter | None = None
 
 
 def _init_worker(params: FingerprintParams) -> None:
+    import signal
+
     global _worker
     # Ctrl-C is the parent's to handle (it stops the pool): no traceback per worker.
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -415,7 +423,17 @@ def _worker_chunk(texts: Sequence[str], probes: int | None) -> list[Any]:
     return _chunk_of(_worker, texts, probes)
 
 
+@cache
+def _signs() -> np.ndarray:
+    """A hash bit (0 or 1) -> its sign in the sums."""
+    import numpy as np
+
+    return np.array([-1.0, 1.0])
+
+
 def _bits_of(sums: np.ndarray) -> int:
+    import numpy as np
+
     return int.from_bytes(np.packbits(sums > 0.0).tobytes(), "big")
 
 

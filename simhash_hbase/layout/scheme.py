@@ -9,10 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from functools import cached_property
 from itertools import combinations
-
-import numpy as np
+from typing import TYPE_CHECKING
 
 from simhash_hbase.errors import InvalidQuery, InvalidSetting
+
+if TYPE_CHECKING:
+    import numpy as np
 
 FINGERPRINT_BITS = 64
 FIELD_BITS = 32
@@ -103,6 +105,8 @@ class Scheme:
 
     def segments_many(self, fps: np.ndarray) -> list[np.ndarray]:
         """Each segment of many fingerprints, as a uint16 array (widths are <= 16)."""
+        import numpy as np  # here: the scheme's names cost a command line no NumPy
+
         fps = np.asarray(fps, dtype=np.uint64)
         return [
             ((fps >> np.uint64(s)) & np.uint64((1 << w) - 1)).astype(np.uint16)
@@ -111,6 +115,8 @@ class Scheme:
 
     def combo_keys(self, segments: list[np.ndarray], combo: tuple[int, ...]) -> np.ndarray:
         """The combination's segments concatenated, right-aligned, as uint32."""
+        import numpy as np
+
         key = np.zeros(len(segments[0]), dtype=np.uint32)
         for i in combo:
             key = (key << np.uint32(self.widths[i])) | segments[i]
@@ -118,6 +124,8 @@ class Scheme:
 
     def fields_many(self, fps: np.ndarray) -> np.ndarray:
         """Vectorised :meth:`fields`: uint64 array (n,) -> uint32 array (n, combos)."""
+        import numpy as np
+
         segments = self.segments_many(fps)
         out = np.empty((len(segments[0]), len(self.combos)), dtype=np.uint32)
         for col, combo in enumerate(self.combos):
