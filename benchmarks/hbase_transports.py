@@ -26,7 +26,7 @@ import numpy as np
 
 from simhash_hbase import SimhashIndex
 from simhash_hbase.jobs.ingest import IngestOptions, index_fingerprints
-from simhash_hbase.records import Duplicate
+from simhash_hbase.records import Lookup
 from simhash_hbase.store import hbase_tables, hbase_thrift2
 
 from .context import Context
@@ -164,7 +164,7 @@ def _measure_ingest(indexes: dict[str, Any], plan: dict[str, int], seed: int) ->
             if kind == "dedup":  # a planted near-copy of an earlier doc of the batch
                 items[-1] = (items[-1][0], items[0][1] ^ 0b101)
             t0 = time.perf_counter()
-            found: list[Duplicate] = []
+            found: list[Lookup] = []
             options = IngestOptions(find_k=K if kind == "dedup" else None)
             index_fingerprints(indexes[api], items, options, on_duplicate=found.append)
             secs[api, kind] = secs.get((api, kind), 0.0) + time.perf_counter() - t0

@@ -3,11 +3,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any, NamedTuple
 
 from simhash_hbase.errors import InvalidInput
+
+#: Matches a result holds unless the caller asks for more (``limit``): a person
+#: wants "is it a copy, and of what", not every copy of a mass-copied page.
+DEFAULT_LIMIT = 10
+MAX_LIMIT = 100_000
 
 
 class Match(NamedTuple):
@@ -16,6 +22,62 @@ class Match(NamedTuple):
     doc_id: str
     fingerprint: int
     distance: int
+
+
+class Matches(list[Match]):
+    """At most ``limit`` matches, nearest first (distance, then id), and how many
+    there are in all: ``total`` is exact when ``total_exact``, else a lower bound
+    (the lookup stopped reading a hot index row once the shown matches were certain)."""
+
+    total: int
+    total_exact: bool
+
+    def __init__(
+        self, matches: Iterable[Match] = (), total: int | None = None, total_exact: bool = True
+    ) -> None:
+        super().__init__(matches)
+        self.total = len(self) if total is None else total
+        self.total_exact = total_exact
+
+    def __repr__(self) -> str:
+        bound = "" if self.total_exact else ">="
+        return f"Matches({list.__repr__(self)}, total={bound}{self.total})"
+
+    def to_json(self) -> dict[str, Any]:
+        """The result shape every surface prints (``--json``, the service)."""
+        return {
+            "matches": [
+                {
+                    "id": m.doc_id,
+                    "distance": m.distance,
+                    "similarity": getattr(m, "similarity", None),
+                    "fingerprint": fingerprint_to_hex(m.fingerprint),
+                }
+                for m in self
+            ],
+            "total": self.total,
+            "total_exact": self.total_exact,
+        }
+
+
+def check_limit(limit: int | None) -> int | None:
+    """``limit`` is 1..MAX_LIMIT matches per result, or None for all of them."""
+    if limit is None:
+        return None
+    if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidInput(
+            f"limit {limit!r} is not a number of matches from 1 to {MAX_LIMIT:,} "
+            "(or None for all matches)"
+        )
+    return limit
+
+
+class Lookup(NamedTuple):
+    """A new document's near-copies found while ingesting: ``doc_id`` is the new
+    document, ``matches`` the nearest earlier documents (bounded) and their count."""
+
+    doc_id: str
+    matches: Matches
 
 
 @dataclass(frozen=True)
@@ -84,7 +146,7 @@ class OnError(str, Enum):
 class IngestSummary:
     records: int = 0  # read from the input, good and bad
     added: int = 0
-    duplicates: int = 0
+    duplicates: int = 0  # new documents that have near-copies (each reported once)
     skipped: list[BadRecord] = field(default_factory=list)
     bytes_read: int = 0
     seconds: float = 0.0

@@ -36,12 +36,12 @@ def test_ingest_then_query(store_url: str, corpus: Path, tmp_path: Path) -> None
     result = shdb("ingest", str(corpus), "--index", store_url, "--report", str(report))
     assert result.exit_code == 0, result.output
     assert "added 3 documents, 1 near-duplicates (k<=3), skipped 0" in result.stderr
-    assert [json.loads(x) for x in report.read_text().splitlines()] == [
-        {"id": "a-copy", "near_id": "a", "distance": 0}
-    ]
+    (line,) = [json.loads(x) for x in report.read_text().splitlines()]
+    assert (line["id"], line["total"], line["total_exact"]) == ("a-copy", 1, True)
+    assert [(m["id"], m["distance"]) for m in line["matches"]] == [("a", 0)]
     result = shdb("query", ARTICLE, "--index", store_url, "--json")
     assert result.exit_code == 0
-    assert [m["id"] for m in json.loads(result.stdout)] == ["a", "a-copy"]
+    assert [m["id"] for m in json.loads(result.stdout)["matches"]] == ["a", "a-copy"]
     result = shdb("query", "一段与索引中任何内容都无关的话，讲做饭。", "-i", store_url)
     assert result.exit_code == 1 and result.stdout == ""
 

@@ -102,7 +102,11 @@ def test_index_records_finds_duplicates_in_the_batch_and_the_index(store_url: st
             on_duplicate=found.append,
         )
         assert summary.added == 3 and summary.duplicates == len(found) == 2
-        assert {(d.doc_id, d.existing_id) for d in found} == {("n1", "old"), ("n3", "n2")}
+        assert {(f.doc_id, m.doc_id) for f in found for m in f.matches} == {
+            ("n1", "old"),
+            ("n3", "n2"),
+        }
+        assert all(f.matches.total == 1 and f.matches.total_exact for f in found)
 
 
 def test_index_records_skips_bad_records_and_keeps_the_rest(store_url: str) -> None:

@@ -195,8 +195,9 @@ def test_reingesting_an_unchanged_folder_reports_nothing(store_url: str, tmp_pat
     first = tmp_path / "r1.jsonl"
     second = tmp_path / "r2.jsonl"
     assert shdb("ingest", str(root), "-i", store_url, "--report", str(first)).exit_code == 0
-    assert [json.loads(x) for x in first.read_text().splitlines()] == [
-        {"id": "a.txt", "near_id": "a-copy.txt", "distance": 0}
+    lines = [json.loads(x) for x in first.read_text().splitlines()]
+    assert [(x["id"], [m["id"] for m in x["matches"]], x["total"]) for x in lines] == [
+        ("a.txt", ["a-copy.txt"], 1)
     ]
     assert shdb("ingest", str(root), "-i", store_url, "--report", str(second)).exit_code == 0
     assert second.read_text() == ""
@@ -232,11 +233,11 @@ def test_report_survives_an_interrupt_without_loss_or_repeats(
     with pytest.raises(KeyboardInterrupt):
         run(16)
     with report.open("a", encoding="utf-8") as f:  # a line written after the checkpoint
-        f.write('{"id": "d19", "near_id": "d18", "distance": 0}\n')
+        f.write('{"id": "d19", "matches": [{"id": "d18", "distance": 0}], "total": 1}\n')
     run(None)
     pairs = [json.loads(x) for x in report.read_text().splitlines()]
-    assert [(p["id"], p["near_id"]) for p in pairs] == [
-        (f"d{i}", f"d{i - 1}") for i in range(3, 40, 4)
+    assert [(p["id"], [m["id"] for m in p["matches"]]) for p in pairs] == [
+        (f"d{i}", [f"d{i - 1}"]) for i in range(3, 40, 4)
     ]
 
 
@@ -394,7 +395,8 @@ def test_every_data_command_speaks_json(corpus_jsonl: Path, tmp_path: Path) -> N
     index = str(tmp_path / "ix")
     result = shdb("ingest", str(corpus_jsonl), "-i", index, "--json")
     assert json.loads(result.stdout)["added"] == 2
-    assert json.loads(shdb("query", ARTICLE, "-i", index, "--json").stdout)[0]["id"] == "a"
+    found = json.loads(shdb("query", ARTICLE, "-i", index, "--json").stdout)
+    assert found["matches"][0]["id"] == "a" and found["total"] == 1
     assert json.loads(shdb("get", "a", "-i", index, "--json").stdout)["id"] == "a"
     assert json.loads(shdb("stats", "-i", index, "--json").stdout)["documents"] == 2
     assert json.loads(shdb("verify", "-i", index, "--json").stdout)["clean"] is True

@@ -85,7 +85,7 @@ def test_probed_query_is_the_filtered_union_of_exact_searches(store_url: str, sc
         for n in PROBES:
             lists = [probe_fingerprints(q, m, n) for q, m in queries]
             for k in range(k_max + 1):
-                batch = index.query_probed(lists, k)
+                batch = index.query_probed(lists, k, limit=None)
                 for probes, got in zip(lists, batch):
                     expected = _expected(probes, k, ids, arr)
                     assert [(m.distance, m.doc_id) for m in got] == expected, (n, k)
@@ -142,7 +142,7 @@ def test_text_query_and_ingest_dedup_probe_the_same_way(tmp_path: Path) -> None:
             IngestOptions(find_k=3, probes=8),
             on_duplicate=found.append,
         )
-        assert [(d.doc_id, d.existing_id) for d in found] == [("new", "far")]
+        assert [(f.doc_id, [m.doc_id for m in f.matches]) for f in found] == [("new", ["far"])]
         with pytest.raises(InvalidQuery, match="probes"):
             index.query(TEXT, 3, probes=65)
         with pytest.raises(InvalidInput, match="probe list"):

@@ -61,14 +61,16 @@ from simhash_hbase.jobs.verify import verify
 from simhash_hbase.layout.pairs import clusters
 from simhash_hbase.layout.scheme import DEFAULT_SCHEME, get_scheme
 from simhash_hbase.records import (
+    DEFAULT_LIMIT,
+    MAX_LIMIT,
     BadRecord,
     Document,
-    Duplicate,
     IngestSummary,
-    Match,
+    Lookup,
     OnError,
     Problem,
     Record,
+    check_limit,
     fingerprint_to_hex,
     parse_fingerprint_hex,
 )
@@ -286,6 +288,16 @@ ProbesOpt = Annotated[
         "flipped, P flip sets (0..64; docs/quality.md). Needs text, not fingerprints.",
     ),
 ]
+LimitOpt = Annotated[
+    int,
+    typer.Option(
+        "--limit",
+        metavar="N",
+        help=f"Matches shown per document (1..{MAX_LIMIT:,}), nearest first; all are counted "
+        "(exactly, or as a lower bound said as '>= N' when a hot index row was read "
+        "only as far as the shown matches needed).",
+    ),
+]
 QueryProbesOpt = Annotated[
     int | None,
     typer.Option(
@@ -387,8 +399,10 @@ class _JsonlReport:
         self._stdout = path == "-"
         self._file: IO[bytes] = sys.stdout.buffer if self._stdout else open(path, "ab")  # noqa: SIM115
 
-    def write(self, dup: Duplicate) -> None:
-        self._file.write((_pair(*dup) + "\n").encode("utf-8"))
+    def write(self, found: Lookup) -> None:
+        """One line per new document that has near-copies: its nearest (bounded) and count."""
+        line = json.dumps({"id": found.doc_id, **found.matches.to_json()}, ensure_ascii=False)
+        self._file.write((line + "\n").encode("utf-8"))
 
     def tell(self) -> int:
         self._file.flush()
@@ -499,8 +513,9 @@ def ingest_cmd(
         str | None,
         typer.Option(
             metavar="FILE",
-            help="Write one JSON line per near-duplicate found to FILE (- = stdout); "
-            "a resumed run continues it.",
+            help="Write one JSON line per new document that has near-copies to FILE "
+            '(- = stdout): {"id", "matches" (its --limit nearest earlier documents), '
+            '"total", "total_exact"}; a resumed run continues it.',
         ),
     ] = None,
     k: KOpt = DEFAULT_K,
@@ -542,6 +557,7 @@ def ingest_cmd(
             "--no-dedup for a faster bulk load.",
         ),
     ] = True,
+    limit: LimitOpt = DEFAULT_LIMIT,
     as_json: JsonOpt = False,
 ) -> None:
     """Index documents from each PATH (a file, a folder, or - for stdin), reporting
@@ -560,7 +576,7 @@ def ingest_cmd(
             "--fingerprints input has none"
         )
     options = IngestOptions(
-        workers, store_text, k if dedup else None, on_error, batch_size, probes=probes
+        workers, store_text, k if dedup else None, on_error, batch_size, probes=probes, limit=limit
     )
     wanted = _wanted(top_n, idf, features, ngram, fingerprint_version, fold)
     check_paths(paths)
@@ -623,14 +639,6 @@ def _text_from(text: str | None, file: str | None, max_bytes: int) -> str:
     raise InvalidInput("give exactly one of TEXT or --file (- reads stdin)")
 
 
-def _match_json(m: Match) -> dict[str, Any]:
-    return {
-        "id": m.doc_id,
-        "fingerprint": fingerprint_to_hex(m.fingerprint),
-        "distance": m.distance,
-    }
-
-
 @app.command("query")
 def query_cmd(
     text: TextArg = None,
@@ -648,12 +656,15 @@ def query_cmd(
     features: FeaturesOpt = None,
     ngram: NgramOpt = None,
     probes: QueryProbesOpt = None,
+    limit: LimitOpt = DEFAULT_LIMIT,
 ) -> None:
     """Near-copies of TEXT (or --file, --fingerprint) held in the index, nearest
-    first: a table of distance, fingerprint and id (--json: a list of objects).
+    first: a table of distance, fingerprint and id, at most --limit rows, and how
+    many there are in all (--json: {"matches": [...], "total", "total_exact"}).
     Exit 1 if none."""
     if fingerprint is not None and (text, file) != (None, None):
         raise InvalidInput("give exactly one of TEXT, --file or --fingerprint")
+    check_limit(limit)
     if fingerprint is not None and probes:
         raise InvalidInput(
             "--fingerprint cannot be probed: which bits are weak comes from the text's "
@@ -664,16 +675,20 @@ def query_cmd(
     body = _text_from(text, file, max_bytes) if query_fp is None else ""
     with SimhashIndex.open(index, readonly=True, params=wanted) as ix:
         if query_fp is not None:
-            matches = ix.query_fingerprint(query_fp, k)
+            matches = ix.query_fingerprint(query_fp, k, limit=limit)
         else:
-            matches = ix.query(body, k, probes=DEFAULT_QUERY_PROBES if probes is None else probes)
+            probe = DEFAULT_QUERY_PROBES if probes is None else probes
+            matches = ix.query(body, k, probes=probe, limit=limit)
     if as_json:
-        typer.echo(json.dumps([_match_json(m) for m in matches], ensure_ascii=False))
+        typer.echo(json.dumps(matches.to_json(), ensure_ascii=False))
     elif matches:
         _table(
             ("distance", "fingerprint", "id"),
             ((m.distance, fingerprint_to_hex(m.fingerprint), m.doc_id) for m in matches),
         )
+        bound = "" if matches.total_exact else ">= "
+        shown = f"{len(matches)} shown of {bound}{matches.total} matches (k<={k})"
+        err.print(shown, highlight=False)
     if not matches:
         raise typer.Exit(EXIT_NO_MATCH)
 

@@ -2,7 +2,8 @@
 
 with SimhashIndex.open("shdb-index") as index:
     index.add("doc-1", text)
-    index.query(other_text, k=3)   # [Match(doc_id, fingerprint, distance)]
+    index.query(other_text, k=3)   # Matches: the 10 nearest Match(doc_id, fingerprint,
+                                   # distance), and .total / .total_exact
 
 Streaming jobs (files, checkpoints, skip/fail policies) are built on top of this
 in :mod:`simhash_hbase.jobs.ingest`; nothing here knows about files or flags.
@@ -10,6 +11,8 @@ in :mod:`simhash_hbase.jobs.ingest`; nothing here knows about files or flags.
 
 from __future__ import annotations
 
+import bisect
+import heapq
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
@@ -42,7 +45,14 @@ from simhash_hbase.index.manifest import (
 from simhash_hbase.layout import codec
 from simhash_hbase.layout.pairs import near_duplicate_pairs
 from simhash_hbase.layout.scheme import Scheme
-from simhash_hbase.records import Document, Duplicate, Match
+from simhash_hbase.records import (
+    DEFAULT_LIMIT,
+    Document,
+    Lookup,
+    Match,
+    Matches,
+    check_limit,
+)
 from simhash_hbase.store import CellBlock, IndexCell, Store, open_store
 
 DEFAULT_K = 3
@@ -208,8 +218,11 @@ class SimhashIndex:
         find_k: int | None = None,
         probes: Sequence[Sequence[int]] | None = None,
         checked: bool = False,
-    ) -> list[Duplicate]:
-        """Write one batch atomically per row; near-duplicates already held if ``find_k``.
+        limit: int | None = DEFAULT_LIMIT,
+    ) -> list[Lookup]:
+        """Write one batch atomically per row; with ``find_k``, each new document
+        that has near-copies among the held and the earlier documents of the batch,
+        with at most ``limit`` of them (nearest first) and their count.
 
         ``probes``, one list per document (its fingerprint first, see
         :mod:`simhash_hbase.fingerprint.probes`), makes that lookup a probed one.
@@ -227,12 +240,13 @@ class SimhashIndex:
             or any(not p or p[0] != d.fingerprint for d, p in zip(docs, probes))
         ):
             raise InvalidInput("each document needs its probe list, its own fingerprint first")
+        check_limit(limit)
         latest = {d.doc_id: d for d in docs}  # the last one wins
-        found: list[Duplicate] = []
+        found: list[Lookup] = []
         if find_k is not None:
             lists = probes or [[d.fingerprint] for d in docs]
             last = {d.doc_id: p for d, p in zip(docs, lists)}
-            found = self._find_at_insert([(d, last[i]) for i, d in latest.items()], find_k)
+            found = self._find_at_insert([(d, last[i]) for i, d in latest.items()], find_k, limit)
         self._write(latest)
         return found
 
@@ -325,36 +339,51 @@ class SimhashIndex:
         """Every index cell, in row key order."""
         return self._store.iter_index()
 
-    def query(self, text: str, k: int = DEFAULT_K, *, probes: int = 0) -> list[Match]:
-        """Documents within ``k`` of the text's fingerprint; with ``probes`` > 0 also
-        those within ``k`` of its first ``probes`` flipped copies whose true distance
-        is at most :func:`~simhash_hbase.fingerprint.probes.bound` (multi-probe)."""
+    def query(
+        self, text: str, k: int = DEFAULT_K, *, probes: int = 0, limit: int | None = DEFAULT_LIMIT
+    ) -> Matches:
+        """The ``limit`` documents nearest the text's fingerprint within ``k`` (None:
+        all), and their count; with ``probes`` > 0 also those within ``k`` of its
+        first ``probes`` flipped copies whose true distance is at most
+        :func:`~simhash_hbase.fingerprint.probes.bound` (multi-probe)."""
         check_probes(probes)
         if probes == 0:
-            return self.query_fingerprint(self.fingerprint(text), k)
-        return self.query_probed([self.fingerprinter.probes(text, probes)], k)[0]
+            return self.query_fingerprint(self.fingerprint(text), k, limit=limit)
+        return self.query_probed([self.fingerprinter.probes(text, probes)], k, limit=limit)[0]
 
-    def query_fingerprint(self, fp: int, k: int = DEFAULT_K) -> list[Match]:
-        return self.query_fingerprints([fp], k)[0]
+    def query_fingerprint(
+        self, fp: int, k: int = DEFAULT_K, *, limit: int | None = DEFAULT_LIMIT
+    ) -> Matches:
+        return self.query_fingerprints([fp], k, limit=limit)[0]
 
     def query_many(
-        self, texts: Iterable[str], k: int = DEFAULT_K, *, workers: int = 1, probes: int = 0
-    ) -> list[list[Match]]:
+        self,
+        texts: Iterable[str],
+        k: int = DEFAULT_K,
+        *,
+        workers: int = 1,
+        probes: int = 0,
+        limit: int | None = DEFAULT_LIMIT,
+    ) -> list[Matches]:
         """Queries in bulk: one round of scans and one multi-get per batch."""
         self.scheme.check_k(k)
         check_probes(probes)
-        results: list[list[Match]] = []
+        check_limit(limit)
+        results: list[Matches] = []
         items = iter(texts)
         while chunk := list(islice(items, QUERY_BATCH)):
             (lists,) = self.fingerprinter.map_probes([chunk], probes, workers)
             for probe_list in lists:
                 if isinstance(probe_list, EmptyDocument):
                     raise probe_list
-            results += self.query_probed(lists, k)  # type: ignore[arg-type]
+            results += self.query_probed(lists, k, limit=limit)  # type: ignore[arg-type]
         return results
 
-    def query_fingerprints(self, fps: Sequence[int], k: int = DEFAULT_K) -> list[list[Match]]:
-        """Exact for k <= the scheme's k: the pigeonhole scans, then a Hamming filter.
+    def query_fingerprints(
+        self, fps: Sequence[int], k: int = DEFAULT_K, *, limit: int | None = DEFAULT_LIMIT
+    ) -> list[Matches]:
+        """Exact for k <= the scheme's k: the pigeonhole scans, then a Hamming filter;
+        each result keeps its ``limit`` nearest (distance, then id) and the count.
 
         Where batches are not atomic (HBase), hits are confirmed against the docs
         table, so a cell left behind by an interrupted write never surfaces.
@@ -362,6 +391,7 @@ class SimhashIndex:
         the one-query hot path (issue #13: compared with FAISS).
         """
         self.scheme.check_k(k)
+        check_limit(limit)
         fps = [check_fingerprint(fp) for fp in fps]
         if len(fps) > _SCALAR_MAX:
             hits, candidates = self._near_many(fps, k)
@@ -372,7 +402,7 @@ class SimhashIndex:
         self.cost.queries += len(fps)
         self.cost.scans += len(fps) * self.scheme.rows_per_fingerprint
         self.cost.candidates += candidates
-        return self._confirm(hits)
+        return self._confirm(hits, limit)
 
     def _near_many(self, fps: list[int], k: int) -> tuple[list[dict[tuple[str, int], int]], int]:
         """:func:`_near` of many queries, and their candidates counted per query.
@@ -409,8 +439,12 @@ class SimhashIndex:
         return hits, len(cell)
 
     def query_probed(
-        self, probe_lists: Sequence[Sequence[int]], k: int = DEFAULT_K
-    ) -> list[list[Match]]:
+        self,
+        probe_lists: Sequence[Sequence[int]],
+        k: int = DEFAULT_K,
+        *,
+        limit: int | None = DEFAULT_LIMIT,
+    ) -> list[Matches]:
         """Multi-probe queries: each is a fingerprint followed by its probes.
 
         The result of one is exactly the union of the exact k-searches of its
@@ -420,11 +454,12 @@ class SimhashIndex:
         each distinct prefix once per query.
         """
         self.scheme.check_k(k)
+        check_limit(limit)
         lists = [[check_fingerprint(fp) for fp in probes] for probes in probe_lists]
         if any(not probes for probes in lists):
             raise InvalidInput("a probed query needs at least its own fingerprint")
         if all(len(probes) == 1 for probes in lists):  # no probes: exact searches
-            return self.query_fingerprints([probes[0] for probes in lists], k)
+            return self.query_fingerprints([probes[0] for probes in lists], k, limit=limit)
         flat = [fp for probes in lists for fp in probes]
         per_fp = self._prefixes(flat)
         prefix_lists, at = [], 0
@@ -438,17 +473,17 @@ class SimhashIndex:
         self.cost.candidates += sum(map(len, found))
         hits: list[dict[tuple[str, int], int]] = []
         for probes, cells in zip(lists, found):
-            fp, flipped, limit = probes[0], probes[1:], bound(k, len(probes) - 1)
+            fp, flipped, widest = probes[0], probes[1:], bound(k, len(probes) - 1)
             near: dict[tuple[str, int], int] = {}
             for row, doc_id in cells:
                 cand = codec.rowkey_fingerprint(row)
                 dist = (cand ^ fp).bit_count()
                 if dist <= k or (
-                    dist <= limit and any((cand ^ p).bit_count() <= k for p in flipped)
+                    dist <= widest and any((cand ^ p).bit_count() <= k for p in flipped)
                 ):
                     near[(doc_id, cand)] = dist
             hits.append(near)
-        return self._confirm(hits)
+        return self._confirm(hits, limit)
 
     def candidates(self, fps: Sequence[int]) -> list[list[IndexCell]]:
         """Every cell the pigeonhole scans of each fingerprint find (before the
@@ -461,65 +496,114 @@ class SimhashIndex:
             return [codec.encode_prefixes(fp, terms) for fp in fps]
         return codec.encode_prefixes_many(self.scheme.fields_many(np.array(fps, dtype=np.uint64)))
 
-    def _confirm(self, hits: list[dict[tuple[str, int], int]]) -> list[list[Match]]:
+    def _confirm(self, hits: list[dict[tuple[str, int], int]], limit: int | None) -> list[Matches]:
+        """Each query's hits ranked and cut to ``limit``, with their count.
+
+        Where batches are not atomic, a hit is shown only if its docs row holds
+        its fingerprint. Rows are read nearest first, only as far as it takes to
+        fill ``limit`` (a hot query of 100,000 copies reads ~``limit`` rows); the
+        hits further down are counted unread, so until ``reconcile`` or
+        ``verify --repair`` drops a cell an interrupted write left, it may count.
+        """
         if self._store.atomic_batches:
             # Cells and their docs row commit in one transaction: no cell can
             # disagree with its document, so the confirming read is not needed.
-            return [
-                _ranked((doc_id, fp, dist) for (doc_id, fp), dist in n.items()) if n else []
-                for n in hits
-            ]
-        ids = {doc_id for near in hits for doc_id, _ in near}
-        docs = self._store.get_docs(sorted(ids)) if ids else {}
-        return [
-            _ranked(
-                (doc_id, fp, dist)
-                for (doc_id, fp), dist in near.items()
-                if doc_id in docs and docs[doc_id].fingerprint == fp
+            return [_ranked(near, limit) for near in hits]
+        ranked = [sorted(near, key=_hit_order(near)) for near in hits]
+        held: dict[str, int | None] = {}  # id -> fingerprint in its docs row (None: no row)
+        while ask := sorted({i for order in ranked for i, _ in _unsure_head(order, held, limit)}):
+            docs = self._store.get_docs(ask)
+            held.update((i, docs[i].fingerprint if i in docs else None) for i in ask)
+        results = []
+        for near, order in zip(hits, ranked):
+            stale = sum(1 for i, fp in order if i in held and held[i] != fp)
+            shown = [(i, fp) for i, fp in order if held.get(i, fp) == fp][:limit]
+            results.append(
+                Matches((Match(i, fp, near[(i, fp)]) for i, fp in shown), len(order) - stale)
             )
-            for near in hits
-        ]
+        return results
 
     def _find_at_insert(
-        self, docs: list[tuple[Document, Sequence[int]]], k: int
-    ) -> list[Duplicate]:
+        self, docs: list[tuple[Document, Sequence[int]]], k: int, limit: int | None
+    ) -> list[Lookup]:
         """Near-copies of each new doc among held docs and earlier docs of this batch,
-        by the same rule as :meth:`query_probed` (each doc with its probe list).
+        by the same rule as :meth:`query_probed` (each doc with its probe list):
+        at most ``limit`` each, nearest first, and their count.
 
+        Documents with one probe list (unprobed: one fingerprint) are looked up once,
+        and the batch is compared by distinct lists, so a batch of mass copies costs
+        one lookup and ``limit`` ids per copy, not a pair per copy and partner.
         A document re-added unchanged (same id, same fingerprint) is not new: its
-        pairs were reported when it or its partners were added, so it reports none.
+        pairs were reported when it or its partners were added, so it reports none,
+        and later documents find it among the held ones.
         """
-        found: list[Duplicate] = []
-        held = self.query_probed([probes for _, probes in docs], k)
-        fps = np.fromiter((d.fingerprint for d, _ in docs), dtype=np.uint64, count=len(docs))
-        # earlier[j] = {i: distance} for i < j; the pigeonhole pairs need no n x n matrix
-        earlier: dict[int, dict[int, int]] = {}
-        for i, j, d in near_duplicate_pairs(fps, k, self.scheme):
-            earlier.setdefault(j, {})[i] = d
-        for j, (_, probes) in enumerate(docs):
-            if len(probes) > 1:  # a probe hit within the bound counts too
-                dist = np.bitwise_count(fps[:j] ^ fps[j])
-                hit = np.zeros(j, dtype=bool)
-                for p in probes[1:]:
-                    hit |= np.bitwise_count(fps[:j] ^ np.uint64(p)) <= k
-                hit &= dist <= bound(k, len(probes) - 1)
-                for i in np.flatnonzero(hit).tolist():
-                    earlier.setdefault(j, {})[i] = int(dist[i])
-        unchanged = [
-            any(m.doc_id == d.doc_id and m.distance == 0 for m in near)
-            for (d, _), near in zip(docs, held)
-        ]
-        for j, (doc, _) in enumerate(docs):
-            if unchanged[j]:
+        keys = [tuple(probes) for _, probes in docs]
+        distinct = list(dict.fromkeys(keys))
+        slot = {key: s for s, key in enumerate(distinct)}
+        # One more than shown, so that dropping a document's own older version
+        # still leaves ``limit``.
+        held = self.query_probed(distinct, k, limit=None if limit is None else limit + 1)
+        near = self._near_keys(distinct, k)
+        versions = self._own_versions(docs, [held[slot[key]] for key in keys])
+        count = [0] * len(distinct)  # earlier documents of the batch, by key
+        nearest: list[list[str]] = [[] for _ in distinct]  # their first ids, sorted
+        found: list[Lookup] = []
+        for (doc, probes), key in zip(docs, keys):
+            old = versions.get(doc.doc_id)
+            if old == doc.fingerprint:  # unchanged
                 continue
-            for match in held[j]:
-                if match.doc_id != doc.doc_id:
-                    found.append(Duplicate(doc.doc_id, match.doc_id, match.distance))
-            pairs = earlier.get(j, {})
-            for i in sorted(pairs):
-                if not unchanged[i]:
-                    found.append(Duplicate(doc.doc_id, docs[i][0].doc_id, pairs[i]))
+            s = slot[key]
+            result = held[s]
+            total = result.total - (old is not None and _within(old, probes, k))
+            hits = [m for m in result if m.doc_id != doc.doc_id]
+            for t, dist in near[s]:
+                total += count[t]
+                hits += [Match(i, distinct[t][0], dist) for i in nearest[t]]
+            if total:
+                top = sorted(hits, key=_match_order)[:limit]
+                found.append(Lookup(doc.doc_id, Matches(top, total, result.total_exact)))
+            count[s] += 1
+            bisect.insort(nearest[s], doc.doc_id)
+            del nearest[s][len(nearest[s]) if limit is None else limit :]
         return found
+
+    def _near_keys(self, keys: list[tuple[int, ...]], k: int) -> list[list[tuple[int, int]]]:
+        """For each distinct probe list, those (itself included) whose fingerprint it
+        finds by the rule of :meth:`query_probed`: [(key index, distance)]."""
+        fps = np.array([key[0] for key in keys], dtype=np.uint64)
+        near = [[(s, 0)] for s in range(len(keys))]
+        if all(len(key) == 1 for key in keys):  # distinct fingerprints: the pigeonhole
+            for i, j, d in near_duplicate_pairs(fps, k, self.scheme):
+                near[i].append((j, d))
+                near[j].append((i, d))
+            return near
+        for s, key in enumerate(keys):
+            dist = np.bitwise_count(fps ^ fps[s])
+            hit = dist <= k
+            probed = np.zeros(len(keys), dtype=bool)
+            for p in key[1:]:
+                probed |= np.bitwise_count(fps ^ np.uint64(p)) <= k
+            hit |= probed & (dist <= bound(k, len(key) - 1))
+            hit[s] = False
+            near[s] += [(t, int(dist[t])) for t in np.flatnonzero(hit).tolist()]
+        return near
+
+    def _own_versions(
+        self, docs: list[tuple[Document, Sequence[int]]], held: list[Matches]
+    ) -> dict[str, int]:
+        """The fingerprint each new document's id holds already, where it has one:
+        seen in its lookup's matches, or read when a cut result may hide it."""
+        versions: dict[str, int] = {}
+        unsure = []
+        for (doc, _), result in zip(docs, held):
+            own = [m.fingerprint for m in result if m.doc_id == doc.doc_id]
+            if own:
+                versions[doc.doc_id] = own[0]
+            elif result.total > len(result):
+                unsure.append(doc.doc_id)
+        if unsure:
+            versions.update((i, d.fingerprint) for i, d in self._store.get_docs(unsure).items())
+        return versions
 
     def stats(self) -> dict[str, Any]:
         stats = self._store.stats()
@@ -552,13 +636,50 @@ def _near(fp: int, cells: Sequence[IndexCell], k: int) -> dict[tuple[str, int], 
     return near
 
 
-def _ranked(hits: Iterable[tuple[str, int, int]]) -> list[Match]:
-    """Matches nearest first, then by id."""
-    return [Match(doc_id, fp, dist) for doc_id, fp, dist in sorted(hits, key=_by_distance)]
+def _ranked(near: dict[tuple[str, int], int], limit: int | None) -> Matches:
+    """The ``limit`` nearest hits (distance, then id) of {(id, fingerprint): distance}."""
+    hits = ((doc_id, fp, dist) for (doc_id, fp), dist in near.items())
+    if limit is None or len(near) <= limit:
+        top = sorted(hits, key=_by_distance)
+    else:  # a hot query: no sort of every copy
+        top = heapq.nsmallest(limit, hits, key=_by_distance)
+    return Matches((Match(*hit) for hit in top), len(near))
+
+
+def _unsure_head(
+    order: list[tuple[str, int]], held: dict[str, int | None], limit: int | None
+) -> Iterator[tuple[str, int]]:
+    """The unread hits among the first ones that would fill ``limit`` if all were good."""
+    good = 0
+    for doc_id, fp in order:
+        if limit is not None and good >= limit:
+            return
+        if doc_id not in held:
+            yield doc_id, fp
+            good += 1
+        elif held[doc_id] == fp:
+            good += 1
 
 
 def _by_distance(hit: tuple[str, int, int]) -> tuple[int, str]:
     return hit[2], hit[0]
+
+
+def _hit_order(near: dict[tuple[str, int], int]) -> Callable[[tuple[str, int]], tuple[int, str]]:
+    """Sort key of the hits of ``near``: distance, then id."""
+    return lambda hit: (near[hit], hit[0])
+
+
+def _match_order(match: Match) -> tuple[int, str]:
+    return match.distance, match.doc_id
+
+
+def _within(cand: int, probes: Sequence[int], k: int) -> bool:
+    """Whether a probed lookup finds ``cand`` (see :meth:`SimhashIndex.query_probed`)."""
+    dist = (cand ^ probes[0]).bit_count()
+    return dist <= k or (
+        dist <= bound(k, len(probes) - 1) and any((cand ^ p).bit_count() <= k for p in probes[1:])
+    )
 
 
 def _replaced(written: Sequence[Document], state: dict[str, Document]) -> list[Document]:

@@ -30,13 +30,15 @@ from simhash_hbase.layout import codec
 from simhash_hbase.layout.pairs import Pair, near_duplicate_pairs
 from simhash_hbase.layout.scheme import Scheme
 from simhash_hbase.records import (
+    DEFAULT_LIMIT,
     BadRecord,
     Document,
-    Duplicate,
     IngestSummary,
+    Lookup,
     OnError,
     Problem,
     Record,
+    check_limit,
 )
 from simhash_hbase.store import local_path
 from simhash_hbase.text.readers import (
@@ -57,7 +59,8 @@ DEFAULT_FINGERPRINT_BATCH = 200_000
 MAX_BATCH_SIZE = 1_000_000
 _DEDUP_CHUNK = 1000
 
-OnDuplicate = Callable[[Duplicate], None]
+#: Called with each new document that has near-copies (its bounded matches).
+OnDuplicate = Callable[[Lookup], None]
 OnProgress = Callable[[IngestSummary], None]
 
 
@@ -72,6 +75,7 @@ class IngestOptions:
     # None: DEFAULT_BATCH_SIZE documents, or DEFAULT_FINGERPRINT_BATCH fingerprints
     batch_size: int | None = None
     probes: int = 0  # multi-probe the find_k lookups (simhash_hbase.fingerprint.probes)
+    limit: int | None = DEFAULT_LIMIT  # near-copies listed per new document (all counted)
 
     def __post_init__(self) -> None:
         if self.batch_size is not None and not 1 <= self.batch_size <= MAX_BATCH_SIZE:
@@ -82,6 +86,7 @@ class IngestOptions:
             raise InvalidSetting("workers", f"workers must be 1..4 x CPUs, got {self.workers}")
         object.__setattr__(self, "on_error", OnError(self.on_error))
         check_probes(self.probes)
+        check_limit(self.limit)
 
 
 def _chunks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
@@ -224,10 +229,12 @@ def _write_stream(
         if probes is not None:  # those of the documents _split kept, in order
             kept = [p for item, p in zip(chunk, probes) if isinstance(item, Document)]
             lists = [p for p in kept[: len(docs)] if p is not None]
-        for dup in index.add_documents(docs, find_k=options.find_k, probes=lists, checked=True):
+        for found in index.add_documents(
+            docs, find_k=options.find_k, probes=lists, checked=True, limit=options.limit
+        ):
             summary.duplicates += 1
             if on_duplicate is not None:
-                on_duplicate(dup)
+                on_duplicate(found)
         summary.added += len(docs)
         summary.seconds = time.perf_counter() - started
         if on_progress is not None:
@@ -319,7 +326,7 @@ class Report(Protocol):
     or repeated across an interruption: it is cut back to the size it had at the
     last checkpoint before a resumed run appends to it."""
 
-    def write(self, dup: Duplicate) -> None: ...
+    def write(self, found: Lookup) -> None: ...
     def tell(self) -> int:
         """Bytes written and flushed so far."""
         ...
