@@ -54,6 +54,7 @@ from simhash_hbase.jobs.ingest import (
     DEFAULT_FINGERPRINT_BATCH,
     MAX_BATCH_SIZE,
     IngestOptions,
+    check_output,
     find_duplicates,
     ingest,
 )
@@ -74,6 +75,7 @@ from simhash_hbase.records import (
     fingerprint_to_hex,
     parse_fingerprint_hex,
 )
+from simhash_hbase.store import local_path
 from simhash_hbase.store.hbase_tables import shell_script
 from simhash_hbase.text.readers import (
     DEFAULT_MAX_BYTES,
@@ -364,18 +366,8 @@ def _wanted(
 
 def _check_output(flag: str, path: str | None, inputs: Sequence[str] = ()) -> None:
     """Before any work: an output is a file (or -) in an existing folder, never an input."""
-    if path is None or path == "-":
-        return
-    target = Path(path)
-    if target.is_dir():
-        raise InvalidInput(f"{flag} {path}: is a folder; give a file name")
-    if not target.parent.is_dir():
-        raise InvalidInput(f"{flag} {path}: the folder {target.parent} does not exist")
-    if target.exists() and not target.is_file():
-        raise InvalidInput(f"{flag} {path}: is not a regular file")
-    for given in inputs:
-        if given != STDIN and target.exists() and os.path.samefile(given, target):
-            raise InvalidInput(f"{flag} {path}: is also an input")
+    if path is not None:
+        check_output(flag, path, inputs)
 
 
 @contextmanager
@@ -393,26 +385,29 @@ def _pair(doc_id: str, near_id: str, distance: int) -> str:
 
 
 class _JsonlReport:
-    """``ingest --report``: JSON lines, flushed and synced at each checkpoint."""
+    """``ingest --report``: JSON lines, appended and synced after each batch's commit."""
 
     def __init__(self, path: str) -> None:
         self._stdout = path == "-"
         self._file: IO[bytes] = sys.stdout.buffer if self._stdout else open(path, "ab")  # noqa: SIM115
 
-    def write(self, found: Lookup) -> None:
+    def line(self, found: Lookup) -> str:
         """One line per new document that has near-copies: its nearest (bounded) and count."""
-        line = json.dumps({"id": found.doc_id, **found.matches.to_json()}, ensure_ascii=False)
-        self._file.write((line + "\n").encode("utf-8"))
+        return json.dumps({"id": found.doc_id, **found.matches.to_json()}, ensure_ascii=False)
 
-    def tell(self) -> int:
-        self._file.flush()
-        if self._stdout:
-            return 0
-        os.fsync(self._file.fileno())
-        return self._file.tell()
+    def append(self, lines: Sequence[str]) -> int:
+        if lines:
+            self._file.write("".join(f"{line}\n" for line in lines).encode("utf-8"))
+            self._file.flush()
+            if not self._stdout:
+                os.fsync(self._file.fileno())
+        return self.size()
+
+    def size(self) -> int:
+        return 0 if self._stdout else self._file.seek(0, os.SEEK_END)
 
     def truncate(self, size: int) -> None:
-        if not self._stdout and size <= self._file.seek(0, os.SEEK_END):
+        if not self._stdout and size <= self.size():
             self._file.truncate(size)
 
     def close(self) -> None:
@@ -580,7 +575,8 @@ def ingest_cmd(
     )
     wanted = _wanted(top_n, idf, features, ngram, fingerprint_version, fold)
     check_paths(paths)
-    _check_output("--report", report, paths)
+    if report is not None:
+        check_output("--report", report, paths, local_path(index))
     exclude = [Path(report)] if report not in (None, "-") else []
     total = None if fingerprints else total_bytes(paths, exclude)
     sink = _JsonlReport(report) if report is not None else None

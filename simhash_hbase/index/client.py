@@ -219,10 +219,15 @@ class SimhashIndex:
         probes: Sequence[Sequence[int]] | None = None,
         checked: bool = False,
         limit: int | None = DEFAULT_LIMIT,
+        before_write: Callable[[list[Lookup]], None] | None = None,
     ) -> list[Lookup]:
         """Write one batch atomically per row; with ``find_k``, each new document
         that has near-copies among the held and the earlier documents of the batch,
         with at most ``limit`` of them (nearest first) and their count.
+
+        ``before_write`` gets the near-duplicates found before anything is written:
+        an ingest saves them durably there, so that a stop between the write and
+        the report never loses them (see :mod:`simhash_hbase.jobs.ingest`).
 
         ``probes``, one list per document (its fingerprint first, see
         :mod:`simhash_hbase.fingerprint.probes`), makes that lookup a probed one.
@@ -247,6 +252,8 @@ class SimhashIndex:
             lists = probes or [[d.fingerprint] for d in docs]
             last = {d.doc_id: p for d, p in zip(docs, lists)}
             found = self._find_at_insert([(d, last[i]) for i, d in latest.items()], find_k, limit)
+        if before_write is not None:
+            before_write(found)
         self._write(latest)
         return found
 

@@ -12,10 +12,12 @@ import dataclasses
 import hashlib
 import json
 import os
+import signal
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
+from functools import partial
 from itertools import islice
 from pathlib import Path
 from typing import Any, BinaryIO, Protocol
@@ -211,12 +213,25 @@ def _split(
 Chunk = tuple[list[Document | BadRecord], int, list[list[int] | None] | None]
 
 
+class Journal(Protocol):
+    """What an ingest does around each batch's write (see :func:`ingest`)."""
+
+    def prepare(self, summary: IngestSummary, found: list[Lookup]) -> None:
+        """Before the write: make what it will report durable."""
+        ...
+
+    def committed(self, summary: IngestSummary, found: list[Lookup]) -> None:
+        """After the write: report it and move the checkpoint past it."""
+        ...
+
+
 def _write_stream(
     index: SimhashIndex,
     chunks: Iterable[Chunk],
     options: IngestOptions,
     on_duplicate: OnDuplicate | None,
     on_progress: OnProgress | None,
+    journal: Journal | None = None,
 ) -> IngestSummary:
     if options.find_k is not None:
         index.scheme.check_k(options.find_k)
@@ -229,20 +244,46 @@ def _write_stream(
         if probes is not None:  # those of the documents _split kept, in order
             kept = [p for item, p in zip(chunk, probes) if isinstance(item, Document)]
             lists = [p for p in kept[: len(docs)] if p is not None]
-        for found in index.add_documents(
-            docs, find_k=options.find_k, probes=lists, checked=True, limit=options.limit
-        ):
-            summary.duplicates += 1
-            if on_duplicate is not None:
-                on_duplicate(found)
+        before = None if journal is None else partial(journal.prepare, summary)
+        found = index.add_documents(
+            docs,
+            find_k=options.find_k,
+            probes=lists,
+            checked=True,
+            limit=options.limit,
+            before_write=before,
+        )
+        _fault("written")
+        summary.duplicates += len(found)
         summary.added += len(docs)
         summary.seconds = time.perf_counter() - started
+        if journal is not None:
+            journal.committed(summary, found)
+        if on_duplicate is not None:
+            for dup in found:
+                on_duplicate(dup)
         if on_progress is not None:
             on_progress(summary)
         if failure is not None:
             raise failure
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+_FAULT_HITS: Counter[str] = Counter()
+
+
+def _fault(point: str) -> None:
+    """Fault injection for the commit-protocol tests: ``SHDB_FAULT=POINT:N`` kills
+    this process (SIGKILL, nothing cleaned up) the Nth time it reaches POINT."""
+    spec = os.environ.get("SHDB_FAULT")
+    if not spec:
+        return
+    name, _, nth = spec.partition(":")
+    if name == point:
+        _FAULT_HITS[point] += 1
+        if _FAULT_HITS[point] == int(nth or 1):
+            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def index_records(
@@ -252,6 +293,7 @@ def index_records(
     *,
     on_duplicate: OnDuplicate | None = None,
     on_progress: OnProgress | None = None,
+    journal: Journal | None = None,
 ) -> IngestSummary:
     """Fingerprint and index a stream of records in batches.
 
@@ -284,7 +326,7 @@ def index_records(
                 stream, fingerprinter, options.workers, options.batch_size or DEFAULT_BATCH_SIZE
             )
         )
-    return _write_stream(index, chunks, options, on_duplicate, on_progress)
+    return _write_stream(index, chunks, options, on_duplicate, on_progress, journal)
 
 
 def _probed_chunk(
@@ -309,6 +351,7 @@ def index_fingerprints(
     *,
     on_duplicate: OnDuplicate | None = None,
     on_progress: OnProgress | None = None,
+    journal: Journal | None = None,
 ) -> IngestSummary:
     """Like :func:`index_records`, for precomputed (id, fingerprint) pairs."""
     options = options or IngestOptions()
@@ -318,20 +361,29 @@ def index_fingerprints(
         ([i if isinstance(i, BadRecord) else checked(Document(*i)) for i in chunk], 0, None)
         for chunk in _chunks(iter(items), options.batch_size or DEFAULT_FINGERPRINT_BATCH)
     )
-    return _write_stream(index, chunks, options, on_duplicate, on_progress)
+    return _write_stream(index, chunks, options, on_duplicate, on_progress, journal)
 
 
 class Report(Protocol):
-    """Where an ingest writes the near-duplicates it finds, so that none is lost
-    or repeated across an interruption: it is cut back to the size it had at the
-    last checkpoint before a resumed run appends to it."""
+    """Where an ingest writes the near-duplicates it finds, one line each.
 
-    def write(self, found: Lookup) -> None: ...
-    def tell(self) -> int:
-        """Bytes written and flushed so far."""
+    A batch's lines reach it only after the batch is committed, and ``append``
+    makes them durable before the checkpoint moves past the batch, so a line is
+    in the report if and only if its document is in the index (see :func:`ingest`).
+    """
+
+    def line(self, found: Lookup) -> str:
+        """One near-duplicate as a line (no newline)."""
         ...
 
-    def truncate(self, size: int) -> None: ...
+    def append(self, lines: Sequence[str]) -> int:
+        """Write, flush and sync ``lines``; the report's size after them."""
+        ...
+
+    def size(self) -> int: ...
+    def truncate(self, size: int) -> None:
+        """Cut the report back to ``size`` bytes (lines of a batch not yet checkpointed)."""
+        ...
 
 
 _SAVED_SKIPS = 1000  # skipped records a checkpoint keeps, to report again on resume
@@ -346,6 +398,37 @@ class Progress:
     more_skipped: int = 0
     report_bytes: int | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        kept = self.skipped[:_SAVED_SKIPS]
+        return {
+            "records": self.records,
+            "skipped": [[b.where, b.reason, b.problem.value] for b in kept],
+            "more_skipped": self.more_skipped + len(self.skipped) - len(kept),
+            "report_bytes": self.report_bytes,
+        }
+
+    @classmethod
+    def from_json(cls, state: dict[str, Any]) -> Progress:
+        skipped = [
+            BadRecord(where, reason, 0, Problem(problem))
+            for where, reason, problem in state.get("skipped", [])
+        ]
+        return cls(
+            int(state.get("records", 0)),
+            skipped,
+            int(state.get("more_skipped", 0)),
+            state.get("report_bytes"),
+        )
+
+
+@dataclass
+class Pending:
+    """A batch whose report lines are saved but which may not be committed yet:
+    the progress after it and its lines."""
+
+    after: Progress
+    lines: list[str]
+
 
 class Checkpoint:
     """How far an interrupted ingest of one input got, kept in the index.
@@ -359,6 +442,7 @@ class Checkpoint:
         self._index = index
         digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:32]
         self.name = f"checkpoint/{digest}"
+        self._parts = 0  # line records of the pending batch held beside the state
 
     @classmethod
     def of(
@@ -378,33 +462,95 @@ class Checkpoint:
         return cls(index, [identity, options.store_text, fingerprints])
 
     def load(self) -> Progress:
-        """What earlier runs did (nothing, for a fresh start)."""
-        state = self._index.get_state(self.name) or {}
-        skipped = [
-            BadRecord(where, reason, 0, Problem(problem))
-            for where, reason, problem in state.get("skipped", [])
-        ]
-        return Progress(
-            int(state.get("records", 0)),
-            skipped,
-            int(state.get("more_skipped", 0)),
-            state.get("report_bytes"),
-        )
+        """What earlier runs committed (nothing, for a fresh start)."""
+        return Progress.from_json(self._index.get_state(self.name) or {})
 
-    def save(self, progress: Progress) -> None:
-        kept = progress.skipped[:_SAVED_SKIPS]
-        self._index.put_state(
-            self.name,
-            {
-                "records": progress.records,
-                "skipped": [[b.where, b.reason, b.problem.value] for b in kept],
-                "more_skipped": progress.more_skipped + len(progress.skipped) - len(kept),
-                "report_bytes": progress.report_bytes,
-            },
-        )
+    def pending(self) -> Pending | None:
+        """The batch an earlier run stopped in after saving its lines, if any."""
+        state = self._index.get_state(self.name) or {}
+        held = state.get("pending")
+        if held is None:
+            return None
+        self._parts = int(held.get("parts", 0))
+        parts = held.get("lines") or [
+            self._index.get_state(f"{self.name}/lines/{i}") or {} for i in range(self._parts)
+        ]
+        text = codec.decode_blob_parts(parts).decode("utf-8")
+        return Pending(Progress.from_json(held["after"]), text.split("\n") if text else [])
+
+    def save(self, progress: Progress, pending: Pending | None = None) -> None:
+        """Record ``progress`` (committed) and, before a batch is written, the
+        batch as ``pending``: its lines go in the same record when they fit one."""
+        state = progress.to_json()
+        if pending is not None:
+            parts = codec.encode_blob_parts("\n".join(pending.lines).encode("utf-8"))
+            held: dict[str, Any] = {"after": pending.after.to_json()}
+            if len(parts) == 1:
+                held["lines"] = parts
+            else:
+                for i, part in enumerate(parts):
+                    self._index.put_state(f"{self.name}/lines/{i}", part)
+                held["parts"] = len(parts)
+            state["pending"] = held
+        self._index.put_state(self.name, state)
+        if pending is None:
+            self._drop_parts()
+        else:
+            self._parts = max(self._parts, int(state["pending"].get("parts", 0)))
 
     def clear(self) -> None:
         self._index.delete_state(self.name)
+        self._drop_parts()
+
+    def _drop_parts(self) -> None:
+        for i in range(self._parts):
+            self._index.delete_state(f"{self.name}/lines/{i}")
+        self._parts = 0
+
+
+class _Commits:
+    """The commit protocol of one ingest with a checkpoint and/or a report.
+
+    Per batch: its near-duplicates' lines are saved in the checkpoint as
+    pending (only when there are any), the batch is written, the lines are
+    appended to the report and synced, and the checkpoint moves past the batch.
+    A stop anywhere leaves the batch either pending (a resume writes it again,
+    idempotently, and emits its saved lines) or done; the report never holds a
+    line of a batch not written.
+    """
+
+    def __init__(
+        self, checkpoint: Checkpoint | None, report: Report | None, last: Progress
+    ) -> None:
+        self.checkpoint = checkpoint
+        self.report = report
+        self.start = last  # what runs before this one committed
+        self.last = last  # what the checkpoint holds as committed
+
+    def _after(self, summary: IngestSummary, report_bytes: int | None) -> Progress:
+        return Progress(
+            self.start.records + summary.records,
+            self.start.skipped + summary.skipped,
+            self.start.more_skipped,
+            report_bytes,
+        )
+
+    def prepare(self, summary: IngestSummary, found: list[Lookup]) -> None:
+        if self.checkpoint is None or self.report is None or not found:
+            return  # a batch without lines is simply written again on resume
+        lines = [self.report.line(item) for item in found]
+        self.checkpoint.save(self.last, Pending(self._after(summary, None), lines))
+        _fault("prepared")
+
+    def committed(self, summary: IngestSummary, found: list[Lookup]) -> None:
+        size = None
+        if self.report is not None:
+            size = self.report.append([self.report.line(item) for item in found])
+            _fault("reported")
+        self.last = self._after(summary, size)
+        if self.checkpoint is not None:
+            self.checkpoint.save(self.last)
+            _fault("saved")
 
 
 def _tapped(
@@ -414,6 +560,33 @@ def _tapped(
         if tap is not None:
             tap(record)
         yield record
+
+
+def check_output(
+    what: str, path: str, inputs: Sequence[str], index_folder: Path | None = None
+) -> None:
+    """:class:`InvalidInput` unless ``path`` (``-``: stdout) can be written without
+    harm: a regular file or a new one in an existing folder, not an input, not in
+    the embedded index's folder (writing there would destroy the index). Links
+    are followed: what counts is the file that would be written."""
+    if path == "-":
+        return
+    target = Path(path)
+    if target.is_dir():
+        raise InvalidInput(f"{what} {path}: is a folder; give a file name")
+    if not target.parent.is_dir():
+        raise InvalidInput(f"{what} {path}: the folder {target.parent} does not exist")
+    if target.exists() and not target.is_file():
+        raise InvalidInput(f"{what} {path}: is not a regular file; give a file name")
+    real = target.resolve()
+    for given in inputs:
+        if given != STDIN and target.exists() and os.path.samefile(given, target):
+            raise InvalidInput(f"{what} {path}: is also an input; write it elsewhere")
+    if index_folder is not None and real.is_relative_to(index_folder.resolve()):
+        raise InvalidInput(
+            f"{what} {path}: is inside the index folder {index_folder}; writing there would "
+            "destroy the index, so write it elsewhere"
+        )
 
 
 def _own_files(index: SimhashIndex) -> list[Path]:
@@ -459,11 +632,15 @@ def ingest(
     output, say) rather than documents. The index's own folder and ``exclude``
     (an output, say) are never read as input; ``on_record`` sees each record read.
 
-    After each batch the records done, those skipped and the report's size are
-    saved in the index; a re-run of the same command on the same input resumes
-    after them, reports the skipped records again, and cuts the report back to
-    that size, so no pair is lost or repeated (writes are idempotent, so the
-    batch in flight when it stopped is simply written again).
+    The commit protocol (:class:`_Commits`): a batch's near-duplicate lines are
+    saved in the checkpoint before the batch is written, and appended to the
+    report (synced) after it, then the checkpoint moves on. A re-run of the same
+    command on the same input cuts the report back to the last checkpoint,
+    writes a batch left pending again (writes are idempotent) and emits its
+    saved lines, then resumes after it and reports the skipped records again.
+    So whatever stops a run (kill -9, a closed pipe, a full disk, Ctrl-C), a
+    line is in the report if and only if its document is in the index once the
+    ingest has finished, and a re-run never loses or repeats a line.
     """
     options = options or IngestOptions()
     exclude = [*_own_files(index), *exclude]
@@ -472,48 +649,46 @@ def ingest(
         if resume
         else None
     )
+
+    def write(
+        start: int, stop: int | None, how: IngestOptions, journal: Journal | None
+    ) -> IngestSummary:
+        if fingerprints:
+            items = islice(read_fingerprint_lines(paths, stdin), start, stop)
+            return index_fingerprints(index, items, how, on_progress=on_progress, journal=journal)
+        records = _tapped(islice(read_sources(paths, opts, stdin, exclude), start, stop), on_record)
+        return index_records(index, records, how, on_progress=on_progress, journal=journal)
+
     earlier = checkpoint.load() if checkpoint else Progress()
+    if report is not None and earlier.report_bytes is not None:
+        report.truncate(earlier.report_bytes)  # lines past the checkpoint are re-emitted
+    pending = checkpoint.pending() if checkpoint else None
+    redone = IngestSummary()
+    if pending is not None and checkpoint is not None:
+        redone = write(earlier.records, pending.after.records, _writes_only(options), None)
+        earlier = dataclasses.replace(
+            pending.after,
+            report_bytes=report.append(pending.lines) if report is not None else None,
+        )
+        checkpoint.save(earlier)
+        redone.duplicates = len(pending.lines)
     if report is not None:
-        report.truncate(earlier.report_bytes or 0)
+        earlier.report_bytes = report.size()
     done = earlier.records
-
-    def progress(summary: IngestSummary) -> None:
-        if checkpoint:
-            checkpoint.save(
-                Progress(
-                    done + summary.records,
-                    earlier.skipped + summary.skipped,
-                    earlier.more_skipped,
-                    report.tell() if report is not None else None,
-                )
-            )
-        if on_progress is not None:
-            on_progress(summary)
-
-    on_duplicate = report.write if report is not None else None
-    if fingerprints:
-        summary = index_fingerprints(
-            index,
-            islice(read_fingerprint_lines(paths, stdin), done, None),
-            options,
-            on_duplicate=on_duplicate,
-            on_progress=progress,
-        )
-    else:
-        records = islice(read_sources(paths, opts, stdin, exclude), done, None)
-        summary = index_records(
-            index,
-            _tapped(records, on_record),
-            options,
-            on_duplicate=on_duplicate,
-            on_progress=progress,
-        )
+    summary = write(done, None, options, _Commits(checkpoint, report, earlier))
+    summary.added += redone.added
+    summary.duplicates += redone.duplicates
     summary.resumed_after = done
     summary.skipped[:0] = earlier.skipped
     summary.skipped_before = earlier.more_skipped
     if checkpoint:
         checkpoint.clear()
     return summary
+
+
+def _writes_only(options: IngestOptions) -> IngestOptions:
+    """The options of a batch written again: no look-ups (its lines are saved)."""
+    return dataclasses.replace(options, find_k=None, probes=0)
 
 
 @dataclass
