@@ -17,11 +17,18 @@ MAX_LIMIT = 100_000
 
 
 class Match(NamedTuple):
-    """One query hit; results sort by distance, then id."""
+    """One query hit; results sort by distance, then id.
+
+    ``similarity`` is the Jaccard similarity of the two texts' shingles estimated
+    from their sketches (:mod:`simhash_hbase.fingerprint.minhash`); None when a
+    side has no sketch (added by fingerprint alone, or an index of the ``simhash``
+    net only): such a match was found and confirmed by the pigeonhole alone.
+    """
 
     doc_id: str
     fingerprint: int
     distance: int
+    similarity: float | None = None
 
 
 class Matches(list[Match]):
@@ -88,6 +95,11 @@ class Document:
     fingerprint: int
     text: str | None = None
     meta: dict[str, Any] | None = None
+    #: The b-bit MinHash sketch (<= 64 bytes) that confirms LSH candidates, and
+    #: the document's LSH band keys (4 bytes each, big-endian; kept so that a
+    #: replaced document's band rows can be deleted). None: no text was given.
+    sketch: bytes | None = None
+    bands: bytes | None = None
 
 
 class Problem(str, Enum):
@@ -133,6 +145,7 @@ class Duplicate(NamedTuple):
     doc_id: str
     existing_id: str
     distance: int
+    similarity: float | None = None
 
 
 class OnError(str, Enum):

@@ -97,7 +97,7 @@ def test_on_error_fail_stops_with_exit_2_after_writing_earlier_records(
 def test_stats_remove_get(store_url: str, corpus: Path) -> None:
     shdb("ingest", str(corpus), "-i", store_url, "--store-text")
     stats = json.loads(shdb("stats", "-i", store_url, "--json").stdout)
-    assert stats["documents"] == 3 and stats["index_cells"] == 30
+    assert stats["documents"] == 3 and stats["index_cells"] == 3 * (10 + 25)
     got = json.loads(shdb("get", "a", "-i", store_url, "--json").stdout)
     assert got["text"] == ARTICLE and got["meta"] == {"url": "http://a"}
     assert shdb("remove", "a", "-i", store_url).exit_code == 0

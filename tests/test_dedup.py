@@ -67,9 +67,9 @@ def test_cli_dedup_fingerprint_file(tmp_path: Path) -> None:
     assert result.exit_code == 3  # one line skipped
     rows = [json.loads(x) for x in result.stdout.splitlines()]
     assert rows == [
-        {"id": "b", "near_id": "a", "distance": 3},
-        {"id": f"{path}:5", "near_id": "a", "distance": 1},
-        {"id": f"{path}:5", "near_id": "b", "distance": 2},
+        {"id": "b", "near_id": "a", "distance": 3, "similarity": None},
+        {"id": f"{path}:5", "near_id": "a", "distance": 1, "similarity": None},
+        {"id": f"{path}:5", "near_id": "b", "distance": 2, "similarity": None},
     ]
     assert f"skipped {path}:3: 'not hex' is not a 64-bit hex fingerprint" in result.stderr
     clustered = shdb("dedup", "--fingerprints", str(path), "--clusters", "-k", "1")

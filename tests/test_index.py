@@ -35,9 +35,13 @@ def test_add_query_get_remove(store_url: str) -> None:
         index.add("b", ARTICLE + "本文转载自网络。")
         index.add("c", OTHER)
         hits = index.query(ARTICLE)
-        assert hits[0] == Match("a", fp, 0)
+        assert hits[0] == Match("a", fp, 0, 1.0)
         assert [m.doc_id for m in hits] == ["a", "b"]
-        assert index.get("a") == Document("a", fp, ARTICLE, {"src": "t"})
+        sig = index.signature(ARTICLE)
+        assert sig is not None and len(sig.sketch) == 64
+        assert index.get("a") == Document(
+            "a", fp, ARTICLE, {"src": "t"}, sig.sketch, sig.bands.astype(">u4").tobytes()
+        )
         assert index.get("b") is not None and index.get("b").text is None  # type: ignore[union-attr]
         assert index.remove("a") is True
         assert index.remove("a") is False
@@ -139,7 +143,7 @@ def test_duplicate_ids_in_one_batch_leave_no_stale_rows(store_url: str) -> None:
         fp = Fingerprinter().fingerprint(OTHER)
         assert index.get("a").fingerprint == fp  # type: ignore[union-attr]
         assert {doc_id for _, doc_id in index.index_cells()} == {"a"}
-        assert sum(1 for _ in index.index_cells()) == 10
+        assert sum(1 for _ in index.index_cells()) == 10 + 25  # combinations, bands
 
 
 def test_query_many_matches_single_queries(store_url: str) -> None:
@@ -171,5 +175,5 @@ def test_stats(store_url: str) -> None:
     with SimhashIndex.open(store_url) as index:
         index_records(index, [("a", ARTICLE), ("c", OTHER)])
         stats = index.stats()
-    assert stats["documents"] == 2 and stats["index_cells"] == 20
+    assert stats["documents"] == 2 and stats["index_cells"] == 2 * (10 + 25)
     assert stats["scheme"] == "5x10" and stats["fingerprint"]["top_n"] == 16

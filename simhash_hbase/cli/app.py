@@ -379,9 +379,10 @@ def _open_output(path: str) -> Iterator[TextIO]:
             yield f
 
 
-def _pair(doc_id: str, near_id: str, distance: int) -> str:
+def _pair(doc_id: str, near_id: str, distance: int, similarity: float | None = None) -> str:
     """One near-duplicate pair, as ingest --report and dedup print it."""
-    return json.dumps({"id": doc_id, "near_id": near_id, "distance": distance}, ensure_ascii=False)
+    pair = {"id": doc_id, "near_id": near_id, "distance": distance, "similarity": similarity}
+    return json.dumps(pair, ensure_ascii=False)
 
 
 class _JsonlReport:

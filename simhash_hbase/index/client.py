@@ -14,7 +14,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import islice
 from typing import Any
 
@@ -27,6 +27,7 @@ from simhash_hbase.errors import (
     StoreCorrupt,
     StoreError,
 )
+from simhash_hbase.fingerprint.minhash import MinHasher, MinHashParams, Signature, similarities
 from simhash_hbase.fingerprint.probes import bound, check_probes
 from simhash_hbase.fingerprint.simhash import (
     Fingerprinter,
@@ -38,11 +39,21 @@ from simhash_hbase.index.manifest import (
     MANIFEST,
     Wanted,
     check_environment,
+    check_lsh_environment,
+    nets_of,
     new_manifest,
     settle,
     validate,
 )
 from simhash_hbase.layout import codec
+from simhash_hbase.layout.nets import (
+    band_candidates,
+    check_nets,
+    first_band_flag,
+    is_match,
+    pair_similarities,
+    unpack_all,
+)
 from simhash_hbase.layout.pairs import near_duplicate_pairs
 from simhash_hbase.layout.scheme import Scheme
 from simhash_hbase.records import (
@@ -78,13 +89,21 @@ class SimhashIndex:
     """Pigeonhole SimHash index over a store (embedded LMDB or HBase)."""
 
     def __init__(
-        self, store: Store, scheme: Scheme, manifest: dict[str, Any], params: FingerprintParams
+        self,
+        store: Store,
+        scheme: Scheme,
+        manifest: dict[str, Any],
+        params: FingerprintParams,
+        lsh: MinHashParams | None = None,
     ) -> None:
         self._store = store
         self.scheme = scheme
         self.manifest = manifest
         self.params = params
+        #: The LSH net's settings; None: the pigeonhole net only (``nets = "simhash"``).
+        self.lsh = lsh
         self._fingerprinter: Fingerprinter | None = None
+        self._minhasher: MinHasher | None = None
         self._unreconciled: list[Document] = []
         self.cost = QueryCost()
 
@@ -98,6 +117,7 @@ class SimhashIndex:
         scheme: str | None = None,
         params: Wanted = None,
         readonly: bool = False,
+        nets: str | None = None,
     ) -> SimhashIndex:
         """Open (or create) the index at ``url``.
 
@@ -106,8 +126,12 @@ class SimhashIndex:
         was built with"; given ones must equal that (:class:`ManifestMismatch`),
         or, for a new index, are its settings (validated before anything is
         written; the manifest is written only if no other process was first).
+        ``nets``: ``"simhash"`` (the pigeonhole only) or ``"simhash+lsh"`` (the
+        default of a new index; docs/SPEC.md, "Nets").
         """
         validate(scheme, params)  # every setting given is valid, before any write
+        if nets is not None:
+            check_nets(nets)
         create = create and not readonly  # readonly: creates nothing, no write locks
         store = open_store(url, create=create, readonly=readonly)
         try:
@@ -115,16 +139,18 @@ class SimhashIndex:
             if manifest is None:
                 if not create:
                     raise IndexNotFound(store.url)
-                manifest = cls._create(store, scheme, params)
+                manifest = cls._create(store, scheme, params, nets)
             found_scheme, held = settle(manifest, store.url, scheme, params)
-            return cls(store, found_scheme, manifest, held)
+            return cls(store, found_scheme, manifest, held, nets_of(manifest, store.url, nets))
         except BaseException:
             store.close()
             raise
 
     @staticmethod
-    def _create(store: Store, scheme: str | None, params: Wanted) -> dict[str, Any]:
-        manifest = new_manifest(scheme, params)
+    def _create(
+        store: Store, scheme: str | None, params: Wanted, nets: str | None
+    ) -> dict[str, Any]:
+        manifest = new_manifest(scheme, params, nets)
         digest = FingerprintParams.from_manifest(manifest["fingerprint"]).idf
         if digest is not None:  # the table travels with the index: no later --idf
             parts = codec.encode_blob_parts(idf_table(digest).raw)
@@ -182,6 +208,27 @@ class SimhashIndex:
     def fingerprint(self, text: str) -> int:
         return self.fingerprinter.fingerprint(text)
 
+    @property
+    def minhasher(self) -> MinHasher | None:
+        """The LSH net's MinHash of texts (None: this index has the pigeonhole only)."""
+        if self._minhasher is None and self.lsh is not None:
+            check_lsh_environment(self.manifest, self.lsh, self.url)
+            self._minhasher = MinHasher(self.lsh)
+        return self._minhasher
+
+    def signature(self, text: str) -> Signature | None:
+        """The text's band keys and sketch; None without the LSH net or without a
+        letter or digit in the text (it then joins the pigeonhole net only)."""
+        hasher = self.minhasher
+        return None if hasher is None else hasher.signature(text)
+
+    def sketched(self, doc: Document, text: str) -> Document:
+        """``doc`` with the sketch and band keys of ``text`` (as is without the LSH net)."""
+        sig = self.signature(text)
+        if sig is None:
+            return doc
+        return replace(doc, sketch=sig.sketch, bands=codec.encode_bands(sig.bands))
+
     # -- job state (e.g. ingest checkpoints), small JSON records in the meta table -
     def get_state(self, name: str) -> dict[str, Any] | None:
         return self._store.get_meta(_STATE + name)
@@ -205,7 +252,8 @@ class SimhashIndex:
         if not isinstance(text, str):
             raise InvalidInput(f"the text of {doc_id!r} is a {type(text).__name__}, not a string")
         fp = self.fingerprint(text)
-        self.add_documents([Document(doc_id, fp, text if store_text else None, meta)])
+        doc = self.sketched(Document(doc_id, fp, text if store_text else None, meta), text)
+        self.add_documents([doc])
         return fp
 
     def add_fingerprint(self, doc_id: str, fp: int, meta: dict[str, Any] | None = None) -> None:
@@ -266,11 +314,17 @@ class SimhashIndex:
             changed = [
                 state[i]
                 for i in latest
-                if i in state and state[i].fingerprint != latest[i].fingerprint
+                if i in state
+                and (state[i].fingerprint, state[i].bands)
+                != (latest[i].fingerprint, latest[i].bands)
             ]
             batch.delete_index(self.cells(changed))
-            batch.put_index(self._cell_block(list(latest.values())))
-            batch.put_docs(latest.values())
+            new = list(latest.values())
+            batch.put_index(self._cell_block(new))
+            banded = self._band_block(new)
+            if banded is not None:
+                batch.put_index(banded)
+            batch.put_docs(new)
             batch.delete_index(self.cells(_replaced(previous, state)))
         if not self._store.atomic_batches:
             self._unreconciled = list(latest.values())
@@ -316,8 +370,22 @@ class SimhashIndex:
             batch.put_index(put)
 
     def cells(self, docs: Sequence[Document]) -> list[IndexCell]:
-        """The index cells (row key, id) that ``docs`` own under this scheme."""
-        return list(self._cell_block(docs))
+        """The index cells (row key, id) that ``docs`` own: the pigeonhole's under
+        this scheme, and the LSH bands of those that have band keys."""
+        banded = self._band_block(docs)
+        return [*self._cell_block(docs), *(banded or ())]
+
+    def _band_block(self, docs: Sequence[Document]) -> CellBlock | None:
+        """The band rows of the documents that have band keys (flags after the
+        combinations: docs/SPEC.md, "Nets"); None if none has."""
+        banded = [d for d in docs if d.bands is not None]
+        if not banded:
+            return None
+        fps = np.fromiter((d.fingerprint for d in banded), dtype=np.uint64, count=len(banded))
+        keys = np.frombuffer(b"".join([d.bands for d in banded]), dtype=">u4")  # type: ignore[misc]
+        first = first_band_flag(self.scheme)
+        rows = codec.rowkeys_array(fps, keys.reshape(len(banded), -1), first)
+        return CellBlock(rows, [d.doc_id for d in banded])
 
     def _cell_block(self, docs: Sequence[Document]) -> CellBlock:
         """:meth:`cells` as arrays, for a store to write in bulk."""
@@ -354,9 +422,11 @@ class SimhashIndex:
         first ``probes`` flipped copies whose true distance is at most
         :func:`~simhash_hbase.fingerprint.probes.bound` (multi-probe)."""
         check_probes(probes)
-        if probes == 0:
+        sig = self.signature(text)
+        if probes == 0 and sig is None:
             return self.query_fingerprint(self.fingerprint(text), k, limit=limit)
-        return self.query_probed([self.fingerprinter.probes(text, probes)], k, limit=limit)[0]
+        fps = self.fingerprinter.probes(text, probes) if probes else [self.fingerprint(text)]
+        return self.query_probed([fps], k, limit=limit, sketches=[_keys_of(sig)])[0]
 
     def query_fingerprint(
         self, fp: int, k: int = DEFAULT_K, *, limit: int | None = DEFAULT_LIMIT
@@ -383,7 +453,13 @@ class SimhashIndex:
             for probe_list in lists:
                 if isinstance(probe_list, EmptyDocument):
                     raise probe_list
-            results += self.query_probed(lists, k, limit=limit)  # type: ignore[arg-type]
+            keys = [_keys_of(self.signature(t)) for t in chunk] if self.lsh else None
+            results += self.query_probed(
+                lists,  # type: ignore[arg-type]
+                k,
+                limit=limit,
+                sketches=keys,
+            )
         return results
 
     def query_fingerprints(
@@ -451,21 +527,28 @@ class SimhashIndex:
         k: int = DEFAULT_K,
         *,
         limit: int | None = DEFAULT_LIMIT,
+        sketches: Sequence[SketchKeys] | None = None,
     ) -> list[Matches]:
         """Multi-probe queries: each is a fingerprint followed by its probes.
 
-        The result of one is exactly the union of the exact k-searches of its
-        probes, keeping the documents whose distance to the fingerprint itself is
-        at most ``bound(k, probes)``; a match reports that true distance. The
-        prefixes of all probes of all queries go to the store in one batched scan,
-        each distinct prefix once per query.
+        The pigeonhole's verdict on one is exactly the union of the exact
+        k-searches of its probes, keeping the documents whose distance to the
+        fingerprint itself is at most ``bound(k, probes)``; a match reports that
+        true distance. The prefixes of all probes of all queries go to the store
+        in one batched scan, each distinct prefix once per query.
+
+        ``sketches`` (per query: its sketch and band keys, or (None, None)) adds
+        the LSH net: the band prefixes go in the same scan, and every candidate
+        is judged by :func:`~simhash_hbase.layout.nets.is_match` with the
+        similarity of the sketches read with the docs rows.
         """
         self.scheme.check_k(k)
         check_limit(limit)
         lists = [[check_fingerprint(fp) for fp in probes] for probes in probe_lists]
         if any(not probes for probes in lists):
             raise InvalidInput("a probed query needs at least its own fingerprint")
-        if all(len(probes) == 1 for probes in lists):  # no probes: exact searches
+        nets = self.lsh is not None and sketches is not None and any(s for s, _ in sketches)
+        if not nets and all(len(probes) == 1 for probes in lists):  # exact searches
             return self.query_fingerprints([probes[0] for probes in lists], k, limit=limit)
         flat = [fp for probes in lists for fp in probes]
         per_fp = self._prefixes(flat)
@@ -474,6 +557,9 @@ class SimhashIndex:
             unique = dict.fromkeys(p for pl in per_fp[at : at + len(probes)] for p in pl)
             prefix_lists.append(list(unique))
             at += len(probes)
+        if nets:
+            assert sketches is not None
+            return self._query_nets(lists, prefix_lists, sketches, k, limit)
         found = self._store.scan_prefixes_many(prefix_lists)
         self.cost.queries += len(lists)
         self.cost.scans += sum(map(len, prefix_lists))
@@ -491,6 +577,53 @@ class SimhashIndex:
                     near[(doc_id, cand)] = dist
             hits.append(near)
         return self._confirm(hits, limit)
+
+    def _query_nets(
+        self,
+        lists: list[list[int]],
+        prefix_lists: list[list[bytes]],
+        sketches: Sequence[SketchKeys],
+        k: int,
+        limit: int | None,
+    ) -> list[Matches]:
+        """:meth:`query_probed` with both nets: one scan for the pigeonhole's and the
+        bands' prefixes, one multi-get of the candidates' docs rows (their sketches;
+        on HBase the read that already confirms hits), then :func:`is_match`."""
+        first = first_band_flag(self.scheme)
+        for prefixes, (_, bands) in zip(prefix_lists, sketches):
+            if bands is not None:
+                prefixes += codec.band_prefixes(codec.decode_bands(bands), first)
+        found = self._store.scan_prefixes_many(prefix_lists)
+        self.cost.queries += len(lists)
+        self.cost.scans += sum(map(len, prefix_lists))
+        self.cost.candidates += sum(map(len, found))
+        verdicts: list[dict[tuple[str, int], tuple[int, bool]]] = []
+        for probes, cells in zip(lists, found):
+            seen: dict[tuple[str, int], tuple[int, bool]] = {}
+            for row, doc_id in cells:
+                cand = codec.rowkey_fingerprint(row)
+                near = row[codec.PREFIX_BYTES - 1] < first and _within(cand, probes, k)
+                if near or (doc_id, cand) not in seen:
+                    seen[(doc_id, cand)] = ((cand ^ probes[0]).bit_count(), near)
+            verdicts.append(seen)
+        ids = sorted({doc_id for seen in verdicts for doc_id, _ in seen})
+        docs = self._store.get_docs(ids) if ids else {}
+        results: list[Matches] = []
+        for seen, (sketch, _) in zip(verdicts, sketches):
+            held = [
+                (key, docs[key[0]])
+                for key in seen
+                if key[0] in docs and docs[key[0]].fingerprint == key[1]
+            ]
+            sims = _similarities(sketch, [d.sketch for _, d in held], self.lsh)
+            hits = [
+                (doc_id, fp, seen[(doc_id, fp)][0], sim)
+                for ((doc_id, fp), _), sim in zip(held, sims)
+                if is_match(seen[(doc_id, fp)][1], sim, self.lsh)
+            ]
+            top = heapq.nsmallest(len(hits) if limit is None else limit, hits, key=_by_distance)
+            results.append(Matches((Match(*hit) for hit in top), len(hits)))
+        return results
 
     def candidates(self, fps: Sequence[int]) -> list[list[IndexCell]]:
         """Every cell the pigeonhole scans of each fingerprint find (before the
@@ -544,12 +677,17 @@ class SimhashIndex:
         pairs were reported when it or its partners were added, so it reports none,
         and later documents find it among the held ones.
         """
-        keys = [tuple(probes) for _, probes in docs]
+        keys = [(tuple(probes), d.sketch, d.bands) for d, probes in docs]
         distinct = list(dict.fromkeys(keys))
         slot = {key: s for s, key in enumerate(distinct)}
         # One more than shown, so that dropping a document's own older version
         # still leaves ``limit``.
-        held = self.query_probed(distinct, k, limit=None if limit is None else limit + 1)
+        held = self.query_probed(
+            [key[0] for key in distinct],
+            k,
+            limit=None if limit is None else limit + 1,
+            sketches=[key[1:] for key in distinct],
+        )
         near = self._near_keys(distinct, k)
         versions = self._own_versions(docs, [held[slot[key]] for key in keys])
         count = [0] * len(distinct)  # earlier documents of the batch, by key
@@ -561,11 +699,12 @@ class SimhashIndex:
                 continue
             s = slot[key]
             result = held[s]
-            total = result.total - (old is not None and _within(old, probes, k))
+            own = any(m.doc_id == doc.doc_id for m in result)
+            total = result.total - (old is not None and (own or _within(old, probes, k)))
             hits = [m for m in result if m.doc_id != doc.doc_id]
-            for t, dist in near[s]:
+            for t, dist, sim in near[s]:
                 total += count[t]
-                hits += [Match(i, distinct[t][0], dist) for i in nearest[t]]
+                hits += [Match(i, distinct[t][0][0], dist, sim) for i in nearest[t]]
             if total:
                 top = sorted(hits, key=_match_order)[:limit]
                 found.append(Lookup(doc.doc_id, Matches(top, total, result.total_exact)))
@@ -574,25 +713,50 @@ class SimhashIndex:
             del nearest[s][len(nearest[s]) if limit is None else limit :]
         return found
 
-    def _near_keys(self, keys: list[tuple[int, ...]], k: int) -> list[list[tuple[int, int]]]:
-        """For each distinct probe list, those (itself included) whose fingerprint it
-        finds by the rule of :meth:`query_probed`: [(key index, distance)]."""
-        fps = np.array([key[0] for key in keys], dtype=np.uint64)
-        near = [[(s, 0)] for s in range(len(keys))]
-        if all(len(key) == 1 for key in keys):  # distinct fingerprints: the pigeonhole
+    def _near_keys(
+        self, keys: list[InsertKey], k: int
+    ) -> list[list[tuple[int, int, float | None]]]:
+        """For each distinct (probe list, sketch, bands), those (itself included) it
+        matches by the rule of :meth:`query_probed`: [(key index, distance,
+        similarity)]. The pigeonhole by sorting, LSH by grouping band keys."""
+        fps = np.array([key[0][0] for key in keys], dtype=np.uint64)
+        found: dict[tuple[int, int], int] = {}  # (s, t): s finds t in the pigeonhole
+        if all(len(key[0]) == 1 for key in keys):  # distinct fingerprints: the pigeonhole
             for i, j, d in near_duplicate_pairs(fps, k, self.scheme):
-                near[i].append((j, d))
-                near[j].append((i, d))
+                found[(i, j)] = found[(j, i)] = d
+        else:
+            for s, key in enumerate(keys):
+                dist = np.bitwise_count(fps ^ fps[s])
+                hit = dist <= k
+                probed = np.zeros(len(keys), dtype=bool)
+                for p in key[0][1:]:
+                    probed |= np.bitwise_count(fps ^ np.uint64(p)) <= k
+                hit |= probed & (dist <= bound(k, len(key[0]) - 1))
+                hit[s] = False
+                found.update(((s, t), int(dist[t])) for t in np.flatnonzero(hit).tolist())
+        lsh = self.lsh
+        if lsh is None or all(key[1] is None for key in keys):
+            near: list[list[tuple[int, int, float | None]]] = [
+                [(s, 0, None)] for s in range(len(keys))
+            ]
+            for (s, t), d in found.items():
+                near[s].append((t, d, None))
             return near
-        for s, key in enumerate(keys):
-            dist = np.bitwise_count(fps ^ fps[s])
-            hit = dist <= k
-            probed = np.zeros(len(keys), dtype=bool)
-            for p in key[1:]:
-                probed |= np.bitwise_count(fps ^ np.uint64(p)) <= k
-            hit |= probed & (dist <= bound(k, len(key) - 1))
-            hit[s] = False
-            near[s] += [(t, int(dist[t])) for t in np.flatnonzero(hit).tolist()]
+        values, has = unpack_all([key[1] for key in keys], lsh.sketch_bits)
+        banded = np.array([key[2] is not None for key in keys], dtype=bool)
+        bands = np.zeros((len(keys), lsh.bands), dtype=np.uint32)
+        for i in np.flatnonzero(banded).tolist():
+            bands[i] = codec.decode_bands(keys[i][2])  # type: ignore[arg-type]
+        pairs = {(s, s) for s in range(len(keys))} | set(found)
+        for i, j in band_candidates(bands, banded & has).tolist():
+            pairs |= {(i, j), (j, i)}
+        order = np.array(sorted(pairs), dtype=np.intp).reshape(-1, 2)
+        sims = pair_similarities(values, order, lsh.sketch_bits)
+        near = [[] for _ in keys]
+        for (s, t), sim in zip(order.tolist(), sims.tolist()):
+            similarity = sim if has[s] and has[t] else None
+            if s == t or is_match((s, t) in found, similarity, lsh):
+                near[s].append((t, int(fps[s] ^ fps[t]).bit_count(), similarity))
         return near
 
     def _own_versions(
@@ -668,8 +832,32 @@ def _unsure_head(
             good += 1
 
 
-def _by_distance(hit: tuple[str, int, int]) -> tuple[int, str]:
+def _by_distance(hit: tuple[Any, ...]) -> tuple[int, str]:
     return hit[2], hit[0]
+
+
+#: A new document's lookup: its probe list, sketch and band keys.
+InsertKey = tuple[tuple[int, ...], bytes | None, bytes | None]
+#: A query's (sketch, band keys as stored), or (None, None) without them.
+SketchKeys = tuple[bytes | None, bytes | None]
+
+
+def _keys_of(sig: Signature | None) -> SketchKeys:
+    return (None, None) if sig is None else (sig.sketch, codec.encode_bands(sig.bands))
+
+
+def _similarities(
+    sketch: bytes | None, held: list[bytes | None], lsh: MinHashParams | None
+) -> list[float | None]:
+    """The estimated Jaccard of ``sketch`` with each held sketch (None where a side has none)."""
+    if sketch is None or lsh is None:
+        return [None] * len(held)
+    present = [i for i, s in enumerate(held) if s is not None and len(s) == len(sketch)]
+    out: list[float | None] = [None] * len(held)
+    values = similarities(sketch, [held[i] for i in present], lsh.sketch_bits)  # type: ignore[misc]
+    for i, value in zip(present, values.tolist()):
+        out[i] = value
+    return out
 
 
 def _hit_order(near: dict[tuple[str, int], int]) -> Callable[[tuple[str, int]], tuple[int, str]]:

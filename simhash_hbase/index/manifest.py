@@ -12,7 +12,9 @@ from dataclasses import asdict
 from typing import Any
 
 from simhash_hbase.errors import ManifestMismatch
+from simhash_hbase.fingerprint.minhash import MinHashParams
 from simhash_hbase.fingerprint.simhash import FingerprintParams
+from simhash_hbase.layout.nets import DEFAULT_NETS, SIMHASH, SIMHASH_LSH, check_nets
 from simhash_hbase.layout.scheme import DEFAULT_SCHEME, Scheme, get_scheme
 from simhash_hbase.version import __version__
 
@@ -38,15 +40,37 @@ def validate(scheme_name: str | None, wanted: Wanted) -> tuple[Scheme, Fingerpri
     return get_scheme(scheme_name or DEFAULT_SCHEME), FingerprintParams(**_fields(wanted))
 
 
-def new_manifest(scheme_name: str | None, wanted: Wanted) -> dict[str, Any]:
-    """The manifest of a new index."""
+def new_manifest(
+    scheme_name: str | None, wanted: Wanted, nets: str | None = None
+) -> dict[str, Any]:
+    """The manifest of a new index (both nets unless ``nets`` says otherwise)."""
     scheme, params = validate(scheme_name, wanted)
-    return {
+    manifest = {
         "format_version": FORMAT_VERSION,
         "scheme": scheme.name,
         "fingerprint": params.to_manifest(),
         "created_by": f"simhash-hbase {__version__}",
+        "nets": check_nets(nets or DEFAULT_NETS),
     }
+    if manifest["nets"] == SIMHASH_LSH:
+        manifest["lsh"] = MinHashParams().to_manifest()
+    return manifest
+
+
+def nets_of(manifest: dict[str, Any], url: str, nets: str | None) -> MinHashParams | None:
+    """The LSH settings of an index (None: the pigeonhole only, as every index
+    written before nets existed); ``nets`` given must be the index's."""
+    held = manifest.get("nets", SIMHASH)
+    if nets is not None and check_nets(nets) != held:
+        raise ManifestMismatch(url, [("nets", held, nets)])
+    return MinHashParams.from_manifest(manifest["lsh"]) if held == SIMHASH_LSH else None
+
+
+def check_lsh_environment(manifest: dict[str, Any], lsh: MinHashParams, url: str) -> None:
+    """The installed converter is the one the index's sketches were folded with."""
+    stored, current = manifest["lsh"].get("fold_converter"), lsh.to_manifest().get("fold_converter")
+    if stored != current:
+        raise ManifestMismatch(url, [("lsh.fold_converter", stored, current)])
 
 
 def settle(

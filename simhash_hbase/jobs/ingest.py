@@ -156,9 +156,13 @@ def screen(item: Record | BadRecord | tuple[Any, ...]) -> Record | BadRecord:
 
 
 def to_document(
-    record: Record | BadRecord, fp: int | EmptyDocument, store_text: bool
+    record: Record | BadRecord,
+    fp: int | EmptyDocument,
+    store_text: bool,
+    sketched: Callable[[Document, str], Document] | None = None,
 ) -> Document | BadRecord:
-    """A screened, fingerprinted record as a storable Document, or why it cannot be one."""
+    """A screened, fingerprinted record as a storable Document, or why it cannot be
+    one; ``sketched`` adds the LSH net's sketch and band keys of its text."""
     if isinstance(record, BadRecord):
         return record
     where = record.where or repr(record.doc_id)[:60]
@@ -170,11 +174,10 @@ def to_document(
             record.size,
             Problem.NO_TERMS,
         )
-    return checked(
-        Document(record.doc_id, fp, record.text if store_text else None, record.meta),
-        where,
-        record.size,
-    )
+    doc = Document(record.doc_id, fp, record.text if store_text else None, record.meta)
+    if sketched is not None:
+        doc = sketched(doc, record.text)
+    return checked(doc, where, record.size)
 
 
 def checked(doc: Document, where: str = "", size: int = 0) -> Document | BadRecord:
@@ -302,11 +305,12 @@ def index_records(
     """
     options = options or IngestOptions()
     fingerprinter = index.fingerprinter
+    sketched = index.sketched if index.lsh is not None else None
     stream = (screen(r) for r in records)
     chunks: Iterable[Chunk]
     if options.probes and options.find_k is not None:
         chunks = (
-            _probed_chunk(chunk, lists, options.store_text)
+            _probed_chunk(chunk, lists, options.store_text, sketched)
             for chunk, lists in probe_chunks(
                 stream,
                 fingerprinter,
@@ -318,7 +322,10 @@ def index_records(
     else:
         chunks = (
             (
-                [to_document(record, fp, options.store_text) for record, fp in zip(chunk, fps)],
+                [
+                    to_document(record, fp, options.store_text, sketched)
+                    for record, fp in zip(chunk, fps)
+                ],
                 sum(record.size for record in chunk),
                 None,
             )
@@ -330,7 +337,10 @@ def index_records(
 
 
 def _probed_chunk(
-    chunk: list[Record | BadRecord], lists: list[list[int] | EmptyDocument], store_text: bool
+    chunk: list[Record | BadRecord],
+    lists: list[list[int] | EmptyDocument],
+    store_text: bool,
+    sketched: Callable[[Document, str], Document] | None = None,
 ) -> Chunk:
     docs: list[Document | BadRecord] = []
     probes: list[list[int] | None] = []
@@ -339,7 +349,7 @@ def _probed_chunk(
             docs.append(to_document(record, probe_list, store_text))
             probes.append(None)
         else:
-            docs.append(to_document(record, probe_list[0], store_text))
+            docs.append(to_document(record, probe_list[0], store_text, sketched))
             probes.append(probe_list)
     return docs, sum(record.size for record in chunk), probes
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from simhash_hbase.errors import StoreCorrupt
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.layout import codec
+from simhash_hbase.layout.nets import first_band_flag
 from simhash_hbase.records import Document
 from simhash_hbase.store import IndexCell
 
@@ -35,12 +36,21 @@ class VerifyReport:
         return not (self.stale_cells or self.missing_cells or self.corrupt_documents)
 
 
-def _key_is_valid(index: SimhashIndex, row: bytes) -> bool:
-    if len(row) != codec.ROWKEY_BYTES:
+def _key_is_valid(index: SimhashIndex, row: bytes, doc: Document | None) -> bool:
+    """The cell is one ``doc`` owns: a segment combination of its fingerprint, or
+    (flags after them) one of its LSH band keys."""
+    if len(row) != codec.ROWKEY_BYTES or doc is None:
         return False
     field_value, flag, fp = codec.decode_rowkey(row)
+    if fp != doc.fingerprint:
+        return False
     fields = index.scheme.fields(fp)
-    return 1 <= flag <= len(fields) and fields[flag - 1] == field_value
+    if 1 <= flag <= len(fields):
+        return fields[flag - 1] == field_value
+    band = flag - first_band_flag(index.scheme)
+    if doc.bands is None or not 0 <= band < len(doc.bands) // codec.BAND_BYTES:
+        return False
+    return int(codec.decode_bands(doc.bands)[band]) == field_value
 
 
 def verify(index: SimhashIndex, *, repair: bool = False) -> VerifyReport:
@@ -53,14 +63,17 @@ def verify(index: SimhashIndex, *, repair: bool = False) -> VerifyReport:
         if len(corrupt) <= _EXAMPLES:
             report.examples.append(str(error))
 
-    docs = {doc.doc_id: doc.fingerprint for doc in index.documents(on_corrupt)}
+    docs = {
+        doc.doc_id: Document(doc.doc_id, doc.fingerprint, bands=doc.bands)
+        for doc in index.documents(on_corrupt)
+    }
     report.corrupt_documents = len(corrupt)
     report.documents = len(docs)
     present: Counter[str] = Counter()
     stale: list[IndexCell] = []
     for row, doc_id in index.index_cells():
         report.cells += 1
-        if not _key_is_valid(index, row) or docs.get(doc_id) != codec.rowkey_fingerprint(row):
+        if not _key_is_valid(index, row, docs.get(doc_id)):
             report.stale_cells += 1
             if report.stale_cells <= _EXAMPLES:
                 report.examples.append(f"stale cell {row.hex()} -> {doc_id!r}")
@@ -69,12 +82,16 @@ def verify(index: SimhashIndex, *, repair: bool = False) -> VerifyReport:
                 _delete(index, stale)
         else:
             present[doc_id] += 1
-    per_doc = index.scheme.rows_per_fingerprint
-    incomplete = [Document(d, fp) for d, fp in docs.items() if present[d] < per_doc]
+    combos = index.scheme.rows_per_fingerprint
+
+    def per_doc(doc: Document) -> int:
+        return combos + (len(doc.bands) // codec.BAND_BYTES if doc.bands else 0)
+
+    incomplete = [d for d in docs.values() if present[d.doc_id] < per_doc(d)]
     report.incomplete_documents = len(incomplete)
-    report.missing_cells = sum(per_doc - present[d.doc_id] for d in incomplete)
+    report.missing_cells = sum(per_doc(d) - present[d.doc_id] for d in incomplete)
     report.examples += [
-        f"document {d.doc_id!r} has {present[d.doc_id]} of {per_doc} cells"
+        f"document {d.doc_id!r} has {present[d.doc_id]} of {per_doc(d)} cells"
         for d in incomplete[:_EXAMPLES]
     ]
     if repair:

@@ -36,6 +36,10 @@ assert ROWKEY_DTYPE.itemsize == ROWKEY_BYTES
 COL_FINGERPRINT = b"f:h"
 COL_TEXT = b"f:text"
 COL_META = b"f:meta"
+COL_SKETCH = b"f:s"  # the b-bit MinHash sketch (<= 64 bytes)
+COL_BANDS = b"f:b"  # the LSH band keys, 4 bytes each, big-endian
+MAX_SKETCH_BYTES = 64
+BAND_BYTES = 4
 
 
 def fingerprint_to_bytes(fp: int) -> bytes:
@@ -90,13 +94,14 @@ def prefix_stop(prefix: bytes) -> bytes:
     return stripped[:-1] + bytes([stripped[-1] + 1])
 
 
-def rowkeys_array(fps: np.ndarray, fields: np.ndarray) -> np.ndarray:
+def rowkeys_array(fps: np.ndarray, fields: np.ndarray, first_flag: int = 1) -> np.ndarray:
     """Row keys of many fingerprints as an (n, c) ROWKEY_DTYPE array: [i, j] is
-    combination j+1 of fp i (a batch's keys without a bytes object each)."""
+    flag ``first_flag + j`` of fp i (a batch's keys without a bytes object each):
+    the segment combinations from flag 1, or the LSH bands after them."""
     n, c = fields.shape
     rows = np.empty((n, c), dtype=ROWKEY_DTYPE)
     rows["field"] = fields
-    rows["flag"] = np.arange(1, c + 1, dtype=np.uint8)
+    rows["flag"] = np.arange(first_flag, first_flag + c, dtype=np.uint8)
     rows["fp"] = np.asarray(fps, dtype=np.uint64)[:, None]
     return rows
 
@@ -119,10 +124,10 @@ def encode_prefixes_many(fields: np.ndarray) -> list[list[bytes]]:
     return [flat[i : i + c] for i in range(0, n * c, c)]
 
 
-def prefix_values(fields: np.ndarray) -> np.ndarray:
+def prefix_values(fields: np.ndarray, first_flag: int = 1) -> np.ndarray:
     """Scan prefixes of many fingerprints as the numbers their 5 big-endian bytes
     spell (field << 8 | flag), an (n, c) uint64 array: number order is byte order."""
-    flags = np.arange(1, fields.shape[1] + 1, dtype=np.uint64)
+    flags = np.arange(first_flag, first_flag + fields.shape[1], dtype=np.uint64)
     return fields.astype(np.uint64) << np.uint64(8) | flags
 
 
@@ -136,6 +141,22 @@ def encode_prefix_values(values: np.ndarray) -> list[bytes]:
     wide = (np.asarray(values, dtype=np.uint64).reshape(-1) << np.uint64(24)).astype(">u8")
     head = np.ascontiguousarray(wide.view(np.uint8).reshape(-1, 8)[:, :PREFIX_BYTES])
     return head.view(f"V{PREFIX_BYTES}").reshape(-1).tolist()
+
+
+def encode_bands(bands: np.ndarray) -> bytes:
+    """LSH band keys (uint32) as stored in ``f:b``: 4 bytes each, big-endian."""
+    return np.asarray(bands, dtype=">u4").tobytes()
+
+
+def decode_bands(raw: bytes) -> np.ndarray:
+    if len(raw) % BAND_BYTES:
+        raise StoreError(f"stored band keys have {len(raw)} bytes, not a multiple of 4")
+    return np.frombuffer(raw, dtype=">u4").astype(np.uint32)
+
+
+def band_prefixes(bands: np.ndarray, first_flag: int) -> list[bytes]:
+    """The 5-byte scan prefixes (band key, flag) of one document's band keys."""
+    return encode_prefix_values(prefix_values(np.asarray(bands).reshape(1, -1), first_flag))
 
 
 def encode_doc_id(doc_id: str) -> bytes:
@@ -169,6 +190,13 @@ def check_document(doc: Document) -> None:
         _utf8(doc.text, f"the text of {doc.doc_id!r}")
     if doc.meta is not None:
         encode_meta(doc.meta, doc.doc_id)
+    for name, value, limit in (("sketch", doc.sketch, MAX_SKETCH_BYTES), ("bands", doc.bands, 512)):
+        if value is not None and (not isinstance(value, bytes) or not value or len(value) > limit):
+            raise InvalidInput(
+                f"the {name} of {doc.doc_id!r} must be 1..{limit} bytes, got {value!r:.40}"
+            )
+    if doc.bands is not None and len(doc.bands) % BAND_BYTES:
+        raise InvalidInput(f"the band keys of {doc.doc_id!r} are not 4 bytes each")
 
 
 def _utf8(text: str, what: str) -> bytes:
@@ -198,6 +226,10 @@ def doc_to_columns(doc: Document) -> dict[bytes, bytes]:
         cols[COL_TEXT] = _utf8(doc.text, f"the text of {doc.doc_id!r}")
     if doc.meta is not None:
         cols[COL_META] = encode_meta(doc.meta, doc.doc_id)
+    if doc.sketch is not None:
+        cols[COL_SKETCH] = doc.sketch
+    if doc.bands is not None:
+        cols[COL_BANDS] = doc.bands
     return cols
 
 
@@ -211,6 +243,8 @@ def doc_from_columns(doc_id: str, cols: Mapping[bytes, bytes]) -> Document:
             fingerprint=fingerprint_from_bytes(cols[COL_FINGERPRINT]),
             text=None if text is None else text.decode("utf-8"),
             meta=None if meta is None else json.loads(meta),
+            sketch=cols.get(COL_SKETCH),
+            bands=cols.get(COL_BANDS),
         )
     except KeyError:
         reason = f"column {COL_FINGERPRINT.decode()} is missing"

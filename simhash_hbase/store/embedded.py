@@ -489,7 +489,8 @@ class EmbeddedStore:
         limit = self._max_key
         for doc in docs:
             raw_id = _encode_id(doc.doc_id)
-            if doc.text is None and doc.meta is None and len(raw_id) <= limit:
+            bare_doc = doc.text is None and doc.meta is None and doc.sketch is None
+            if bare_doc and doc.bands is None and len(raw_id) <= limit:
                 bare.append((raw_id, doc.fingerprint))
                 continue
             key, folded = fold_key(raw_id, limit)

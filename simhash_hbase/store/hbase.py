@@ -38,7 +38,13 @@ _GET_ROWS = 1000  # rows per multi-get
 _FLUSH_CELLS = 20_000  # buffered mutations before a batch flushes
 _META_COL = b"m:json"
 _PREFIX_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
-_DOC_COLUMNS = (codec.COL_FINGERPRINT, codec.COL_TEXT, codec.COL_META)
+_DOC_COLUMNS = (
+    codec.COL_FINGERPRINT,
+    codec.COL_TEXT,
+    codec.COL_META,
+    codec.COL_SKETCH,
+    codec.COL_BANDS,
+)
 _INDEX_FAMILY = b"d:"
 
 

@@ -1,0 +1,275 @@
+"""Text -> MinHash of character shingles: LSH band keys and a compact b-bit sketch.
+
+The second net beside the SimHash pigeonhole (docs/SPEC.md, "Nets"). SimHash
+cannot tell "same template, other page" from "same page, other template", nor
+reach copies that changed many terms; a MinHash of character 5-grams estimates
+their Jaccard similarity directly (Broder 1997; Henzinger, SIGIR 2006, combined
+the two signals on the web).
+
+Cost decides the method (docs/quality.md, measured-facts): one-permutation
+hashing (Li, Owen & Zhang 2012) with optimal densification of empty bins
+(Shrivastava, ICML 2017), all in NumPy, ~20x cheaper than k hash functions:
+1. The text is normalised per code point (NFKC of the character, lower-cased;
+   with ``fold = "t2s"`` first OpenCC's Traditional -> Simplified), and only
+   letters and digits are kept (no whitespace, punctuation or symbol).
+2. Each ``shingle``-character window (the whole text when shorter) is hashed:
+   the polynomial ``sum(cp[j + i] * P**(s-1-i))`` mod 2**64 of its code points,
+   XOR the seed's key, through MurmurHash3's 64-bit finalizer (fmix64, what mmh3
+   mixes with; one mmh3 call per shingle would cost 4x the whole budget).
+3. The top 7 bits of a hash choose one of 128 bins; a bin keeps its smallest hash.
+4. An empty bin takes the value of the first non-empty bin in its own fixed
+   order of all bins (ordered by mmh3 of ``"i:j"``): the same for every text, so
+   two texts agree on a densified bin exactly as often as on the bin it copies.
+From the 128 values: ``bands`` band keys, each the top 32 bits of fmix64 of the
+polynomial of its ``rows`` values and its band number; and the sketch, the low
+``sketch_bits`` bits of each value packed MSB first (b-bit MinHash, Li & König
+2010): 128 x 4 bits = 64 bytes, from which :func:`similarity` estimates Jaccard.
+"""
+
+from __future__ import annotations
+
+import unicodedata
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from functools import cache
+from typing import Any, NamedTuple
+
+import mmh3
+import numpy as np
+
+from simhash_hbase.errors import InvalidSetting
+
+BINS = 128
+_BIN_SHIFT = np.uint64(64 - 7)
+_MASK64 = (1 << 64) - 1
+_POLY = 0x9E3779B97F4A7C15  # odd: the polynomial is a bijection per position
+_C1 = np.uint64(0xFF51AFD7ED558CCD)
+_C2 = np.uint64(0xC4CEB9FE1A85EC53)
+_S33 = np.uint64(33)
+SKETCH_BITS = (1, 2, 4, 8)
+#: bands x rows tried by the evaluation (docs/quality.md, "Crawl-like pages").
+DEFAULT_BANDS = 25
+DEFAULT_ROWS = 5
+DEFAULT_SHINGLE = 5
+DEFAULT_SKETCH_BITS = 4
+#: Estimated Jaccard at or above which an LSH candidate is a match (docs/quality.md).
+DEFAULT_THRESHOLD = 0.5
+DEFAULT_FLOOR = 0.2
+_BMP = 0x10000
+_CODE_POINTS = 0x110000
+
+
+@dataclass(frozen=True)
+class MinHashParams:
+    """What the manifest records under ``lsh``; sketches are comparable iff equal."""
+
+    shingle: int = DEFAULT_SHINGLE
+    bands: int = DEFAULT_BANDS
+    rows: int = DEFAULT_ROWS
+    sketch_bits: int = DEFAULT_SKETCH_BITS
+    seed: int = 0
+    fold: str = "t2s"
+    threshold: float = DEFAULT_THRESHOLD
+    #: A pigeonhole match whose two sketches estimate less than this is dropped
+    #: (distinct pages of one site template and topic; docs/quality.md).
+    floor: float = DEFAULT_FLOOR
+
+    def __post_init__(self) -> None:
+        for name, low, high in (("shingle", 1, 64), ("bands", 1, BINS), ("rows", 1, BINS)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise InvalidSetting(name, f"{name} must be an integer in {low}..{high}")
+        if self.bands * self.rows > BINS:
+            raise InvalidSetting("bands", f"bands x rows must be at most {BINS}")
+        if self.sketch_bits not in SKETCH_BITS:
+            raise InvalidSetting("sketch_bits", f"sketch_bits must be one of {SKETCH_BITS}")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, int):
+            raise InvalidSetting("seed", "seed must be an integer")
+        if not 0 <= self.seed < 1 << 32:
+            raise InvalidSetting("seed", "seed must be in 0..2**32-1")
+        if self.fold not in ("none", "t2s"):
+            raise InvalidSetting("fold", "fold must be 'none' or 't2s'")
+        if not isinstance(self.threshold, float | int) or not 0.0 < self.threshold <= 1.0:
+            raise InvalidSetting("threshold", "threshold must be in (0, 1]")
+        if not isinstance(self.floor, float | int) or not 0.0 <= self.floor <= self.threshold:
+            raise InvalidSetting("floor", "floor must be in [0, threshold]")
+
+    @property
+    def sketch_bytes(self) -> int:
+        return BINS * self.sketch_bits // 8
+
+    def to_manifest(self) -> dict[str, Any]:
+        entry = asdict(self)
+        entry.update(hash="fmix64(poly(code points))", bins=BINS)
+        if self.fold != "none":
+            from simhash_hbase.fingerprint.simhash import _fold_converter_version
+
+            entry["fold_converter"] = _fold_converter_version()
+        return entry
+
+    @classmethod
+    def from_manifest(cls, entry: dict[str, Any]) -> MinHashParams:
+        names = set(cls.__dataclass_fields__)
+        return cls(**{k: v for k, v in entry.items() if k in names})
+
+
+class Signature(NamedTuple):
+    """One text's net keys: ``bands`` uint32 band keys and the packed sketch."""
+
+    bands: np.ndarray
+    sketch: bytes
+
+
+def _fmix64(h: np.ndarray) -> np.ndarray:
+    h = h ^ (h >> _S33)
+    h = h * _C1
+    h = h ^ (h >> _S33)
+    h = h * _C2
+    return h ^ (h >> _S33)
+
+
+@cache
+def _tables() -> tuple[np.ndarray, np.ndarray]:
+    """Per code point: its normalised form (BMP: NFKC of the character, lower-cased,
+    when that is one character) and whether it is kept (a letter or a digit)."""
+    mapped = np.arange(_CODE_POINTS, dtype=np.uint32)
+    for cp in range(_BMP):
+        if 0xD800 <= cp < 0xE000:
+            continue
+        form = unicodedata.normalize("NFKC", chr(cp)).lower()
+        if len(form) == 1:
+            mapped[cp] = ord(form)
+    keep = np.fromiter(
+        (chr(cp).isalnum() for cp in range(_CODE_POINTS)), dtype=bool, count=_CODE_POINTS
+    )
+    return mapped, keep
+
+
+@cache
+def _donors(seed: int) -> np.ndarray:
+    """Row i: every bin, in bin i's fixed densification order (mmh3 of "i:j")."""
+    order = np.empty((BINS, BINS), dtype=np.intp)
+    for i in range(BINS):
+        keys = [mmh3.hash(f"{i}:{j}", seed, signed=False) for j in range(BINS)]
+        order[i] = np.argsort(np.array(keys, dtype=np.uint64), kind="stable")
+    return order
+
+
+def _seed_key(seed: int) -> np.uint64:
+    return np.uint64(mmh3.hash64("shdb-minhash", seed, signed=False)[0])
+
+
+class MinHasher:
+    """Texts -> :class:`Signature`; tables are built once per process (~0.5 s)."""
+
+    def __init__(self, params: MinHashParams | None = None) -> None:
+        self.params = params or MinHashParams()
+        self._fold: Callable[[str], str] | None = None
+        if self.params.fold != "none":
+            from simhash_hbase.fingerprint.simhash import _folder
+
+            self._fold = _folder(self.params.fold)
+        self._mapped, self._keep = _tables()
+        self._donors = _donors(self.params.seed)
+        self._key = _seed_key(self.params.seed)
+        self._band_key = _seed_key(self.params.seed ^ 0x5BD1E995)
+        self._powers = np.array(
+            [pow(_POLY, self.params.shingle - 1 - i, 1 << 64) for i in range(self.params.shingle)],
+            dtype=np.uint64,
+        )
+        rows = self.params.rows
+        self._row_powers = np.array(
+            [pow(_POLY, rows - i, 1 << 64) for i in range(rows)], dtype=np.uint64
+        )
+        self._band_ids = np.arange(self.params.bands, dtype=np.uint64)
+
+    def code_points(self, text: str) -> np.ndarray:
+        """The normalised text as code points (step 1)."""
+        if self._fold is not None:
+            text = self._fold(text)
+        raw = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+        cps = self._mapped[raw]
+        return cps[self._keep[cps]]
+
+    def values(self, text: str) -> np.ndarray | None:
+        """The 128 densified bin minima (uint64), or None for a text with no letter
+        or digit (it has no sketch and joins only the pigeonhole net)."""
+        cps = self.code_points(text).astype(np.uint64)
+        if not len(cps):
+            return None
+        s = min(self.params.shingle, len(cps))
+        n = len(cps) - s + 1
+        with np.errstate(over="ignore"):
+            acc = np.zeros(n, dtype=np.uint64)
+            for i in range(s):
+                acc = acc * np.uint64(_POLY) + cps[i : i + n]
+            hashes = np.sort(_fmix64(acc ^ self._key))
+        bins = (hashes >> _BIN_SHIFT).astype(np.intp)
+        first = np.searchsorted(bins, np.arange(BINS), side="left")
+        full = np.zeros(BINS, dtype=bool)
+        full[bins] = True
+        values = hashes[np.minimum(first, n - 1)]
+        if not full.all():
+            donor = self._donors[~full]
+            pick = np.argmax(full[donor], axis=1)
+            values[~full] = values[donor[np.arange(len(donor)), pick]]
+        return values
+
+    def signature(self, text: str) -> Signature | None:
+        values = self.values(text)
+        return None if values is None else self.signature_of(values)
+
+    def signature_of(self, values: np.ndarray) -> Signature:
+        p = self.params
+        rows = values[: p.bands * p.rows].reshape(p.bands, p.rows)
+        with np.errstate(over="ignore"):
+            acc = (rows * self._row_powers).sum(axis=1, dtype=np.uint64) + self._band_ids
+            bands = (_fmix64(acc ^ self._band_key) >> np.uint64(32)).astype(np.uint32)
+        return Signature(bands, pack_sketch(values, p.sketch_bits))
+
+
+def pack_sketch(values: np.ndarray, bits: int) -> bytes:
+    """The low ``bits`` bits of each value, packed MSB first."""
+    low = (values & np.uint64((1 << bits) - 1)).astype(np.uint8)
+    unpacked = np.unpackbits(low[:, None], axis=1)[:, 8 - bits :]
+    return np.packbits(unpacked.reshape(-1)).tobytes()
+
+
+def unpack_sketch(sketch: bytes, bits: int) -> np.ndarray:
+    flat = np.unpackbits(np.frombuffer(sketch, dtype=np.uint8)).reshape(-1, bits)
+    return np.packbits(flat, axis=1, bitorder="big").reshape(-1) >> np.uint8(8 - bits)
+
+
+def similarity(a: bytes, b: bytes, bits: int) -> float:
+    """Estimated Jaccard of two sketches: b-bit values agree with probability
+    ``C + (1 - C) J``, ``C = 2**-bits`` (Li & König's estimator for sets much
+    smaller than the hash space), so ``J = (agree - C) / (1 - C)``, clipped to 0..1."""
+    if len(a) != len(b) or not a:
+        raise ValueError("sketches of different sizes are not comparable")
+    agree = float(np.mean(unpack_sketch(a, bits) == unpack_sketch(b, bits)))
+    chance = 2.0**-bits
+    return round(min(max((agree - chance) / (1.0 - chance), 0.0), 1.0), 4)
+
+
+def similarities(query: bytes, sketches: list[bytes], bits: int) -> np.ndarray:
+    """:func:`similarity` of one sketch against many, in one NumPy pass."""
+    if not sketches:
+        return np.zeros(0)
+    q = unpack_sketch(query, bits)
+    held = unpack_sketch(b"".join(sketches), bits).reshape(len(sketches), -1)
+    agree = (held == q).mean(axis=1)
+    chance = 2.0**-bits
+    return np.round(np.clip((agree - chance) / (1.0 - chance), 0.0, 1.0), 4)
+
+
+def shingle_set(text: str, params: MinHashParams) -> set[str]:
+    """The exact shingles of step 1-2 as strings: for the evaluation's true Jaccard."""
+    cps = MinHasher.code_points(_exact_hasher(params), text)
+    chars = "".join(map(chr, cps.tolist()))
+    s = min(params.shingle, len(chars))
+    return {chars[i : i + s] for i in range(len(chars) - s + 1)} if chars else set()
+
+
+@cache
+def _exact_hasher(params: MinHashParams) -> MinHasher:
+    return MinHasher(params)

@@ -1,0 +1,297 @@
+"""The LSH net: MinHash of character shingles, band keys, b-bit sketches, batch pairs,
+and the index's two nets against a reference written out from docs/SPEC.md."""
+
+from __future__ import annotations
+
+import random
+import unicodedata
+from pathlib import Path
+
+import mmh3
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simhash_hbase.fingerprint.minhash import (
+    BINS,
+    MinHasher,
+    MinHashParams,
+    pack_sketch,
+    shingle_set,
+    similarity,
+    unpack_sketch,
+)
+from simhash_hbase.index.client import SimhashIndex
+from simhash_hbase.layout import codec
+from simhash_hbase.layout.nets import band_candidates, batch_pairs, is_match
+from simhash_hbase.records import Document
+
+M64 = (1 << 64) - 1
+POLY = 0x9E3779B97F4A7C15
+HASHER = MinHasher(MinHashParams(fold="none"))
+ALPHABET = "海量文本去重抽屉原理近似检测算法分词权重指纹汉明距离索引查询存储"
+
+
+def fmix64(k: int) -> int:
+    k ^= k >> 33
+    k = k * 0xFF51AFD7ED558CCD & M64
+    k ^= k >> 33
+    k = k * 0xC4CEB9FE1A85EC53 & M64
+    return k ^ (k >> 33)
+
+
+def reference_values(text: str, p: MinHashParams) -> list[int] | None:
+    """docs/SPEC.md "Nets", steps 1-4, in plain Python (no fold)."""
+    chars = []
+    for ch in text:
+        form = unicodedata.normalize("NFKC", ch).lower() if ord(ch) < 0x10000 else ch
+        ch = form if len(form) == 1 else ch
+        if ch.isalnum():
+            chars.append(ord(ch))
+    if not chars:
+        return None
+    s = min(p.shingle, len(chars))
+    key = mmh3.hash64("shdb-minhash", p.seed, signed=False)[0]
+    bins: list[int | None] = [None] * BINS
+    for j in range(len(chars) - s + 1):
+        acc = 0
+        for c in chars[j : j + s]:
+            acc = (acc * POLY + c) & M64
+        h = fmix64(acc ^ key)
+        b = h >> 57
+        if bins[b] is None or h < bins[b]:  # type: ignore[operator]
+            bins[b] = h
+    out = []
+    for i in range(BINS):
+        if bins[i] is not None:
+            out.append(bins[i])
+            continue
+        order = sorted(range(BINS), key=lambda j: mmh3.hash(f"{i}:{j}", p.seed, signed=False))
+        out.append(next(bins[j] for j in order if bins[j] is not None))
+    return out  # type: ignore[return-value]
+
+
+def reference_bands(values: list[int], p: MinHashParams) -> list[int]:
+    key = mmh3.hash64("shdb-minhash", p.seed ^ 0x5BD1E995, signed=False)[0]
+    out = []
+    for b in range(p.bands):
+        acc = 0
+        for i, v in enumerate(values[b * p.rows : (b + 1) * p.rows]):
+            acc = (acc + v * pow(POLY, p.rows - i, 1 << 64)) & M64
+        out.append(fmix64(((acc + b) & M64) ^ key) >> 32)
+    return out
+
+
+texts = st.text(alphabet=ALPHABET + "abc ，。!1２Ａ", max_size=80)
+
+
+@settings(max_examples=60, deadline=None)
+@given(texts)
+def test_values_and_bands_equal_the_reference(text: str) -> None:
+    p = HASHER.params
+    ref = reference_values(text, p)
+    got = HASHER.values(text)
+    if ref is None:
+        assert got is None and HASHER.signature(text) is None
+        return
+    assert got is not None and got.tolist() == ref
+    sig = HASHER.signature(text)
+    assert sig is not None and sig.bands.tolist() == reference_bands(ref, p)
+    assert len(sig.sketch) == 64 == p.sketch_bytes
+
+
+@given(st.lists(st.integers(0, M64), min_size=BINS, max_size=BINS), st.sampled_from([1, 2, 4, 8]))
+def test_sketch_packing_round_trips(values: list[int], bits: int) -> None:
+    arr = np.array(values, dtype=np.uint64)
+    packed = pack_sketch(arr, bits)
+    assert len(packed) == BINS * bits // 8
+    assert unpack_sketch(packed, bits).tolist() == [v & ((1 << bits) - 1) for v in values]
+
+
+@settings(max_examples=30, deadline=None)
+@given(texts, st.integers(0, 3))
+def test_deterministic_and_whitespace_punctuation_blind(text: str, seed: int) -> None:
+    hasher = MinHasher(MinHashParams(fold="none", seed=seed))
+    a, b = hasher.signature(text), MinHasher(hasher.params).signature(text)
+    noisy = hasher.signature(" ".join(text).replace("。", "．") + "!!")
+    assert (a is None) == (b is None) == (noisy is None)
+    if a is not None and b is not None and noisy is not None:
+        assert a.sketch == b.sketch == noisy.sketch
+        assert a.bands.tolist() == noisy.bands.tolist()
+
+
+def _words(rng: random.Random, n: int) -> str:
+    return "".join(rng.choice(ALPHABET) for _ in range(n))
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.integers(0, 10**9), st.integers(200, 1500), st.floats(0.0, 0.9))
+def test_estimator_error_is_within_its_bound(seed: int, size: int, cut: float) -> None:
+    """b-bit estimates stay within 5 standard deviations (sd <= 0.05 for 128 x 4 bits)."""
+    rng = random.Random(seed)
+    a = _words(rng, size)
+    b = a[int(size * cut) :] + _words(rng, int(size * cut))
+    p = HASHER.params
+    sa, sb = HASHER.signature(a), HASHER.signature(b)
+    assert sa is not None and sb is not None
+    sh_a, sh_b = shingle_set(a, p), shingle_set(b, p)
+    exact = len(sh_a & sh_b) / len(sh_a | sh_b)
+    assert abs(similarity(sa.sketch, sb.sketch, p.sketch_bits) - exact) <= 0.25
+
+
+def test_estimator_is_unbiased_on_average() -> None:
+    rng = random.Random(7)
+    errors = []
+    p = HASHER.params
+    for _ in range(150):
+        a = _words(rng, 600)
+        b = a[: rng.randint(100, 600)] + _words(rng, rng.randint(0, 300))
+        sa, sb = HASHER.signature(a), HASHER.signature(b)
+        assert sa is not None and sb is not None
+        sh_a, sh_b = shingle_set(a, p), shingle_set(b, p)
+        exact = len(sh_a & sh_b) / len(sh_a | sh_b)
+        errors.append(similarity(sa.sketch, sb.sketch, p.sketch_bits) - exact)
+    assert abs(float(np.mean(errors))) < 0.02
+    assert float(np.std(errors)) < 0.06
+
+
+def test_short_and_empty_texts() -> None:
+    assert HASHER.signature("") is None and HASHER.signature("，。 !?") is None
+    one, same = HASHER.signature("猫"), HASHER.signature("猫!")
+    assert one is not None and same is not None and one.sketch == same.sketch
+    other = HASHER.signature("狗")
+    assert other is not None and similarity(one.sketch, other.sketch, 4) < 0.3
+
+
+def test_identical_and_disjoint_sketches() -> None:
+    rng = random.Random(3)
+    a, b = HASHER.signature(_words(rng, 500)), HASHER.signature("完全不同" * 10 + "xyz" * 40)
+    assert a is not None and b is not None
+    assert similarity(a.sketch, a.sketch, 4) == 1.0
+    assert similarity(a.sketch, b.sketch, 4) < 0.2
+
+
+def test_band_rows_round_trip_through_the_codec() -> None:
+    bands = np.array([0, 1, 0xFFFFFFFF, 0x01234567], dtype=np.uint32)
+    raw = codec.encode_bands(bands)
+    assert raw.hex() == "0000000000000001ffffffff01234567"
+    assert codec.decode_bands(raw).tolist() == bands.tolist()
+    rows = codec.rowkeys_array(np.array([0x0123456789ABCDEF], dtype=np.uint64), bands[None], 11)
+    keys = rows.reshape(-1).view("V13").tolist()
+    assert [codec.decode_rowkey(k) for k in keys] == [
+        (int(b), 11 + i, 0x0123456789ABCDEF) for i, b in enumerate(bands.tolist())
+    ]
+    assert codec.band_prefixes(bands, 11) == [k[:5] for k in keys]
+
+
+@given(st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=40), st.integers(1, 200))
+def test_band_keys_round_trip(keys: list[int], first: int) -> None:
+    arr = np.array(keys, dtype=np.uint32)
+    assert codec.decode_bands(codec.encode_bands(arr)).tolist() == keys
+    first = min(first, 255 - len(keys) + 1)
+    prefixes = codec.band_prefixes(arr, first)
+    assert [(int.from_bytes(p[:4], "big"), p[4]) for p in prefixes] == [
+        (k, first + i) for i, k in enumerate(keys)
+    ]
+
+
+def test_the_predicate() -> None:
+    p = MinHashParams()
+    assert is_match(True, None, p) and not is_match(False, None, p)
+    assert is_match(False, p.threshold, p) and not is_match(False, p.threshold - 0.01, p)
+    assert is_match(True, p.floor, p) and not is_match(True, p.floor - 0.01, p)
+    assert is_match(True, 0.0, None)
+
+
+def _corpus(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    base = [_words(rng, rng.randint(30, 300)) for _ in range(n // 2)]
+    out = []
+    for i in range(n):
+        src = base[i % len(base)]
+        cut = rng.randint(0, len(src) // 3)
+        out.append(src[cut:] + _words(rng, rng.randint(0, 20)) if i >= len(base) else src)
+    return out
+
+
+def test_band_candidates_equal_a_reference_banding() -> None:
+    texts = _corpus(120, 5)
+    sigs = [HASHER.signature(t) for t in texts]
+    bands = np.array([s.bands for s in sigs if s is not None])
+    got = {tuple(x) for x in band_candidates(bands, np.ones(len(bands), dtype=bool)).tolist()}
+    ref = {
+        (i, j)
+        for i in range(len(bands))
+        for j in range(i + 1, len(bands))
+        if any(bands[i, b] == bands[j, b] for b in range(bands.shape[1]))
+    }
+    assert got == ref and ref
+
+
+def test_the_index_lsh_candidates_equal_a_reference_banding(tmp_path: Path) -> None:
+    """Every band cell a query scans is exactly the documents that share a band."""
+    texts = _corpus(80, 11)
+    with SimhashIndex.open(str(tmp_path / "ix")) as index:
+        for i, t in enumerate(texts):
+            index.add(f"d{i}", t)
+        first = 1 + index.scheme.rows_per_fingerprint
+        sigs = [index.signature(t) for t in texts]
+        for sig in sigs:
+            assert sig is not None
+            prefixes = codec.band_prefixes(sig.bands, first)
+            (cells,) = index._store.scan_prefixes_many([prefixes])
+            got = {doc_id for _, doc_id in cells}
+            ref = {
+                f"d{j}"
+                for j, other in enumerate(sigs)
+                if other is not None and bool((other.bands == sig.bands).any())
+            }
+            assert got == ref
+
+
+def test_batch_pairs_equal_the_index_answers(tmp_path: Path) -> None:
+    """One predicate: batch pairs (sorting + band grouping) are what the index's
+    queries report, with the same distance and similarity."""
+    texts = _corpus(60, 23)
+    with SimhashIndex.open(str(tmp_path / "ix")) as index:
+        docs = [
+            index.sketched(Document(f"d{i}", index.fingerprint(t)), t) for i, t in enumerate(texts)
+        ]
+        lsh = index.lsh
+        pairs = batch_pairs(
+            np.array([d.fingerprint for d in docs], dtype=np.uint64),
+            3,
+            index.scheme,
+            lsh,
+            [d.sketch for d in docs],
+            [d.bands for d in docs],
+        )
+        index.add_documents(docs)
+        from_queries = set()
+        for j, t in enumerate(texts):
+            for m in index.query(t):
+                i = int(m.doc_id[1:])
+                if i < j:
+                    from_queries.add((i, j, m.distance, m.similarity))
+    assert set(pairs) == from_queries and pairs
+
+
+def test_fingerprint_only_documents_join_the_pigeonhole_only(tmp_path: Path) -> None:
+    text = _corpus(2, 1)[0]
+    with SimhashIndex.open(str(tmp_path / "ix")) as index:
+        fp = index.fingerprint(text)
+        index.add_fingerprint("bare", fp)
+        index.add("full", text)
+        assert sum(1 for _, d in index.index_cells() if d == "bare") == 10
+        hits = {m.doc_id: m for m in index.query(text)}
+        assert hits["bare"].similarity is None and hits["full"].similarity == 1.0
+
+
+def test_old_indexes_keep_the_pigeonhole_only(tmp_path: Path) -> None:
+    text = _corpus(2, 1)[0]
+    with SimhashIndex.open(str(tmp_path / "ix"), nets="simhash") as index:
+        index.add("a", text)
+        assert index.lsh is None and "lsh" not in index.manifest
+        assert [tuple(m) for m in index.query(text)] == [("a", index.fingerprint(text), 0, None)]
+    with SimhashIndex.open(str(tmp_path / "ix")) as index:  # opens as it was built
+        assert index.manifest["nets"] == "simhash" and index.lsh is None
