@@ -134,8 +134,13 @@ def unpack_columns(raw: bytes) -> dict[bytes, bytes]:
 
 
 def fold_key(key: bytes, limit: int) -> tuple[bytes, bool]:
-    """(stored key, folded?) for a key that may exceed the store's key limit."""
-    if len(key) <= limit:
+    """(stored key, folded?) for a key that may exceed the store's key limit.
+
+    A key of ``limit`` bytes or more is folded to exactly ``limit`` bytes, and only
+    a folded key has that length: a stored key is never both an id's own bytes
+    and another id's fold, so two distinct ids never share a key (issue 22.3).
+    """
+    if len(key) < limit:
         return key, False
     digest = hashlib.sha256(key).digest()
     return key[: limit - len(digest) - 1] + b"\x00" + digest, True
@@ -237,8 +242,15 @@ class _LmdbBatch:
         self._put_sorted(self._store._docs, [k for k, _ in items], [v for _, v in items])
 
     def delete_docs(self, doc_ids: Iterable[str]) -> None:
+        """Delete docs rows by id: the id's key, and a row stored under the id's own
+        bytes where that is not its key (an older layout kept ids of exactly
+        the key limit unfolded; ``verify`` reports such a row)."""
         for doc_id in doc_ids:
-            self._txn.delete(self._store._doc_key(doc_id), db=self._store._docs)
+            key = self._store._doc_key(doc_id)
+            self._txn.delete(key, db=self._store._docs)
+            raw = _encode_id(doc_id)
+            if raw != key and len(raw) <= self._store._max_key:
+                self._txn.delete(raw, db=self._store._docs)
 
     def _put_sorted(
         self, db: Any, keys: list[bytes], values: list[bytes] | None, *, overwrite: bool = True
@@ -457,7 +469,7 @@ class EmbeddedStore:
         limit = self._max_key - codec.ROWKEY_BYTES
         if isinstance(cells, CellBlock) and ordered:  # a batch's new cells: all in NumPy
             tails = list(map(_encode_id, cells.doc_ids))
-            if tails and max(map(len, tails)) <= limit:
+            if tails and max(map(len, tails)) < limit:
                 return sorted_keys(cells.rows, tails), None
         cells = list(cells)
         if not cells:
@@ -466,13 +478,13 @@ class EmbeddedStore:
         ids = [doc_id for _, doc_id in cells]
         raw_ids = {doc_id: _encode_id(doc_id) for doc_id in set(ids)}
         raws = list(map(raw_ids.__getitem__, ids))
-        if max(map(len, raw_ids.values())) <= limit:  # ids up to ~500 bytes
+        if max(map(len, raw_ids.values())) < limit:  # ids up to ~500 bytes
             if ordered:
                 keys = np.frombuffer(b"".join(rows), dtype=codec.ROWKEY_DTYPE)
                 return sorted_keys(keys.reshape(-1, 1), raws), None
             return list(map(bytes.__add__, rows, raws)), None
         items = [
-            (row + raw, b"") if len(raw) <= limit else (fold_key(row + raw, self._max_key)[0], raw)
+            (row + raw, b"") if len(raw) < limit else (fold_key(row + raw, self._max_key)[0], raw)
             for row, raw in zip(rows, raws)
         ]
         if ordered:  # folding reorders keys: sort what is stored
@@ -481,7 +493,7 @@ class EmbeddedStore:
 
     def _doc_key(self, doc_id: str) -> bytes:
         raw = _encode_id(doc_id)
-        return raw if len(raw) <= self._max_key else fold_key(raw, self._max_key)[0]
+        return fold_key(raw, self._max_key)[0]
 
     def _doc_items(self, docs: Iterable[Document]) -> list[tuple[bytes, bytes]]:
         """(key, value) per docs row; rows of a fingerprint alone are packed in one go."""
@@ -490,7 +502,7 @@ class EmbeddedStore:
         for doc in docs:
             raw_id = _encode_id(doc.doc_id)
             bare_doc = doc.text is None and doc.meta is None and doc.sketch is None
-            if bare_doc and doc.bands is None and len(raw_id) <= limit:
+            if bare_doc and doc.bands is None and len(raw_id) < limit:
                 bare.append((raw_id, doc.fingerprint))
                 continue
             key, folded = fold_key(raw_id, limit)
@@ -513,6 +525,20 @@ class EmbeddedStore:
             return codec.doc_from_columns(_decode_id(cols.pop(_ID_COLUMN, key)), cols)
         except StoreCorrupt as exc:
             raise self._corrupt_row(exc) from exc
+
+    def _checked_doc(self, key: bytes, value: bytes) -> Document:
+        """A docs row whose key is its id's key: two ids that ever shared a key
+        (a collision) leave a row held under a key that is not its own."""
+        doc = self._doc_from_item(key, value)
+        if self._doc_key(doc.doc_id) != key:
+            raise self._corrupt_row(
+                StoreError(
+                    f"the docs row of {doc.doc_id[:60]!r} is held under the key "
+                    f"{key[:24].hex()}... ({len(key)} bytes), not its own (another id "
+                    "shared its key, or an older layout wrote it)"
+                )
+            )
+        return doc
 
     def _cell_from_item(self, key: bytes, value: bytes) -> IndexCell:
         if len(key) <= codec.ROWKEY_BYTES:
@@ -622,7 +648,7 @@ class EmbeddedStore:
             with self._env.begin(db=self._docs) as txn:
                 for key, value in txn.cursor():
                     try:
-                        doc = self._doc_from_item(key, value)
+                        doc = self._checked_doc(key, value)
                     except StoreCorrupt as exc:
                         if on_corrupt is None:
                             raise
