@@ -9,6 +9,7 @@ index.
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import json
 import os
@@ -23,7 +24,8 @@ import numpy as np
 
 from simhash_hbase.errors import InvalidInput, InvalidSetting
 from simhash_hbase.records import BadRecord, Problem, Record, parse_fingerprint_hex
-from simhash_hbase.text.html import html_to_text, looks_like_html
+from simhash_hbase.text.extract import decode, to_text
+from simhash_hbase.text.html import DEFAULT_HTML_MODE, HTML_MODES
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 MAX_MAX_BYTES = 1 << 30  # a record is held in memory several times over while indexed
@@ -44,8 +46,14 @@ class SourceOptions:
     text_field: str = "text"
     max_bytes: int = DEFAULT_MAX_BYTES
     stdin_id: str | None = None  # the id of a plain text read from stdin
+    #: How a page becomes text: ``main`` (its article) or ``raw`` (all visible text).
+    html: str = DEFAULT_HTML_MODE
 
     def __post_init__(self) -> None:
+        if self.html not in HTML_MODES:
+            raise InvalidSetting(
+                "html", f"unknown HTML mode {self.html!r}; one of: {', '.join(HTML_MODES)}"
+            )
         if self.format not in FORMATS:
             raise InvalidSetting(
                 "format", f"unknown format {self.format!r}; one of: {', '.join(FORMATS)}"
@@ -115,7 +123,9 @@ def _unreadable(where: str, exc: OSError) -> BadRecord:
     return BadRecord(where, f"cannot read it: {exc.strerror or exc}", 0, Problem.UNREADABLE)
 
 
-def _read_document(path: Path, doc_id: str, max_bytes: int) -> Record | BadRecord:
+def _read_document(
+    path: Path, doc_id: str, max_bytes: int, fmt: str = "text"
+) -> Record | BadRecord:
     where = display_path(path)
     try:
         with path.open("rb") as f:
@@ -125,7 +135,16 @@ def _read_document(path: Path, doc_id: str, max_bytes: int) -> Record | BadRecor
                 return too_large(where, size if size > max_bytes else None, max_bytes)
     except OSError as exc:
         return _unreadable(where, exc)
+    return _decoded(raw, where, doc_id, fmt)
+
+
+def _decoded(raw: bytes, where: str, doc_id: str, fmt: str) -> Record | BadRecord:
+    """A whole document's bytes as text: UTF-8, or for a page (``fmt`` html) the
+    charset its ``<meta>`` declares."""
     text = decode_text(raw, where)
+    if isinstance(text, BadRecord) and text.problem is Problem.NOT_UTF8 and fmt == "html":
+        with contextlib.suppress(InvalidInput):  # else the UTF-8 error: where the bad byte is
+            text = decode(raw, "html")
     if isinstance(text, BadRecord):
         return text
     return Record(doc_id, text, None, where, len(raw))
@@ -161,12 +180,13 @@ def read_text_file(
     return result.text
 
 
-def _whole_stream(f: BinaryIO, name: str, doc_id: str, max_bytes: int) -> Record | BadRecord:
+def _whole_stream(
+    f: BinaryIO, name: str, doc_id: str, max_bytes: int, fmt: str = "text"
+) -> Record | BadRecord:
     raw, more = _read_bounded(f, max_bytes)
     if more:
         return too_large(name, None, max_bytes)
-    text = decode_text(raw, name)
-    return text if isinstance(text, BadRecord) else Record(doc_id, text, None, name, len(raw))
+    return _decoded(raw, name, doc_id, fmt)
 
 
 # -- line-oriented formats ----------------------------------------------------
@@ -217,7 +237,7 @@ def _record_from_fields(
     if isinstance(text, BadRecord):
         return text._replace(size=size)
     meta = {k: v for k, v in obj.items() if k not in (opts.id_field, opts.text_field)}
-    return Record(doc_id, text, meta or None, where, size)
+    return _as_text(Record(doc_id, text, meta or None, where, size), "auto", opts)
 
 
 def parse_json_line(line: bytes, where: str, opts: SourceOptions) -> Record | BadRecord | None:
@@ -376,7 +396,7 @@ def format_of(path: Path, opts: SourceOptions) -> str:
 def read_file(path: Path, doc_id: str, opts: SourceOptions) -> Iterator[Record | BadRecord]:
     fmt = format_of(path, opts)
     if fmt in ("text", "html"):
-        yield _as_html(_read_document(path, doc_id, opts.max_bytes), fmt, opts)
+        yield _as_text(_read_document(path, doc_id, opts.max_bytes, fmt), fmt, opts)
         return
     try:
         f = path.open("rb")
@@ -388,14 +408,17 @@ def read_file(path: Path, doc_id: str, opts: SourceOptions) -> Iterator[Record |
         yield from _read_stream(f, display_path(path), fmt, opts, delimiter)
 
 
-def _as_html(record: Record | BadRecord, fmt: str, opts: SourceOptions) -> Record | BadRecord:
-    """An HTML document as its visible text (htmltext.py): ``--format html``, or a
-    text file in auto mode that starts like an HTML page."""
-    if isinstance(record, BadRecord) or not (
-        fmt == "html" or (opts.format == "auto" and looks_like_html(record.text[:4096]))
-    ):
+def _as_text(record: Record | BadRecord, fmt: str, opts: SourceOptions) -> Record | BadRecord:
+    """A record's text as it is fingerprinted (:func:`~simhash_hbase.text.extract.to_text`):
+    a page (``fmt`` html, or in auto mode a text that is a whole HTML document) as
+    its article or visible text. A page that cannot be read is one bad record."""
+    if not isinstance(record, Record):
         return record
-    return record._replace(text=html_to_text(record.text))
+    text_fmt = "html" if fmt == "html" else "text" if opts.format == "text" else "auto"
+    try:
+        return record._replace(text=to_text(record.text, text_fmt, html=opts.html))
+    except InvalidInput as exc:
+        return BadRecord(record.where, f"{exc}", record.size, Problem.BAD_HTML)
 
 
 def _read_stream(
@@ -404,7 +427,8 @@ def _read_stream(
     if fmt == "csv":
         yield from _read_csv(f, name, opts, delimiter)
     elif fmt in ("text", "html"):
-        yield _as_html(_whole_stream(f, name, opts.stdin_id or name, opts.max_bytes), fmt, opts)
+        doc_id = opts.stdin_id or name
+        yield _as_text(_whole_stream(f, name, doc_id, opts.max_bytes, fmt), fmt, opts)
     else:
         yield from _read_jsonl(f, name, opts)
 
