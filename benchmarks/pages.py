@@ -17,13 +17,15 @@ from dataclasses import dataclass
 TEMPLATES = ("landmarks", "classes", "table", "grid", "bare")
 
 #: Words of the generated Chinese: common words, so that segmentation is realistic.
-_WORDS = (
+_WORDS_TEXT = (
     "我们 今天 发布 新版 软件 用户 可以 通过 设置 页面 修改 图像 颜色 文件 保存 "
     "网络 服务器 数据 安全 问题 已经 修复 更新 系统 性能 提高 城市 交通 天气 "
     "学校 学生 老师 考试 成绩 医院 医生 病人 健康 经济 市场 价格 公司 产品 "
     "研究 发现 科学家 实验 结果 表明 方法 有效 政府 政策 发展 计划 项目 完成"
-).split()
-_PUNCT = "，，，。"
+)
+_WORDS = tuple(_WORDS_TEXT.split(" "))
+#: Navigation labels of the templates.
+_NAV = ("首页", "新闻", "科技", "体育", "财经", "关于我们")
 
 
 def sentence(rng: random.Random, words: int) -> str:
@@ -56,7 +58,7 @@ class Page:
 
 def site_page(template: str, title: str, paragraphs: list[str], rng: random.Random) -> Page:
     """The article (``title``, ``paragraphs``) inside the site template ``template``."""
-    nav = [rng.choice(("首页", "新闻", "科技", "体育", "财经", "关于我们")) + str(i) for i in range(6)]
+    nav = [rng.choice(_NAV) + str(i) for i in range(6)]
     side = [sentence(rng, 4)[:-1] for _ in range(rng.randint(5, 10))]
     foot = f"版权所有 © {rng.randint(2000, 2025)} 某某网 京ICP备{rng.randint(10000, 99999)}号"
     esc = html.escape
@@ -82,7 +84,7 @@ def site_page(template: str, title: str, paragraphs: list[str], rng: random.Rand
         )
     elif template == "table":
         page = (
-            f"<table width='100%'><tr><td colspan=2><table><tr>"
+            "<table width='100%'><tr><td colspan=2><table><tr>"
             + "".join(f"<td><a href='/{i}'>{esc(t)}</a></td>" for i, t in enumerate(nav))
             + f"</tr></table></td></tr><tr><td width='200' valign='top'><b>最新文章</b>"
             f"<ul>{related}</ul></td><td valign='top'>{h1}{body}</td></tr>"

@@ -60,7 +60,7 @@ def test_two_articles_of_one_template_differ_and_one_article_on_two_templates_ma
 
 
 def test_a_page_of_only_links_keeps_its_links() -> None:
-    page = "<html><body><ul><li><a href=/a>第一篇文章</a><li><a href=/b>第二篇</a></ul></body></html>"
+    page = "<html><body><ul><li><a href=/a>第一篇文章</a><li><a href=/b>第二篇</a></ul></body>"
     assert html_to_text(page) == "第一篇文章\n第二篇"
 
 
