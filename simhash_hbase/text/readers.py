@@ -9,12 +9,15 @@ index.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import csv
+import io
 import json
 import os
 import stat
 import sys
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -71,8 +74,64 @@ def display_path(path: str | os.PathLike[str]) -> str:
 
 
 # -- decoding -----------------------------------------------------------------
+_WIDE_BOMS = (  # UTF-32 first: its little-endian BOM starts like UTF-16's
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+def wide_encoding(head: bytes) -> str | None:
+    """``utf-16``/``utf-32`` when ``head`` starts with that byte order mark."""
+    return next((name for bom, name in _WIDE_BOMS if head.startswith(bom)), None)
+
+
+class _Transcoded:
+    """A UTF-16/32 stream (known by its BOM) read as UTF-8 bytes, line by line or
+    in blocks, so every reader sees UTF-8 and counts lines as usual. A lone
+    surrogate comes out as bytes that are not UTF-8: the record holding it is
+    then reported as such, and the rest is read."""
+
+    def __init__(self, f: BinaryIO, encoding: str) -> None:
+        self._text = io.TextIOWrapper(f, encoding, errors="surrogatepass", newline="")  # type: ignore[type-var]
+
+    def readline(self, limit: int = -1) -> bytes:
+        return self._text.readline(limit).encode("utf-8", "surrogatepass")
+
+    def read(self, size: int = -1) -> bytes:
+        return self._text.read(size).encode("utf-8", "surrogatepass")
+
+    def seekable(self) -> bool:
+        return False
+
+
+def as_utf8(f: BinaryIO) -> BinaryIO:
+    """``f``, or a UTF-8 view of it when it starts with a UTF-16/32 BOM."""
+    peek = getattr(f, "peek", None)
+    if peek is not None:
+        head = peek(4)[:4]
+    elif _seekable(f):
+        at = f.tell()
+        head = f.read(4)
+        f.seek(at)
+    else:
+        return f
+    encoding = wide_encoding(head)
+    return f if encoding is None else _Transcoded(f, encoding)  # type: ignore[return-value]
+
+
 def decode_text(raw: bytes, where: str) -> str | BadRecord:
-    """Strict UTF-8 (a BOM is dropped); NUL bytes mean a binary file."""
+    """Strict UTF-8 (a BOM is dropped), or UTF-16/32 when a BOM says so; NUL bytes
+    in UTF-8 mean a binary file."""
+    encoding = wide_encoding(raw[:4])
+    if encoding is not None:
+        try:
+            return raw.decode(encoding)
+        except UnicodeDecodeError as exc:
+            return BadRecord(
+                where, f"invalid {encoding.upper()} at byte {exc.start}", len(raw), Problem.NOT_UTF8
+            )
     nul = raw.find(b"\x00")
     if nul >= 0:
         return BadRecord(
@@ -277,38 +336,87 @@ def _read_jsonl(f: BinaryIO, name: str, opts: SourceOptions) -> Iterator[Record 
 
 
 class _CsvFeed:
-    """Decoded lines for ``csv.reader``, counting the bytes of the current record.
+    """Decoded lines for ``csv.reader``, counting the bytes of the current record
+    and keeping its raw lines, so that a record that turns out malformed (an
+    unclosed or stray quote swallowed the lines after it) can be given back:
+    the lines after its first are read again as records of their own.
 
     A record over the limit is not kept: its lines are replaced by their quote
     characters only, which keeps the reader's quoting state exact (so the next
-    record starts where it should) while its content is dropped.
+    record starts where it should) while its content is dropped. Such a record
+    can be given back only by seeking (a file), not from a pipe.
     """
 
     def __init__(self, f: BinaryIO, max_bytes: int) -> None:
-        self._lines = bounded_lines(f, max_bytes)
+        self._f = f
         self._max = max_bytes
+        self._lines = bounded_lines(f, max_bytes)
+        self._again: deque[tuple[int, bytes]] = deque()  # lines given back, to read again
+        self._offset = 0  # lines are numbered from here on after a seek
+        self._seekable = _seekable(f)
+        self.lineno = 0  # the number of the last line handed out
         self.record_bytes = 0
         self.over = False
+        self.held: list[tuple[int, bytes]] = []  # the current record's lines, while whole
+        self.resume: tuple[int, int] | None = None  # (line, byte offset) after its first line
 
-    def start_record(self) -> None:
-        self.record_bytes, self.over = 0, False
+    def start_record(self) -> int:
+        """Begin a record; the number of its first line."""
+        self.record_bytes, self.over, self.held, self.resume = 0, False, [], None
+        return self._again[0][0] if self._again else self.lineno + 1
+
+    def give_back(self) -> bool:
+        """Read the lines after the current record's first line again; False when
+        they are gone (a record over the limit, read from a pipe)."""
+        if not self.over:
+            self._again.extendleft(reversed(self.held[1:]))
+            return True
+        if self.resume is None:
+            return False
+        line, offset = self.resume
+        self._f.seek(offset)
+        self._again.clear()
+        self._lines = bounded_lines(self._f, self._max)
+        self._offset, self.lineno = line - 1, line - 1
+        return True
 
     def __iter__(self) -> _CsvFeed:
         return self
 
     def __next__(self) -> str:
-        _, line, quotes = next(self._lines)
+        again = bool(self._again)
+        if again:
+            self.lineno, line = self._again.popleft()
+            quotes = 0
+        else:
+            number, got, quotes = next(self._lines)
+            self.lineno, line = self._offset + number, got  # type: ignore[assignment]
+        first = not self.held and not self.over
         self.record_bytes += len(line) if line is not None else self._max + 1
+        if first and self._seekable and not again:
+            self.resume = (self.lineno + 1, self._f.tell())
         if line is None or self.record_bytes > self._max:
             self.over = True
+            self.held = []
             quotes = quotes if line is None else line.count(b'"')
             return '"' * quotes + "\n"
+        self.held.append((self.lineno, line))
         # surrogateescape keeps reading past invalid UTF-8; the row is checked later.
         return line.decode("utf-8", "surrogateescape")
 
 
+def _seekable(f: BinaryIO) -> bool:
+    try:
+        return f.seekable()
+    except (OSError, ValueError):
+        return False
+
+
 def _check_utf8(cells: list[str], where: str) -> BadRecord | None:
     for cell in cells:
+        if "\x00" in cell:
+            reason = "binary content (a NUL byte); only UTF-8 text is indexed"
+            return BadRecord(where, reason, 0, Problem.BINARY)
         try:
             cell.encode("utf-8")
         except UnicodeEncodeError:
@@ -347,20 +455,38 @@ def _read_csv(
         )
         return
     while True:
-        start = reader.line_num + 1
-        feed.start_record()
+        where = f"{name}:{feed.start_record()}"
         try:
             row = next(reader)
         except StopIteration:
             return
         except csv.Error as exc:
-            yield BadRecord(f"{name}:{start}", f"malformed CSV ({exc})", 0, Problem.MALFORMED)
+            yield _malformed_csv(where, exc, feed)
+            if not feed.give_back():
+                return
+            reader = csv.reader(feed, delimiter=delimiter, strict=True)  # a fresh quoting state
             continue
-        where = f"{name}:{start}"
         if feed.over:
             yield too_large(where, None, opts.max_bytes)
         else:
             yield _csv_record(row, header, opts, where, feed.record_bytes)
+
+
+def _malformed_csv(where: str, exc: csv.Error, feed: _CsvFeed) -> BadRecord:
+    """The record that failed. The lines after its first are read again, unless a
+    pipe cannot give them back: then the reading stops here, and says so."""
+    first = int(where.rsplit(":", 1)[1])
+    reason = f"malformed CSV ({exc})"
+    if feed.lineno > first:
+        reason += f"; a quote opened on this line was still open at line {feed.lineno}"
+        if feed.over and feed.resume is None:
+            reason += (
+                f"; lines {first + 1}-{feed.lineno} could not be read again from a pipe: "
+                "fix the quote, or give the file by name"
+            )
+        else:
+            reason += f", so lines {first + 1}-{feed.lineno} were read again as records"
+    return BadRecord(where, reason, 0, Problem.MALFORMED)
 
 
 def _csv_record(
@@ -425,12 +551,12 @@ def _read_stream(
     f: BinaryIO, name: str, fmt: str, opts: SourceOptions, delimiter: str = ","
 ) -> Iterator[Record | BadRecord]:
     if fmt == "csv":
-        yield from _read_csv(f, name, opts, delimiter)
+        yield from _read_csv(as_utf8(f), name, opts, delimiter)
     elif fmt in ("text", "html"):
         doc_id = opts.stdin_id or name
         yield _as_text(_whole_stream(f, name, doc_id, opts.max_bytes, fmt), fmt, opts)
     else:
-        yield from _read_jsonl(f, name, opts)
+        yield from _read_jsonl(as_utf8(f), name, opts)
 
 
 def _special(path: Path) -> BadRecord | None:
@@ -614,7 +740,7 @@ def read_fingerprint_blocks(
     for path in paths:
         name = STDIN_NAME if path == STDIN else display_path(path)
         if path == STDIN:
-            yield from _fingerprint_blocks(stdin or sys.stdin.buffer, name, chunk)
+            yield from _fingerprint_blocks(as_utf8(stdin or sys.stdin.buffer), name, chunk)
             continue
         try:
             f = open(path, "rb")  # noqa: SIM115
@@ -622,7 +748,7 @@ def read_fingerprint_blocks(
             yield _bad_block(_unreadable(name, exc))
             continue
         with f:
-            yield from _fingerprint_blocks(f, name, chunk)
+            yield from _fingerprint_blocks(as_utf8(f), name, chunk)
 
 
 def _bad_block(bad: BadRecord) -> FingerprintBlock:
