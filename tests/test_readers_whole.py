@@ -129,7 +129,7 @@ def test_a_pipe_that_cannot_be_read_again_says_where_it_stopped() -> None:
 @pytest.mark.parametrize(
     ("raw", "text", "reason"),
     [
-        ("x\x00y".encode(), None, "binary content (NUL byte at offset 1)"),
+        (b"x\x00y", None, "binary content (NUL byte at offset 1)"),
         ("ab\ncaf\xe9".encode("latin-1"), None, "invalid UTF-8"),
         ("海量 文本\r\n".encode("utf-16"), "海量 文本\r\n", None),
         ("海量 文本".encode("utf-32"), "海量 文本", None),
