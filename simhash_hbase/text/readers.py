@@ -438,7 +438,8 @@ def _read_csv(
     except csv.Error as exc:
         yield BadRecord(where, f"unreadable CSV header ({exc})", 0, Problem.MALFORMED)
         return
-    header[0] = header[0].removeprefix("\ufeff")
+    if header:  # an empty first line is a header without columns (named below)
+        header[0] = header[0].removeprefix("\ufeff")
     problem = _check_utf8(header, where)
     if feed.over:
         problem = too_large(where, None, opts.max_bytes)
