@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     )
     from simhash_hbase.fingerprint.simhash import Fingerprinter, FingerprintParams, hamming
     from simhash_hbase.index.client import SimhashIndex
+    from simhash_hbase.index.remote import RemoteIndex
     from simhash_hbase.layout.scheme import SCHEMES, Scheme
     from simhash_hbase.records import (
         BadRecord,
@@ -54,6 +55,7 @@ _HOMES = {
     ),
     "simhash_hbase.fingerprint.simhash": ("Fingerprinter", "FingerprintParams", "hamming"),
     "simhash_hbase.index.client": ("SimhashIndex",),
+    "simhash_hbase.index.remote": ("RemoteIndex",),
     "simhash_hbase.layout.scheme": ("SCHEMES", "Scheme"),
     "simhash_hbase.records": (
         "BadRecord",
@@ -101,6 +103,7 @@ __all__ = [
     "OnError",
     "Problem",
     "Record",
+    "RemoteIndex",
     "Scheme",
     "ShdbError",
     "SimhashIndex",

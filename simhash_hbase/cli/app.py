@@ -962,6 +962,10 @@ from simhash_hbase.spark.cli import spark_app  # noqa: E402  (imported last: it 
 
 app.add_typer(spark_app, name="spark")
 
+from simhash_hbase.cli.serve import serve_cmd  # noqa: E402
+
+app.command("serve")(serve_cmd)
+
 
 @app.callback()
 def _root(

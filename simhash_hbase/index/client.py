@@ -305,6 +305,86 @@ class SimhashIndex:
         self._write(latest)
         return found
 
+    def check_and_add_text(
+        self,
+        doc_id: str,
+        text: str,
+        meta: dict[str, Any] | None = None,
+        k: int = DEFAULT_K,
+        *,
+        probes: int = 0,
+        store_text: bool = False,
+        limit: int | None = DEFAULT_LIMIT,
+    ) -> Matches:
+        """:meth:`check_and_add` of one text: its near-copies; none means it was new
+        and is now written."""
+        if not isinstance(text, str):
+            raise InvalidInput(f"the text of {doc_id!r} is a {type(text).__name__}, not a string")
+        check_probes(probes)
+        fps = self.fingerprinter.probes(text, probes)
+        doc = self.sketched(Document(doc_id, fps[0], text if store_text else None, meta), text)
+        return self.check_and_add([doc], k, probes=[fps], limit=limit)[0]
+
+    def check_and_add(
+        self,
+        docs: Sequence[Document],
+        k: int = DEFAULT_K,
+        *,
+        probes: Sequence[Sequence[int]] | None = None,
+        always: bool | Sequence[bool] = False,
+        limit: int | None = DEFAULT_LIMIT,
+    ) -> list[Matches]:
+        """Each document's near-copies; those with none are new and written (and
+        those ``always`` says, one flag for all or one per document), in one batch.
+
+        A document's near-copies are the held documents it matches by the rule of
+        :meth:`query_probed` (its probes, its sketch) and the documents of this call
+        before it that were written. A held document that an earlier document of the
+        call replaces is not a near-copy any more. A re-submitted document (same id
+        and text) is a near-copy of itself, so it is not new. Calls must not overlap
+        (one writer, as ``shdb serve`` has); then of many identical submissions
+        exactly one is new.
+        """
+        for doc in docs:
+            codec.check_document(doc)
+        check_limit(limit)
+        lists = [list(p) for p in probes] if probes is not None else [[d.fingerprint] for d in docs]
+        every = [always] * len(docs) if isinstance(always, bool) else list(always)
+        if len(lists) != len(docs) or len(every) != len(docs):
+            raise InvalidInput("give one probe list and always flag per document")
+        if not docs:
+            return []
+        keys = [(tuple(p), d.sketch, d.bands) for d, p in zip(docs, lists)]
+        distinct = list(dict.fromkeys(keys))
+        slot = {key: s for s, key in enumerate(distinct)}
+        # Shown beyond the limit: held versions that this call replaces drop out.
+        held = self.query_probed(
+            [key[0] for key in distinct],
+            k,
+            limit=None if limit is None else limit + len(docs),
+            sketches=[key[1:] for key in distinct],
+        )
+        near = self._near_keys(distinct, k)
+        written: dict[str, int] = {}  # id -> the position of its version written
+        by_key: list[list[int]] = [[] for _ in distinct]  # positions written, by key
+        results: list[Matches] = []
+        for j, doc in enumerate(docs):
+            s = slot[keys[j]]
+            hits = [m for m in held[s] if m.doc_id not in written]
+            total = held[s].total - (len(held[s]) - len(hits))
+            for t, dist, sim in near[s]:
+                mine = [i for i in by_key[t] if written[docs[i].doc_id] == i]
+                hits += [Match(docs[i].doc_id, docs[i].fingerprint, dist, sim) for i in mine]
+                total += len(mine)
+            top = sorted(hits, key=_match_order)[:limit]
+            results.append(Matches(top, total, held[s].total_exact))
+            if every[j] or not hits:
+                written[doc.doc_id] = j
+                by_key[s].append(j)
+        if written:
+            self.add_documents([docs[j] for j in written.values()], checked=True)
+        return results
+
     def _write(self, latest: dict[str, Document]) -> None:
         """One batch of documents by id (see :meth:`add_documents`)."""
         # The previous batch is re-checked with the same read (see reconcile()).

@@ -1,0 +1,76 @@
+"""`shdb serve`: the index as an HTTP service (simhash_hbase.serve, docs/serve.md)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from simhash_hbase.errors import InvalidInput
+from simhash_hbase.fingerprint.probes import DEFAULT_QUERY_PROBES
+from simhash_hbase.index.client import DEFAULT_K
+
+
+def serve_cmd(
+    index: Annotated[
+        str | None,
+        typer.Option(
+            "--index", "-i", metavar="URL", help="Index folder or hbase://HOST:PORT?prefix=NAME."
+        ),
+    ] = None,
+    host: Annotated[str, typer.Option(metavar="ADDR", help="Address to bind.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(metavar="PORT", min=0, max=65535)] = 8080,
+    token_file: Annotated[
+        Path | None,
+        typer.Option(
+            metavar="FILE",
+            help="File holding the bearer token clients must send (else $SHDB_TOKEN); "
+            "required to bind anything but loopback.",
+        ),
+    ] = None,
+    k: Annotated[int, typer.Option(metavar="K", help="Default max distance.")] = DEFAULT_K,
+    probes: Annotated[
+        int, typer.Option(metavar="P", min=0, max=64, help="Default multi-probe count of texts.")
+    ] = DEFAULT_QUERY_PROBES,
+    max_items: Annotated[
+        int, typer.Option(metavar="N", min=1, help="Items per request, at most.")
+    ] = 10_000,
+    max_body_bytes: Annotated[
+        int, typer.Option(metavar="BYTES", min=1024, help="Request body size, at most.")
+    ] = 64 * 1024 * 1024,
+    queue: Annotated[
+        int,
+        typer.Option(metavar="DOCS", min=1, help="Documents waiting to be written; beyond: 429."),
+    ] = 200_000,
+    access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
+) -> None:
+    """Serve the index over HTTP: check, add and check-and-add texts or fingerprints,
+    one or in batches (see /docs on the running service, and docs/serve.md)."""
+    try:
+        from simhash_hbase.serve.run import serve
+        from simhash_hbase.serve.settings import TOKEN_ENV, ServeSettings
+    except ImportError as exc:
+        raise InvalidInput(
+            f"shdb serve needs the serve extra ({exc.name} is missing): "
+            "pip install 'simhash-hbase[serve]'"
+        ) from None
+    token = os.environ.get(TOKEN_ENV) or None
+    if token_file is not None:
+        try:
+            token = token_file.read_text("utf-8").strip()
+        except OSError as exc:
+            raise InvalidInput(f"cannot read --token-file {token_file}: {exc.strerror}") from None
+    settings = ServeSettings(
+        index=index,
+        host=host,
+        port=port,
+        token=token,
+        k=k,
+        probes=probes,
+        max_items=max_items,
+        max_body_bytes=max_body_bytes,
+        queue_documents=queue,
+    )
+    serve(settings, access_log=access_log)

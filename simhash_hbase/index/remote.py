@@ -1,0 +1,262 @@
+"""A thin client of ``shdb serve``: the check, add and check-and-add methods of
+:class:`~simhash_hbase.index.client.SimhashIndex`, over HTTP.
+
+with RemoteIndex("http://127.0.0.1:8080") as index:
+    if not index.check_and_add_text("doc-1", text):   # no near-copies: it was new
+        crawl_on(...)
+
+Standard library only (one keep-alive connection per thread), so a crawler needs
+nothing but this package. The service serialises writes: of many identical
+check-and-add submissions, from any number of clients, exactly one is new.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import os
+import threading
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+from urllib.parse import quote, urlencode, urlsplit
+
+from simhash_hbase.errors import InvalidInput, ShdbError, StoreError, StoreUnavailable
+from simhash_hbase.records import (
+    Document,
+    Match,
+    Matches,
+    fingerprint_to_hex,
+    parse_fingerprint_hex,
+)
+
+TOKEN_ENV = "SHDB_TOKEN"
+DEFAULT_URL = "http://127.0.0.1:8080"
+_K = 3  # the service's default k (simhash_hbase.index.client.DEFAULT_K)
+
+
+class RemoteError(ShdbError):
+    """The service refused a request; ``status`` and ``code`` are its answer."""
+
+    def __init__(self, status: int, code: str, message: str) -> None:
+        super().__init__(f"{message} (HTTP {status}, {code})")
+        self.status, self.code = status, code
+
+
+class RemoteIndex:
+    """The index behind ``shdb serve`` at ``url`` (token: ``$SHDB_TOKEN`` if not given)."""
+
+    def __init__(
+        self,
+        url: str = DEFAULT_URL,
+        *,
+        token: str | None = None,
+        timeout: float = 30.0,
+        retries: int = 5,
+    ) -> None:
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise InvalidInput(f"service URL {url!r}: give http://HOST:PORT or https://HOST:PORT")
+        self.url = url.rstrip("/")
+        self._parts = parts
+        self._token = token if token is not None else os.environ.get(TOKEN_ENV)
+        self._timeout = timeout
+        self._retries = retries  # answers of 429 (queue full) are retried after Retry-After
+        self._local = threading.local()
+
+    def __enter__(self) -> RemoteIndex:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close this thread's connection (others close when their threads end)."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            conn.close()
+            self._local.conn = None
+
+    # -- the local client's methods -----------------------------------------------
+    def query(
+        self,
+        text: str,
+        k: int = _K,
+        *,
+        probes: int | None = None,
+        limit: int | None = None,
+        fmt: str = "text",
+    ) -> Matches:
+        """The ``limit`` nearest near-copies of the text (``fmt`` "html": of its
+        visible text) and their count; None: the service's defaults."""
+        return self.query_many([text], k, probes=probes, limit=limit, fmt=fmt)[0]
+
+    def query_many(
+        self,
+        texts: Iterable[str],
+        k: int = _K,
+        *,
+        probes: int | None = None,
+        limit: int | None = None,
+        fmt: str = "text",
+    ) -> list[Matches]:
+        items = [{"text": text, "format": fmt} for text in texts]
+        found = self._batch("check", items, k=k, probes=probes, limit=limit)
+        return [_matches(r) for r in found]
+
+    def query_fingerprint(self, fp: int, k: int = _K, *, limit: int | None = None) -> Matches:
+        return self.query_fingerprints([fp], k, limit=limit)[0]
+
+    def query_fingerprints(
+        self, fps: Sequence[int], k: int = _K, *, limit: int | None = None
+    ) -> list[Matches]:
+        items = [{"fingerprint": fingerprint_to_hex(fp)} for fp in fps]
+        return [_matches(r) for r in self._batch("check", items, k=k, limit=limit)]
+
+    def add(
+        self,
+        doc_id: str,
+        text: str,
+        meta: dict[str, Any] | None = None,
+        *,
+        store_text: bool = False,
+        fmt: str = "text",
+    ) -> int:
+        """Index ``text`` under ``doc_id`` (replacing an earlier version); its fingerprint."""
+        item = {"id": doc_id, "text": text, "format": fmt, "meta": meta, "store_text": store_text}
+        (result,) = self._batch("add", [item])
+        return parse_fingerprint_hex(result["fingerprint"])
+
+    def add_fingerprint(self, doc_id: str, fp: int, meta: dict[str, Any] | None = None) -> None:
+        self._batch("add", [{"id": doc_id, "fingerprint": fingerprint_to_hex(fp), "meta": meta}])
+
+    def check_and_add_text(
+        self,
+        doc_id: str,
+        text: str,
+        meta: dict[str, Any] | None = None,
+        k: int = _K,
+        *,
+        probes: int | None = None,
+        store_text: bool = False,
+        fmt: str = "text",
+    ) -> Matches:
+        """The text's near-copies; none means it was new and is now written."""
+        item = {"id": doc_id, "text": text, "format": fmt, "meta": meta, "store_text": store_text}
+        (result,) = self._batch("check-and-add", [item], k=k, probes=probes)
+        return _matches(result)
+
+    def check_and_add(
+        self, docs: Sequence[Document], k: int = _K, *, always: bool = False
+    ) -> list[Matches]:
+        """Each document's near-copies; those with none are new and written (all of
+        them with ``always``). Documents go by fingerprint: a text is not sent."""
+        if any(d.text is not None for d in docs):
+            raise InvalidInput(
+                "RemoteIndex.check_and_add sends fingerprints, not texts: "
+                "use check_and_add_text to send a text"
+            )
+        items = [
+            {"id": d.doc_id, "fingerprint": fingerprint_to_hex(d.fingerprint), "meta": d.meta}
+            for d in docs
+        ]
+        endpoint = "add" if always else "check-and-add"
+        return [_matches(r) for r in self._batch(endpoint, items, k=k)]
+
+    def get(self, doc_id: str) -> Document | None:
+        status, body = self._call("GET", f"/v1/docs/{quote(doc_id, safe='')}", None, {})
+        if status == 404:
+            return None
+        return Document(
+            body["id"], parse_fingerprint_hex(body["fingerprint"]), body["text"], body["meta"]
+        )
+
+    def remove(self, doc_id: str) -> bool:
+        """Delete a document; False if it was not there."""
+        status, _ = self._call("DELETE", f"/v1/docs/{quote(doc_id, safe='')}", None, {})
+        return status != 404
+
+    # -- HTTP -----------------------------------------------------------------------
+    def _batch(
+        self, endpoint: str, items: list[dict[str, Any]], **params: int | None
+    ) -> list[dict[str, Any]]:
+        if not items:
+            return []
+        body = json.dumps(
+            [{k: v for k, v in item.items() if v is not None} for item in items],
+            ensure_ascii=False,
+        ).encode()
+        _, results = self._call("POST", f"/v1/{endpoint}", body, params)
+        for i, result in enumerate(results):
+            if "error" in result:
+                error = result["error"]
+                raise RemoteError(error["status"], error["code"], f"item {i}: {error['message']}")
+        return list(results)
+
+    def _call(
+        self, method: str, path: str, body: bytes | None, params: dict[str, int | None]
+    ) -> tuple[int, Any]:
+        query = urlencode({k: v for k, v in params.items() if v is not None})
+        target = f"{self._parts.path.rstrip('/')}{path}" + (f"?{query}" if query else "")
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self._token:
+            headers["Authorization"] = f"Bearer {self._token}"
+        for attempt in range(self._retries + 1):
+            status, retry_after, answer = self._send(method, target, body, headers)
+            if status != 429 or attempt == self._retries:
+                break
+            time.sleep(retry_after)
+        if status == 404 and method in ("GET", "DELETE") and path.startswith("/v1/docs/"):
+            return status, None
+        if status >= 400:
+            error = answer.get("error", {}) if isinstance(answer, dict) else {}
+            code, message = error.get("code", "error"), error.get("message", "no message")
+            if status >= 500 or status == 429:
+                raise StoreError(f"{self.url}: {message} (HTTP {status}, {code})")
+            raise RemoteError(status, code, message)
+        return status, answer
+
+    def _send(
+        self, method: str, target: str, body: bytes | None, headers: dict[str, str]
+    ) -> tuple[int, float, Any]:
+        """One request; a dropped keep-alive connection is reopened once."""
+        for attempt in (0, 1):
+            conn = self._connection()
+            try:
+                conn.request(method, target, body=body, headers=headers)
+                response = conn.getresponse()
+                raw = response.read()
+            except (ConnectionError, http.client.HTTPException) as exc:
+                self.close()
+                if attempt or isinstance(exc, ConnectionRefusedError):
+                    raise StoreUnavailable(f"cannot reach {self.url}: {exc}") from exc
+                continue
+            except OSError as exc:  # timeouts, unreachable hosts
+                self.close()
+                raise StoreUnavailable(f"cannot reach {self.url}: {exc}") from exc
+            retry_after = float(response.getheader("Retry-After") or 1)
+            try:
+                return response.status, retry_after, json.loads(raw) if raw else None
+            except ValueError as exc:
+                raise StoreError(f"{self.url} answered HTTP {response.status}, not JSON") from exc
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _connection(self) -> http.client.HTTPConnection:
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            kind = (
+                http.client.HTTPSConnection
+                if self._parts.scheme == "https"
+                else http.client.HTTPConnection
+            )
+            conn = kind(self._parts.hostname or "", self._parts.port, timeout=self._timeout)
+            self._local.conn = conn
+        return conn
+
+
+def _matches(result: dict[str, Any]) -> Matches:
+    found = (
+        Match(m["id"], parse_fingerprint_hex(m["fingerprint"]), m["distance"], m["similarity"])
+        for m in result["matches"]
+    )
+    return Matches(found, result["total"], result["total_exact"])

@@ -1,0 +1,408 @@
+"""The ASGI app of `shdb serve`: Starlette routes over one :class:`StoreWorker`.
+
+Plain Starlette with orjson, not FastAPI: measured per request in-process
+(benchmarks/serve.py), FastAPI's routing and pydantic bodies cost 2-4x the
+framework time of Starlette's; the OpenAPI document is written out instead
+(:mod:`simhash_hbase.serve.openapi`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hmac
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from importlib.resources import files
+from typing import Any
+
+import anyio
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from starlette.applications import Starlette
+from starlette.exceptions import HTTPException
+from starlette.requests import Request
+from starlette.responses import HTMLResponse, Response
+from starlette.routing import Route
+
+from simhash_hbase.errors import EmptyDocument, InvalidInput, ShdbError
+from simhash_hbase.index.client import SimhashIndex
+from simhash_hbase.layout import codec
+from simhash_hbase.records import MAX_LIMIT, Document
+from simhash_hbase.serve import openapi
+from simhash_hbase.serve.metrics import Metrics
+from simhash_hbase.serve.settings import ServeSettings
+from simhash_hbase.serve.wire import (
+    NDJSON,
+    ApiError,
+    Item,
+    doc_json,
+    document,
+    dumps,
+    dumps_lines,
+    error_of,
+    parse_body,
+    parse_item,
+    result_json,
+)
+from simhash_hbase.serve.worker import (
+    Call,
+    Check,
+    Delete,
+    QueueFull,
+    ShuttingDown,
+    StoreWorker,
+    Write,
+)
+from simhash_hbase.version import __version__
+
+log = logging.getLogger("shdb.serve")
+Handler = Callable[[Request], Awaitable[Response]]
+#: An item's fingerprint then its probes, and its document (sketched); or its error.
+Lookup = tuple[list[int], Document] | ApiError
+_READY_ID = "shdb-serve-readyz"  # a lookup by id that answers from the store
+_INLINE_TEXT_CHARS = 64 * 1024  # fingerprinted on the event loop below this; else a thread
+_STATS_SECONDS = 60.0  # the status page's index size is counted at most this often
+
+
+class Service:
+    """The state behind the routes: settings, the index's worker, metrics."""
+
+    def __init__(self, settings: ServeSettings, index: SimhashIndex | None = None) -> None:
+        self.settings = settings
+        self.metrics = Metrics()
+        self._given = index  # opened (and closed) by the caller
+        # Set while serving. The event loop uses only its fingerprinter and MinHash
+        # (no store calls); every store call runs on the worker's thread.
+        self.index: SimhashIndex | None = None
+        self.worker: StoreWorker | None = None
+        self._token = settings.token.encode() if settings.token else None
+        self._stats: tuple[float, dict[str, Any]] | None = None
+
+    @contextlib.asynccontextmanager
+    async def lifespan(self, _app: Starlette) -> AsyncIterator[None]:
+        given = self._given
+        index = given if given is not None else await anyio.to_thread.run_sync(self._open)
+        await anyio.to_thread.run_sync(_warm, index)
+        self.index = index
+        self.worker = StoreWorker(
+            index,
+            capacity=self.settings.queue_documents,
+            group=self.settings.group_documents,
+            observer=self.metrics,
+        )
+        self.worker.start()
+        log.info("serving %s", index.url)
+        try:
+            yield
+        finally:  # the server has finished its requests: drain, commit, close
+            await anyio.to_thread.run_sync(self.worker.stop)
+            if given is None:
+                index.close()
+            log.info("stopped: the queue is drained and committed, the index closed")
+
+    def _open(self) -> SimhashIndex:
+        return SimhashIndex.open(self.settings.index)
+
+    # -- plumbing -------------------------------------------------------------------
+    def endpoint(self, name: str, handler: Handler, *, auth: bool = True) -> Handler:
+        """``handler`` with the token check, the error shape and the metrics."""
+
+        async def run(request: Request) -> Response:
+            started = time.perf_counter()
+            try:
+                if auth:
+                    self._authorize(request)
+                response = await handler(request)
+            except ShdbError as exc:
+                response = error_response(error_of(exc))
+            self.metrics.request(name, response.status_code, time.perf_counter() - started)
+            return response
+
+        return run
+
+    def _authorize(self, request: Request) -> None:
+        if self._token is None:
+            return
+        scheme, _, given = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(
+            given.strip().encode(), self._token
+        ):
+            raise ApiError(
+                401,
+                "unauthorized",
+                "send the service's token as 'Authorization: Bearer TOKEN'",
+                {"WWW-Authenticate": "Bearer"},
+            )
+
+    async def submit(self, op: Any, weight: int = 1) -> Any:
+        if self.worker is None:
+            raise ApiError(503, "starting", "the service is starting", {"Retry-After": "1"})
+        try:
+            future = self.worker.submit(op, weight)
+        except QueueFull as exc:
+            raise ApiError(
+                429, "queue_full", str(exc), {"Retry-After": str(exc.retry_after)}
+            ) from None
+        except ShuttingDown as exc:
+            raise ApiError(503, "shutting_down", str(exc), {"Retry-After": "5"}) from None
+        return await future
+
+    async def body(self, request: Request) -> bytes:
+        limit = self.settings.max_body_bytes
+        declared = request.headers.get("content-length")
+        if declared and declared.isdigit() and int(declared) > limit:
+            raise _too_large(limit)
+        chunks, size = [], 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > limit:
+                raise _too_large(limit)
+            chunks.append(chunk)
+        return b"".join(chunks)
+
+    # -- the index endpoints ----------------------------------------------------------
+    def items(self, kind: str) -> Handler:
+        """POST /v1/check, /v1/add, /v1/check-and-add: one item, an array or NDJSON."""
+
+        async def handle(request: Request) -> Response:
+            k, limit, probes = self._params(request)
+            content_type = request.headers.get("content-type", "")
+            objs, batch = parse_body(
+                await self.body(request), content_type, self.settings.max_items
+            )
+            self.metrics.batch.labels(kind).observe(len(objs))
+            items: list[Item | ApiError] = [self._item(obj, kind) for obj in objs]
+            lookups = await self._fingerprint(items, probes)
+            answers = await self._run(kind, items, lookups, k, limit)
+            for answer in answers:
+                outcome = (
+                    "error" if isinstance(answer, ApiError) else str(answer.get("new", "check"))
+                )
+                self.metrics.documents.labels(kind, outcome.lower()).inc()
+            if not batch:
+                (answer,) = answers
+                if isinstance(answer, ApiError):
+                    raise answer
+                return json_response(answer)
+            rows = [a.body() if isinstance(a, ApiError) else a for a in answers]
+            if content_type.split(";")[0].strip().lower() == NDJSON:
+                return Response(dumps_lines(rows), media_type=NDJSON)
+            return json_response(rows)
+
+        return handle
+
+    def _params(self, request: Request) -> tuple[int, int, int]:
+        """k, limit and probes: the query string's, else the service's."""
+        s = self.settings
+        k = _int_param(request, "k", s.k, 0, 64)
+        if self.worker is not None:
+            self.worker.index.scheme.check_k(k)  # here, not in a group of others' writes
+        return (
+            k,
+            _int_param(request, "limit", s.limit, 1, MAX_LIMIT),
+            _int_param(request, "probes", s.probes, 0, 64),
+        )
+
+    def _item(self, obj: Any, kind: str) -> Item | ApiError:
+        try:
+            return parse_item(
+                obj, needs_id=kind != "check", max_text_bytes=self.settings.max_text_bytes
+            )
+        except ShdbError as exc:
+            return error_of(exc)
+
+    async def _fingerprint(self, items: list[Item | ApiError], probes: int) -> list[Lookup]:
+        """Each item's lookup (see :data:`Lookup`), or its error."""
+        chars = sum(len(i.text) for i in items if isinstance(i, Item) and i.text is not None)
+        if chars <= _INLINE_TEXT_CHARS:  # cheaper than a thread hop
+            return [self._lookup(item, probes) for item in items]
+        return await anyio.to_thread.run_sync(
+            lambda: [self._lookup(item, probes) for item in items]
+        )
+
+    def _lookup(self, item: Item | ApiError, probes: int) -> Lookup:
+        """The item's fingerprint then its probes (texts only), and its document
+        with the text's sketch where the index has the LSH net."""
+        if isinstance(item, ApiError):
+            return item
+        if item.fingerprint is not None:
+            return [item.fingerprint], document(item, item.fingerprint)
+        assert self.index is not None and item.text is not None
+        found = self.index.fingerprinter.probes_or_error(item.text, probes)
+        if isinstance(found, EmptyDocument):
+            return error_of(found)
+        return found, self.index.sketched(document(item, found[0]), item.text)
+
+    async def _run(
+        self, kind: str, items: list[Item | ApiError], lookups: list[Lookup], k: int, limit: int
+    ) -> list[dict[str, Any] | ApiError]:
+        """Queue the good items as one operation; answers in item order."""
+        answers: list[dict[str, Any] | ApiError] = []
+        good: list[tuple[int, Item, list[int], Document]] = []
+        for n, (item, lookup) in enumerate(zip(items, lookups)):
+            if isinstance(lookup, ApiError):
+                answers.append(lookup)
+                continue
+            assert isinstance(item, Item)
+            plist, doc = lookup
+            if kind != "check":
+                try:
+                    codec.check_document(doc)
+                except InvalidInput as exc:
+                    answers.append(error_of(exc))
+                    continue
+            answers.append({})
+            good.append((n, item, plist, doc))
+        if not good:
+            return answers
+        lists = [plist for _, _, plist, _ in good]
+        docs = [doc for *_, doc in good]
+        if kind == "check":
+            op: Any = Check(lists, [(d.sketch, d.bands) for d in docs], k, limit)
+        else:
+            op = Write(docs, lists, k, limit, always=kind == "add")
+        found = await self.submit(op, len(good))
+        for (n, item, plist, _), matches in zip(good, found):
+            new = None if kind == "check" else matches.total == 0
+            answers[n] = result_json(item, plist[0], matches, new)
+        return answers
+
+    async def get_doc(self, request: Request) -> Response:
+        doc_id = request.path_params["doc_id"]
+        doc = await self.submit(Call(lambda index: index.get(doc_id)))
+        if doc is None:
+            raise ApiError(404, "not_found", f"no document {doc_id!r}")
+        return json_response(doc_json(doc))
+
+    async def delete_doc(self, request: Request) -> Response:
+        doc_id = request.path_params["doc_id"]
+        if not await self.submit(Delete(doc_id)):
+            raise ApiError(404, "not_found", f"no document {doc_id!r}")
+        return json_response({"id": doc_id, "deleted": True})
+
+    # -- operations -----------------------------------------------------------------
+    async def healthz(self, _request: Request) -> Response:
+        return json_response({"status": "ok"})
+
+    async def readyz(self, _request: Request) -> Response:
+        """Ready when the store answers a lookup within 5 s."""
+        try:
+            with anyio.fail_after(5):
+                await self.submit(Call(lambda index: index.get(_READY_ID)))
+        except TimeoutError:
+            raise ApiError(503, "not_ready", "the store did not answer within 5 s") from None
+        except ApiError as exc:
+            raise ApiError(503, "not_ready", exc.message) from None
+        return json_response({"status": "ready"})
+
+    async def metrics_text(self, _request: Request) -> Response:
+        return Response(generate_latest(self.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    async def status(self, _request: Request) -> Response:
+        """What the status page shows: settings, index size, the recent window."""
+        now = time.monotonic()
+        if self._stats is None or now - self._stats[0] > _STATS_SECONDS:
+            self._stats = (now, await self.submit(Call(lambda index: index.stats())))
+        s = self.settings
+        return json_response(
+            {
+                "version": __version__,
+                "index": self._stats[1],
+                "settings": {
+                    "k": s.k,
+                    "limit": s.limit,
+                    "probes": s.probes,
+                    "max_items": s.max_items,
+                    "max_body_bytes": s.max_body_bytes,
+                    "queue_documents": s.queue_documents,
+                    "token_required": s.token is not None,
+                },
+                "queue": self.worker.waiting if self.worker else 0,
+                "recent": self.metrics.recent.summary(),
+            }
+        )
+
+    async def page(self, _request: Request) -> Response:
+        return HTMLResponse(files("simhash_hbase.serve").joinpath("status.html").read_text("utf-8"))
+
+    async def openapi_json(self, _request: Request) -> Response:
+        return json_response(openapi.document(__version__))
+
+    async def docs(self, _request: Request) -> Response:
+        return HTMLResponse(openapi.html(openapi.document(__version__)))
+
+
+def _warm(index: SimhashIndex) -> None:
+    """Load the segmenter, IDF table and MinHash before the first request."""
+    index.fingerprinter.fingerprint("预热 warm-up")
+    _ = index.minhasher
+
+
+def create_app(settings: ServeSettings, index: SimhashIndex | None = None) -> Starlette:
+    """The service; ``index`` (opened by the caller, who closes it) or settings.index."""
+    svc = Service(settings, index)
+    e = svc.endpoint
+    routes = [
+        Route("/v1/check", e("check", svc.items("check")), methods=["POST"]),
+        Route("/v1/add", e("add", svc.items("add")), methods=["POST"]),
+        Route(
+            "/v1/check-and-add", e("check-and-add", svc.items("check-and-add")), methods=["POST"]
+        ),
+        Route("/v1/docs/{doc_id:path}", e("get", svc.get_doc), methods=["GET"]),
+        Route("/v1/docs/{doc_id:path}", e("delete", svc.delete_doc), methods=["DELETE"]),
+        Route("/v1/status", e("status", svc.status), methods=["GET"]),
+        Route("/healthz", e("healthz", svc.healthz, auth=False), methods=["GET"]),
+        Route("/readyz", e("readyz", svc.readyz, auth=False), methods=["GET"]),
+        Route("/metrics", e("metrics", svc.metrics_text), methods=["GET"]),
+        Route("/", e("page", svc.page, auth=False), methods=["GET"]),
+        Route("/openapi.json", e("openapi", svc.openapi_json, auth=False), methods=["GET"]),
+        Route("/docs", e("docs", svc.docs, auth=False), methods=["GET"]),
+    ]
+    app = Starlette(
+        routes=routes,
+        lifespan=svc.lifespan,
+        exception_handlers={HTTPException: _http_error, Exception: _internal_error},
+    )
+    app.state.service = svc
+    return app
+
+
+def json_response(value: Any, status: int = 200) -> Response:
+    return Response(dumps(value), status_code=status, media_type="application/json")
+
+
+def error_response(error: ApiError) -> Response:
+    return Response(
+        dumps(error.body()),
+        status_code=error.status,
+        media_type="application/json",
+        headers=error.headers,
+    )
+
+
+async def _http_error(_request: Request, exc: Exception) -> Response:
+    """Unknown paths and methods, in the one error shape."""
+    assert isinstance(exc, HTTPException)
+    code = {404: "not_found", 405: "method_not_allowed"}.get(exc.status_code, "http_error")
+    return error_response(ApiError(exc.status_code, code, str(exc.detail)))
+
+
+async def _internal_error(_request: Request, exc: Exception) -> Response:
+    """A bug: logged with its traceback here, never sent to the client."""
+    log.error("internal error", exc_info=exc)
+    return error_response(ApiError(500, "internal", "internal error (see the service's log)"))
+
+
+def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:
+    raw = request.query_params.get(name)
+    if raw is None:
+        return default
+    if not raw.isdigit() or not low <= int(raw) <= high:
+        raise ApiError(400, "invalid_parameter", f"{name} must be an integer from {low} to {high}")
+    return int(raw)
+
+
+def _too_large(limit: int) -> ApiError:
+    return ApiError(
+        413, "body_too_large", f"the body is over {limit} bytes (--max-body-bytes); split it"
+    )

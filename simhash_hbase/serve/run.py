@@ -1,0 +1,34 @@
+"""Run the service under uvicorn until SIGTERM or Ctrl-C.
+
+On either signal uvicorn stops accepting connections and lets the requests in
+flight finish (their writes are queued, so they commit and are acknowledged);
+then the app's lifespan drains whatever is still queued, commits it and closes
+the index. uvicorn then re-raises the signal, so the exit status says "ended by
+SIGTERM" (143 in a shell) as supervisors expect.
+"""
+
+from __future__ import annotations
+
+import logging
+
+import uvicorn
+
+from simhash_hbase.serve.app import create_app
+from simhash_hbase.serve.settings import ServeSettings
+
+DRAIN_SECONDS = 30  # requests still in flight after this are cut off
+
+
+def serve(settings: ServeSettings, *, access_log: bool = False) -> None:
+    settings.check()
+    logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(message)s")
+    config = uvicorn.Config(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        lifespan="on",
+        access_log=access_log,
+        timeout_graceful_shutdown=DRAIN_SECONDS,
+        log_level="info",
+    )
+    uvicorn.Server(config).run()

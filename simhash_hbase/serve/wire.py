@@ -1,0 +1,177 @@
+"""The service's request and answer bodies: items in, results out, one error shape.
+
+An item is a JSON object: ``id`` (needed to add), ``text`` (with ``format``:
+"text", "html" or "auto") or ``fingerprint`` (16 hex digits), optional ``meta``
+(a JSON object) and ``store_text``. A request body holds one item, a JSON array
+of items, or NDJSON (one item a line, ``Content-Type: application/x-ndjson``).
+Every error, of a request or of one item of a batch, is
+``{"error": {"status": 400, "code": "...", "message": "..."}}``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from simhash_hbase.errors import EmptyDocument, InvalidInput, ShdbError
+from simhash_hbase.records import Document, Matches, fingerprint_to_hex, parse_fingerprint_hex
+from simhash_hbase.text.html import html_to_text, looks_like_html
+
+NDJSON = "application/x-ndjson"
+FORMATS = ("text", "html", "auto")
+_FIELDS = {"id", "text", "format", "fingerprint", "meta", "store_text"}
+
+
+class ApiError(ShdbError):
+    """An answer other than 200, in the one error shape."""
+
+    def __init__(
+        self, status: int, code: str, message: str, headers: dict[str, str] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.status, self.code, self.message = status, code, message
+        self.headers = headers or {}
+
+    def body(self) -> dict[str, Any]:
+        return {"error": {"status": self.status, "code": self.code, "message": self.message}}
+
+
+def error_of(exc: ShdbError) -> ApiError:
+    """The answer for a library error: what went wrong, never a traceback."""
+    if isinstance(exc, ApiError):
+        return exc
+    if isinstance(exc, EmptyDocument):
+        return ApiError(422, "no_terms", str(exc))
+    if isinstance(exc, InvalidInput):
+        return ApiError(400, "invalid_input", str(exc))
+    return ApiError(503, "store_error", f"the index failed: {exc}")
+
+
+@dataclass
+class Item:
+    """One parsed item: its text (to fingerprint) or its fingerprint."""
+
+    doc_id: str | None
+    text: str | None
+    fingerprint: int | None
+    meta: dict[str, Any] | None
+    store_text: bool
+
+
+def parse_body(raw: bytes, content_type: str, max_items: int) -> tuple[list[Any], bool]:
+    """The request's items (objects, unchecked) and whether it was a batch."""
+    if content_type.split(";")[0].strip().lower() == NDJSON:
+        lines = [line for line in raw.split(b"\n") if line.strip()]
+        _check_count(len(lines), max_items)
+        return [_ndjson_line(line, n) for n, line in enumerate(lines, 1)], True
+    try:
+        body = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise ApiError(400, "malformed_json", f"the body is not JSON: {exc}") from None
+    if isinstance(body, list):
+        _check_count(len(body), max_items)
+        return body, True
+    return [body], False
+
+
+def _ndjson_line(line: bytes, number: int) -> Any:
+    try:
+        return orjson.loads(line)
+    except orjson.JSONDecodeError as exc:
+        return ApiError(400, "malformed_json", f"line {number} is not JSON: {exc}")
+
+
+def _check_count(n: int, max_items: int) -> None:
+    if n > max_items:
+        raise ApiError(
+            413, "batch_too_large", f"{n} items in one request; send at most {max_items} a request"
+        )
+    if n == 0:
+        raise ApiError(400, "empty_batch", "the batch holds no items")
+
+
+def parse_item(obj: Any, *, needs_id: bool, max_text_bytes: int) -> Item:
+    """One item, checked; :class:`ApiError` (400) says what is wrong with it."""
+    if isinstance(obj, ApiError):
+        raise obj
+    if not isinstance(obj, dict):
+        raise _bad(f"an item is a JSON object, not {type(obj).__name__}")
+    unknown = sorted(set(obj) - _FIELDS)
+    if unknown:
+        raise _bad(
+            f"unknown field(s) {', '.join(unknown)}; an item has {', '.join(sorted(_FIELDS))}"
+        )
+    doc_id = obj.get("id")
+    if doc_id is not None and not isinstance(doc_id, str):
+        raise _bad(f"id must be a string, not {type(doc_id).__name__}")
+    if needs_id and doc_id is None:
+        raise _bad("an item to add needs its id")
+    text, hex_fp = obj.get("text"), obj.get("fingerprint")
+    if (text is None) == (hex_fp is None):
+        raise _bad("give exactly one of text or fingerprint")
+    meta, store_text = obj.get("meta"), obj.get("store_text", False)
+    if meta is not None and not isinstance(meta, dict):
+        raise _bad("meta must be a JSON object")
+    if not isinstance(store_text, bool):
+        raise _bad("store_text must be true or false")
+    if hex_fp is not None:
+        if not isinstance(hex_fp, str):
+            raise _bad("fingerprint must be a string of 16 hex digits")
+        if store_text:
+            raise _bad("store_text needs a text, not a fingerprint")
+        return Item(doc_id, None, parse_fingerprint_hex(hex_fp), meta, False)
+    if not isinstance(text, str):
+        raise _bad(f"text must be a string, not {type(text).__name__}")
+    if len(text) > max_text_bytes // 4 and len(text.encode()) > max_text_bytes:
+        raise ApiError(
+            413, "text_too_large", f"the text has over {max_text_bytes} bytes (--max-text-bytes)"
+        )
+    return Item(doc_id, to_text(text, obj.get("format", "text")), None, meta, store_text)
+
+
+def to_text(raw: str, fmt: Any) -> str:
+    """The text to fingerprint: ``raw`` itself, or the visible text of HTML."""
+    if fmt not in FORMATS:
+        raise _bad(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
+    if fmt == "html" or (fmt == "auto" and looks_like_html(raw[:1024])):
+        return html_to_text(raw)
+    return raw
+
+
+def _bad(message: str) -> ApiError:
+    return ApiError(400, "invalid_item", message)
+
+
+def document(item: Item, fingerprint: int) -> Document:
+    """The item as a document (a lookup's has no id: it is never written)."""
+    text = item.text if item.store_text else None
+    return Document(item.doc_id or "", fingerprint, text, item.meta)
+
+
+def result_json(item: Item, fingerprint: int, matches: Matches, new: bool | None) -> dict[str, Any]:
+    """The answer for one item: ``query --json``'s shape, with ``new`` for writes."""
+    out: dict[str, Any] = {} if item.doc_id is None else {"id": item.doc_id}
+    if new is not None:
+        out["new"] = new
+    out["fingerprint"] = fingerprint_to_hex(fingerprint)
+    out.update(matches.to_json())
+    return out
+
+
+def doc_json(doc: Document) -> dict[str, Any]:
+    return {
+        "id": doc.doc_id,
+        "fingerprint": fingerprint_to_hex(doc.fingerprint),
+        "text": doc.text,
+        "meta": doc.meta,
+    }
+
+
+def dumps(value: Any) -> bytes:
+    return orjson.dumps(value)
+
+
+def dumps_lines(values: list[Any]) -> bytes:
+    return b"".join(orjson.dumps(v) + b"\n" for v in values)
