@@ -62,19 +62,21 @@ def test_pages_of_one_site_are_no_longer_near_duplicates_by_their_markup() -> No
 
 
 @pytest.mark.parametrize(
-    ("head", "expected"),
+    ("text", "expected"),
     [
-        ("<!DOCTYPE html><html>", True),
-        ("\ufeff\n  <!doctype HTML>", True),
-        ("<!-- generated -->\n<html lang='zh'>", True),
-        ("<html>", True),
-        ("plain text <html> later", False),
+        ("<!DOCTYPE html><html></html>", True),
+        ("\ufeff\n  <!doctype HTML><p>x</HTML>\n", True),
+        ("<!-- generated -->\n<html lang='zh'><p>正文</p></html>", True),
+        ("<html></html>", True),
+        ("<html>\n一篇讲 HTML 的笔记：<head> 放元数据，<script> 放代码", False),  # no end
+        ("plain text <html> later</html>", False),
         ('{"id": "<html>"}', False),
-        ("<htmlx>", False),
+        ("<htmlx></html>", False),
+        ("<!-- unclosed comment <html></html>", False),
     ],
 )
-def test_auto_detection_by_the_start_of_the_file(head: str, expected: bool) -> None:
-    assert looks_like_html(head) is expected
+def test_auto_detection_by_the_start_and_end_of_the_file(text: str, expected: bool) -> None:
+    assert looks_like_html(text) is expected
 
 
 def test_sources_read_html_by_suffix_by_content_and_by_format(tmp_path: Path) -> None:

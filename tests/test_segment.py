@@ -76,6 +76,23 @@ _PIECES = st.one_of(
     st.text(max_size=3),  # anything at all
 )
 _TEXTS = st.lists(_PIECES, max_size=40).map("".join)
+#: Common characters: runs of them stay out of the dictionary and reach the HMM.
+_COMMON = "的一是不了人我在有他这为之大来以个中上们到说国和地也子时道出而要于就下得可你年生自会"
+#: Issue 22.7: repeated characters and periodic runs ("哈哈哈哈", "口孩快口孩快"), where
+#: the HMM's Viterbi meets exact ties, next to mixed scripts and emoji.
+_REPEATS = st.builds(
+    lambda unit, times: unit * times,
+    st.text(
+        st.one_of(
+            st.sampled_from(_COMMON),
+            st.characters(min_codepoint=0x4E00, max_codepoint=0x9FD5),
+        ),
+        min_size=1,
+        max_size=segment.MAX_PERIOD + 2,
+    ),
+    st.integers(2, 12),
+)
+_REPEAT_TEXTS = st.lists(st.one_of(_REPEATS, _PIECES), min_size=1, max_size=12).map("".join)
 
 
 @settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -87,8 +104,33 @@ def test_same_tokens_as_jieba_on_random_text(
     assert rjieba_cut(text) == jieba_cut(text)
 
 
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_REPEAT_TEXTS)
+def test_same_tokens_as_jieba_on_repeated_and_periodic_characters(
+    cuts: tuple[Callable[[str], list[str]], Callable[[str], list[str]]], text: str
+) -> None:
+    jieba_cut, rjieba_cut = cuts
+    assert rjieba_cut(text) == jieba_cut(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "大大大大大大大大大大商商商商商商商商商商商通通通通通打酒b最江江江江江江江江江江",
+        "口孩快口孩快口孩快口孩快口孩快",
+        "太包太包太包太包太包太包太包太包",
+        "哈哈哈哈哈哈😀😀嗯嗯嗯 abc 西西西西西西西西西西张至至至至至",
+    ],
+)
+def test_the_reported_disagreements(
+    cuts: tuple[Callable[[str], list[str]], Callable[[str], list[str]]], text: str
+) -> None:
+    jieba_cut, rjieba_cut = cuts
+    assert rjieba_cut(text) == jieba_cut(text)
+
+
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(_TEXTS)
+@given(st.one_of(_TEXTS, _REPEAT_TEXTS))
 def test_same_fingerprint_as_jieba_on_random_text(
     fingerprinters: tuple[Fingerprinter, Fingerprinter], text: str
 ) -> None:

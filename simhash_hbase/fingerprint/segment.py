@@ -11,6 +11,12 @@ differently from jieba, and :func:`_rjieba` corrects both:
 - Runs of ASCII letters, digits and ``+#&._%-`` are re-split the way jieba's HMM
   stage splits them (letters/digits with an optional decimal part and ``%``; what
   lies between stays one piece), except jieba's dictionary words among them.
+- Periodic Chinese (``哈哈哈哈``, ``口孩快口孩快``): the HMM's Viterbi meets exact ties
+  between paths, and the two implementations break them differently (issue 22.7:
+  ~1.7 % of such contexts). A block of jieba's (a run of Chinese, letters and
+  digits, cut independently of the rest) that holds a repeat of up to
+  :data:`MAX_PERIOD` Chinese characters is cut by jieba itself; the rest of the
+  text stays on the fast path. tests/test_segment.py fuzzes this.
 
 Both implementations belong to one *family* (:data:`FAMILY`), which is what the
 index manifest records: an index built with one opens with the other. Identity
@@ -54,6 +60,12 @@ _HMM_SKIP = re.compile(r"([a-zA-Z0-9]+(?:\.\d+)?%?)")
 _HMM_PIECE = re.compile(rf"{_HMM_SKIP.pattern}|[+#&._%\-]+").fullmatch
 # The words of jieba's dictionary made only of the characters above: the DAG keeps them.
 _ASCII_WORDS = frozenset(("AT&T", "c#", "C#", "c++", "C++"))
+#: The longest period of a Chinese repeat that is sent to jieba (see the docstring).
+MAX_PERIOD = 16
+# A Chinese repeat (a "square" xx, x of 1..MAX_PERIOD characters of jieba's range).
+_SQUARE = re.compile(f"([\u4e00-\u9fd5]{{1,{MAX_PERIOD}}})\\1").search
+# jieba's re_han_default: the blocks that jieba cuts independently of each other.
+_JIEBA_BLOCK = re.compile(r"[\u4e00-\u9fd5a-zA-Z0-9+#&\._%\-]+")
 
 
 _VERSION = re.compile(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", re.M)
@@ -106,7 +118,7 @@ def _rjieba_span(cut: Callable[[str, bool], list[str]], text: str) -> list[str]:
 def _rjieba() -> Cut:
     import rjieba
 
-    def cut(text: str) -> list[str]:
+    def fast(text: str) -> list[str]:
         if _OUTSIDE_JIEBA.search(text) is None:
             return _rjieba_span(rjieba.cut, text)
         out: list[str] = []
@@ -116,6 +128,19 @@ def _rjieba() -> Cut:
             out.append(m.group())
             last = m.end()
         out += _rjieba_span(rjieba.cut, text[last:])
+        return out
+
+    def cut(text: str) -> list[str]:
+        if _SQUARE(text) is None:
+            return fast(text)
+        out: list[str] = []
+        last = 0
+        for block in _JIEBA_BLOCK.finditer(text):
+            if _SQUARE(block.group()) is not None:
+                out += fast(text[last : block.start()])
+                out += segmenter("jieba")(block.group())
+                last = block.end()
+        out += fast(text[last:])
         return out
 
     return cut

@@ -9,11 +9,15 @@ index.
 
 from __future__ import annotations
 
+import codecs
+import contextlib
 import csv
+import io
 import json
 import os
 import stat
 import sys
+from collections import deque
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,7 +27,8 @@ import numpy as np
 
 from simhash_hbase.errors import InvalidInput, InvalidSetting
 from simhash_hbase.records import BadRecord, Problem, Record, parse_fingerprint_hex
-from simhash_hbase.text.html import html_to_text, looks_like_html
+from simhash_hbase.text.extract import decode, to_text
+from simhash_hbase.text.html import DEFAULT_HTML_MODE, HTML_MODES
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 MAX_MAX_BYTES = 1 << 30  # a record is held in memory several times over while indexed
@@ -44,8 +49,14 @@ class SourceOptions:
     text_field: str = "text"
     max_bytes: int = DEFAULT_MAX_BYTES
     stdin_id: str | None = None  # the id of a plain text read from stdin
+    #: How a page becomes text: ``main`` (its article) or ``raw`` (all visible text).
+    html: str = DEFAULT_HTML_MODE
 
     def __post_init__(self) -> None:
+        if self.html not in HTML_MODES:
+            raise InvalidSetting(
+                "html", f"unknown HTML mode {self.html!r}; one of: {', '.join(HTML_MODES)}"
+            )
         if self.format not in FORMATS:
             raise InvalidSetting(
                 "format", f"unknown format {self.format!r}; one of: {', '.join(FORMATS)}"
@@ -63,8 +74,64 @@ def display_path(path: str | os.PathLike[str]) -> str:
 
 
 # -- decoding -----------------------------------------------------------------
+_WIDE_BOMS = (  # UTF-32 first: its little-endian BOM starts like UTF-16's
+    (codecs.BOM_UTF32_LE, "utf-32"),
+    (codecs.BOM_UTF32_BE, "utf-32"),
+    (codecs.BOM_UTF16_LE, "utf-16"),
+    (codecs.BOM_UTF16_BE, "utf-16"),
+)
+
+
+def wide_encoding(head: bytes) -> str | None:
+    """``utf-16``/``utf-32`` when ``head`` starts with that byte order mark."""
+    return next((name for bom, name in _WIDE_BOMS if head.startswith(bom)), None)
+
+
+class _Transcoded:
+    """A UTF-16/32 stream (known by its BOM) read as UTF-8 bytes, line by line or
+    in blocks, so every reader sees UTF-8 and counts lines as usual. A lone
+    surrogate comes out as bytes that are not UTF-8: the record holding it is
+    then reported as such, and the rest is read."""
+
+    def __init__(self, f: BinaryIO, encoding: str) -> None:
+        self._text = io.TextIOWrapper(f, encoding, errors="surrogatepass", newline="")  # type: ignore[type-var]
+
+    def readline(self, limit: int = -1) -> bytes:
+        return self._text.readline(limit).encode("utf-8", "surrogatepass")
+
+    def read(self, size: int = -1) -> bytes:
+        return self._text.read(size).encode("utf-8", "surrogatepass")
+
+    def seekable(self) -> bool:
+        return False
+
+
+def as_utf8(f: BinaryIO) -> BinaryIO:
+    """``f``, or a UTF-8 view of it when it starts with a UTF-16/32 BOM."""
+    peek = getattr(f, "peek", None)
+    if peek is not None:
+        head = peek(4)[:4]
+    elif _seekable(f):
+        at = f.tell()
+        head = f.read(4)
+        f.seek(at)
+    else:
+        return f
+    encoding = wide_encoding(head)
+    return f if encoding is None else _Transcoded(f, encoding)  # type: ignore[return-value]
+
+
 def decode_text(raw: bytes, where: str) -> str | BadRecord:
-    """Strict UTF-8 (a BOM is dropped); NUL bytes mean a binary file."""
+    """Strict UTF-8 (a BOM is dropped), or UTF-16/32 when a BOM says so; NUL bytes
+    in UTF-8 mean a binary file."""
+    encoding = wide_encoding(raw[:4])
+    if encoding is not None:
+        try:
+            return raw.decode(encoding)
+        except UnicodeDecodeError as exc:
+            return BadRecord(
+                where, f"invalid {encoding.upper()} at byte {exc.start}", len(raw), Problem.NOT_UTF8
+            )
     nul = raw.find(b"\x00")
     if nul >= 0:
         return BadRecord(
@@ -115,7 +182,9 @@ def _unreadable(where: str, exc: OSError) -> BadRecord:
     return BadRecord(where, f"cannot read it: {exc.strerror or exc}", 0, Problem.UNREADABLE)
 
 
-def _read_document(path: Path, doc_id: str, max_bytes: int) -> Record | BadRecord:
+def _read_document(
+    path: Path, doc_id: str, max_bytes: int, fmt: str = "text"
+) -> Record | BadRecord:
     where = display_path(path)
     try:
         with path.open("rb") as f:
@@ -125,7 +194,16 @@ def _read_document(path: Path, doc_id: str, max_bytes: int) -> Record | BadRecor
                 return too_large(where, size if size > max_bytes else None, max_bytes)
     except OSError as exc:
         return _unreadable(where, exc)
+    return _decoded(raw, where, doc_id, fmt)
+
+
+def _decoded(raw: bytes, where: str, doc_id: str, fmt: str) -> Record | BadRecord:
+    """A whole document's bytes as text: UTF-8, or for a page (``fmt`` html) the
+    charset its ``<meta>`` declares."""
     text = decode_text(raw, where)
+    if isinstance(text, BadRecord) and text.problem is Problem.NOT_UTF8 and fmt == "html":
+        with contextlib.suppress(InvalidInput):  # else the UTF-8 error: where the bad byte is
+            text = decode(raw, "html")
     if isinstance(text, BadRecord):
         return text
     return Record(doc_id, text, None, where, len(raw))
@@ -161,12 +239,13 @@ def read_text_file(
     return result.text
 
 
-def _whole_stream(f: BinaryIO, name: str, doc_id: str, max_bytes: int) -> Record | BadRecord:
+def _whole_stream(
+    f: BinaryIO, name: str, doc_id: str, max_bytes: int, fmt: str = "text"
+) -> Record | BadRecord:
     raw, more = _read_bounded(f, max_bytes)
     if more:
         return too_large(name, None, max_bytes)
-    text = decode_text(raw, name)
-    return text if isinstance(text, BadRecord) else Record(doc_id, text, None, name, len(raw))
+    return _decoded(raw, name, doc_id, fmt)
 
 
 # -- line-oriented formats ----------------------------------------------------
@@ -217,7 +296,7 @@ def _record_from_fields(
     if isinstance(text, BadRecord):
         return text._replace(size=size)
     meta = {k: v for k, v in obj.items() if k not in (opts.id_field, opts.text_field)}
-    return Record(doc_id, text, meta or None, where, size)
+    return _as_text(Record(doc_id, text, meta or None, where, size), "auto", opts)
 
 
 def parse_json_line(line: bytes, where: str, opts: SourceOptions) -> Record | BadRecord | None:
@@ -257,38 +336,87 @@ def _read_jsonl(f: BinaryIO, name: str, opts: SourceOptions) -> Iterator[Record 
 
 
 class _CsvFeed:
-    """Decoded lines for ``csv.reader``, counting the bytes of the current record.
+    """Decoded lines for ``csv.reader``, counting the bytes of the current record
+    and keeping its raw lines, so that a record that turns out malformed (an
+    unclosed or stray quote swallowed the lines after it) can be given back:
+    the lines after its first are read again as records of their own.
 
     A record over the limit is not kept: its lines are replaced by their quote
     characters only, which keeps the reader's quoting state exact (so the next
-    record starts where it should) while its content is dropped.
+    record starts where it should) while its content is dropped. Such a record
+    can be given back only by seeking (a file), not from a pipe.
     """
 
     def __init__(self, f: BinaryIO, max_bytes: int) -> None:
-        self._lines = bounded_lines(f, max_bytes)
+        self._f = f
         self._max = max_bytes
+        self._lines = bounded_lines(f, max_bytes)
+        self._again: deque[tuple[int, bytes]] = deque()  # lines given back, to read again
+        self._offset = 0  # lines are numbered from here on after a seek
+        self._seekable = _seekable(f)
+        self.lineno = 0  # the number of the last line handed out
         self.record_bytes = 0
         self.over = False
+        self.held: list[tuple[int, bytes]] = []  # the current record's lines, while whole
+        self.resume: tuple[int, int] | None = None  # (line, byte offset) after its first line
 
-    def start_record(self) -> None:
-        self.record_bytes, self.over = 0, False
+    def start_record(self) -> int:
+        """Begin a record; the number of its first line."""
+        self.record_bytes, self.over, self.held, self.resume = 0, False, [], None
+        return self._again[0][0] if self._again else self.lineno + 1
+
+    def give_back(self) -> bool:
+        """Read the lines after the current record's first line again; False when
+        they are gone (a record over the limit, read from a pipe)."""
+        if not self.over:
+            self._again.extendleft(reversed(self.held[1:]))
+            return True
+        if self.resume is None:
+            return False
+        line, offset = self.resume
+        self._f.seek(offset)
+        self._again.clear()
+        self._lines = bounded_lines(self._f, self._max)
+        self._offset, self.lineno = line - 1, line - 1
+        return True
 
     def __iter__(self) -> _CsvFeed:
         return self
 
     def __next__(self) -> str:
-        _, line, quotes = next(self._lines)
+        again = bool(self._again)
+        if again:
+            self.lineno, line = self._again.popleft()
+            quotes = 0
+        else:
+            number, got, quotes = next(self._lines)
+            self.lineno, line = self._offset + number, got  # type: ignore[assignment]
+        first = not self.held and not self.over
         self.record_bytes += len(line) if line is not None else self._max + 1
+        if first and self._seekable and not again:
+            self.resume = (self.lineno + 1, self._f.tell())
         if line is None or self.record_bytes > self._max:
             self.over = True
+            self.held = []
             quotes = quotes if line is None else line.count(b'"')
             return '"' * quotes + "\n"
+        self.held.append((self.lineno, line))
         # surrogateescape keeps reading past invalid UTF-8; the row is checked later.
         return line.decode("utf-8", "surrogateescape")
 
 
+def _seekable(f: BinaryIO) -> bool:
+    try:
+        return f.seekable()
+    except (OSError, ValueError):
+        return False
+
+
 def _check_utf8(cells: list[str], where: str) -> BadRecord | None:
     for cell in cells:
+        if "\x00" in cell:
+            reason = "binary content (a NUL byte); only UTF-8 text is indexed"
+            return BadRecord(where, reason, 0, Problem.BINARY)
         try:
             cell.encode("utf-8")
         except UnicodeEncodeError:
@@ -310,7 +438,8 @@ def _read_csv(
     except csv.Error as exc:
         yield BadRecord(where, f"unreadable CSV header ({exc})", 0, Problem.MALFORMED)
         return
-    header[0] = header[0].removeprefix("\ufeff")
+    if header:  # an empty first line is a header without columns (named below)
+        header[0] = header[0].removeprefix("\ufeff")
     problem = _check_utf8(header, where)
     if feed.over:
         problem = too_large(where, None, opts.max_bytes)
@@ -327,20 +456,38 @@ def _read_csv(
         )
         return
     while True:
-        start = reader.line_num + 1
-        feed.start_record()
+        where = f"{name}:{feed.start_record()}"
         try:
             row = next(reader)
         except StopIteration:
             return
         except csv.Error as exc:
-            yield BadRecord(f"{name}:{start}", f"malformed CSV ({exc})", 0, Problem.MALFORMED)
+            yield _malformed_csv(where, exc, feed)
+            if not feed.give_back():
+                return
+            reader = csv.reader(feed, delimiter=delimiter, strict=True)  # a fresh quoting state
             continue
-        where = f"{name}:{start}"
         if feed.over:
             yield too_large(where, None, opts.max_bytes)
         else:
             yield _csv_record(row, header, opts, where, feed.record_bytes)
+
+
+def _malformed_csv(where: str, exc: csv.Error, feed: _CsvFeed) -> BadRecord:
+    """The record that failed. The lines after its first are read again, unless a
+    pipe cannot give them back: then the reading stops here, and says so."""
+    first = int(where.rsplit(":", 1)[1])
+    reason = f"malformed CSV ({exc})"
+    if feed.lineno > first:
+        reason += f"; a quote opened on this line was still open at line {feed.lineno}"
+        if feed.over and feed.resume is None:
+            reason += (
+                f"; lines {first + 1}-{feed.lineno} could not be read again from a pipe: "
+                "fix the quote, or give the file by name"
+            )
+        else:
+            reason += f", so lines {first + 1}-{feed.lineno} were read again as records"
+    return BadRecord(where, reason, 0, Problem.MALFORMED)
 
 
 def _csv_record(
@@ -376,7 +523,7 @@ def format_of(path: Path, opts: SourceOptions) -> str:
 def read_file(path: Path, doc_id: str, opts: SourceOptions) -> Iterator[Record | BadRecord]:
     fmt = format_of(path, opts)
     if fmt in ("text", "html"):
-        yield _as_html(_read_document(path, doc_id, opts.max_bytes), fmt, opts)
+        yield _as_text(_read_document(path, doc_id, opts.max_bytes, fmt), fmt, opts)
         return
     try:
         f = path.open("rb")
@@ -388,25 +535,29 @@ def read_file(path: Path, doc_id: str, opts: SourceOptions) -> Iterator[Record |
         yield from _read_stream(f, display_path(path), fmt, opts, delimiter)
 
 
-def _as_html(record: Record | BadRecord, fmt: str, opts: SourceOptions) -> Record | BadRecord:
-    """An HTML document as its visible text (htmltext.py): ``--format html``, or a
-    text file in auto mode that starts like an HTML page."""
-    if isinstance(record, BadRecord) or not (
-        fmt == "html" or (opts.format == "auto" and looks_like_html(record.text[:4096]))
-    ):
+def _as_text(record: Record | BadRecord, fmt: str, opts: SourceOptions) -> Record | BadRecord:
+    """A record's text as it is fingerprinted (:func:`~simhash_hbase.text.extract.to_text`):
+    a page (``fmt`` html, or in auto mode a text that is a whole HTML document) as
+    its article or visible text. A page that cannot be read is one bad record."""
+    if not isinstance(record, Record):
         return record
-    return record._replace(text=html_to_text(record.text))
+    text_fmt = "html" if fmt == "html" else "text" if opts.format == "text" else "auto"
+    try:
+        return record._replace(text=to_text(record.text, text_fmt, html=opts.html))
+    except InvalidInput as exc:
+        return BadRecord(record.where, f"{exc}", record.size, Problem.BAD_HTML)
 
 
 def _read_stream(
     f: BinaryIO, name: str, fmt: str, opts: SourceOptions, delimiter: str = ","
 ) -> Iterator[Record | BadRecord]:
     if fmt == "csv":
-        yield from _read_csv(f, name, opts, delimiter)
+        yield from _read_csv(as_utf8(f), name, opts, delimiter)
     elif fmt in ("text", "html"):
-        yield _as_html(_whole_stream(f, name, opts.stdin_id or name, opts.max_bytes), fmt, opts)
+        doc_id = opts.stdin_id or name
+        yield _as_text(_whole_stream(f, name, doc_id, opts.max_bytes, fmt), fmt, opts)
     else:
-        yield from _read_jsonl(f, name, opts)
+        yield from _read_jsonl(as_utf8(f), name, opts)
 
 
 def _special(path: Path) -> BadRecord | None:
@@ -590,7 +741,7 @@ def read_fingerprint_blocks(
     for path in paths:
         name = STDIN_NAME if path == STDIN else display_path(path)
         if path == STDIN:
-            yield from _fingerprint_blocks(stdin or sys.stdin.buffer, name, chunk)
+            yield from _fingerprint_blocks(as_utf8(stdin or sys.stdin.buffer), name, chunk)
             continue
         try:
             f = open(path, "rb")  # noqa: SIM115
@@ -598,7 +749,7 @@ def read_fingerprint_blocks(
             yield _bad_block(_unreadable(name, exc))
             continue
         with f:
-            yield from _fingerprint_blocks(f, name, chunk)
+            yield from _fingerprint_blocks(as_utf8(f), name, chunk)
 
 
 def _bad_block(bad: BadRecord) -> FingerprintBlock:

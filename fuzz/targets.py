@@ -1,0 +1,128 @@
+"""Fuzz targets: every reader and the text -> fingerprint path (issue 22.8).
+
+Each target takes arbitrary bytes and checks a property, not only "no crash":
+readers account for every line, the bulk fingerprint-line parser agrees with the
+per-line one, a fingerprint is deterministic, the two segmenters agree. An
+exception that is not the documented one (``InvalidInput`` where a function may
+refuse input) is a finding. Run with atheris: ``python -m fuzz.run TARGET``
+(docs/fuzzing.md); tests/test_fuzz.py runs each briefly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+from collections.abc import Callable
+
+from simhash_hbase.errors import EmptyDocument, InvalidInput
+from simhash_hbase.records import BadRecord, Record
+from simhash_hbase.text.extract import to_text
+from simhash_hbase.text.readers import (
+    STDIN,
+    SourceOptions,
+    fingerprint_record,
+    read_fingerprint_lines,
+    read_sources,
+)
+
+_MAX = 1 << 16
+
+
+def _read(data: bytes, **options: object) -> list[Record | BadRecord]:
+    opts = SourceOptions(max_bytes=_MAX, **options)  # type: ignore[arg-type]
+    return list(read_sources([STDIN], opts, stdin=io.BytesIO(data)))
+
+
+def text_reader(data: bytes) -> None:
+    """A plain text read from a stream is one record: its exact text, or one bad record."""
+    items = _read(data, format="text", stdin_id="doc")
+    assert len(items) == 1, items
+    (item,) = items
+    if isinstance(item, Record):
+        assert item.text == data.decode("utf-8-sig"), "text changed on the way in"
+
+
+def html_reader(data: bytes) -> None:
+    """A page, in both modes: text (one block a line, no empty line) or one bad record."""
+    for mode in ("main", "raw"):
+        (item,) = _read(data, format="html", stdin_id="page", html=mode)
+        if isinstance(item, Record):
+            lines = item.text.split("\n") if item.text else []
+            assert all(line and line == line.strip() for line in lines), lines[:5]
+            assert "\x00" not in item.text
+
+
+def jsonl_reader(data: bytes) -> None:
+    """Every non-blank line is one record or one bad record that names its line."""
+    items = _read(data, format="jsonl")
+    lines = data.split(b"\n")
+    if lines and not lines[-1]:
+        lines.pop()
+    blank = 0
+    for line in lines:
+        with contextlib.suppress(UnicodeDecodeError):
+            blank += not line.decode("utf-8").strip()
+    assert len(items) == len(lines) - blank, (len(items), len(lines), blank)
+    for item in items:
+        assert item.where.startswith("<stdin>:"), item
+
+
+def csv_reader(data: bytes) -> None:
+    """A CSV stream gives records and bad records, each naming its line, never raising."""
+    for item in _read(data, format="csv"):
+        assert isinstance(item, (Record, BadRecord))
+        assert item.where.startswith("<stdin>:"), item
+
+
+def fingerprint_reader(data: bytes) -> None:
+    """The bulk (NumPy) parser of ``ID<TAB>HEX`` lines agrees with the per-line one."""
+    bulk = list(read_fingerprint_lines([STDIN], stdin=io.BytesIO(data)))
+    one_by_one: list[tuple[str, int] | BadRecord] = []
+    for lineno, line in enumerate(data.splitlines(keepends=True), 1):
+        if line.endswith(b"\r") and not line.endswith(b"\r\n"):
+            return  # a lone CR: the bulk reader's lines end at \n only (splitlines differs)
+        item = fingerprint_record(line, f"<stdin>:{lineno}")
+        if item is not None:
+            one_by_one.append(item)
+    assert bulk == one_by_one, (bulk[:3], one_by_one[:3])
+
+
+_fingerprinters: dict[int, Callable[[str], int]] = {}
+
+
+def fingerprint_text(data: bytes) -> None:
+    """raw -> text -> fingerprint: deterministic, the same from a fresh fingerprinter."""
+    from simhash_hbase.fingerprint.simhash import Fingerprinter
+
+    try:
+        text = to_text(data, "auto")
+    except InvalidInput:
+        return
+    if not _fingerprinters:
+        _fingerprinters[1] = Fingerprinter().fingerprint
+    try:
+        first = _fingerprinters[1](text)
+    except EmptyDocument:
+        return
+    assert _fingerprinters[1](text) == first
+    assert Fingerprinter().fingerprint(text) == first
+
+
+def segmenters(data: bytes) -> None:
+    """jieba and rjieba (the fast path) cut every text into the same tokens."""
+    from simhash_hbase.fingerprint import segment
+
+    text = data.decode("utf-8", "replace")
+    slow, fast = segment.segmenter("jieba"), segment.segmenter("rjieba")
+    assert list(slow(text)) == list(fast(text)), text
+
+
+TARGETS: dict[str, Callable[[bytes], None]] = {
+    "text": text_reader,
+    "html": html_reader,
+    "jsonl": jsonl_reader,
+    "csv": csv_reader,
+    "fingerprints": fingerprint_reader,
+    "fingerprint_text": fingerprint_text,
+    "segmenters": segmenters,
+}
