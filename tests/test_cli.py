@@ -35,7 +35,10 @@ def test_ingest_then_query(store_url: str, corpus: Path, tmp_path: Path) -> None
     report = tmp_path / "dups.jsonl"
     result = shdb("ingest", str(corpus), "--index", store_url, "--report", str(report))
     assert result.exit_code == 0, result.output
-    assert "added 3 documents, 1 near-duplicates (k<=3), skipped 0" in result.stderr
+    assert (
+        "added 3 documents, 1 near-duplicates "
+        "(k<=3 (and similarity>=0.2), or similarity>=0.5), skipped 0" in result.stderr
+    )
     (line,) = [json.loads(x) for x in report.read_text().splitlines()]
     assert (line["id"], line["total"], line["total_exact"]) == ("a-copy", 1, True)
     assert [(m["id"], m["distance"]) for m in line["matches"]] == [("a", 0)]
@@ -53,10 +56,11 @@ def test_query_by_fingerprint_and_file(store_url: str, corpus: Path, tmp_path: P
     by_file = shdb("query", "--file", str(text_file), "-i", store_url)
     assert by_file.exit_code == 0 and by_file.stdout.endswith("\tb\n")
     header, row = by_file.stdout.splitlines()
-    assert header == "distance\tfingerprint\tid"
-    fp = row.split("\t")[1]
+    assert header == "distance\tsimilarity\tfingerprint\tid"
+    fp = row.split("\t")[2]
     by_fp = shdb("query", "--fingerprint", fp, "-i", store_url, "-k", "0")
-    assert by_fp.stdout == by_file.stdout
+    # a fingerprint has no sketch: the same match, its similarity unknown
+    assert by_fp.stdout == by_file.stdout.replace("\t1.0\t", "\t-\t")
     assert shdb("fingerprint", OTHER).stdout.strip() == fp
 
 

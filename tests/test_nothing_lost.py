@@ -411,7 +411,9 @@ def test_human_output_is_a_table_with_a_header(corpus_jsonl: Path, tmp_path: Pat
     shdb("ingest", str(corpus_jsonl), "-i", index)
     assert shdb("stats", "-i", index).stdout.startswith("stat\tvalue\n")
     assert shdb("verify", "-i", index).stdout.startswith("check\tvalue\n")
-    assert shdb("query", ARTICLE, "-i", index).stdout.startswith("distance\tfingerprint\tid\n")
+    assert shdb("query", ARTICLE, "-i", index).stdout.startswith(
+        "distance\tsimilarity\tfingerprint\tid\n"
+    )
     assert shdb("get", "a", "-i", index).stdout.startswith("id\tfingerprint\ttext\tmeta\n")
 
 

@@ -38,7 +38,8 @@ from simhash_hbase.errors import (
     StoreError,
     StoreUnavailable,
 )
-from simhash_hbase.fingerprint.probes import DEFAULT_QUERY_PROBES
+from simhash_hbase.fingerprint.minhash import MinHashParams
+from simhash_hbase.fingerprint.probes import DEFAULT_QUERY_PROBES, bound
 from simhash_hbase.fingerprint.simhash import (
     DEFAULT_VERSION,
     Fingerprinter,
@@ -379,6 +380,16 @@ def _open_output(path: str) -> Iterator[TextIO]:
             yield f
 
 
+def _predicate(k: int, lsh: MinHashParams | None, probes: int = 0) -> str:
+    """The match rule in words, for summaries (layout.nets.is_match; docs/nets.md)."""
+    near = f"k<={k}"
+    if probes:
+        near = f"k<={k}, or distance<={bound(k, probes)} with one of {probes} probes within {k}"
+    if lsh is None:
+        return near
+    return f"{near} (and similarity>={lsh.floor}), or similarity>={lsh.threshold}"
+
+
 def _pair(doc_id: str, near_id: str, distance: int, similarity: float | None = None) -> str:
     """One near-duplicate pair, as ingest --report and dedup print it."""
     pair = {"id": doc_id, "near_id": near_id, "distance": distance, "similarity": similarity}
@@ -455,12 +466,12 @@ def _skip_json(bad: BadRecord) -> dict[str, Any]:
     return {"where": bad.where, "reason": bad.reason, "problem": bad.problem.value}
 
 
-def _print_summary(summary: IngestSummary, k: int | None) -> None:
+def _print_summary(summary: IngestSummary, k: int | None, rule: str = "") -> None:
     if summary.resumed_after:
         err.print(
             f"resumed: {summary.resumed_after} records were done by an earlier run", highlight=False
         )
-    found = f", {summary.duplicates} near-duplicates (k<={k})" if k is not None else ""
+    found = f", {summary.duplicates} near-duplicates ({rule or f'k<={k}'})" if k is not None else ""
     skipped = len(summary.skipped) + summary.skipped_before
     err.print(
         f"added {summary.added} documents{found}, skipped {skipped}, "
@@ -623,7 +634,8 @@ def ingest_cmd(
             sink.close()
     if as_json:
         typer.echo(json.dumps(_summary_json(summary), ensure_ascii=False))
-    _print_summary(summary, options.find_k)
+    rule = "" if options.find_k is None else _predicate(options.find_k, ix.lsh, options.probes)
+    _print_summary(summary, options.find_k, rule)
     if summary.skipped or summary.skipped_before:
         raise typer.Exit(EXIT_SKIPPED)
 
@@ -671,20 +683,29 @@ def query_cmd(
     query_fp = parse_fingerprint_hex(fingerprint) if fingerprint is not None else None
     body = _text_from(text, file, max_bytes) if query_fp is None else ""
     with SimhashIndex.open(index, readonly=True, params=wanted) as ix:
+        probe = 0 if query_fp is not None else DEFAULT_QUERY_PROBES if probes is None else probes
         if query_fp is not None:
             matches = ix.query_fingerprint(query_fp, k, limit=limit)
         else:
-            probe = DEFAULT_QUERY_PROBES if probes is None else probes
             matches = ix.query(body, k, probes=probe, limit=limit)
     if as_json:
         typer.echo(json.dumps(matches.to_json(), ensure_ascii=False))
     elif matches:
         _table(
-            ("distance", "fingerprint", "id"),
-            ((m.distance, fingerprint_to_hex(m.fingerprint), m.doc_id) for m in matches),
+            ("distance", "similarity", "fingerprint", "id"),
+            (
+                (
+                    m.distance,
+                    "-" if m.similarity is None else m.similarity,
+                    fingerprint_to_hex(m.fingerprint),
+                    m.doc_id,
+                )
+                for m in matches
+            ),
         )
-        bound = "" if matches.total_exact else ">= "
-        shown = f"{len(matches)} shown of {bound}{matches.total} matches (k<={k})"
+        more = "" if matches.total_exact else ">= "
+        rule = _predicate(k, ix.lsh if query_fp is None else None, probe)
+        shown = f"{len(matches)} shown of {more}{matches.total} matches ({rule})"
         err.print(shown, highlight=False)
     if not matches:
         raise typer.Exit(EXIT_NO_MATCH)
@@ -860,7 +881,8 @@ def dedup_cmd(
 ) -> None:
     """All near-duplicate pairs within each PATH (file, folder, - for stdin), in
     memory, no index: JSON lines
-    {"id", "near_id", "distance"} (--clusters: one JSON list of ids per group)."""
+    {"id", "near_id", "distance", "similarity"} (--clusters: one JSON list of ids
+    per group). Texts are matched by both nets, as an index does (docs/nets.md)."""
     opts = SourceOptions(fmt, id_field, text_field, max_bytes)
     params = FingerprintParams(**_wanted(top_n, idf, features, ngram, fingerprint_version, fold))
     check_paths(paths)
@@ -875,6 +897,7 @@ def dedup_cmd(
         workers=workers,
         fingerprints=fingerprints,
         exclude=exclude,
+        lsh=MinHashParams(),
     )
     ids = result.ids
     with _open_output(output) as out:
@@ -882,8 +905,8 @@ def dedup_cmd(
             for group in clusters(result.pairs, len(ids)):
                 out.write(json.dumps([ids[i] for i in group], ensure_ascii=False) + "\n")
         else:
-            for i, j, dist in result.pairs:
-                out.write(_pair(ids[j], ids[i], dist) + "\n")
+            for (i, j, dist), sim in zip(result.pairs, result.similarities):
+                out.write(_pair(ids[j], ids[i], dist, sim) + "\n")
     if as_json:
         summary = {
             "inputs": len(ids),
@@ -893,7 +916,8 @@ def dedup_cmd(
         err.print(json.dumps(summary, ensure_ascii=False), markup=False, highlight=False)
     else:
         err.print(
-            f"{len(ids)} inputs, {len(result.pairs)} near-duplicate pairs (k<={k}), "
+            f"{len(ids)} inputs, {len(result.pairs)} near-duplicate pairs "
+            f"({_predicate(k, None if fingerprints else MinHashParams())}), "
             f"skipped {len(result.skipped)}",
             highlight=False,
         )

@@ -10,8 +10,9 @@ Cost decides the method (docs/quality.md, measured-facts): one-permutation
 hashing (Li, Owen & Zhang 2012) with optimal densification of empty bins
 (Shrivastava, ICML 2017), all in NumPy, ~20x cheaper than k hash functions:
 1. The text is normalised per code point (NFKC of the character, lower-cased;
-   with ``fold = "t2s"`` first OpenCC's Traditional -> Simplified), and only
-   letters and digits are kept (no whitespace, punctuation or symbol).
+   with ``fold = "t2s"`` first OpenCC's Traditional -> Simplified, when the text
+   holds a CJK character (U+3400-U+9FFF, U+F900-U+FAFF) that t2s changes on its
+   own), and only letters and digits are kept (no whitespace, punctuation or symbol).
 2. Each ``shingle``-character window (the whole text when shorter) is hashed:
    the polynomial ``sum(cp[j + i] * P**(s-1-i))`` mod 2**64 of its code points,
    XOR the seed's key, through MurmurHash3's 64-bit finalizer (fmix64, what mmh3
@@ -56,7 +57,6 @@ DEFAULT_SKETCH_BITS = 4
 DEFAULT_THRESHOLD = 0.5
 DEFAULT_FLOOR = 0.2
 _BMP = 0x10000
-_CODE_POINTS = 0x110000
 
 
 @dataclass(frozen=True)
@@ -130,19 +130,38 @@ def _fmix64(h: np.ndarray) -> np.ndarray:
 
 @cache
 def _tables() -> tuple[np.ndarray, np.ndarray]:
-    """Per code point: its normalised form (BMP: NFKC of the character, lower-cased,
-    when that is one character) and whether it is kept (a letter or a digit)."""
-    mapped = np.arange(_CODE_POINTS, dtype=np.uint32)
+    """Per BMP code point: its normalised form (NFKC of the character, lower-cased,
+    when that is one BMP character) and whether it is kept (a letter or a digit).
+    BMP only (320 KB): tables of every code point (5.5 MB) pushed jieba's data out
+    of the CPU cache and slowed the SimHash of the same text 2x."""
+    mapped = np.arange(_BMP, dtype=np.uint32)
     for cp in range(_BMP):
         if 0xD800 <= cp < 0xE000:
             continue
         form = unicodedata.normalize("NFKC", chr(cp)).lower()
-        if len(form) == 1:
+        if len(form) == 1 and ord(form) < _BMP:
             mapped[cp] = ord(form)
-    keep = np.fromiter(
-        (chr(cp).isalnum() for cp in range(_CODE_POINTS)), dtype=bool, count=_CODE_POINTS
-    )
+    keep = np.fromiter((chr(cp).isalnum() for cp in range(_BMP)), dtype=bool, count=_BMP)
     return mapped, keep
+
+
+@cache
+def _folded_chars(fold: str) -> np.ndarray:
+    """Per code point: whether the converter changes the character on its own. A
+    text with none of them is its own conversion, and OpenCC (~50 us a page) is
+    skipped."""
+    from simhash_hbase.fingerprint.simhash import _folder
+
+    convert = _folder(fold)
+    assert convert is not None
+    out = np.zeros(_BMP, dtype=bool)
+    chars = [chr(cp) for cp in range(0x3400, 0xA000)] + [chr(cp) for cp in range(0xF900, 0xFB00)]
+    converted = convert("\n".join(chars)).split("\n")
+    assert len(converted) == len(chars), "the converter joined or split lines"
+    for ch, to in zip(chars, converted):
+        if ch != to:
+            out[ord(ch)] = True
+    return out
 
 
 @cache
@@ -169,6 +188,7 @@ class MinHasher:
             from simhash_hbase.fingerprint.simhash import _folder
 
             self._fold = _folder(self.params.fold)
+            self._folds = _folded_chars(self.params.fold)
         self._mapped, self._keep = _tables()
         self._donors = _donors(self.params.seed)
         self._key = _seed_key(self.params.seed)
@@ -185,11 +205,19 @@ class MinHasher:
 
     def code_points(self, text: str) -> np.ndarray:
         """The normalised text as code points (step 1)."""
-        if self._fold is not None:
-            text = self._fold(text)
         raw = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
-        cps = self._mapped[raw]
-        return cps[self._keep[cps]]
+        low = np.minimum(raw, _BMP - 1)  # U+FFFF: a non-character, never folded or kept
+        if self._fold is not None and self._folds[low].any():  # else it folds to itself
+            text = self._fold(text)
+            raw = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
+            low = np.minimum(raw, _BMP - 1)
+        cps = self._mapped[low]
+        keep = self._keep[cps]
+        astral = np.flatnonzero(raw >= _BMP)
+        if len(astral):  # rare: kept as they are, if letters or digits
+            cps[astral] = raw[astral]
+            keep[astral] = [chr(cp).isalnum() for cp in raw[astral].tolist()]
+        return cps[keep]
 
     def values(self, text: str) -> np.ndarray | None:
         """The 128 densified bin minima (uint64), or None for a text with no letter
@@ -246,18 +274,25 @@ def similarity(a: bytes, b: bytes, bits: int) -> float:
     smaller than the hash space), so ``J = (agree - C) / (1 - C)``, clipped to 0..1."""
     if len(a) != len(b) or not a:
         raise ValueError("sketches of different sizes are not comparable")
-    agree = float(np.mean(unpack_sketch(a, bits) == unpack_sketch(b, bits)))
-    chance = 2.0**-bits
-    return round(min(max((agree - chance) / (1.0 - chance), 0.0), 1.0), 4)
+    return float(similarities(a, [b], bits)[0])
+
+
+@cache
+def _zero_groups(bits: int) -> np.ndarray:
+    """Per byte value: how many of its ``bits``-bit groups are zero."""
+    groups = [(v >> shift) & ((1 << bits) - 1) for v in range(256) for shift in range(0, 8, bits)]
+    return (np.array(groups).reshape(256, -1) == 0).sum(axis=1).astype(np.uint16)
 
 
 def similarities(query: bytes, sketches: list[bytes], bits: int) -> np.ndarray:
-    """:func:`similarity` of one sketch against many, in one NumPy pass."""
+    """:func:`similarity` of one sketch against many, in one NumPy pass: equal
+    values are zero groups of the XOR of the packed bytes."""
     if not sketches:
         return np.zeros(0)
-    q = unpack_sketch(query, bits)
-    held = unpack_sketch(b"".join(sketches), bits).reshape(len(sketches), -1)
-    agree = (held == q).mean(axis=1)
+    size = len(query)
+    q = np.frombuffer(query, dtype=np.uint8)
+    held = np.frombuffer(b"".join(sketches), dtype=np.uint8).reshape(len(sketches), size)
+    agree = _zero_groups(bits)[held ^ q].sum(axis=1) / (size * 8 // bits)
     chance = 2.0**-bits
     return np.round(np.clip((agree - chance) / (1.0 - chance), 0.0, 1.0), 4)
 

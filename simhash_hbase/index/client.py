@@ -14,7 +14,7 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import islice
 from typing import Any
 
@@ -52,6 +52,7 @@ from simhash_hbase.layout.nets import (
     first_band_flag,
     is_match,
     pair_similarities,
+    sketch_document,
     unpack_all,
 )
 from simhash_hbase.layout.pairs import near_duplicate_pairs
@@ -224,10 +225,8 @@ class SimhashIndex:
 
     def sketched(self, doc: Document, text: str) -> Document:
         """``doc`` with the sketch and band keys of ``text`` (as is without the LSH net)."""
-        sig = self.signature(text)
-        if sig is None:
-            return doc
-        return replace(doc, sketch=sig.sketch, bands=codec.encode_bands(sig.bands))
+        hasher = self.minhasher
+        return doc if hasher is None else sketch_document(hasher, doc, text)
 
     # -- job state (e.g. ingest checkpoints), small JSON records in the meta table -
     def get_state(self, name: str) -> dict[str, Any] | None:

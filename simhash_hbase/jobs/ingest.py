@@ -16,7 +16,7 @@ import signal
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import partial
 from itertools import islice
 from pathlib import Path
@@ -25,11 +25,13 @@ from typing import Any, BinaryIO, Protocol
 import numpy as np
 
 from simhash_hbase.errors import EmptyDocument, InvalidInput, InvalidSetting, RejectedRecord
+from simhash_hbase.fingerprint.minhash import MinHasher, MinHashParams
 from simhash_hbase.fingerprint.probes import check_probes
 from simhash_hbase.fingerprint.simhash import Fingerprinter, FingerprintParams
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.layout import codec
-from simhash_hbase.layout.pairs import Pair, near_duplicate_pairs
+from simhash_hbase.layout.nets import batch_pairs, sketch_document
+from simhash_hbase.layout.pairs import Pair
 from simhash_hbase.layout.scheme import Scheme
 from simhash_hbase.records import (
     DEFAULT_LIMIT,
@@ -708,6 +710,8 @@ class DedupResult:
     ids: list[str]
     pairs: list[Pair]
     skipped: list[BadRecord]
+    #: The estimated Jaccard of each pair (None where a side has no sketch).
+    similarities: list[float | None] = field(default_factory=list)
 
 
 def find_duplicates(
@@ -720,16 +724,30 @@ def find_duplicates(
     workers: int = 1,
     fingerprints: bool = False,
     exclude: Sequence[Path] = (),
+    lsh: MinHashParams | None = None,
 ) -> DedupResult:
     """All near-duplicate pairs within the input (no index): documents, or
-    precomputed fingerprints with ``fingerprints=True``."""
+    precomputed fingerprints with ``fingerprints=True`` (the pigeonhole net only).
+
+    With ``lsh``, texts join the LSH net too, and pairs are judged by the index's
+    predicate (:func:`~simhash_hbase.layout.nets.batch_pairs`: sorting for the
+    pigeonhole, grouping by band key for LSH).
+    """
     scheme.check_k(k)
+    sketches: list[bytes | None] = []
+    bands: list[bytes | None] = []
     if fingerprints:
         ids, fps, skipped = read_fingerprint_arrays(paths)
+        lsh = None
     else:
-        ids, fps, skipped = _fingerprinted_arrays(paths, opts, params, workers, exclude)
-    pairs = near_duplicate_pairs(fps, k, scheme)
-    return DedupResult(ids, pairs, skipped)
+        hasher = MinHasher(lsh) if lsh is not None else None
+        ids, fps, skipped, sketches, bands = _fingerprinted_arrays(
+            paths, opts, params, workers, exclude, hasher
+        )
+    found = batch_pairs(fps, k, scheme, lsh, sketches, bands)
+    return DedupResult(
+        ids, [Pair(i, j, d) for i, j, d, _ in found], skipped, [s for *_, s in found]
+    )
 
 
 def _fingerprinted_arrays(
@@ -738,24 +756,33 @@ def _fingerprinted_arrays(
     params: FingerprintParams,
     workers: int,
     exclude: Sequence[Path],
-) -> tuple[list[str], np.ndarray, list[BadRecord]]:
+    hasher: MinHasher | None = None,
+) -> tuple[list[str], np.ndarray, list[BadRecord], list[bytes | None], list[bytes | None]]:
+    """Ids, fingerprints, skipped records, and (with ``hasher``) sketches and band keys."""
     ids: list[str] = []
     fps: list[int] = []
     skipped: list[BadRecord] = []
+    sketches: list[bytes | None] = []
+    bands: list[bytes | None] = []
     records = (screen(r) for r in read_sources(paths, opts, exclude=exclude))
-    for item in _fingerprinted(records, Fingerprinter(params), workers):
+    for item in _fingerprinted(records, Fingerprinter(params), workers, hasher):
         if isinstance(item, BadRecord):
             skipped.append(item)
         else:
-            ids.append(item[0])
-            fps.append(item[1])
-    return ids, np.array(fps, dtype=np.uint64), skipped
+            ids.append(item.doc_id)
+            fps.append(item.fingerprint)
+            sketches.append(item.sketch)
+            bands.append(item.bands)
+    return ids, np.array(fps, dtype=np.uint64), skipped, sketches, bands
 
 
 def _fingerprinted(
-    records: Iterator[Record | BadRecord], fingerprinter: Fingerprinter, workers: int
-) -> Iterator[tuple[str, int] | BadRecord]:
+    records: Iterator[Record | BadRecord],
+    fingerprinter: Fingerprinter,
+    workers: int,
+    hasher: MinHasher | None,
+) -> Iterator[Document | BadRecord]:
+    sketched = None if hasher is None else partial(sketch_document, hasher)
     for chunk, fps in fingerprint_chunks(records, fingerprinter, workers, _DEDUP_CHUNK):
         for record, fp in zip(chunk, fps):
-            item = to_document(record, fp, store_text=False)
-            yield item if isinstance(item, BadRecord) else (item.doc_id, item.fingerprint)
+            yield to_document(record, fp, False, sketched)

@@ -15,14 +15,17 @@ keys for LSH (:func:`band_candidates`).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from simhash_hbase.errors import InvalidSetting
-from simhash_hbase.fingerprint.minhash import BINS, MinHashParams, unpack_sketch
+from simhash_hbase.fingerprint.minhash import BINS, MinHasher, MinHashParams, unpack_sketch
+from simhash_hbase.layout import codec
 from simhash_hbase.layout.pairs import near_duplicate_pairs
 from simhash_hbase.layout.scheme import Scheme
+from simhash_hbase.records import Document
 
 SIMHASH = "simhash"
 SIMHASH_LSH = "simhash+lsh"
@@ -52,6 +55,15 @@ def is_match(near: bool, similarity: float | None, lsh: MinHashParams | None) ->
     if similarity is None or lsh is None:
         return near
     return similarity >= lsh.threshold or (near and similarity >= lsh.floor)
+
+
+def sketch_document(hasher: MinHasher, doc: Document, text: str) -> Document:
+    """``doc`` with the sketch and band keys of ``text`` (as is if the text has no
+    letter or digit: it then joins the pigeonhole net only)."""
+    sig = hasher.signature(text)
+    if sig is None:
+        return doc
+    return dataclasses.replace(doc, sketch=sig.sketch, bands=codec.encode_bands(sig.bands))
 
 
 def band_candidates(bands: np.ndarray, has: np.ndarray) -> np.ndarray:
