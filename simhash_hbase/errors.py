@@ -87,3 +87,22 @@ class StoreCorrupt(StoreError):
 
 class StoreClosed(StoreError):
     """The store was used after ``close()``."""
+
+
+class WorkerDied(ShdbError):
+    """A fingerprinting worker process died (or a text raised in it) while it held
+    text ``item`` of chunk ``chunk``; ``document`` names it once the caller knows."""
+
+    exit_code = 1
+
+    def __init__(self, chunk: int, item: int, how: str, document: str | None = None) -> None:
+        held = document or f"text {item} of chunk {chunk}"
+        super().__init__(
+            f"a fingerprinting worker {how} while it held {held}; the batches before it "
+            "are saved"
+        )
+        self.chunk, self.item, self.how, self.document = chunk, item, how, document
+
+    def naming(self, document: str) -> WorkerDied:
+        """The same error, naming the document (its id and file:line)."""
+        return WorkerDied(self.chunk, self.item, self.how, document)

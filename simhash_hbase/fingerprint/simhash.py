@@ -11,10 +11,10 @@ import importlib.util
 import math
 import re
 import unicodedata
-from collections import Counter, deque
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import asdict, dataclass, field, fields
-from functools import cache
+from functools import cache, partial
 from importlib import resources
 from itertools import compress, filterfalse, repeat
 from operator import itemgetter, mul
@@ -29,7 +29,6 @@ from simhash_hbase.fingerprint.memo import Memo
 from simhash_hbase.fingerprint.probes import probe_fingerprints
 
 if TYPE_CHECKING:
-    from multiprocessing.pool import AsyncResult
 
     import numpy as np
 
@@ -385,30 +384,22 @@ class Fingerprinter:
                 yield _chunk_of(self, chunk, probes)
             return
         # fork: children inherit the loaded dictionary and IDF table (no 1 s reload
-        # each). A bounded window of chunks in flight keeps memory flat on endless
-        # input, which Pool.imap (it drains its input eagerly) would not.
-        import multiprocessing
+        # each). A worker that dies is an error naming the text it held (workers.py).
+        from simhash_hbase.fingerprint.workers import map_chunks
 
-        ctx = multiprocessing.get_context("fork")
-        with ctx.Pool(workers, initializer=_init_worker, initargs=(self.params,)) as pool:
-            pending: deque[AsyncResult[list[Any]]] = deque()
-            for chunk in texts:
-                pending.append(pool.apply_async(_worker_chunk, (chunk, probes)))
-                if len(pending) > 2 * workers:
-                    yield pending.popleft().get()
-            while pending:
-                yield pending.popleft().get()
+        yield from map_chunks(
+            ((chunk, probes) for chunk in texts),
+            workers,
+            partial(_init_worker, self.params),
+            _worker_chunk,
+        )
 
 
 _worker: Fingerprinter | None = None
 
 
 def _init_worker(params: FingerprintParams) -> None:
-    import signal
-
     global _worker
-    # Ctrl-C is the parent's to handle (it stops the pool): no traceback per worker.
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _worker = Fingerprinter(params)
 
 

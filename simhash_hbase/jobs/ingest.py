@@ -24,7 +24,13 @@ from typing import Any, BinaryIO, Protocol
 
 import numpy as np
 
-from simhash_hbase.errors import EmptyDocument, InvalidInput, InvalidSetting, RejectedRecord
+from simhash_hbase.errors import (
+    EmptyDocument,
+    InvalidInput,
+    InvalidSetting,
+    RejectedRecord,
+    WorkerDied,
+)
 from simhash_hbase.fingerprint.minhash import MinHasher, MinHashParams
 from simhash_hbase.fingerprint.probes import check_probes
 from simhash_hbase.fingerprint.simhash import Fingerprinter, FingerprintParams
@@ -107,8 +113,8 @@ def fingerprint_chunks(
 ) -> Iterator[tuple[list[Record | BadRecord], list[int | EmptyDocument]]]:
     """Chunks of records with their fingerprints, in input order (``workers`` processes)."""
     pending: deque[list[Record | BadRecord]] = deque()
-    for fps in fingerprinter.map(_texts(records, size, pending), workers):
-        yield pending.popleft(), fps
+    results = fingerprinter.map(_texts(records, size, pending), workers)
+    return _with_records(results, pending)
 
 
 def probe_chunks(
@@ -120,8 +126,26 @@ def probe_chunks(
 ) -> Iterator[tuple[list[Record | BadRecord], list[list[int] | EmptyDocument]]]:
     """Like :func:`fingerprint_chunks`, with each text's probe list (fingerprint first)."""
     pending: deque[list[Record | BadRecord]] = deque()
-    for lists in fingerprinter.map_probes(_texts(records, size, pending), probes, workers):
-        yield pending.popleft(), lists
+    results = fingerprinter.map_probes(_texts(records, size, pending), probes, workers)
+    return _with_records(results, pending)
+
+
+def _with_records(
+    results: Iterator[list[Any]], pending: deque[list[Record | BadRecord]]
+) -> Iterator[tuple[list[Record | BadRecord], list[Any]]]:
+    """Each chunk of records with its results; a worker that died names the
+    document it held (its id and file:line)."""
+    given = 0
+    try:
+        for result in results:
+            yield pending.popleft(), result
+            given += 1
+    except WorkerDied as exc:
+        record = pending[exc.chunk - given][exc.item]
+        name = record.where if isinstance(record, BadRecord) else repr(record.doc_id)
+        if isinstance(record, Record) and record.where:
+            name += f" ({record.where})"
+        raise exc.naming(f"document {name}") from None
 
 
 def _texts(
