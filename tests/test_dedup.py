@@ -11,7 +11,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simhash_hbase.errors import InvalidQuery
-from simhash_hbase.layout.pairs import Pair, clusters, near_duplicate_pairs
+from simhash_hbase.layout.pairs import (
+    Pair,
+    clusters,
+    clusters_of,
+    near_duplicate_pairs,
+    near_graph,
+    nearest_earlier,
+)
 from simhash_hbase.layout.scheme import SCHEMES
 
 from .test_cli import shdb
@@ -60,16 +67,71 @@ def test_clusters_are_connected_components() -> None:
     assert clusters(pairs, 6) == [[0, 1, 2], [3, 4]]
 
 
+@st.composite
+def _crawl(draw: st.DrawFn) -> np.ndarray:
+    """Fingerprints as a crawl has them: mass copies, chains of small edits (each
+    step within k, the ends far apart), near-misses just past k, and noise,
+    shuffled together."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    fps: list[int] = []
+    for kind in draw(st.lists(st.sampled_from("mcnr"), min_size=1, max_size=12)):
+        base = int(rng.integers(0, 2**64, dtype=np.uint64))
+        if kind == "m":  # mass copies, some with a one-bit edit
+            fps += [base] * int(rng.integers(2, 120))
+            fps += [base ^ 1 << int(b) for b in rng.integers(0, 64, int(rng.integers(0, 5)))]
+        elif kind == "c":  # a chain: each link 1..3 bits from the one before
+            for _ in range(int(rng.integers(2, 30))):
+                fps.append(base)
+                for bit in rng.choice(64, int(rng.integers(1, 4)), replace=False).tolist():
+                    base ^= 1 << bit
+        elif kind == "n":  # near-misses: 4 or 5 bits off
+            fps += [base] + [
+                base ^ sum(1 << b for b in rng.choice(64, int(d), replace=False).tolist())
+                for d in rng.integers(4, 6, int(rng.integers(1, 4)))
+            ]
+        else:  # noise sharing 48 high bits with each other
+            fps += [base & ~0xFFFF | int(low) for low in rng.integers(0, 1 << 16, 40)]
+    out = np.array(fps, dtype=np.uint64)
+    rng.shuffle(out)
+    return out
+
+
+@settings(max_examples=60, deadline=None)
+@given(_crawl(), st.integers(0, 3), st.sampled_from(sorted(SCHEMES)), st.integers(1, 12))
+def test_grouped_graph_equals_brute_force(fps: np.ndarray, k: int, scheme: str, limit: int) -> None:
+    """Clusters from the grouped graph are the components of every pair; each input's
+    nearest earlier inputs and their count are those of brute force."""
+    pairs = _brute_force(fps, k)
+    graph = near_graph(fps, k, SCHEMES[scheme])
+    assert clusters_of(graph) == clusters(pairs, len(fps))
+    assert graph.pair_count() == len(pairs)
+    ids = [f"id{int(x) % 97:02d}-{i}" for i, x in enumerate(fps)]  # ids not in input order
+    earlier: dict[int, list[tuple[int, str, int]]] = {}
+    for i, j, d in pairs:
+        earlier.setdefault(j, []).append((d, ids[i], i))
+    got = {
+        n.j: ([(i, d) for i, d, _ in n.near], n.total) for n in nearest_earlier(graph, ids, limit)
+    }
+    want = {j: ([(i, d) for d, _, i in sorted(e)[:limit]], len(e)) for j, e in earlier.items()}
+    assert got == want
+
+
 def test_cli_dedup_fingerprint_file(tmp_path: Path) -> None:
     path = tmp_path / "fps.tsv"
     path.write_text("a\t0\nb\t7\nnot hex\nc\tffffffffffffffff\n1\n", encoding="utf-8")
     result = shdb("dedup", "--fingerprints", str(path))
     assert result.exit_code == 3  # one line skipped
     rows = [json.loads(x) for x in result.stdout.splitlines()]
-    assert rows == [
-        {"id": "b", "near_id": "a", "distance": 3, "similarity": None},
-        {"id": f"{path}:5", "near_id": "a", "distance": 1, "similarity": None},
-        {"id": f"{path}:5", "near_id": "b", "distance": 2, "similarity": None},
+    assert [
+        (r["id"], [(m["id"], m["distance"]) for m in r["matches"]], r["total"]) for r in rows
+    ] == [
+        ("b", [("a", 3)], 1),
+        (f"{path}:5", [("a", 1), ("b", 2)], 2),
+    ]
+    assert "4 inputs, 2 of them with earlier near-copies, 3 near-duplicate pairs" in result.stderr
+    limited = shdb("dedup", "--fingerprints", str(path), "--limit", "1")
+    assert json.loads(limited.stdout.splitlines()[1])["matches"] == [
+        {"id": "a", "distance": 1, "similarity": None, "fingerprint": "0000000000000000"}
     ]
     assert f"skipped {path}:3: 'not hex' is not a 64-bit hex fingerprint" in result.stderr
     clustered = shdb("dedup", "--fingerprints", str(path), "--clusters", "-k", "1")

@@ -60,7 +60,7 @@ from simhash_hbase.jobs.ingest import (
     ingest,
 )
 from simhash_hbase.jobs.verify import verify
-from simhash_hbase.layout.pairs import clusters
+from simhash_hbase.layout.pairs import clusters_of, nearest_earlier
 from simhash_hbase.layout.scheme import DEFAULT_SCHEME, get_scheme
 from simhash_hbase.records import (
     DEFAULT_LIMIT,
@@ -69,6 +69,8 @@ from simhash_hbase.records import (
     Document,
     IngestSummary,
     Lookup,
+    Match,
+    Matches,
     OnError,
     Problem,
     Record,
@@ -388,12 +390,6 @@ def _predicate(k: int, lsh: MinHashParams | None, probes: int = 0) -> str:
     if lsh is None:
         return near
     return f"{near} (and similarity>={lsh.floor}), or similarity>={lsh.threshold}"
-
-
-def _pair(doc_id: str, near_id: str, distance: int, similarity: float | None = None) -> str:
-    """One near-duplicate pair, as ingest --report and dedup print it."""
-    pair = {"id": doc_id, "near_id": near_id, "distance": distance, "similarity": similarity}
-    return json.dumps(pair, ensure_ascii=False)
 
 
 class _JsonlReport:
@@ -858,8 +854,14 @@ def dedup_cmd(
     k: KOpt = DEFAULT_K,
     as_clusters: Annotated[
         bool,
-        typer.Option("--clusters", metavar="", help="Print groups of near-copies, not pairs."),
+        typer.Option(
+            "--clusters",
+            metavar="",
+            help="Print the groups of near-copies (connected components of all pairs, "
+            "exact), one JSON list of ids per group, instead of each document's matches.",
+        ),
     ] = False,
+    limit: LimitOpt = DEFAULT_LIMIT,
     output: Annotated[
         str, typer.Option("--output", "-o", metavar="FILE", help="FILE, or - for stdout.")
     ] = "-",
@@ -879,10 +881,13 @@ def dedup_cmd(
     fold: FoldOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """All near-duplicate pairs within each PATH (file, folder, - for stdin), in
-    memory, no index: JSON lines
-    {"id", "near_id", "distance", "similarity"} (--clusters: one JSON list of ids
-    per group). Texts are matched by both nets, as an index does (docs/nets.md)."""
+    """Near-duplicates within each PATH (file, folder, - for stdin), in memory, no
+    index: one JSON line per input that has near-copies before it,
+    {"id", "matches" (its --limit nearest earlier inputs), "total", "total_exact"}
+    (--clusters: one JSON list of ids per group). Texts are matched by both nets,
+    as an index does (docs/nets.md). Memory: an id, a fingerprint and a sketch
+    per input, whatever the number of copies."""
+    check_limit(limit)
     opts = SourceOptions(fmt, id_field, text_field, max_bytes)
     params = FingerprintParams(**_wanted(top_n, idf, features, ngram, fingerprint_version, fold))
     check_paths(paths)
@@ -899,24 +904,38 @@ def dedup_cmd(
         exclude=exclude,
         lsh=MinHashParams(),
     )
-    ids = result.ids
+    ids, graph = result.ids, result.graph
+    copies = 0
     with _open_output(output) as out:
         if as_clusters:
-            for group in clusters(result.pairs, len(ids)):
+            for group in clusters_of(graph):
                 out.write(json.dumps([ids[i] for i in group], ensure_ascii=False) + "\n")
         else:
-            for (i, j, dist), sim in zip(result.pairs, result.similarities):
-                out.write(_pair(ids[j], ids[i], dist, sim) + "\n")
+            for found in nearest_earlier(graph, ids, limit):
+                copies += 1
+                matches = Matches(
+                    (
+                        Match(ids[i], int(graph.unique[graph.inverse[i]]), d, sim)
+                        for i, d, sim in found.near
+                    ),
+                    found.total,
+                )
+                line = {"id": ids[found.j], **matches.to_json()}
+                out.write(json.dumps(line, ensure_ascii=False) + "\n")
+    pairs = graph.pair_count()
     if as_json:
         summary = {
             "inputs": len(ids),
-            "pairs": len(result.pairs),
+            "pairs": pairs,
             "skipped": [_skip_json(b) for b in result.skipped],
         }
+        if not as_clusters:
+            summary["with_near_copies"] = copies
         err.print(json.dumps(summary, ensure_ascii=False), markup=False, highlight=False)
     else:
+        listed = "" if as_clusters else f", {copies} of them with earlier near-copies"
         err.print(
-            f"{len(ids)} inputs, {len(result.pairs)} near-duplicate pairs "
+            f"{len(ids)} inputs{listed}, {pairs} near-duplicate pairs "
             f"({_predicate(k, None if fingerprints else MinHashParams())}), "
             f"skipped {len(result.skipped)}",
             highlight=False,

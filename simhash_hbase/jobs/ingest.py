@@ -16,7 +16,7 @@ import signal
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from itertools import islice
 from pathlib import Path
@@ -37,7 +37,7 @@ from simhash_hbase.fingerprint.simhash import Fingerprinter, FingerprintParams
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.layout import codec
 from simhash_hbase.layout.nets import batch_pairs, sketch_document
-from simhash_hbase.layout.pairs import Pair
+from simhash_hbase.layout.pairs import NearGraph, near_graph
 from simhash_hbase.layout.scheme import Scheme
 from simhash_hbase.records import (
     DEFAULT_LIMIT,
@@ -729,13 +729,13 @@ def _writes_only(options: IngestOptions) -> IngestOptions:
 
 @dataclass
 class DedupResult:
-    """Ids in input order, near-duplicate pairs among them, and what was skipped."""
+    """Ids in input order, their near-duplicate graph (identical fingerprints as
+    one node: see :func:`~simhash_hbase.layout.pairs.nearest_earlier` and
+    :func:`~simhash_hbase.layout.pairs.clusters_of`), and what was skipped."""
 
     ids: list[str]
-    pairs: list[Pair]
+    graph: NearGraph
     skipped: list[BadRecord]
-    #: The estimated Jaccard of each pair (None where a side has no sketch).
-    similarities: list[float | None] = field(default_factory=list)
 
 
 def find_duplicates(
@@ -750,12 +750,15 @@ def find_duplicates(
     exclude: Sequence[Path] = (),
     lsh: MinHashParams | None = None,
 ) -> DedupResult:
-    """All near-duplicate pairs within the input (no index): documents, or
+    """The near-duplicate graph of the input (no index): documents, or
     precomputed fingerprints with ``fingerprints=True`` (the pigeonhole net only).
+    Identical documents are one node, so the work and memory follow documents
+    and distinct near pairs, not copies x copies; held: an id, a fingerprint
+    (and with ``lsh`` a sketch and band keys) per input, no text.
 
     With ``lsh``, texts join the LSH net too, and pairs are judged by the index's
     predicate (:func:`~simhash_hbase.layout.nets.batch_pairs`: sorting for the
-    pigeonhole, grouping by band key for LSH).
+    pigeonhole, grouping by band key for LSH) between distinct documents.
     """
     scheme.check_k(k)
     sketches: list[bytes | None] = []
@@ -768,10 +771,33 @@ def find_duplicates(
         ids, fps, skipped, sketches, bands = _fingerprinted_arrays(
             paths, opts, params, workers, exclude, hasher
         )
-    found = batch_pairs(fps, k, scheme, lsh, sketches, bands)
-    return DedupResult(
-        ids, [Pair(i, j, d) for i, j, d, _ in found], skipped, [s for *_, s in found]
+    if lsh is None or not any(s is not None for s in sketches):
+        return DedupResult(ids, near_graph(fps, k, scheme), skipped)
+    return DedupResult(ids, _nets_graph(fps, k, scheme, lsh, sketches, bands), skipped)
+
+
+def _nets_graph(
+    fps: np.ndarray,
+    k: int,
+    scheme: Scheme,
+    lsh: MinHashParams,
+    sketches: Sequence[bytes | None],
+    bands: Sequence[bytes | None],
+) -> NearGraph:
+    """:class:`NearGraph` by both nets: one node per distinct (fingerprint, sketch,
+    band keys), pairs of nodes by :func:`~simhash_hbase.layout.nets.batch_pairs`."""
+    node_of: dict[tuple[int, bytes | None, bytes | None], int] = {}
+    inverse = np.array(
+        [node_of.setdefault(key, len(node_of)) for key in zip(fps.tolist(), sketches, bands)],
+        dtype=np.int64,
     )
+    keys = list(node_of)
+    nodes = np.array([fp for fp, _, _ in keys], dtype=np.uint64)
+    found = batch_pairs(nodes, k, scheme, lsh, [s for _, s, _ in keys], [b for _, _, b in keys])
+    edges = np.array([(i, j, d) for i, j, d, _ in found], dtype=np.int64).reshape(-1, 3).T
+    similarity = np.array([np.nan if s is None else s for *_, s in found], dtype=np.float64)
+    sketched = np.array([s is not None for _, s, _ in keys], dtype=bool)
+    return NearGraph(nodes, inverse, edges, similarity, sketched)
 
 
 def _fingerprinted_arrays(

@@ -4,16 +4,27 @@ The same pigeonhole as the index, done with sorting instead of a store: for each
 segment combination, fingerprints whose combined segments are equal sit next to
 each other after a sort, and only those pairs are compared. Everything is NumPy
 over whole arrays; Python runs once per combination and per group-size step.
+
+Mass copies are grouped first: identical fingerprints become one node of a
+:class:`NearGraph` whose edges join distinct fingerprints within k, so clusters
+and the bounded per-document view cost work in documents, not in pairs.
 """
 
 from __future__ import annotations
 
+import bisect
+import heapq
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
 import numpy as np
 
 from simhash_hbase.layout.scheme import Scheme
+
+#: Groups of equal combination keys larger than this are compared block by block
+#: (an m x m matrix in blocks of _BLOCK rows), never as a list of candidate pairs.
+_BIG_GROUP = 64
+_BLOCK = 512
 
 
 class Pair(NamedTuple):
@@ -22,6 +33,32 @@ class Pair(NamedTuple):
     i: int
     j: int
     distance: int
+
+
+class NearGraph(NamedTuple):
+    """An input's distinct documents as nodes: their fingerprints (``unique``),
+    which node each input position is (``inverse``), and the pairs of nodes that
+    match: ``edges`` is (3, e) int64 rows a < b and their distance. Inputs of one
+    node match each other (identical). By the pigeonhole alone a node is a
+    distinct fingerprint; with sketches (layout.nets), a distinct (fingerprint,
+    sketch, bands), and ``similarity`` holds each edge's estimate (NaN: none) and
+    ``sketched`` which nodes have a sketch (their copies: similarity 1.0)."""
+
+    unique: np.ndarray
+    inverse: np.ndarray
+    edges: np.ndarray
+    similarity: np.ndarray | None = None
+    sketched: np.ndarray | None = None
+
+    def counts(self) -> np.ndarray:
+        return np.bincount(self.inverse, minlength=len(self.unique))
+
+    def pair_count(self) -> int:
+        """How many input pairs are within k (without listing them)."""
+        counts = self.counts().astype(object)  # Python ints: no overflow at 10^5 copies
+        same = sum(c * (c - 1) // 2 for c in counts.tolist() if c > 1)
+        a, b = self.edges[0].tolist(), self.edges[1].tolist()
+        return int(same + sum(counts[x] * counts[y] for x, y in zip(a, b)))
 
 
 def _lsd_order(segments: list[np.ndarray]) -> np.ndarray:
@@ -36,18 +73,57 @@ def _lsd_order(segments: list[np.ndarray]) -> np.ndarray:
     return order
 
 
-def _candidate_pairs(keys: np.ndarray, order: np.ndarray) -> Iterator[np.ndarray]:
-    """Index pairs (2, p) of rows with equal ``keys``, each unordered pair once."""
-    ordered = keys[order]
-    offset = 1
-    while offset < len(ordered):
-        # Rows at sorted positions p and p+offset are in one group iff equal; once
-        # no group is longer than offset, no later offset can match either.
-        same = ordered[offset:] == ordered[:-offset]
-        if not same.any():
+class _Combo(NamedTuple):
+    """One combination's keys, and those of the combinations before it: a pair
+    equal there was found there already, so each pair is kept once, by the first."""
+
+    keys: np.ndarray
+    earlier: list[np.ndarray]
+
+
+def _near_in_combo(
+    unique: np.ndarray, combo: _Combo, order: np.ndarray, k: int
+) -> Iterator[np.ndarray]:
+    """(3, p) pairs of rows with equal keys within ``k``, found near ones only:
+    small groups by comparing rows ``offset`` apart in sorted order, big groups in
+    blocks, so memory follows the pairs kept, not the candidates compared."""
+    ordered = combo.keys[order]
+    bounds = np.flatnonzero(np.diff(ordered)) + 1
+    starts = np.concatenate([[0], bounds])
+    sizes = np.diff(np.concatenate([starts, [len(ordered)]]))
+    big = sizes > _BIG_GROUP
+    for start, size in zip(starts[big].tolist(), sizes[big].tolist()):
+        yield from _near_block(unique, combo, order[start : start + size], k)
+    small = np.repeat(~big, sizes)
+    order, ordered = order[small], ordered[small]
+    for offset in range(1, min(_BIG_GROUP, len(ordered))):
+        same = np.flatnonzero(ordered[offset:] == ordered[:-offset])
+        if not len(same):
             return
-        yield np.stack([order[:-offset][same], order[offset:][same]])
-        offset += 1
+        yield _kept(unique, combo, order[same], order[same + offset], k)
+
+
+def _near_block(
+    unique: np.ndarray, combo: _Combo, members: np.ndarray, k: int
+) -> Iterator[np.ndarray]:
+    """Pairs within ``k`` among the rows ``members`` of one big group."""
+    fps = unique[members]
+    for top in range(0, len(members), _BLOCK):
+        rows = np.arange(top, min(top + _BLOCK, len(members)))
+        dist = np.bitwise_count(fps[rows, None] ^ fps[None, top:])
+        r, c = np.nonzero(dist <= k)
+        later = c + top > rows[r]
+        yield _kept(unique, combo, members[rows[r[later]]], members[c[later] + top], k)
+
+
+def _kept(unique: np.ndarray, combo: _Combo, x: np.ndarray, y: np.ndarray, k: int) -> np.ndarray:
+    """The pairs (x, y) within ``k`` that no earlier combination found, as (3, p)."""
+    a, b = np.minimum(x, y).astype(np.int64), np.maximum(x, y).astype(np.int64)
+    dist = np.bitwise_count(unique[a] ^ unique[b]).astype(np.int64)
+    keep = dist <= k
+    for keys in combo.earlier:
+        keep &= keys[a] != keys[b]
+    return np.stack([a[keep], b[keep], dist[keep]])
 
 
 def _unique(fps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -59,41 +135,42 @@ def _unique(fps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return unique, inverse.ravel()
 
 
-def near_duplicate_pairs(fps: np.ndarray, k: int, scheme: Scheme) -> list[Pair]:
-    """Every pair of input positions whose fingerprints differ in at most ``k`` bits.
+def near_graph(fps: np.ndarray, k: int, scheme: Scheme) -> NearGraph:
+    """Identical fingerprints grouped, and every pair of distinct ones within ``k``.
 
-    Exact for k <= ``scheme.k``; exact duplicates are found once, not per combination.
+    Exact for k <= ``scheme.k``. Memory: the input, one combination's sort, and
+    the near pairs of distinct fingerprints (at most ~43,700 per fingerprint at
+    k=3, whatever the number of copies or of candidates compared).
     """
     scheme.check_k(k)
     unique, inverse = _unique(np.ascontiguousarray(fps, dtype=np.uint64))
     segments = scheme.segments_many(unique)
-    chunks: list[np.ndarray] = []
+    found: list[np.ndarray] = [np.empty((3, 0), dtype=np.int64)]
+    earlier: list[np.ndarray] = []
     for combo in scheme.combos:
+        keys = scheme.combo_keys(segments, combo)
         order = _lsd_order([segments[i] for i in combo])
-        chunks += _candidate_pairs(scheme.combo_keys(segments, combo), order)
-    near = _distinct_near(unique, chunks, k)
-    return _expand(near, inverse, len(unique))
+        found += _near_in_combo(unique, _Combo(keys, list(earlier)), order, k)
+        earlier.append(keys)
+    return NearGraph(unique, inverse, np.concatenate(found, axis=1))
 
 
-def _distinct_near(unique: np.ndarray, chunks: list[np.ndarray], k: int) -> np.ndarray:
-    """(3, p): unique-fingerprint index pairs (a < b) within k, and their distance."""
-    if not chunks:
-        return np.empty((3, 0), dtype=np.int64)
-    pairs = np.concatenate(chunks, axis=1).astype(np.int64)
-    a, b = np.minimum(pairs[0], pairs[1]), np.maximum(pairs[0], pairs[1])
-    dist = np.bitwise_count(unique[a] ^ unique[b]).astype(np.int64)
-    keep = dist <= k
-    a, b, dist = a[keep], b[keep], dist[keep]
-    key, first = np.unique(a * len(unique) + b, return_index=True)
-    return np.stack([key // len(unique), key % len(unique), dist[first]])
+def near_duplicate_pairs(fps: np.ndarray, k: int, scheme: Scheme) -> list[Pair]:
+    """Every pair of input positions whose fingerprints differ in at most ``k`` bits.
+
+    Exact for k <= ``scheme.k``. Lists every pair: n identical inputs give
+    n(n-1)/2 of them; :func:`clusters_of` and :func:`nearest_earlier` do not.
+    """
+    return _expand(near_graph(fps, k, scheme))
 
 
-def _expand(near: np.ndarray, inverse: np.ndarray, n_unique: int) -> list[Pair]:
-    """Unique-fingerprint pairs -> input-position pairs, plus exact duplicates.
+def _expand(graph: NearGraph) -> list[Pair]:
+    """Distinct-fingerprint pairs -> input-position pairs, plus exact duplicates.
 
     Most fingerprints occur once: those pairs map through one gather; only
     fingerprints held by several inputs take the per-member loop.
     """
+    near, inverse, n_unique = graph.edges, graph.inverse, len(graph.unique)
     counts = np.bincount(inverse, minlength=n_unique)
     order = np.argsort(inverse, kind="stable")
     starts = np.concatenate([[0], np.cumsum(counts)])
@@ -121,19 +198,97 @@ def _expand(near: np.ndarray, inverse: np.ndarray, n_unique: int) -> list[Pair]:
 
 def clusters(pairs: Sequence[Pair], n: int) -> list[list[int]]:
     """Connected components of the near-duplicate graph (size >= 2), by first member."""
-    parent = list(range(n))
+    edges = np.array([(i, j) for i, j, _ in pairs], dtype=np.int64).reshape(-1, 2).T
+    return _components(n, edges, np.arange(n))
 
-    def find(x: int) -> int:
-        while parent[x] != x:
-            parent[x] = parent[parent[x]]
-            x = parent[x]
-        return x
 
-    for i, j, _ in pairs:
-        ri, rj = find(i), find(j)
-        if ri != rj:
-            parent[max(ri, rj)] = min(ri, rj)
-    groups: dict[int, list[int]] = {}
-    for x in range(n):
-        groups.setdefault(find(x), []).append(x)
-    return sorted((g for g in groups.values() if len(g) > 1), key=lambda g: g[0])
+def clusters_of(graph: NearGraph) -> list[list[int]]:
+    """:func:`clusters` of the input's full pair graph, from the distinct-fingerprint
+    graph: components of the fingerprints, then each input joins its fingerprint's
+    (work in inputs and distinct pairs, never in copies x copies)."""
+    return _components(len(graph.unique), graph.edges[:2], graph.inverse)
+
+
+def _roots(nodes: int, edges: np.ndarray) -> np.ndarray:
+    """Each node's component, as its smallest node: hook each edge's larger root
+    under the smaller, then jump pointers, until every edge is inside a component
+    (whole arrays per round; rounds grow with the log of the longest chain)."""
+    label = np.arange(nodes, dtype=np.int64)
+    a, b = edges
+    while True:
+        la, lb = label[a], label[b]
+        if (la == lb).all():
+            return label
+        np.minimum.at(label, np.maximum(la, lb), np.minimum(la, lb))
+        while not ((jumped := label[label]) == label).all():
+            label = jumped
+
+
+def _components(nodes: int, edges: np.ndarray, node_of: np.ndarray) -> list[list[int]]:
+    """Components (size >= 2 in inputs) of ``nodes`` joined by ``edges`` (2, e), as
+    lists of the input positions p with ``node_of[p]`` in them, by first member."""
+    label = _roots(nodes, edges)[np.asarray(node_of, dtype=np.int64)]
+    order = np.argsort(label, kind="stable")  # positions grouped by root, in input order
+    bounds = np.flatnonzero(np.diff(label[order])) + 1
+    groups = [g.tolist() for g in np.split(order, bounds) if len(g) > 1]
+    return sorted(groups, key=lambda g: g[0])
+
+
+class Nearest(NamedTuple):
+    """Input ``j``'s nearest earlier inputs [(position, distance, similarity)], at
+    most ``limit``, by distance then id, and how many earlier inputs match in all."""
+
+    j: int
+    near: list[tuple[int, int, float | None]]
+    total: int
+
+
+def nearest_earlier(graph: NearGraph, ids: Sequence[str], limit: int | None) -> Iterator[Nearest]:
+    """For each input with near-copies before it in input order, its nearest ones.
+
+    One sweep in input order: per distinct fingerprint, how many inputs held it so
+    far and the ``limit`` smallest ids among them; an input reads those of its own
+    fingerprint and of its near ones. Work: inputs x (near fingerprints + limit).
+    """
+    n = len(graph.unique)
+    a, b, d = graph.edges
+    sims = np.full(len(a), np.nan) if graph.similarity is None else graph.similarity
+    same = [1.0 if s else None for s in _flags(graph.sketched, n)]
+    ends = np.concatenate([a, b])
+    order = np.argsort(ends, kind="stable")
+    other, dist = np.concatenate([b, a])[order], np.concatenate([d, d])[order]
+    sim = np.concatenate([sims, sims])[order]
+    start = np.searchsorted(ends[order], np.arange(n + 1))
+    seen = np.zeros(n, dtype=np.int64)
+    smallest: list[list[tuple[str, int]]] = [[] for _ in range(n)]
+    for j, u in enumerate(graph.inverse.tolist()):
+        hits = [(0, doc_id, i, same[u]) for doc_id, i in smallest[u]]
+        total = int(seen[u])
+        if start[u + 1] > start[u]:
+            near = slice(start[u], start[u + 1])
+            held = np.flatnonzero(seen[other[near]])
+            total += int(seen[other[near][held]].sum())
+            for v, dv, sv in zip(
+                other[near][held].tolist(), dist[near][held].tolist(), sim[near][held].tolist()
+            ):
+                s = None if sv != sv else sv  # NaN: no estimate
+                hits += [(dv, doc_id, i, s) for doc_id, i in smallest[v]]
+        if total:
+            top = (
+                sorted(hits, key=_hit_key)
+                if limit is None
+                else heapq.nsmallest(limit, hits, key=_hit_key)
+            )
+            yield Nearest(j, [(i, dv, s) for dv, _, i, s in top], total)
+        seen[u] += 1
+        bisect.insort(smallest[u], (ids[j], j))
+        if limit is not None:
+            del smallest[u][limit:]
+
+
+def _hit_key(hit: tuple[int, str, int, float | None]) -> tuple[int, str, int]:
+    return hit[0], hit[1], hit[2]
+
+
+def _flags(sketched: np.ndarray | None, n: int) -> list[bool]:
+    return [False] * n if sketched is None else sketched.tolist()  # type: ignore[no-any-return]
