@@ -11,6 +11,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simhash_hbase.errors import InvalidQuery
+from simhash_hbase.fingerprint.minhash import MinHasher, MinHashParams
+from simhash_hbase.fingerprint.simhash import Fingerprinter
+from simhash_hbase.jobs.ingest import _nets_graph
+from simhash_hbase.layout import codec
+from simhash_hbase.layout.nets import batch_pairs
 from simhash_hbase.layout.pairs import (
     Pair,
     clusters,
@@ -148,3 +153,35 @@ def test_cli_dedup_documents(tmp_path: Path) -> None:
     result = shdb("dedup", str(path), "--clusters")
     assert result.exit_code == 0
     assert result.stdout.splitlines() == [json.dumps(["x", "x2"])]
+
+
+_TEXTS = [ARTICLE, ARTICLE + "！", ARTICLE[:-8], OTHER, OTHER + "。", "12345"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.sampled_from(range(len(_TEXTS))), min_size=1, max_size=150), st.integers(1, 5))
+def test_both_nets_grouped_equal_every_pair(picks: list[int], limit: int) -> None:
+    """With sketches, identical documents are one node; clusters and each input's
+    nearest earlier ones equal those of batch_pairs over every input."""
+    lsh = MinHashParams()
+    hasher = MinHasher(lsh)
+    fingerprinter = Fingerprinter()
+    sigs = [hasher.signature(t) for t in _TEXTS]
+    fps = np.array([fingerprinter.fingerprint(_TEXTS[p]) for p in picks], dtype=np.uint64)
+    sketches = [None if sigs[p] is None else sigs[p].sketch for p in picks]
+    bands = [None if sigs[p] is None else codec.encode_bands(sigs[p].bands) for p in picks]
+    scheme = SCHEMES["5x10"]
+    every = batch_pairs(fps, 3, scheme, lsh, sketches, bands)
+    graph = _nets_graph(fps, 3, scheme, lsh, sketches, bands)
+    assert len(graph.unique) <= len(set(picks))
+    assert clusters_of(graph) == clusters([Pair(i, j, d) for i, j, d, _ in every], len(picks))
+    assert graph.pair_count() == len(every)
+    ids = [f"id{p}-{i:03d}" for i, p in enumerate(picks)]
+    earlier: dict[int, list[tuple[int, str, int]]] = {}
+    for i, j, d, _ in every:
+        earlier.setdefault(j, []).append((d, ids[i], i))
+    got = {
+        n.j: ([(i, d) for i, d, _ in n.near], n.total) for n in nearest_earlier(graph, ids, limit)
+    }
+    want = {j: ([(i, d) for d, _, i in sorted(e)[:limit]], len(e)) for j, e in earlier.items()}
+    assert got == want
