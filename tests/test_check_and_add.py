@@ -72,10 +72,15 @@ def test_identical_submissions_exactly_one_new(tmp_path: Path) -> None:
 
 
 def test_resubmitting_a_document_is_not_new(tmp_path: Path) -> None:
+    text = "今天北京天气晴朗，市民走出家门散步。公园里的花开得正好。"
     with SimhashIndex.open(str(tmp_path / "index")) as index:
-        assert index.check_and_add_text("a", "今天北京天气晴朗，市民走出家门散步。") == []
-        again = index.check_and_add_text("a", "今天北京天气晴朗，市民走出家门散步。")
-        assert [(m.doc_id, m.distance) for m in again] == [("a", 0)]
+        (first,) = index.check_and_add_texts([("a", text)], always=False)
+        assert first == [] and first.total == 0
+        (again,) = index.check_and_add_texts([("a", text)], always=False)
+        assert [(m.doc_id, m.distance, m.similarity) for m in again] == [("a", 0, 1.0)]
+        page = f"<!DOCTYPE html><html><body><article><p>{text}</p></article></body></html>"
+        (html,) = index.check_and_add_texts([("b", page)])  # auto: read as a page
+        assert [m.doc_id for m in html] == ["a"] and index.get("b") is not None
 
 
 def test_always_flags_must_match_the_documents(tmp_path: Path) -> None:

@@ -137,8 +137,15 @@ def test_remote_index_mirrors_the_local_client(tmp_path: Path) -> None:
             assert remote.query(OTHER) == []
             assert remote.query_many([TEXT, OTHER]) == [remote.query(TEXT), []]
             assert [m.distance for m in remote.query_fingerprint(fp ^ 1)] == [1]
-            assert remote.check_and_add_text("b", OTHER) == []
-            assert [m.doc_id for m in remote.check_and_add_text("c", OTHER)] == ["b"]
+            assert remote.check_and_add_texts([("b", OTHER)], always=False) == [[]]
+            (found,) = remote.check_and_add_texts([("c", OTHER)], always=False)
+            assert [m.doc_id for m in found] == ["b"] and remote.get("c") is None
+            with SimhashIndex.open(str(tmp_path / "local")) as local:  # the same answers
+                items = [("p", f"<html><body><p>{TEXT}</p></body></html>"), ("q", TEXT)]
+                assert (
+                    remote.check_and_add_texts(items)
+                    == local.check_and_add_texts([("a", TEXT), *items])[1:]
+                )
             docs = [Document("f1", 0xF0F0), Document("f2", 0xF0F1), Document("f3", 0xF0F1)]
             found = remote.check_and_add(docs)
             assert [[m.doc_id for m in ms] for ms in found] == [[], ["f1"], ["f1"]]

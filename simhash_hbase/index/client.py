@@ -66,6 +66,7 @@ from simhash_hbase.records import (
     check_limit,
 )
 from simhash_hbase.store import CellBlock, IndexCell, Store, open_store
+from simhash_hbase.text.extract import to_text
 
 DEFAULT_K = 3
 QUERY_BATCH = 1000  # texts fingerprinted and looked up together by query_many
@@ -304,26 +305,6 @@ class SimhashIndex:
         self._write(latest)
         return found
 
-    def check_and_add_text(
-        self,
-        doc_id: str,
-        text: str,
-        meta: dict[str, Any] | None = None,
-        k: int = DEFAULT_K,
-        *,
-        probes: int = 0,
-        store_text: bool = False,
-        limit: int | None = DEFAULT_LIMIT,
-    ) -> Matches:
-        """:meth:`check_and_add` of one text: its near-copies; none means it was new
-        and is now written."""
-        if not isinstance(text, str):
-            raise InvalidInput(f"the text of {doc_id!r} is a {type(text).__name__}, not a string")
-        check_probes(probes)
-        fps = self.fingerprinter.probes(text, probes)
-        doc = self.sketched(Document(doc_id, fps[0], text if store_text else None, meta), text)
-        return self.check_and_add([doc], k, probes=[fps], limit=limit)[0]
-
     def check_and_add(
         self,
         docs: Sequence[Document],
@@ -336,13 +317,12 @@ class SimhashIndex:
         """Each document's near-copies; those with none are new and written (and
         those ``always`` says, one flag for all or one per document), in one batch.
 
-        A document's near-copies are the held documents it matches by the rule of
-        :meth:`query_probed` (its probes, its sketch) and the documents of this call
-        before it that were written. A held document that an earlier document of the
-        call replaces is not a near-copy any more. A re-submitted document (same id
-        and text) is a near-copy of itself, so it is not new. Calls must not overlap
-        (one writer, as ``shdb serve`` has); then of many identical submissions
-        exactly one is new.
+        Near-copies are found as ingest finds them (:meth:`_lookups`): among the
+        held documents and the documents of this call before it that are written.
+        Unlike ingest, a document's own held version counts: a re-submitted
+        document (same id and text) is a near-copy of itself, so it is not new.
+        Calls must not overlap (one writer, as ``shdb serve`` has); then of many
+        identical submissions exactly one is new.
         """
         for doc in docs:
             codec.check_document(doc)
@@ -353,36 +333,32 @@ class SimhashIndex:
             raise InvalidInput("give one probe list and always flag per document")
         if not docs:
             return []
-        keys = [(tuple(p), d.sketch, d.bands) for d, p in zip(docs, lists)]
-        distinct = list(dict.fromkeys(keys))
-        slot = {key: s for s, key in enumerate(distinct)}
-        # Shown beyond the limit: held versions that this call replaces drop out.
-        held = self.query_probed(
-            [key[0] for key in distinct],
-            k,
-            limit=None if limit is None else limit + len(docs),
-            sketches=[key[1:] for key in distinct],
-        )
-        near = self._near_keys(distinct, k)
-        written: dict[str, int] = {}  # id -> the position of its version written
-        by_key: list[list[int]] = [[] for _ in distinct]  # positions written, by key
-        results: list[Matches] = []
-        for j, doc in enumerate(docs):
-            s = slot[keys[j]]
-            hits = [m for m in held[s] if m.doc_id not in written]
-            total = held[s].total - (len(held[s]) - len(hits))
-            for t, dist, sim in near[s]:
-                mine = [i for i in by_key[t] if written[docs[i].doc_id] == i]
-                hits += [Match(docs[i].doc_id, docs[i].fingerprint, dist, sim) for i in mine]
-                total += len(mine)
-            top = sorted(hits, key=_match_order)[:limit]
-            results.append(Matches(top, total, held[s].total_exact))
-            if every[j] or not hits:
-                written[doc.doc_id] = j
-                by_key[s].append(j)
+        found, written = self._lookups(list(zip(docs, lists)), k, limit, keep=every)
         if written:
-            self.add_documents([docs[j] for j in written.values()], checked=True)
-        return results
+            self.add_documents([docs[j] for j in written], checked=True)
+        return [m if m is not None else Matches() for m in found]
+
+    def check_and_add_texts(
+        self,
+        items: Sequence[tuple[str, str]],
+        *,
+        fmt: str = "auto",
+        k: int = DEFAULT_K,
+        probes: int = 0,
+        limit: int | None = DEFAULT_LIMIT,
+        always: bool = True,
+    ) -> list[Matches]:
+        """:meth:`check_and_add` of (id, raw text or HTML) items: each one's
+        near-copies (none: it was new). ``always`` writes every item, as ingest
+        does; else only the new ones."""
+        check_probes(probes)
+        docs, lists = [], []
+        for doc_id, raw in items:
+            text = to_text(raw, fmt)
+            fps = self.fingerprinter.probes(text, probes)
+            docs.append(self.sketched(Document(doc_id, fps[0]), text))
+            lists.append(fps)
+        return self.check_and_add(docs, k, probes=lists, always=always, limit=limit)
 
     def _write(self, latest: dict[str, Document]) -> None:
         """One batch of documents by id (see :meth:`add_documents`)."""
@@ -745,16 +721,37 @@ class SimhashIndex:
     def _find_at_insert(
         self, docs: list[tuple[Document, Sequence[int]]], k: int, limit: int | None
     ) -> list[Lookup]:
-        """Near-copies of each new doc among held docs and earlier docs of this batch,
-        by the same rule as :meth:`query_probed` (each doc with its probe list):
-        at most ``limit`` each, nearest first, and their count.
+        """Near-copies of each new doc among held docs and earlier docs of this batch
+        (all written), for ingest: see :meth:`_lookups`. A document re-added
+        unchanged (same id, same fingerprint) is not new: its pairs were reported
+        when it or its partners were added, so it reports none."""
+        found, _ = self._lookups(docs, k, limit)
+        return [
+            Lookup(doc.doc_id, matches)
+            for (doc, _), matches in zip(docs, found)
+            if matches is not None and matches.total
+        ]
 
+    def _lookups(
+        self,
+        docs: list[tuple[Document, Sequence[int]]],
+        k: int,
+        limit: int | None,
+        *,
+        keep: Sequence[bool] | None = None,
+    ) -> tuple[list[Matches | None], list[int]]:
+        """Each doc's near-copies among held docs and the earlier docs of the batch
+        that are written, by the same rule as :meth:`query_probed` (each doc with
+        its probe list): at most ``limit`` each, nearest first, and their count;
+        and the positions of the docs written, in order.
+
+        ``keep`` None (ingest): every doc is written; a doc re-added unchanged
+        gets None (not new) and a changed one does not count its own old version.
+        Else (check-and-add): a doc is written if ``keep`` says so or if it has no
+        near-copy, and its own held version counts like any other document.
         Documents with one probe list (unprobed: one fingerprint) are looked up once,
         and the batch is compared by distinct lists, so a batch of mass copies costs
         one lookup and ``limit`` ids per copy, not a pair per copy and partner.
-        A document re-added unchanged (same id, same fingerprint) is not new: its
-        pairs were reported when it or its partners were added, so it reports none,
-        and later documents find it among the held ones.
         """
         keys = [(tuple(probes), d.sketch, d.bands) for d, probes in docs]
         distinct = list(dict.fromkeys(keys))
@@ -768,29 +765,45 @@ class SimhashIndex:
             sketches=[key[1:] for key in distinct],
         )
         near = self._near_keys(distinct, k)
-        versions = self._own_versions(docs, [held[slot[key]] for key in keys])
-        count = [0] * len(distinct)  # earlier documents of the batch, by key
+        ingest = keep is None
+        versions = self._own_versions(docs, [held[slot[key]] for key in keys]) if ingest else {}
+        count = [0] * len(distinct)  # earlier documents of the batch written, by key
         nearest: list[list[str]] = [[] for _ in distinct]  # their first ids, sorted
-        found: list[Lookup] = []
-        for (doc, probes), key in zip(docs, keys):
+        written: dict[str, tuple[int, int]] = {}  # id -> (position, key) of its version
+        found: list[Matches | None] = []
+        for j, ((doc, probes), key) in enumerate(zip(docs, keys)):
             old = versions.get(doc.doc_id)
-            if old == doc.fingerprint:  # unchanged
+            if ingest and old == doc.fingerprint:  # unchanged
+                found.append(None)
                 continue
             s = slot[key]
             result = held[s]
             own = any(m.doc_id == doc.doc_id for m in result)
             total = result.total - (old is not None and (own or _within(old, probes, k)))
-            hits = [m for m in result if m.doc_id != doc.doc_id]
+            # The held version of a document written earlier in the batch is replaced:
+            # that one is counted below, among the batch's.
+            replaced = [m for m in result if m.doc_id in written]
+            total -= len(replaced)
+            hits = [
+                m
+                for m in result
+                if m.doc_id not in written and (m.doc_id != doc.doc_id or not ingest)
+            ]
             for t, dist, sim in near[s]:
                 total += count[t]
                 hits += [Match(i, distinct[t][0][0], dist, sim) for i in nearest[t]]
-            if total:
-                top = sorted(hits, key=_match_order)[:limit]
-                found.append(Lookup(doc.doc_id, Matches(top, total, result.total_exact)))
-            count[s] += 1
-            bisect.insort(nearest[s], doc.doc_id)
-            del nearest[s][len(nearest[s]) if limit is None else limit :]
-        return found
+            found.append(Matches(sorted(hits, key=_match_order)[:limit], total, result.total_exact))
+            if ingest or keep[j] or not total:  # type: ignore[index]
+                if doc.doc_id in written:  # its earlier version of this batch is replaced
+                    _, t = written[doc.doc_id]
+                    count[t] -= 1
+                    if doc.doc_id in nearest[t]:
+                        nearest[t].remove(doc.doc_id)
+                written[doc.doc_id] = (j, s)
+                count[s] += 1
+                bisect.insort(nearest[s], doc.doc_id)
+                del nearest[s][len(nearest[s]) if limit is None else limit :]
+        return found, [j for j, _ in written.values()]
 
     def _near_keys(
         self, keys: list[InsertKey], k: int

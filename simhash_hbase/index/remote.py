@@ -2,7 +2,8 @@
 :class:`~simhash_hbase.index.client.SimhashIndex`, over HTTP.
 
 with RemoteIndex("http://127.0.0.1:8080") as index:
-    if not index.check_and_add_text("doc-1", text):   # no near-copies: it was new
+    (found,) = index.check_and_add_texts([("doc-1", html)], always=False)
+    if not found.total:   # no near-copies: it was new (and is now held)
         crawl_on(...)
 
 Standard library only (one keep-alive connection per thread), so a crawler needs
@@ -85,7 +86,7 @@ class RemoteIndex:
         *,
         probes: int | None = None,
         limit: int | None = None,
-        fmt: str = "text",
+        fmt: str = "auto",
     ) -> Matches:
         """The ``limit`` nearest near-copies of the text (``fmt`` "html": of its
         visible text) and their count; None: the service's defaults."""
@@ -98,7 +99,7 @@ class RemoteIndex:
         *,
         probes: int | None = None,
         limit: int | None = None,
-        fmt: str = "text",
+        fmt: str = "auto",
     ) -> list[Matches]:
         items = [{"text": text, "format": fmt} for text in texts]
         found = self._batch("check", items, k=k, probes=probes, limit=limit)
@@ -120,7 +121,7 @@ class RemoteIndex:
         meta: dict[str, Any] | None = None,
         *,
         store_text: bool = False,
-        fmt: str = "text",
+        fmt: str = "auto",
     ) -> int:
         """Index ``text`` under ``doc_id`` (replacing an earlier version); its fingerprint."""
         item = {"id": doc_id, "text": text, "format": fmt, "meta": meta, "store_text": store_text}
@@ -130,21 +131,22 @@ class RemoteIndex:
     def add_fingerprint(self, doc_id: str, fp: int, meta: dict[str, Any] | None = None) -> None:
         self._batch("add", [{"id": doc_id, "fingerprint": fingerprint_to_hex(fp), "meta": meta}])
 
-    def check_and_add_text(
+    def check_and_add_texts(
         self,
-        doc_id: str,
-        text: str,
-        meta: dict[str, Any] | None = None,
-        k: int = _K,
+        items: Sequence[tuple[str, str]],
         *,
+        fmt: str = "auto",
+        k: int = _K,
         probes: int | None = None,
-        store_text: bool = False,
-        fmt: str = "text",
-    ) -> Matches:
-        """The text's near-copies; none means it was new and is now written."""
-        item = {"id": doc_id, "text": text, "format": fmt, "meta": meta, "store_text": store_text}
-        (result,) = self._batch("check-and-add", [item], k=k, probes=probes)
-        return _matches(result)
+        limit: int | None = None,
+        always: bool = True,
+    ) -> list[Matches]:
+        """Each (id, raw text or HTML) item's near-copies (none: it was new);
+        ``always`` writes every item, else only the new ones. One request."""
+        body = [{"id": doc_id, "text": raw, "format": fmt} for doc_id, raw in items]
+        endpoint = "add" if always else "check-and-add"
+        found = self._batch(endpoint, body, k=k, probes=probes, limit=limit)
+        return [_matches(r) for r in found]
 
     def check_and_add(
         self, docs: Sequence[Document], k: int = _K, *, always: bool = False
@@ -154,7 +156,7 @@ class RemoteIndex:
         if any(d.text is not None for d in docs):
             raise InvalidInput(
                 "RemoteIndex.check_and_add sends fingerprints, not texts: "
-                "use check_and_add_text to send a text"
+                "use check_and_add_texts to send texts"
             )
         items = [
             {"id": d.doc_id, "fingerprint": fingerprint_to_hex(d.fingerprint), "meta": d.meta}

@@ -34,7 +34,7 @@ _ITEM = {
     "properties": {
         "id": {"type": "string", "description": "1 to 1024 bytes of UTF-8"},
         "text": {"type": "string"},
-        "format": {"type": "string", "enum": ["text", "html", "auto"], "default": "text"},
+        "format": {"type": "string", "enum": ["auto", "text", "html"], "default": "auto"},
         "fingerprint": _HEX,
         "meta": {"type": "object"},
         "store_text": {"type": "boolean", "default": False},

@@ -1,10 +1,11 @@
 """The service's request and answer bodies: items in, results out, one error shape.
 
-An item is a JSON object: ``id`` (needed to add), ``text`` (with ``format``:
-"text", "html" or "auto") or ``fingerprint`` (16 hex digits), optional ``meta``
-(a JSON object) and ``store_text``. A request body holds one item, a JSON array
-of items, or NDJSON (one item a line, ``Content-Type: application/x-ndjson``).
-Every error, of a request or of one item of a batch, is
+An item is a JSON object: ``id`` (needed to add), ``text`` with ``format``
+("auto", the default, "text" or "html", read by
+:func:`simhash_hbase.text.extract.to_text`) or ``fingerprint`` (16 hex digits),
+optional ``meta`` (a JSON object) and ``store_text``. A request body holds one
+item, a JSON array of items, or NDJSON (one item a line, ``Content-Type:
+application/x-ndjson``). Every error, of a request or of one item of a batch, is
 ``{"error": {"status": 400, "code": "...", "message": "..."}}``.
 """
 
@@ -17,10 +18,9 @@ import orjson
 
 from simhash_hbase.errors import EmptyDocument, InvalidInput, ShdbError
 from simhash_hbase.records import Document, Matches, fingerprint_to_hex, parse_fingerprint_hex
-from simhash_hbase.text.html import html_to_text, looks_like_html
+from simhash_hbase.text.extract import TEXT_FORMATS, to_text
 
 NDJSON = "application/x-ndjson"
-FORMATS = ("text", "html", "auto")
 _FIELDS = {"id", "text", "format", "fingerprint", "meta", "store_text"}
 
 
@@ -128,16 +128,10 @@ def parse_item(obj: Any, *, needs_id: bool, max_text_bytes: int) -> Item:
         raise ApiError(
             413, "text_too_large", f"the text has over {max_text_bytes} bytes (--max-text-bytes)"
         )
-    return Item(doc_id, to_text(text, obj.get("format", "text")), None, meta, store_text)
-
-
-def to_text(raw: str, fmt: Any) -> str:
-    """The text to fingerprint: ``raw`` itself, or the visible text of HTML."""
-    if fmt not in FORMATS:
-        raise _bad(f"format must be one of {', '.join(FORMATS)}, not {fmt!r}")
-    if fmt == "html" or (fmt == "auto" and looks_like_html(raw[:1024])):
-        return html_to_text(raw)
-    return raw
+    fmt = obj.get("format", "auto")
+    if fmt not in TEXT_FORMATS:
+        raise _bad(f"format must be one of {', '.join(TEXT_FORMATS)}, not {fmt!r}")
+    return Item(doc_id, to_text(text, fmt), None, meta, store_text)
 
 
 def _bad(message: str) -> ApiError:
