@@ -27,6 +27,7 @@ def test_built_once_then_read(cache_home: Path) -> None:
     assert cached("t.marshal", build) == {"词": 1.5}
     assert len(calls) == 1
     assert [p.name for p in cache_home.iterdir()] == ["t.marshal"]  # no temp files left
+    assert cache_home.stat().st_mode & 0o777 == 0o700
 
 
 def test_damaged_entry_is_rebuilt(cache_home: Path) -> None:
@@ -69,6 +70,7 @@ def test_sparse_idf_gives_the_tables_own_values(cache_home: Path) -> None:
         table.resolve(present[:3])  # again: already resolved
         assert table.idf == {t: full.idf[t] for t in present}, attempt
         assert len(list(cache_home.glob("idf-*.npy"))) == 2
+        assert len(list(cache_home.glob("idf-*.sha256"))) == 1
 
 
 def test_sparse_idf_fingerprints_equal_the_full_table(cache_home: Path) -> None:
@@ -90,7 +92,8 @@ def test_sparse_idf_fingerprints_equal_the_full_table(cache_home: Path) -> None:
 
 
 def test_cache_dir_without_a_home(monkeypatch: pytest.MonkeyPatch) -> None:
-    from simhash_hbase.fingerprint.cache import cache_dir
+    """No home: nothing is cached (never a shared temp folder), values still right."""
+    from simhash_hbase.fingerprint.cache import cache_dir, private_dir
 
     def no_home() -> Path:
         raise RuntimeError("Could not determine home directory.")
@@ -98,4 +101,5 @@ def test_cache_dir_without_a_home(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("SHDB_CACHE_DIR")
     monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     monkeypatch.setattr(Path, "home", no_home)
-    assert cache_dir().name.startswith("shdb-cache-")
+    assert cache_dir() is None and private_dir() is None
+    assert cached("t.marshal", lambda: {"a": 1.0}) == {"a": 1.0}

@@ -3,50 +3,103 @@
 Parsing jieba's IDF table takes ~0.25 s of CPU and building jieba's prefix
 dictionary ~1 s: too much for a one-shot ``shdb query``. Both are cached here, in
 ``$SHDB_CACHE_DIR``, else ``$XDG_CACHE_HOME/shdb``, else ``~/.cache/shdb`` (not
-the system temp directory, which is emptied on reboot). Entries are named by a
-digest of what they were built from, written atomically, and rebuilt when
-unreadable; a cache that cannot be written only costs the rebuild.
+the system temp directory, which is emptied on reboot).
+
+What is read from the cache decides fingerprints, so it is trusted only when
+the folder is private (a real folder owned by this user, mode 0700: made so if
+it is ours) and each entry's content matches the SHA-256 stored with it. With no
+such folder (no home, a folder another user owns or may write) nothing is
+cached: never a shared, world-writable fallback. Entries are named by a digest
+of what they were built from, written atomically (0600), and rebuilt when
+damaged; a cache that cannot be written only costs the rebuild.
 """
 
 from __future__ import annotations
 
+import hashlib
 import marshal
 import os
+import stat
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+_DIGEST = 32  # bytes of SHA-256 at the head of an entry
 
-def cache_dir() -> Path:
-    """``$SHDB_CACHE_DIR``, else ``$XDG_CACHE_HOME/shdb``, else ``~/.cache/shdb``."""
+
+def cache_dir() -> Path | None:
+    """``$SHDB_CACHE_DIR``, else ``$XDG_CACHE_HOME/shdb``, else ``~/.cache/shdb``;
+    None without a home (nowhere private to keep it)."""
     if explicit := os.environ.get("SHDB_CACHE_DIR"):
         return Path(explicit)
     if xdg := os.environ.get("XDG_CACHE_HOME"):
         return Path(xdg) / "shdb"
     try:
         return Path.home() / ".cache" / "shdb"
-    except RuntimeError:  # no $HOME and no passwd entry (some containers): still per user
-        return Path(tempfile.gettempdir()) / f"shdb-cache-{os.getuid()}"
+    except RuntimeError:  # no $HOME and no passwd entry (some containers)
+        return None
+
+
+def private_dir() -> Path | None:
+    """The cache folder, created or made private (0700) if it is this user's;
+    None when it cannot be (absent and not creatable, a link, another owner)."""
+    folder = cache_dir()
+    if folder is None:
+        return None
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = os.lstat(folder)
+        if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+            return None
+        if info.st_mode & 0o077:
+            os.chmod(folder, 0o700)  # ours, made before this rule: close it
+    except OSError:
+        return None
+    return folder
+
+
+def read_entry(name: str) -> bytes | None:
+    """The payload of entry ``name``, if the folder is private and the payload
+    matches its stored SHA-256; None otherwise (absent, damaged or untrusted)."""
+    folder = private_dir()
+    if folder is None:
+        return None
+    try:
+        raw = (folder / name).read_bytes()
+    except OSError:
+        return None
+    head, payload = raw[:_DIGEST], raw[_DIGEST:]
+    return payload if len(head) == _DIGEST and hashlib.sha256(payload).digest() == head else None
+
+
+def write_entry(name: str, payload: bytes) -> None:
+    """Store ``payload`` under ``name`` with its SHA-256, atomically; a cache that
+    cannot be written (read-only, full, not private) is skipped."""
+    folder = private_dir()
+    if folder is None:
+        return
+    try:
+        fd, tmp = tempfile.mkstemp(dir=folder, prefix=f".{name}.")  # 0600
+    except OSError:
+        return
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(hashlib.sha256(payload).digest())
+            f.write(payload)
+        os.replace(tmp, folder / name)
+    except OSError:
+        Path(tmp).unlink(missing_ok=True)
 
 
 def cached(name: str, build: Callable[[], Any]) -> Any:
-    """``build()``'s value, kept in the cache file ``name`` (marshal: builtin types only)."""
-    path = cache_dir() / name
-    try:
-        return marshal.loads(path.read_bytes())
-    except (OSError, EOFError, ValueError, TypeError):
-        pass  # absent, unreadable or damaged: rebuild it
+    """``build()``'s value, kept in the cache entry ``name`` (marshal: builtin types only)."""
+    payload = read_entry(name)
+    if payload is not None:
+        try:
+            return marshal.loads(payload)
+        except (EOFError, ValueError, TypeError):
+            pass  # written by an older format: rebuild it
     value = build()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{name}.")
-    except OSError:
-        return value  # read-only: correct, only slower next time
-    try:
-        with os.fdopen(fd, "wb") as f:
-            marshal.dump(value, f)
-        os.replace(tmp, path)
-    except OSError:
-        Path(tmp).unlink(missing_ok=True)  # full disk: same
+    write_entry(name, marshal.dumps(value))
     return value

@@ -9,6 +9,7 @@ values are the table's own float64s, so weights, and fingerprints, are the same.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import tempfile
 from collections.abc import Callable, Iterable
@@ -16,7 +17,7 @@ from itertools import compress, filterfalse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from simhash_hbase.fingerprint.cache import cache_dir
+from simhash_hbase.fingerprint.cache import private_dir, read_entry, write_entry
 
 if TYPE_CHECKING:
     import numpy as np
@@ -58,42 +59,59 @@ class SparseIdf:
         self._absent.update(filterfalse(self.idf.__contains__, new))
 
 
-def _save(path: Path, array: np.ndarray) -> None:
+def _save(path: Path, array: np.ndarray) -> bytes:
+    """Write ``array`` atomically (0600); the SHA-256 of the file's bytes."""
+    import io
+
     import numpy as np
 
+    buf = io.BytesIO()
+    np.save(buf, array, allow_pickle=False)
+    data = buf.getvalue()
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
     try:
         with os.fdopen(fd, "wb") as f:
-            np.save(f, array, allow_pickle=False)
+            f.write(data)
         os.replace(tmp, path)
     except OSError:
         Path(tmp).unlink(missing_ok=True)
         raise
+    return hashlib.sha256(data).digest()
+
+
+def _file_digest(path: Path) -> bytes:
+    with path.open("rb") as f:
+        return hashlib.file_digest(f, "sha256").digest()
 
 
 def sparse_idf(digest: str, table: Callable[[], tuple[dict[str, float], float]]) -> SparseIdf:
-    """The table with SHA-256 ``digest`` from the cache, built from ``table()`` once."""
+    """The table with SHA-256 ``digest`` from the cache, built from ``table()`` once.
+
+    The two arrays are memory-mapped, and used only when their bytes match the
+    SHA-256s stored beside them (cache.py: private folder, checked entries)."""
     import numpy as np
 
-    folder = cache_dir()
-    terms_path = folder / f"idf-{digest}.terms.npy"
-    values_path = folder / f"idf-{digest}.values.npy"
-    try:
-        terms = np.load(terms_path, mmap_mode="r", allow_pickle=False)
-        values = np.load(values_path, mmap_mode="r", allow_pickle=False)
-        if terms.dtype.kind == "U" and values.dtype == np.float64 and len(terms) == len(values):
-            return SparseIdf(terms, values, float(np.sort(values)[len(values) // 2]))
-    except (OSError, ValueError):
-        pass  # absent or damaged: rebuild
+    folder = private_dir()
+    name = f"idf-{digest}"
+    if folder is not None:
+        terms_path, values_path = folder / f"{name}.terms.npy", folder / f"{name}.values.npy"
+        try:
+            sums = read_entry(f"{name}.sha256")
+            if sums == _file_digest(terms_path) + _file_digest(values_path):
+                terms = np.load(terms_path, mmap_mode="r", allow_pickle=False)
+                values = np.load(values_path, mmap_mode="r", allow_pickle=False)
+                return SparseIdf(terms, values, float(np.sort(values)[len(values) // 2]))
+        except (OSError, ValueError):
+            pass  # absent or damaged: rebuild
     idf, median = table()
     keys = sorted(idf)
     terms = np.array(keys, dtype=f"<U{max(map(len, keys))}")
     values = np.array([idf[k] for k in keys], dtype=np.float64)
     assert not any("\0" in k for k in keys), "numpy drops trailing NULs: not representable"
-    try:
-        folder.mkdir(parents=True, exist_ok=True)
-        _save(values_path, values)
-        _save(terms_path, terms)
-    except OSError:
-        pass  # unwritable cache: correct, only slower next time
+    if folder is not None:
+        try:
+            sums = _save(terms_path, terms) + _save(values_path, values)
+            write_entry(f"{name}.sha256", sums)
+        except OSError:
+            pass  # unwritable cache: correct, only slower next time
     return SparseIdf(terms, values, median)

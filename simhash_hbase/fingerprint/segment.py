@@ -24,22 +24,25 @@ is measured on a 16 MB corpus in docs/segmenters.md and asserted by
 tests/test_segment.py. ``$SHDB_SEGMENTER`` (``auto``, ``jieba``, ``rjieba``)
 forces one; ``auto`` takes rjieba when it is installed next to jieba 0.42.1.
 
-jieba's dictionary cache lives in :func:`simhash_hbase.fingerprint.cache.cache_dir` (per user,
-persistent), not in the system temp directory, where it is lost on reboot and
-costs ~1 s to rebuild.
+jieba's dictionary cache lives in the private per-user cache folder
+(:func:`simhash_hbase.fingerprint.cache.private_dir`), not in the system temp
+directory, where it is lost on reboot (~1 s to rebuild) and open to others.
 """
 
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import os
 import re
+import shutil
+import tempfile
 from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
 
 from simhash_hbase.errors import InvalidInput
-from simhash_hbase.fingerprint.cache import cache_dir
+from simhash_hbase.fingerprint.cache import private_dir
 from simhash_hbase.fingerprint.memo import Memo
 
 Cut = Callable[[str], Iterable[str]]
@@ -153,12 +156,14 @@ def _jieba() -> Cut:
 
     jieba.setLogLevel(logging.WARNING)  # it prints "Building prefix dict" otherwise
     tok = jieba.Tokenizer()
-    where = cache_dir()
-    try:
-        where.mkdir(parents=True, exist_ok=True)
-        tok.tmp_dir = str(where)  # jieba writes its cache atomically (temp file + rename)
-    except OSError:
-        pass  # read-only home: jieba falls back to the system temp directory
+    # jieba writes its cache atomically (temp file + rename). Never in a shared
+    # folder, where another user could plant one: without a private cache folder,
+    # a private temporary one, removed at exit.
+    where = private_dir()
+    if where is None:
+        where = Path(tempfile.mkdtemp(prefix="shdb-jieba-"))
+        atexit.register(shutil.rmtree, where, True)
+    tok.tmp_dir = str(where)
     tok.initialize()
     return tok.cut
 

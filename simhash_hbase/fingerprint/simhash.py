@@ -29,7 +29,6 @@ from simhash_hbase.fingerprint.memo import Memo
 from simhash_hbase.fingerprint.probes import probe_fingerprints
 
 if TYPE_CHECKING:
-
     import numpy as np
 
 # NumPy, mmh3 and multiprocessing are imported where they are used, so that the
