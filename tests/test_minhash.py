@@ -22,6 +22,7 @@ from simhash_hbase.fingerprint.minhash import (
     unpack_sketch,
 )
 from simhash_hbase.index.client import SimhashIndex
+from simhash_hbase.jobs.ingest import IngestOptions, index_records
 from simhash_hbase.layout import codec
 from simhash_hbase.layout.nets import band_candidates, batch_pairs, is_match
 from simhash_hbase.records import Document
@@ -163,6 +164,23 @@ def test_short_and_empty_texts() -> None:
     assert other is not None and similarity(one.sketch, other.sketch, 4) < 0.3
 
 
+def test_traditional_copies_fold_to_their_simplified_original() -> None:
+    import opencc
+
+    simplified = (
+        "软件开发者在网络上下载了这个程序的源代码，然后在自己的计算机上编译运行，发现信息安全存在问题。"
+        * 3
+    )
+    traditional = opencc.OpenCC("s2twp").convert(simplified)
+    assert traditional != simplified
+    folding, plain = MinHasher(), MinHasher(MinHashParams(fold="none"))
+    a, b = folding.signature(simplified), folding.signature(traditional)
+    c, d = plain.signature(simplified), plain.signature(traditional)
+    assert a is not None and b is not None and c is not None and d is not None
+    assert a.sketch == c.sketch  # Simplified text is never converted
+    assert similarity(a.sketch, b.sketch, 4) >= 0.8 > similarity(c.sketch, d.sketch, 4) + 0.3
+
+
 def test_identical_and_disjoint_sketches() -> None:
     rng = random.Random(3)
     a, b = HASHER.signature(_words(rng, 500)), HASHER.signature("完全不同" * 10 + "xyz" * 40)
@@ -181,7 +199,7 @@ def test_band_rows_round_trip_through_the_codec() -> None:
     assert [codec.decode_rowkey(k) for k in keys] == [
         (int(b), 11 + i, 0x0123456789ABCDEF) for i, b in enumerate(bands.tolist())
     ]
-    assert codec.band_prefixes(bands, 11) == [k[:5] for k in keys]
+    assert codec.band_prefixes(raw, 11) == [k[:5] for k in keys]
 
 
 @given(st.lists(st.integers(0, 2**32 - 1), min_size=1, max_size=40), st.integers(1, 200))
@@ -189,7 +207,7 @@ def test_band_keys_round_trip(keys: list[int], first: int) -> None:
     arr = np.array(keys, dtype=np.uint32)
     assert codec.decode_bands(codec.encode_bands(arr)).tolist() == keys
     first = min(first, 255 - len(keys) + 1)
-    prefixes = codec.band_prefixes(arr, first)
+    prefixes = codec.band_prefixes(codec.encode_bands(arr), first)
     assert [(int.from_bytes(p[:4], "big"), p[4]) for p in prefixes] == [
         (k, first + i) for i, k in enumerate(keys)
     ]
@@ -238,7 +256,7 @@ def test_the_index_lsh_candidates_equal_a_reference_banding(store_url: str) -> N
         sigs = [index.signature(t) for t in texts]
         for sig in sigs:
             assert sig is not None
-            prefixes = codec.band_prefixes(sig.bands, first)
+            prefixes = codec.band_prefixes(codec.encode_bands(sig.bands), first)
             (cells,) = index._store.scan_prefixes_many([prefixes])
             got = {doc_id for _, doc_id in cells}
             ref = {
@@ -295,3 +313,107 @@ def test_old_indexes_keep_the_pigeonhole_only(tmp_path: Path) -> None:
         assert [tuple(m) for m in index.query(text)] == [("a", index.fingerprint(text), 0, None)]
     with SimhashIndex.open(str(tmp_path / "ix")) as index:  # opens as it was built
         assert index.manifest["nets"] == "simhash" and index.lsh is None
+
+
+def _family_texts() -> list[tuple[str, str]]:
+    """Pages with copies only one net finds: a Traditional repost (many bits away),
+    a truncation, a repost, and distinct pages."""
+    import opencc
+
+    rng = random.Random(42)
+    base = [
+        "".join(rng.choice(ALPHABET) for _ in range(rng.randint(150, 400))) + "。" for _ in range(6)
+    ]
+    to_tw = opencc.OpenCC("s2twp").convert
+    docs = [(f"p{i}", t) for i, t in enumerate(base)]
+    docs += [("p0-tw", to_tw(base[0])), ("p1-cut", base[1][: len(base[1]) * 3 // 4])]
+    docs += [("p2-re", "转载：" + base[2] + "（完）"), ("p3-fp", base[3])]
+    return docs
+
+
+def test_every_surface_returns_the_same_matches(tmp_path: Path) -> None:
+    """Library queries, the ingest report, batch pairs and `shdb dedup` / `shdb
+    ingest --report` / `shdb query --json` agree on the pairs, distances and similarities."""
+    import json
+
+    from typer.testing import CliRunner
+
+    from simhash_hbase.cli.app import app
+
+    docs = _family_texts()
+    path = tmp_path / "docs.jsonl"
+    rows = [{"id": i, "text": t} for i, t in docs]
+    path.write_text("\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\n", "utf-8")
+    runner = CliRunner()
+    dedup = runner.invoke(app, ["dedup", str(path)], catch_exceptions=False)
+    from_dedup = {
+        (p["near_id"], p["id"], p["distance"], p["similarity"])
+        for p in map(json.loads, dedup.stdout.splitlines())
+    }
+    index_url = str(tmp_path / "ix")
+    report = tmp_path / "report.jsonl"
+    ingest = runner.invoke(
+        app, ["ingest", str(path), "-i", index_url, "--report", str(report)], catch_exceptions=False
+    )
+    assert ingest.exit_code == 0, ingest.output
+    from_report = {
+        (m["id"], line["id"], m["distance"], m["similarity"])
+        for line in map(json.loads, report.read_text("utf-8").splitlines())
+        for m in line["matches"]
+    }
+    order = {doc_id: n for n, (doc_id, _) in enumerate(docs)}
+    from_queries = set()
+    from_cli = set()
+    with SimhashIndex.open(index_url, readonly=True) as index:
+        for doc_id, text in docs:
+            for m in index.query(text, limit=None):
+                if order[m.doc_id] < order[doc_id]:
+                    from_queries.add((m.doc_id, doc_id, m.distance, m.similarity))
+    for doc_id, text in docs:
+        out = runner.invoke(
+            app, ["query", text, "-i", index_url, "--json", "--probes", "0"], catch_exceptions=False
+        )
+        for m in json.loads(out.stdout)["matches"] if out.stdout else []:
+            if order[m["id"]] < order[doc_id]:
+                from_cli.add((m["id"], doc_id, m["distance"], m["similarity"]))
+    assert from_dedup == from_report == from_queries == from_cli
+    pairs = {(a, b) for a, b, _, _ in from_queries}
+    assert {("p0", "p0-tw"), ("p1", "p1-cut"), ("p2", "p2-re"), ("p3", "p3-fp")} <= pairs
+    far = [d for a, b, d, _ in from_queries if (a, b) == ("p0", "p0-tw")]
+    assert far and far[0] > 3  # found by the LSH net alone
+
+
+class _Counting:
+    """A store proxy counting the requests a query sends."""
+
+    def __init__(self, store: object) -> None:
+        self._store = store
+        self.calls: list[str] = []
+
+    def __getattr__(self, name: str) -> object:
+        attr = getattr(self._store, name)
+        if name in ("scan_prefixes", "scan_prefixes_many", "get_docs"):
+
+            def counted(*args: object, **kwargs: object) -> object:
+                self.calls.append(name)
+                return attr(*args, **kwargs)  # type: ignore[operator]
+
+            return counted
+        return attr
+
+
+def test_a_query_sends_one_scan_for_both_nets(store_url: str) -> None:
+    """Both nets' prefixes go in the one scan request; the docs rows of the
+    candidates (the sketches; on HBase the confirm read) in one multi-get."""
+    docs = _family_texts()
+    with SimhashIndex.open(store_url) as index:
+        index_records(index, docs, IngestOptions(find_k=None))
+        counting = _Counting(index._store)
+        index._store = counting  # type: ignore[assignment]
+        for _, text in docs:
+            counting.calls.clear()
+            index.query(text)
+            assert counting.calls == ["scan_prefixes_many", "get_docs"]
+        counting.calls.clear()
+        index.query_many([t for _, t in docs])
+        assert counting.calls == ["scan_prefixes_many", "get_docs"]

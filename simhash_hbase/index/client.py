@@ -647,7 +647,7 @@ class SimhashIndex:
         first = first_band_flag(self.scheme)
         for prefixes, (_, bands) in zip(prefix_lists, sketches):
             if bands is not None:
-                prefixes += codec.band_prefixes(codec.decode_bands(bands), first)
+                prefixes += codec.band_prefixes(bands, first)
         found = self._store.scan_prefixes_many(prefix_lists)
         self.cost.queries += len(lists)
         self.cost.scans += sum(map(len, prefix_lists))

@@ -154,9 +154,13 @@ def decode_bands(raw: bytes) -> np.ndarray:
     return np.frombuffer(raw, dtype=">u4").astype(np.uint32)
 
 
-def band_prefixes(bands: np.ndarray, first_flag: int) -> list[bytes]:
-    """The 5-byte scan prefixes (band key, flag) of one document's band keys."""
-    return encode_prefix_values(prefix_values(np.asarray(bands).reshape(1, -1), first_flag))
+def band_prefixes(bands: bytes, first_flag: int) -> list[bytes]:
+    """The 5-byte scan prefixes (band key, flag) of one document's stored band keys
+    (``f:b``): each 4-byte key and its flag, by slicing (a query's hot path)."""
+    return [
+        bands[at : at + BAND_BYTES] + bytes((first_flag + b,))
+        for b, at in enumerate(range(0, len(bands), BAND_BYTES))
+    ]
 
 
 def encode_doc_id(doc_id: str) -> bytes:
