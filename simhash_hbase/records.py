@@ -118,6 +118,7 @@ class Problem(str, Enum):
     SPECIAL_FILE = "special_file"  # FIFO, socket, device
     BAD_FINGERPRINT = "bad_fingerprint"
     INVALID = "invalid"
+    SYMLINK = "symlink"  # a link in a folder leading out of it, not followed
     BAD_HTML = "bad_html"  # a page the HTML parser refuses (e.g. nested too deeply)
 
 

@@ -638,7 +638,7 @@ def input_identity(
     if STDIN in paths:
         return None
     identity: list[Any] = [dataclasses.asdict(opts), [os.path.abspath(p) for p in paths]]
-    for path in input_files(paths, exclude):
+    for path in input_files(paths, exclude, opts.follow_symlinks):
         try:
             info = path.stat()
         except OSError:

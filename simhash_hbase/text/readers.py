@@ -49,6 +49,7 @@ class SourceOptions:
     text_field: str = "text"
     max_bytes: int = DEFAULT_MAX_BYTES
     stdin_id: str | None = None  # the id of a plain text read from stdin
+    follow_symlinks: bool = False  # read files that links in a folder lead to outside it
     #: How a page becomes text: ``main`` (its article) or ``raw`` (all visible text).
     html: str = DEFAULT_HTML_MODE
 
@@ -574,17 +575,36 @@ def _special(path: Path) -> BadRecord | None:
     )
 
 
-def walk(root: Path, exclude: Sequence[Path] = ()) -> Iterator[Path | BadRecord]:
+def walk(
+    root: Path, exclude: Sequence[Path] = (), follow: bool = False
+) -> Iterator[Path | BadRecord]:
     """Regular files below ``root`` in sorted order; hidden files and folders, and
-    those in ``exclude`` (e.g. the index being written), are left out."""
+    those in ``exclude`` (e.g. the index being written), are left out.
+
+    A symbolic link that leads out of ``root`` is not followed (a skipped record
+    naming it and its target), unless ``follow``; a linked folder inside ``root``
+    is walked where it really is. With ``follow``, linked folders are walked
+    once each, so a link loop ends.
+    """
     problems: list[OSError] = []
     skip = {os.path.realpath(p) for p in exclude}
-    for folder, dirs, files in os.walk(root, onerror=problems.append):
-        dirs[:] = sorted(
-            d
-            for d in dirs
-            if not d.startswith(".") and os.path.realpath(os.path.join(folder, d)) not in skip
-        )
+    inside = os.path.realpath(root)
+    seen = {inside}
+    for folder, dirs, files in os.walk(root, onerror=problems.append, followlinks=follow):
+        kept = []
+        for d in sorted(dirs):
+            path = os.path.join(folder, d)
+            real = os.path.realpath(path)
+            if d.startswith(".") or real in skip:
+                continue
+            if os.path.islink(path):
+                if not follow and not _within(real, inside):
+                    yield _outside(Path(path), real, root)
+                if not follow or real in seen:
+                    continue
+            seen.add(real)
+            kept.append(d)
+        dirs[:] = kept
         for problem in problems:
             yield BadRecord(
                 display_path(problem.filename or folder),
@@ -594,10 +614,27 @@ def walk(root: Path, exclude: Sequence[Path] = ()) -> Iterator[Path | BadRecord]
             )
         problems.clear()
         for name in sorted(files):
-            path = Path(folder) / name
-            if name.startswith(".") or os.path.realpath(path) in skip:
+            file = Path(folder) / name
+            target = os.path.realpath(file)
+            if name.startswith(".") or target in skip:
                 continue
-            yield _special(path) or path
+            if not follow and not _within(target, inside):
+                yield _outside(file, target, root)
+                continue
+            yield _special(file) or file
+
+
+def _within(real: str, root: str) -> bool:
+    return real == root or real.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _outside(path: Path, real: str, root: Path) -> BadRecord:
+    return BadRecord(
+        display_path(path),
+        f"a symbolic link to {display_path(real)}, outside {display_path(root)}: not followed",
+        0,
+        Problem.SYMLINK,
+    )
 
 
 def relative_id(path: Path, root: Path) -> str | BadRecord:
@@ -639,7 +676,7 @@ def read_sources(
             yield from _read_stream(stdin or sys.stdin.buffer, STDIN_NAME, fmt, opts)
         elif os.path.isdir(path):
             root = Path(path)
-            for item in walk(root, exclude):
+            for item in walk(root, exclude, opts.follow_symlinks):
                 doc_id = item if isinstance(item, BadRecord) else relative_id(item, root)
                 if isinstance(doc_id, BadRecord):
                     yield doc_id
@@ -649,24 +686,28 @@ def read_sources(
             yield from read_file(Path(path), path, opts)
 
 
-def input_files(paths: Sequence[str], exclude: Sequence[Path] = ()) -> Iterator[Path]:
+def input_files(
+    paths: Sequence[str], exclude: Sequence[Path] = (), follow: bool = False
+) -> Iterator[Path]:
     """Every regular file the paths name, folders walked as :func:`read_sources` does."""
     for path in paths:
         if path == STDIN:
             continue
         if os.path.isdir(path):
-            yield from (p for p in walk(Path(path), exclude) if isinstance(p, Path))
+            yield from (p for p in walk(Path(path), exclude, follow) if isinstance(p, Path))
         else:
             yield Path(path)
 
 
-def total_bytes(paths: Sequence[str], exclude: Sequence[Path] = ()) -> int | None:
+def total_bytes(
+    paths: Sequence[str], exclude: Sequence[Path] = (), follow: bool = False
+) -> int | None:
     """Input size for a progress bar; None when it cannot be known (stdin, FIFO)."""
     check_paths(paths)
     if STDIN in paths:
         return None
     total = 0
-    for path in input_files(paths, exclude):
+    for path in input_files(paths, exclude, follow):
         try:
             info = path.stat()
         except OSError:
