@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         Problem,
         Record,
     )
+    from simhash_hbase.text.extract import to_text
 
 #: Where each public name lives.
 _HOMES = {
@@ -57,6 +58,7 @@ _HOMES = {
     "simhash_hbase.index.client": ("SimhashIndex",),
     "simhash_hbase.index.remote": ("RemoteIndex",),
     "simhash_hbase.layout.scheme": ("SCHEMES", "Scheme"),
+    "simhash_hbase.text.extract": ("to_text",),
     "simhash_hbase.records": (
         "BadRecord",
         "Document",
@@ -111,4 +113,5 @@ __all__ = [
     "StoreUnavailable",
     "__version__",
     "hamming",
+    "to_text",
 ]

@@ -14,6 +14,7 @@ import heapq
 import math
 import os
 import re
+import unicodedata
 from collections import Counter
 from collections.abc import Iterator
 from importlib import resources
@@ -27,6 +28,7 @@ from hypothesis import strategies as st
 
 from simhash_hbase import EmptyDocument, Fingerprinter, FingerprintParams
 from simhash_hbase.fingerprint.simhash import (
+    _folder,
     builtin_idf,
     idf_table,
     normalise,
@@ -48,7 +50,7 @@ def reference_terms(fp: Fingerprinter, text: str) -> list[tuple[str, float]]:
     """The top-N (term, weight) pairs, one Python step per token and per term."""
     p = fp.params
     if p.version == 2:
-        text = normalise(text)
+        text = normalise(text, _folder(p.fold))
     counts: Counter[str] = Counter()
     if p.features == "chars":
         chars = "".join(re.findall(r"\w+", text.lower()))
@@ -61,6 +63,10 @@ def reference_terms(fp: Fingerprinter, text: str) -> list[tuple[str, float]]:
                 counts[term] += 1
     if p.version == 2:
         counts = Counter({t: n for t, n in counts.items() if v2_keeps(t)})
+    if p.terms == "letter":  # a letter or digit in every term: none of only P* or S*
+        counts = Counter(
+            {t: n for t, n in counts.items() if any(unicodedata.category(c)[0] in "LN" for c in t)}
+        )
     table = builtin_idf() if p.idf is None else idf_table(p.idf)
     weighted = []
     for term, n in counts.items():
@@ -103,16 +109,17 @@ def assert_same_as_reference(fp: Fingerprinter, text: str) -> None:
 
 
 PARAMS = [
-    FingerprintParams(),
-    FingerprintParams(top_n=1),
-    FingerprintParams(top_n=3, seed=12345),
-    FingerprintParams(top_n=64),
-    FingerprintParams(version=2),
-    FingerprintParams(version=2, top_n=2),
-    FingerprintParams(idf=CUSTOM.digest, top_n=4),
+    FingerprintParams(version=1),
+    FingerprintParams(version=1, top_n=1),
+    FingerprintParams(version=1, top_n=3, seed=12345),
+    FingerprintParams(version=1, top_n=64),
+    FingerprintParams(),  # the default: v2, folded by phrase, terms with letters
+    FingerprintParams(version=2, fold="none", terms="word"),  # v2 as first built
+    FingerprintParams(version=2, fold="t2s", top_n=2),
+    FingerprintParams(version=1, idf=CUSTOM.digest, top_n=4),
     FingerprintParams(idf=CUSTOM.digest, version=2),
-    FingerprintParams(features="chars", ngram=1),
-    FingerprintParams(features="chars", top_n=64),
+    FingerprintParams(version=1, features="chars", ngram=1),
+    FingerprintParams(version=1, features="chars", top_n=64),
     FingerprintParams(features="chars", ngram=3, top_n=5, version=2),
 ]
 FINGERPRINTERS = [Fingerprinter(p) for p in PARAMS]
@@ -120,6 +127,7 @@ _PIECES = st.one_of(
     st.sampled_from(["天气", "公园", "散步", "文件", "的", "LS", "ls", "Ls", "C++", "AT&T"]),
     st.characters(min_codepoint=0x4E00, max_codepoint=0x9FD5),
     st.sampled_from([*"abcXYZ0129+#&._%-:, \t\n，。ａ１\u3000㐀鿖豈𠀀😀の한é", "3.14", "2024"]),
+    st.sampled_from(["軟體", "檔案", "滑鼠", "這個", "__", "^_^", "++", "＿＿", "°□°", "c++"]),
     st.text(max_size=3),
 )
 _TEXTS = st.lists(_PIECES, max_size=60).map("".join)

@@ -31,8 +31,18 @@ _FIELDS = dict(
     tokenizer=st.text(min_size=1, max_size=10),
     hash=st.text(min_size=1, max_size=20),
 )
-PARAMS = st.sampled_from([(1, "none"), (2, "none"), (2, "t2s")]).flatmap(
-    lambda vf: st.builds(FingerprintParams, version=st.just(vf[0]), fold=st.just(vf[1]), **_FIELDS)
+_RECIPES = [(1, "none", "word")] + [
+    (2, fold, terms) for fold in ("none", "t2s", "tw2sp") for terms in ("word", "letter")
+]
+PARAMS = st.sampled_from(_RECIPES).flatmap(
+    lambda vft: st.builds(
+        FingerprintParams,
+        version=st.just(vft[0]),
+        fold=st.just(vft[1]),
+        terms=st.just(vft[2]),
+        html=st.sampled_from(["main", "raw"]),
+        **_FIELDS,
+    )
 )
 
 
@@ -46,7 +56,7 @@ def test_params_round_trip_through_the_manifest(params: FingerprintParams) -> No
 def test_the_strategy_covers_every_field() -> None:
     """A new FingerprintParams field must be added to PARAMS above."""
     covered = {"top_n", "seed", "idf", "features", "ngram", "tokenizer", "hash", "bits"}
-    covered |= {"version", "fold"}
+    covered |= {"version", "fold", "terms", "html"}
     assert {f.name for f in fields(FingerprintParams)} == covered
 
 

@@ -27,6 +27,7 @@ from simhash_hbase.fingerprint.cache import cached
 from simhash_hbase.fingerprint.idf import SparseIdf, sparse_idf
 from simhash_hbase.fingerprint.memo import Memo
 from simhash_hbase.fingerprint.probes import probe_fingerprints
+from simhash_hbase.text.html import HTML_MODES
 
 if TYPE_CHECKING:
     import numpy as np
@@ -48,9 +49,20 @@ _DIGEST = re.compile(r"[0-9a-f]{64}")
 #: :func:`v2_keeps`), weights ``count ** 1.75`` (x IDF) capped at a fifth of the top-N's
 #: total (:func:`_v2_count`, :func:`v2_cap`); the evaluation in docs/quality.md chose it.
 FINGERPRINT_VERSIONS = (1, 2)
-DEFAULT_VERSION = 1
-#: Optional Traditional -> Simplified folding before tokenizing (v2 only; OpenCC).
-FOLDS = ("none", "t2s")
+#: New indexes take version 2 (docs/quality.md); indexes built with 1 keep answering as before.
+DEFAULT_VERSION = 2
+#: Traditional -> Simplified folding before tokenizing (v2 only; OpenCC): "t2s" by
+#: character (OpenCC's t2s); "tw2sp" (the v2 default) by phrase: a line that holds
+#: Traditional characters goes through OpenCC's tw2sp (Taiwan phrases and variants:
+#: 軟體 -> 软件, 檔案 -> 文件), Simplified lines stay as they are (tw2sp would turn a
+#: mainland 文件 into 文档). See :func:`_folder`.
+FOLDS = ("none", "t2s", "tw2sp")
+DEFAULT_FOLD = "tw2sp"
+#: Which tokens are terms. "word" (v1, and v2 indexes built before this rule): any
+#: token with a word character (``\w``, ``_`` included). "letter" (new v2 indexes):
+#: a token with a letter or digit (Unicode L* or N*): no term is made only of
+#: punctuation or symbols (P*, S*: ``_``, ``^_^``, ``++``, emoji).
+TERM_RULES = ("word", "letter")
 _HAS_WORD_CHAR = re.compile(r"\w").search
 _WORD_CHARS = re.compile(r"\w+")
 _WEIGHT_THEN_TERM = itemgetter(1, 0)
@@ -203,8 +215,13 @@ class FingerprintParams:
     bits: int = 64
     #: The text normalisation and term filter recipe (FINGERPRINT_VERSIONS).
     version: int = DEFAULT_VERSION
-    #: "t2s": fold Traditional Chinese to Simplified first (version 2 only).
-    fold: str = "none"
+    #: Traditional -> Simplified folding (:data:`FOLDS`; version 2 only). None: the
+    #: version's default ("tw2sp" for 2, "none" for 1).
+    fold: str = None  # type: ignore[assignment]
+    #: Which tokens are terms (:data:`TERM_RULES`). None: the version's default.
+    terms: str = None  # type: ignore[assignment]
+    #: How an HTML page becomes text: "main" (its article) or "raw" (all visible text).
+    html: str = "main"
 
     def __post_init__(self) -> None:
         _check_int("top_n", self.top_n, 1, MAX_TOP_N)
@@ -217,7 +234,14 @@ class FingerprintParams:
             )
         if self.idf is not None and not _DIGEST.fullmatch(self.idf):
             raise InvalidSetting("idf", f"{self.idf!r} is not a SHA-256 digest of an IDF table")
-        _check_version(self.version, self.fold)
+        if self.fold is None:
+            object.__setattr__(self, "fold", DEFAULT_FOLD if self.version == 2 else "none")
+        if self.terms is None:
+            object.__setattr__(self, "terms", "letter" if self.version == 2 else "word")
+        _check_version(self.version, self.fold, self.terms)
+        if self.html not in HTML_MODES:
+            modes = ", ".join(HTML_MODES)
+            raise InvalidSetting("html", f"unknown HTML mode {self.html!r}; one of: {modes}")
 
     @classmethod
     def with_idf_file(cls, path: str, **settings: Any) -> FingerprintParams:
@@ -229,9 +253,11 @@ class FingerprintParams:
         (tokenizer version, jieba's IDF table, the stop words), which must match too."""
         entry = asdict(self)
         if self.version == 1:  # v1 manifests predate these keys: absent means v1
-            del entry["version"], entry["fold"]
+            del entry["version"], entry["fold"], entry["terms"]
+            if self.html == "main":
+                del entry["html"]
         elif self.fold != "none":
-            entry["fold_converter"] = _fold_converter_version()
+            entry["fold_converter"] = _fold_converter_version(self.fold)
         entry.update(
             idf=BUILTIN_IDF if self.idf is None else CUSTOM_IDF,
             idf_digest=builtin_idf_digest() if self.idf is None else self.idf,
@@ -248,6 +274,9 @@ class FingerprintParams:
         names = {f.name for f in fields(cls)} - {"idf"}
         settings = {k: v for k, v in entry.items() if k in names}
         settings.setdefault("version", 1)  # written before versions existed
+        if settings["version"] == 2:
+            settings.setdefault("fold", "none")  # written before folding was the default
+            settings.setdefault("terms", "word")  # written before the "letter" rule
         return cls(idf=None if kind == BUILTIN_IDF else entry["idf_digest"], **settings)
 
 
@@ -288,6 +317,9 @@ class Fingerprinter:
         kept = Counter(counts)  # a copy: a subclass may hand out the same counts again
         for term in list(filterfalse(_V2_KEEPS.__getitem__, counts)):
             del kept[term]
+        if self.params.terms == "letter":
+            for term in list(filterfalse(_HAS_LETTER.__getitem__, kept)):
+                del kept[term]
         return kept
 
     def weighted_terms(self, text: str) -> list[tuple[str, float]]:
@@ -460,7 +492,13 @@ def v2_cap(terms: list[tuple[str, float]]) -> list[tuple[str, float]]:
     return [(term, min(w, limit)) for term, w in terms]
 
 
+def has_letter(term: str) -> bool:
+    """The "letter" term rule: a letter or digit (Unicode L* or N*) in ``term``."""
+    return any(unicodedata.category(c)[0] in "LN" for c in term)
+
+
 _V2_KEEPS = Memo(v2_keeps)
+_HAS_LETTER = Memo(has_letter)
 _V2_COUNT = Memo(_v2_count)
 
 
@@ -496,7 +534,7 @@ def normalise(text: str, fold: Callable[[str], str] | None = None) -> str:
     return fold(text) if fold is not None else text
 
 
-def _check_version(version: object, fold: object) -> None:
+def _check_version(version: object, fold: object, terms: object = "word") -> None:
     if isinstance(version, bool) or version not in FINGERPRINT_VERSIONS:
         known = ", ".join(map(str, FINGERPRINT_VERSIONS))
         raise InvalidSetting("version", f"unknown fingerprint version {version!r}; known: {known}")
@@ -504,6 +542,12 @@ def _check_version(version: object, fold: object) -> None:
         raise InvalidSetting("fold", f"unknown folding {fold!r}; one of: {', '.join(FOLDS)}")
     if fold != "none" and version == 1:
         raise InvalidSetting("fold", "Traditional -> Simplified folding needs version 2")
+    if terms not in TERM_RULES:
+        raise InvalidSetting(
+            "terms", f"unknown term rule {terms!r}; one of: {', '.join(TERM_RULES)}"
+        )
+    if terms != "word" and version == 1:
+        raise InvalidSetting("terms", "version 1's terms are its own (the 'word' rule)")
 
 
 @cache
@@ -512,26 +556,47 @@ def _opencc() -> Any:
         import opencc
     except ImportError:
         raise InvalidSetting(
-            "fold", "Traditional -> Simplified folding needs OpenCC (the fold extra)"
+            "fold",
+            "Traditional -> Simplified folding needs OpenCC, which is not installed "
+            "(pip install opencc; it is a dependency of simhash-hbase): without it the "
+            "fingerprints would differ from the index's",
         ) from None
     return opencc
 
 
 def _folder(fold: str) -> Callable[[str], str] | None:
-    """OpenCC's character-level Traditional-to-Simplified conversion (t2s): it leaves
-    Simplified text as it is, where the phrase-level tw2sp would turn 文件 into 文档."""
+    """The folding ``fold`` (:data:`FOLDS`) as a function, or None for "none".
+
+    "t2s": OpenCC's t2s, character by character (and its phrase table), which
+    leaves Simplified text as it is. "tw2sp": a text without Traditional characters
+    (t2s leaves it as it is) stays as it is; otherwise each line that holds them
+    goes through OpenCC's tw2sp, which also converts Taiwan phrases and variants to
+    mainland ones (軟體 -> 软件, 滑鼠 -> 鼠标). Applied to Simplified text, tw2sp
+    would change mainland words (文件 -> 文档), so Simplified lines are never given to it.
+    """
     if fold == "none":
         return None
-    converter = _opencc().OpenCC("t2s")
-    convert: Callable[[str], str] = converter.convert
-    return convert
+    t2s: Callable[[str], str] = _opencc().OpenCC("t2s").convert
+    if fold == "t2s":
+        return t2s
+    tw2sp: Callable[[str], str] = _opencc().OpenCC("tw2sp").convert
+
+    def by_phrase(text: str) -> str:
+        if t2s(text) == text:
+            return text
+        lines = text.split("\n")
+        return "\n".join(tw2sp(line) if t2s(line) != line else line for line in lines)
+
+    return by_phrase
 
 
-def _fold_converter_version() -> str:
+def _fold_converter_version(fold: str = "t2s") -> str:
+    """What the manifest records of the converter: OpenCC's release and its configs."""
     from importlib.metadata import version
 
     _opencc()
-    return f"opencc {version('opencc')} t2s"
+    configs = "t2s, tw2sp on Traditional lines" if fold == "tw2sp" else "t2s"
+    return f"opencc {version('opencc')} {configs}"
 
 
 def hamming(a: int, b: int) -> int:

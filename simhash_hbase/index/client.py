@@ -180,6 +180,12 @@ class SimhashIndex:
         else:  # the store may be what failed: do not mask the error with another
             self._store.close()
 
+    def to_text(self, raw: str | bytes, fmt: str = "auto") -> str:
+        """``raw`` (a text, or an HTML page) as this index fingerprints it: the one
+        conversion ingest uses (:func:`simhash_hbase.text.extract.to_text`), with the
+        index's HTML mode, so ``index.query(index.to_text(page))`` finds an ingested page."""
+        return to_text(raw, fmt, html=self.params.html)
+
     @property
     def fingerprinter(self) -> Fingerprinter:
         """Built on first use: jieba takes ~1 s to load, fingerprint-only work skips it."""
@@ -476,6 +482,7 @@ class SimhashIndex:
         all), and their count; with ``probes`` > 0 also those within ``k`` of its
         first ``probes`` flipped copies whose true distance is at most
         :func:`~simhash_hbase.fingerprint.probes.bound` (multi-probe)."""
+        self.scheme.check_k(k)  # a usage error first, before the text is fingerprinted
         check_probes(probes)
         sig = self.signature(text)
         if probes == 0 and sig is None:
