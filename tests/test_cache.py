@@ -103,3 +103,38 @@ def test_cache_dir_without_a_home(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(Path, "home", no_home)
     assert cache_dir() is None and private_dir() is None
     assert cached("t.marshal", lambda: {"a": 1.0}) == {"a": 1.0}
+
+
+def test_builtin_idf_digest_follows_the_installed_file(
+    cache_home: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cached digest is the file's SHA-256: read from the cache while the file
+    stays, hashed again when it changes (a reinstall: same size, a new mtime)."""
+    import hashlib
+    import os
+
+    from simhash_hbase.fingerprint import simhash
+
+    table = tmp_path / "idf.txt"
+    monkeypatch.setattr(simhash, "_jieba_idf_path", lambda: table)
+
+    def digest() -> str:
+        simhash.builtin_idf_digest.cache_clear()
+        return simhash.builtin_idf_digest()
+
+    for version, raw in enumerate([b"a 1.0\n", b"b 2.0\n"], 1):
+        table.write_bytes(raw)
+        os.utime(table, ns=(version * 10**9, version * 10**9))
+        assert digest() == digest() == hashlib.sha256(raw).hexdigest()
+        assert len(list(cache_home.glob("idf-digest-*"))) == version  # one entry a file
+    simhash.builtin_idf_digest.cache_clear()
+
+
+def test_median_is_the_upper_median() -> None:
+    import numpy as np
+
+    from simhash_hbase.fingerprint.idf import _median
+
+    for n in (1, 2, 3, 4, 1001):
+        values = np.random.default_rng(n).random(n)
+        assert _median(values) == sorted(values.tolist())[n // 2]

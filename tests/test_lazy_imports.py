@@ -44,7 +44,6 @@ LIGHT = (
     "simhash_hbase.fingerprint.probes",
     "simhash_hbase.fingerprint.idf",
     "simhash_hbase.layout.scheme",
-    "simhash_hbase.index.manifest",
 )
 
 

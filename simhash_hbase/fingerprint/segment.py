@@ -68,7 +68,9 @@ MAX_PERIOD = 16
 # A Chinese repeat (a "square" xx, x of 1..MAX_PERIOD characters of jieba's range).
 _SQUARE = re.compile(f"([\u4e00-\u9fd5]{{1,{MAX_PERIOD}}})\\1").search
 # jieba's re_han_default: the blocks that jieba cuts independently of each other.
-_JIEBA_BLOCK = re.compile(r"[\u4e00-\u9fd5a-zA-Z0-9+#&\._%\-]+")
+_BLOCK_CHARS = r"[\u4e00-\u9fd5a-zA-Z0-9+#&\._%\-]"
+_BLOCK_REST = re.compile(f"{_BLOCK_CHARS}*").match
+_IN_BLOCK = re.compile(_BLOCK_CHARS).fullmatch
 
 
 _VERSION = re.compile(r"""^__version__\s*=\s*['"]([^'"]+)['"]""", re.M)
@@ -118,6 +120,19 @@ def _rjieba_span(cut: Callable[[str, bool], list[str]], text: str) -> list[str]:
     return tokens if _ASCII_RUN(text) is None else _resplit_ascii(tokens)
 
 
+def _block_around(text: str, start: int, end: int) -> tuple[int, int]:
+    """The jieba block holding ``text[start:end]`` (all block characters).
+
+    Found from the repeat outwards, not by visiting every block of the text: a
+    repeat is rare, blocks are many (one per clause).
+    """
+    while start and _IN_BLOCK(text[start - 1]):
+        start -= 1
+    rest = _BLOCK_REST(text, end)
+    assert rest is not None, "a * pattern always matches"
+    return start, rest.end()
+
+
 def _rjieba() -> Cut:
     import rjieba
 
@@ -134,15 +149,17 @@ def _rjieba() -> Cut:
         return out
 
     def cut(text: str) -> list[str]:
-        if _SQUARE(text) is None:
+        square = _SQUARE(text)
+        if square is None:
             return fast(text)
         out: list[str] = []
         last = 0
-        for block in _JIEBA_BLOCK.finditer(text):
-            if _SQUARE(block.group()) is not None:
-                out += fast(text[last : block.start()])
-                out += segmenter("jieba")(block.group())
-                last = block.end()
+        while square is not None:  # from each repeat to the block that holds it
+            start, end = _block_around(text, square.start(), square.end())
+            out += fast(text[last:start])
+            out += segmenter("jieba")(text[start:end])
+            last = end
+            square = _SQUARE(text, end)
         out += fast(text[last:])
         return out
 
