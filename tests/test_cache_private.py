@@ -88,3 +88,28 @@ def test_an_open_folder_of_ours_is_closed(home: Path) -> None:
     cached("t.marshal", lambda: TABLE)
     assert home.stat().st_mode & 0o777 == 0o700
     assert (home / "t.marshal").stat().st_mode & 0o777 == 0o600
+
+
+def test_checked_arrays_are_not_hashed_again_until_they_change(
+    home: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A check is remembered with the files' stamp (device, inode, size, times), and
+    redone, finding the damage, once any of it changes, even with the old mtime."""
+    import os
+
+    from simhash_hbase.fingerprint import idf
+
+    monkeypatch.setattr(idf, "_SETTLED_NS", 0)  # no clock-tick wait in a test
+    hashed: list[Path] = []
+    digest = idf._file_digest
+    monkeypatch.setattr(idf, "_file_digest", lambda p: hashed.append(p) or digest(p))
+    sparse_idf("d", lambda: (TABLE, 2.0))  # built
+    for expected in (2, 2, 2):  # checked once, then by the stamp
+        assert sparse_idf("d", lambda: ({}, 0.0)).median == 3.5  # the arrays' own
+        assert len(hashed) == expected
+    values = home / "idf-d.values.npy"
+    before = values.stat()
+    _damage(values, 200, 0x20, cut=False)
+    os.utime(values, ns=(before.st_atime_ns, before.st_mtime_ns))  # the old mtime back
+    table = sparse_idf("d", lambda: ({"x": 1.0}, 9.0))  # damage found: rebuilt
+    assert table.median == 9.0
