@@ -122,6 +122,7 @@ def fresh_hbase_url(api: str) -> Iterator[str]:
 
 _STORE_PARAMS = [
     "embedded",
+    "embedded-format1",  # indexes written before the compact layout keep working
     *(pytest.param(f"hbase-{api}", marks=pytest.mark.hbase) for api in HBASE_APIS),
 ]
 
@@ -130,6 +131,11 @@ _STORE_PARAMS = [
 def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh, empty index URL on each store kind and HBase gateway protocol."""
     if request.param == "embedded":
+        yield str(tmp_path / "index")
+    elif request.param == "embedded-format1":
+        from simhash_hbase.store.embedded import EmbeddedStore
+
+        EmbeddedStore(tmp_path / "index", format=1).close()
         yield str(tmp_path / "index")
     else:
         with fresh_hbase_url(request.param.removeprefix("hbase-")) as url:

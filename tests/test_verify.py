@@ -38,7 +38,13 @@ def test_verify_finds_and_repairs_every_kind_of_damage(store_url: str) -> None:
         report = verify(index)
         assert not report.clean
         assert report.missing_cells == 3 and report.incomplete_documents == 1
-        assert report.stale_cells == 10 + 10 + 1
+        wrong = 10
+        if index.stats().get("format") == 2:
+            # The compact layout keeps a cell as (prefix, document number): a cell
+            # of d1 under one of d1's own prefixes is d1's cell, not a stale one.
+            own = {row[:5] for row, _ in index.cells([Document("d1", 2 * 0x1111_1111)])}
+            wrong = sum(row[:5] not in own for row, _ in index.cells([Document("d1", 7)]))
+        assert report.stale_cells == 10 + wrong + 1
         assert any("d0" in e for e in report.examples)
         repaired = verify(index, repair=True)
         assert repaired.repaired

@@ -69,6 +69,7 @@ from simhash_hbase.store import CellBlock, IndexCell, Store, open_store
 from simhash_hbase.text.extract import to_text
 
 DEFAULT_K = 3
+BULK_BATCH = 500_000  # documents a bulk load reads and spills at a time
 QUERY_BATCH = 1000  # texts fingerprinted and looked up together by query_many
 _SCALAR_MAX = 4  # below this many fingerprints, plain Python beats NumPy
 _SCALAR_CANDIDATES = 24  # and below this many candidates of one query (~20 breaks even)
@@ -453,6 +454,24 @@ class SimhashIndex:
         fps = np.fromiter((d.fingerprint for d in docs), dtype=np.uint64, count=len(docs))
         rows = codec.rowkeys_array(fps, self.scheme.fields_many(fps))
         return CellBlock(rows, [d.doc_id for d in docs])
+
+    def bulk_load(self, docs: Iterable[Document], *, batch_size: int = BULK_BATCH) -> int:
+        """Fill an empty embedded index with ``docs`` (unique ids): a backfill that
+        writes every page once, full, instead of inserting cell by cell
+        (docs/embedded.md). The documents loaded; :class:`StoreError` if the index
+        holds documents, InvalidInput on a store without bulk loads (HBase)."""
+        load = getattr(self._store, "load", None)
+        if load is None:
+            raise InvalidInput(f"{self.url} has no bulk load (the embedded store has); ingest")
+        items = iter(docs)
+
+        def blocks() -> Iterator[tuple[CellBlock, list[Document]]]:
+            while chunk := list(islice(items, batch_size)):
+                for doc in chunk:
+                    codec.check_document(doc)
+                yield self._cell_block(chunk), chunk
+
+        return int(load(blocks()))
 
     # -- reading ----------------------------------------------------------------
     def get(self, doc_id: str) -> Document | None:

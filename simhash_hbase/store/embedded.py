@@ -21,6 +21,7 @@ import errno
 import hashlib
 import os
 import struct
+import tempfile
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from itertools import repeat
@@ -39,13 +40,14 @@ from simhash_hbase.errors import (
 )
 from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
+from simhash_hbase.store import compact
 from simhash_hbase.store.base import CellBlock, IndexCell
 
 _MAP_SIZE = 1 << 40  # address space only; the file grows as data is written
 _ID_COLUMN = b"_id"  # full id of a docs row whose key had to be folded
 _DATA_FILE = "data.mdb"
 _LOCK_FILE = "lock.mdb"
-_TABLES = (b"index", b"docs", b"meta")
+_TABLES = (b"index", b"docs", b"meta")  # format 1; format 2's are compact.TABLES
 
 # LMDB's data file starts with two meta pages (mdb.c, MDB_meta after a 16-byte
 # page header, 64-bit little-endian builds). The newest by txn id is current.
@@ -274,16 +276,24 @@ class EmbeddedStore:
     atomic_batches = True
 
     def __init__(
-        self, path: str | os.PathLike[str], *, create: bool = True, readonly: bool = False
+        self,
+        path: str | os.PathLike[str],
+        *,
+        create: bool = True,
+        readonly: bool = False,
+        format: int = compact.FORMAT,
     ) -> None:
         self.path = Path(path)
         self.url = str(self.path)
         self._closed = False
+        self._compact: compact.Tables | None = None
+        if format not in (1, compact.FORMAT):
+            raise ValueError(f"the embedded store has formats 1 and {compact.FORMAT}")
         created = self._prepare(create and not readonly)
         try:
             self._env = self._open_env(readonly)
             try:
-                self._open_tables(readonly)
+                self._open_tables(readonly, format)
             except BaseException:
                 self._env.close()
                 raise
@@ -369,7 +379,7 @@ class EmbeddedStore:
             return lmdb.open(
                 str(self.path),
                 map_size=_MAP_SIZE,
-                max_dbs=len(_TABLES),
+                max_dbs=len(compact.TABLES),
                 create=not readonly,
                 readonly=readonly,
                 lock=lock,
@@ -390,11 +400,12 @@ class EmbeddedStore:
         env.reader_check()  # frees reader slots of killed processes
         return env
 
-    def _open_tables(self, readonly: bool) -> None:
-        """Open index/docs/meta; refuse, untouched, an LMDB file that is not ours."""
+    def _open_tables(self, readonly: bool, format: int) -> None:
+        """Open the tables of the file's format (a new index: ``format``); refuse,
+        untouched, an LMDB file that is not ours."""
         with self._env.begin() as txn:
             names = {bytes(key) for key, _ in txn.cursor()}
-        if names - set(_TABLES):
+        if names - set(compact.TABLES):
             shown = ", ".join(sorted(n.decode("utf-8", "replace") for n in names)[:8])
             raise StoreCorrupt(
                 f"{self.path} holds an LMDB database that is not an shdb index "
@@ -410,6 +421,9 @@ class EmbeddedStore:
                 f"{self.path} holds LMDB tables named like shdb's but no index manifest; "
                 "it was left untouched: give a new or empty directory"
             )
+        if b"names" in names or (format == compact.FORMAT and names <= {b"meta"}):
+            self._open_compact(names, readonly)
+            return
         if names != set(_TABLES):
             if readonly:
                 raise IndexNotFound(self.url)  # its creation never completed
@@ -421,6 +435,33 @@ class EmbeddedStore:
             self._index, self._docs, self._meta = (
                 self._env.open_db(name, create=False) for name in _TABLES
             )
+
+    def _open_compact(self, names: set[bytes], readonly: bool) -> None:
+        """Format 2 (store/compact.py); a new index records its format in meta."""
+        if names != set(compact.TABLES):
+            if readonly:
+                raise IndexNotFound(self.url)
+            with self._env.begin(write=True) as txn:
+                handles = compact.Tables.open(self._env, txn)
+                txn.put(
+                    compact.STATE.encode(),
+                    codec.encode_json(compact.new_state()),
+                    db=handles[b"meta"],
+                )
+        else:
+            handles = compact.Tables.open(self._env)
+        self._index, self._docs, self._meta = handles[b"index"], handles[b"docs"], handles[b"meta"]
+        max_key = self._env.max_key_size()
+        helpers = compact.Helpers(
+            path=self.path,
+            max_key=max_key,
+            fold=lambda raw: fold_key(raw, max_key)[0],
+            pack_columns=pack_columns,
+            unpack_columns=unpack_columns,
+            corrupt_row=self._corrupt_row,
+            rebuild=_REBUILD,
+        )
+        self._compact = compact.Tables(self._env, handles, helpers)
 
     @staticmethod
     def _remove(created: list[Path]) -> None:
@@ -577,6 +618,17 @@ class EmbeddedStore:
         except lmdb.Error as exc:
             raise self._error(exc, "write to") from exc
 
+    def iter_meta(self) -> Iterator[tuple[str, dict[str, Any]]]:
+        """Every meta record (name, value) but the store's own (a copy takes these)."""
+        try:
+            with self._env.begin(db=self._meta) as txn:
+                for key, value in txn.cursor():
+                    name = bytes(key).decode("utf-8", "replace")
+                    if name != compact.STATE:
+                        yield name, codec.decode_json(bytes(value))
+        except lmdb.Error as exc:
+            raise self._error(exc, "read") from exc
+
     def put_meta_if_absent(self, name: str, value: dict[str, Any]) -> dict[str, Any]:
         try:
             with self._env.begin(write=True, db=self._meta) as txn:  # one writer at a time
@@ -587,17 +639,45 @@ class EmbeddedStore:
             raise self._error(exc, "write to") from exc
         return value if raw is None else codec.decode_json(raw)
 
+    @property
+    def format(self) -> int:
+        """The file's layout: 1 (a key per cell) or 2 (compact, store/compact.py)."""
+        return 1 if self._compact is None else compact.FORMAT
+
     @contextmanager
-    def batch(self) -> Iterator[_LmdbBatch]:
+    def batch(self) -> Iterator[_LmdbBatch | compact.CompactBatch]:
         try:
+            if self._compact is not None:
+                batch = compact.CompactBatch(self._compact)
+                yield batch
+                batch.commit()
+                return
             with self._env.begin(write=True) as txn:
                 yield _LmdbBatch(self, txn)
         except lmdb.Error as exc:
             raise self._error(exc, "write to") from exc
 
+    def load(self, blocks: Iterable[tuple[CellBlock, Sequence[Document]]]) -> int:
+        """Bulk load an empty index (a backfill): see :func:`compact.bulk_load`.
+        Scratch files go in a folder inside the index, removed at the end."""
+        if self._compact is None:
+            raise StoreError(
+                f"the embedded index at {self.path} is in format 1, which has no bulk load; "
+                "load into a new folder (docs/embedded.md, migration)"
+            )
+        try:
+            with tempfile.TemporaryDirectory(prefix=".load-", dir=self.path) as work:
+                return compact.bulk_load(self._compact, blocks, Path(work))
+        except lmdb.Error as exc:
+            raise self._error(exc, "write to") from exc
+        except OSError as exc:
+            raise StoreError(f"cannot bulk load {self.path}: {exc}") from exc
+
     def get_docs(self, doc_ids: Sequence[str]) -> dict[str, Document]:
         try:
             with self._env.begin() as txn:
+                if self._compact is not None:
+                    return self._compact.get_docs(txn, doc_ids)
                 return self._get_docs(txn, doc_ids)
         except lmdb.Error as exc:
             raise self._error(exc, "read") from exc
@@ -613,6 +693,8 @@ class EmbeddedStore:
         results: list[list[IndexCell]] = []
         try:
             with self._env.begin(db=self._index) as txn:
+                if self._compact is not None:
+                    return self._compact.scan(txn, prefix_lists)
                 cursor = txn.cursor()
                 seek, key_of, value_of, next_ = (
                     cursor.set_range,
@@ -646,21 +728,32 @@ class EmbeddedStore:
         """Every document; a damaged row raises, or goes to ``on_corrupt(id, error)``."""
         try:
             with self._env.begin(db=self._docs) as txn:
-                for key, value in txn.cursor():
-                    try:
-                        doc = self._checked_doc(key, value)
-                    except StoreCorrupt as exc:
+                for key, doc in self._doc_items_of(txn):
+                    if isinstance(doc, StoreCorrupt):
                         if on_corrupt is None:
-                            raise
-                        on_corrupt(_decode_id(key), exc)
+                            raise doc
+                        on_corrupt(_decode_id(key), doc)
                         continue
                     yield doc
         except lmdb.Error as exc:
             raise self._error(exc, "read") from exc
 
+    def _doc_items_of(self, txn: compact.Txn) -> Iterator[tuple[bytes, Document | StoreCorrupt]]:
+        if self._compact is not None:
+            yield from self._compact.iter_docs(txn)
+            return
+        for key, value in txn.cursor():
+            try:
+                yield key, self._checked_doc(key, value)
+            except StoreCorrupt as exc:
+                yield key, exc
+
     def iter_index(self) -> Iterator[IndexCell]:
         try:
             with self._env.begin(db=self._index) as txn:
+                if self._compact is not None:
+                    yield from self._compact.iter_index(txn)
+                    return
                 for key, value in txn.cursor():
                     yield self._cell_from_item(key, value)
         except lmdb.Error as exc:
@@ -669,12 +762,16 @@ class EmbeddedStore:
     def stats(self) -> dict[str, Any]:
         try:
             with self._env.begin() as txn:
-                docs = txn.stat(self._docs)["entries"]
-                cells = txn.stat(self._index)["entries"]
+                if self._compact is not None:
+                    docs, cells = self._compact.counts(txn)
+                else:
+                    docs = txn.stat(self._docs)["entries"]
+                    cells = txn.stat(self._index)["entries"]
         except lmdb.Error as exc:
             raise self._error(exc, "read") from exc
         return {
             "store": "embedded (LMDB)",
+            "format": self.format,
             "path": str(self.path),
             "documents": docs,
             "index_cells": cells,

@@ -1,0 +1,757 @@
+"""The compact embedded layout (format 2; docs/SPEC.md, "The embedded store").
+
+Format 1 wrote each index cell as its own LMDB key (13-byte row key + the
+document id): ~45 bytes of key, node and slack per cell, and a file that grew to
+~1,270 bytes a document. Format 2 keeps the same logical tables in four LMDB
+databases:
+
+- ``index``: a *bucket* key (the cell's flag and the top 16 bits of its field,
+  3 bytes) -> its cells packed side by side, 6 bytes each: the low 16 bits of the
+  field and the 4-byte document number. A bucket holds N / 65,536 cells of its
+  flag (~15 at 1 M documents, ~150 at 10 M), so a cell costs ~6.5 bytes, and a
+  prefix scan is one LMDB get and a ``bytes.find`` in C.
+- ``names``: document number -> fingerprint (8 bytes) + id. Numbers ascend, so
+  it is only ever appended to. A cell is visible only while its number has a
+  names row: the names rows are the commit record of a batch's cells.
+- ``docs``: id -> number (4 bytes), fingerprint (8 bytes), then the other
+  columns packed as in format 1 (text, meta, sketch, bands; the full id of a folded
+  key). A row of 4 bytes numbers an id that has cells but no document.
+- ``meta``: as in format 1, plus the store's own record :data:`STATE`.
+
+Document numbers are exact: an id keeps its number until its row is deleted; a
+folded id (over LMDB's 511-byte key limit) is compared in full with the id its
+row holds, so two ids never share a number. Numbers are never reused.
+
+Why a batch commits in parts: LMDB copies every page a transaction touches and
+can reuse a freed page only two commits later, so one transaction that touches
+the whole index leaves the file ~3x the index. A batch's cells of new documents
+(new numbers, invisible until their names rows exist) are therefore written in
+several commits of one key range each, and the rest of the batch (names and docs
+rows, deletions, cells of documents already numbered) in one last commit: what
+readers see still changes all at once, at that commit.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from itertools import islice, pairwise
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import lmdb
+import numpy as np
+
+from simhash_hbase.errors import StoreCorrupt, StoreError
+from simhash_hbase.layout import codec
+from simhash_hbase.records import Document
+from simhash_hbase.store.base import CellBlock, IndexCell
+
+FORMAT = 2
+STATE = "store/embedded"  # meta record: format, next number, cells and documents held
+TABLES = (b"index", b"docs", b"names", b"meta")
+CELL = np.dtype([("lo", ">u2"), ("num", ">u4")])
+CELL_BYTES = CELL.itemsize
+MAX_DOCUMENTS = (1 << 32) - 1
+# lmdb.Transaction; its stubs type every value as bytes | memoryview, and this
+# layout never asks LMDB for buffers: values are bytes.
+Txn = Any
+_NUM = struct.Struct(">I")
+_HEAD = struct.Struct(">IQ")  # a docs row: number, fingerprint, then packed columns
+_BARE = np.dtype([("num", ">u4"), ("fp", ">u8")])
+_ID_COLUMN = b"_id"
+PART_BYTES = 32 << 20  # an index this big or more takes a batch's new cells in parts
+MAX_PARTS = 8  # file overhead ~2/MAX_PARTS of the index; each part costs a commit
+PART_MIN_CELLS = 1 << 16  # fewer new cells than this go in the batch's one commit
+
+
+class Helpers(NamedTuple):
+    """What the layout borrows from :class:`EmbeddedStore` (format 1's row codecs)."""
+
+    path: Path
+    max_key: int
+    fold: Callable[[bytes], bytes]  # the LMDB key of an id (folded past the key limit)
+    pack_columns: Callable[[Mapping[bytes, bytes]], bytes]
+    unpack_columns: Callable[[bytes], dict[bytes, bytes]]
+    corrupt_row: Callable[[StoreError], StoreCorrupt]
+    rebuild: str
+
+
+def encode_id(doc_id: str) -> bytes:
+    return doc_id.encode("utf-8", "surrogateescape")
+
+
+def decode_id(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogateescape")
+
+
+def new_state() -> dict[str, Any]:
+    return {"format": FORMAT, "bucket_bits": 16, "next": 0, "cells": 0, "documents": 0}
+
+
+def grouped(rows: np.ndarray, nums: np.ndarray) -> tuple[list[bytes], list[bytes]]:
+    """Bucket keys (ascending) and each bucket's packed cells, of an (n, c) row-key
+    array (:data:`codec.ROWKEY_DTYPE`) whose document i has number ``nums[i]``."""
+    c = rows.shape[1] if rows.ndim == 2 else 1
+    flat = np.ascontiguousarray(rows).reshape(-1)
+    field = flat["field"].astype(np.uint32)
+    bucket = flat["flag"].astype(np.uint32) << np.uint32(16) | field >> np.uint32(16)
+    order = np.argsort(bucket)  # the order of cells within a bucket is free
+    cells = np.empty(len(flat), dtype=CELL)
+    cells["lo"] = field[order] & np.uint32(0xFFFF)
+    cells["num"] = np.repeat(np.asarray(nums, dtype=np.uint32), c)[order]
+    bucket = bucket[order]
+    starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+    keys = (bucket[starts] << np.uint32(8)).astype(">u4").view(np.uint8).reshape(-1, 4)
+    buf = cells.tobytes()
+    bounds = [*(starts * CELL_BYTES).tolist(), len(buf)]
+    packed = [buf[a:b] for a, b in pairwise(bounds)]
+    return np.ascontiguousarray(keys[:, :3]).view("V3").reshape(-1).tolist(), packed
+
+
+def cell_rows(cells: Sequence[IndexCell]) -> np.ndarray:
+    """The row keys of ``cells`` as a ROWKEY_DTYPE array."""
+    return np.frombuffer(b"".join([row for row, _ in cells]), dtype=codec.ROWKEY_DTYPE)
+
+
+def find_cells(packed: bytes, lead: bytes) -> Iterator[int]:
+    """Offsets of the cells of ``packed`` whose first two bytes are ``lead``."""
+    pos = packed.find(lead)
+    while pos >= 0:
+        if pos % CELL_BYTES == 0:
+            yield pos
+        pos = packed.find(lead, pos + 1)
+
+
+class Tables:
+    """The databases of one environment, and how rows are encoded in them."""
+
+    def __init__(self, env: lmdb.Environment, handles: dict[bytes, Any], helpers: Helpers) -> None:
+        self.env = env
+        self.index = handles[b"index"]
+        self.docs = handles[b"docs"]
+        self.names = handles[b"names"]
+        self.meta = handles[b"meta"]
+        self.h = helpers
+
+    @staticmethod
+    def open(env: lmdb.Environment, txn: Txn | None = None) -> dict[bytes, Any]:
+        """The handles of the four databases; with ``txn``, created in it."""
+        return {name: env.open_db(name, txn=txn, create=txn is not None) for name in TABLES}
+
+    # -- the store's own record -------------------------------------------------
+    def state(self, txn: Txn) -> dict[str, Any]:
+        raw = txn.get(STATE.encode(), db=self.meta)
+        if raw is None:
+            raise StoreCorrupt(f"the embedded index at {self.h.path} lacks its record {STATE!r}")
+        return codec.decode_json(raw)
+
+    def put_state(self, txn: Txn, state: dict[str, Any]) -> None:
+        txn.put(STATE.encode(), codec.encode_json(state), db=self.meta)
+
+    # -- rows -----------------------------------------------------------------
+    def doc_value(self, num: int, doc: Document, raw_id: bytes, key: bytes) -> bytes:
+        cols = codec.doc_to_columns(doc)
+        del cols[codec.COL_FINGERPRINT]
+        if key != raw_id:
+            cols[_ID_COLUMN] = raw_id
+        return _HEAD.pack(num, doc.fingerprint) + self.h.pack_columns(cols)
+
+    def doc_from(self, key: bytes, value: bytes) -> Document:
+        """The document of a full docs row; a damaged row is a StoreCorrupt."""
+        if len(value) < _HEAD.size:
+            raise self.h.corrupt_row(
+                StoreError(f"the docs row {decode_id(key)!r} is damaged (it is cut short)")
+            )
+        fp = _HEAD.unpack_from(value)[1]
+        try:
+            cols = self.h.unpack_columns(value[_HEAD.size :])
+        except StoreError as exc:
+            reason = f"the docs row {decode_id(key)!r} is damaged (its columns are cut short)"
+            raise self.h.corrupt_row(StoreError(reason)) from exc
+        doc_id = decode_id(cols.pop(_ID_COLUMN, key))
+        cols[codec.COL_FINGERPRINT] = codec.fingerprint_to_bytes(fp)
+        try:
+            return codec.doc_from_columns(doc_id, cols)
+        except StoreCorrupt as exc:
+            raise self.h.corrupt_row(exc) from exc
+
+    def lookup(self, txn: Txn, raw_ids: Iterable[bytes]) -> dict[bytes, bytes]:
+        """{raw id: docs row} of the ids that have one, a multi-get in key order."""
+        raws = list(raw_ids)
+        if not raws:
+            return {}
+        if max(map(len, raws)) < self.h.max_key:  # no id is folded: keys are ids
+            return dict(txn.cursor(self.docs).getmulti(sorted(raws)))
+        keys = {self.h.fold(raw): raw for raw in raws}
+        out: dict[bytes, bytes] = {}
+        for key, value in txn.cursor(self.docs).getmulti(sorted(keys)):
+            raw = keys[key]
+            if key == raw or _held_id(value) == raw:  # a folded key: the full id must match
+                out[raw] = value
+        return out
+
+    # -- reads ----------------------------------------------------------------
+    def get_docs(self, txn: Txn, doc_ids: Sequence[str]) -> dict[str, Document]:
+        raws = {encode_id(doc_id): doc_id for doc_id in doc_ids}
+        return {
+            raws[raw]: self.doc_from(self.h.fold(raw), value)
+            for raw, value in self.lookup(txn, raws).items()
+            if len(value) != _NUM.size
+        }
+
+    def scan(self, txn: Txn, prefix_lists: Sequence[Sequence[bytes]]) -> list[list[IndexCell]]:
+        """Hot path: per prefix one get of its bucket and a ``find`` of its two
+        lead bytes; each cell found costs one more get (its names row)."""
+        get_bucket = txn.cursor(self.index).get
+        get_name = txn.cursor(self.names).get
+        results: list[list[IndexCell]] = []
+        for prefixes in prefix_lists:
+            cells: list[IndexCell] = []
+            for prefix in prefixes:
+                packed = get_bucket(prefix[4:5] + prefix[0:2])
+                if packed is None:
+                    continue
+                lead = prefix[2:4]
+                pos = packed.find(lead)
+                while pos >= 0:
+                    if pos % CELL_BYTES == 0:
+                        name = get_name(packed[pos + 2 : pos + 6])
+                        if name is not None:  # else not committed, or its document removed
+                            cells.append((prefix + name[:8], decode_id(name[8:])))
+                    pos = packed.find(lead, pos + 1)
+            results.append(cells)
+        return results
+
+    def iter_index(self, txn: Txn) -> Iterator[IndexCell]:
+        get_name = txn.cursor(self.names).get
+        for bucket, packed in txn.cursor(self.index):
+            if len(bucket) != 3 or len(packed) % CELL_BYTES:
+                raise StoreCorrupt(
+                    f"the embedded index at {self.h.path} holds an index entry of "
+                    f"{len(bucket)}+{len(packed)} bytes; {self.h.rebuild}"
+                )
+            for pos in range(0, len(packed), CELL_BYTES):
+                name = get_name(packed[pos + 2 : pos + 6])
+                if name is not None:
+                    row = bucket[1:3] + packed[pos : pos + 2] + bucket[0:1] + name[:8]
+                    yield row, decode_id(name[8:])
+
+    def iter_docs(self, txn: Txn) -> Iterator[tuple[bytes, Document | StoreCorrupt]]:
+        for key, value in txn.cursor(self.docs):
+            if len(value) == _NUM.size:
+                continue  # an id numbered by its cells alone
+            try:
+                yield key, self.doc_from(key, value)
+            except StoreCorrupt as exc:
+                yield key, exc
+
+    def counts(self, txn: Txn) -> tuple[int, int]:
+        state = self.state(txn)
+        return state["documents"], state["cells"]
+
+
+def _held_id(value: bytes) -> bytes | None:
+    """The full id a folded docs row holds (None if damaged)."""
+    pos = _HEAD.size
+    while pos + 5 <= len(value):
+        name_len, value_len = struct.unpack_from(">BI", value, pos)
+        pos += 5
+        if value[pos : pos + name_len] == _ID_COLUMN:
+            return value[pos + name_len : pos + name_len + value_len]
+        pos += name_len + value_len
+    return None
+
+
+class CompactBatch:
+    """One batch: mutations are recorded, then written by :meth:`commit`."""
+
+    def __init__(self, tables: Tables) -> None:
+        self._t = tables
+        self._ops: list[tuple[str, Any]] = []
+        # The docs rows (None: none) this batch saw; a different row at its commit
+        # was written by another process meanwhile (see _Commit.run).
+        self._observed: dict[bytes, bytes | None] = {}
+
+    # -- protocol (recording) -------------------------------------------------
+    def get_docs(self, doc_ids: Sequence[str]) -> dict[str, Document]:
+        raws = {encode_id(doc_id): doc_id for doc_id in doc_ids}
+        with self._t.env.begin() as txn:
+            found = self._t.lookup(txn, raws)
+        self._observed.update(dict.fromkeys(raws))
+        self._observed.update(found)
+        return {
+            raws[raw]: self._t.doc_from(self._t.h.fold(raw), value)
+            for raw, value in found.items()
+            if len(value) != _NUM.size
+        }
+
+    def put_index(self, cells: Iterable[IndexCell]) -> None:
+        if isinstance(cells, CellBlock):
+            rows, ids = cells.rows, list(cells.doc_ids)
+            if rows.ndim == 1:
+                rows = rows.reshape(len(ids), -1)
+        else:
+            listed = list(cells)
+            rows, ids = cell_rows(listed).reshape(-1, 1), [doc_id for _, doc_id in listed]
+        if ids:
+            self._ops.append(("put", (rows, list(map(encode_id, ids)))))
+
+    def delete_index(self, cells: Iterable[IndexCell]) -> None:
+        listed = list(cells)
+        if listed:
+            rows = cell_rows(listed).reshape(-1, 1)
+            self._ops.append(("delete", (rows, [encode_id(doc_id) for _, doc_id in listed])))
+
+    def put_docs(self, docs: Iterable[Document]) -> None:
+        latest = {encode_id(doc.doc_id): doc for doc in docs}  # the last one wins
+        if latest:
+            self._ops.append(("docs", latest))
+
+    def delete_docs(self, doc_ids: Iterable[str]) -> None:
+        raws = [encode_id(doc_id) for doc_id in doc_ids]
+        if raws:
+            self._ops.append(("undocs", raws))
+
+    # -- writing --------------------------------------------------------------
+    def commit(self) -> None:
+        """New documents' cells in parts, then everything else in one commit."""
+        fresh = self._fresh()
+        nums: dict[bytes, int] = {}
+        written = 0
+        if fresh:
+            nums = self._reserve(fresh)
+            written = self._write_fresh(nums)
+        with self._t.env.begin(write=True) as txn:
+            _Commit(self._t, txn, nums, written).run(self._ops, self._observed)
+
+    def _fresh(self) -> list[bytes]:
+        """Ids whose cells can go ahead of the last commit: ids put with many cells
+        that have no docs row and that no other op of the batch touches."""
+        puts = [arg[1] for op, arg in self._ops if op == "put"]
+        if sum(map(len, puts)) < PART_MIN_CELLS or self._parts() < 2:
+            return []
+        touched = {raw for op, arg in self._ops if op == "delete" for raw in arg[1]}
+        touched.update(raw for op, arg in self._ops if op == "undocs" for raw in arg)
+        candidates = list(dict.fromkeys(raw for raws in puts for raw in raws))
+        if touched:
+            candidates = [raw for raw in candidates if raw not in touched]
+        unknown = [raw for raw in candidates if raw not in self._observed]
+        if unknown:  # rows get_docs did not look for
+            with self._t.env.begin() as txn:
+                found = self._t.lookup(txn, unknown)
+            self._observed.update(dict.fromkeys(unknown))
+            self._observed.update(found)
+        return [raw for raw in candidates if self._observed[raw] is None]
+
+    def _parts(self) -> int:
+        """How many commits a batch's new cells take: more as the index grows."""
+        with self._t.env.begin() as txn:
+            cells = self._t.state(txn)["cells"]
+        return int(min(MAX_PARTS, cells * (CELL_BYTES + 1) // PART_BYTES))
+
+    def _reserve(self, fresh: list[bytes]) -> dict[bytes, int]:
+        with self._t.env.begin(write=True) as txn:
+            state = self._t.state(txn)
+            start = state["next"]
+            _check_room(self._t, start, len(fresh))
+            state["next"] = start + len(fresh)
+            self._t.put_state(txn, state)
+        return dict(zip(fresh, range(start, start + len(fresh))))
+
+    def _write_fresh(self, nums: dict[bytes, int]) -> int:
+        """The cells of the reserved numbers, in :meth:`_parts` commits; how many."""
+        blocks = []
+        for i, (op, arg) in enumerate(self._ops):
+            if op != "put":
+                continue
+            rows, raws = arg
+            count = sum(map(nums.__contains__, raws))
+            if count == len(raws):  # the common case: a block of new documents
+                blocks.append((rows, raws))
+                self._ops[i] = ("put", (rows[:0], []))
+            elif count:
+                mine = [raw in nums for raw in raws]
+                picked = np.array(mine)
+                blocks.append((rows[picked], [raw for raw, m in zip(raws, mine) if m]))
+                rest = [raw for raw, m in zip(raws, mine) if not m]
+                self._ops[i] = ("put", (rows[~picked], rest))
+        rows = np.concatenate([r.reshape(-1) for r, _ in blocks])
+        per_cell = np.concatenate(
+            [
+                np.repeat(
+                    np.fromiter(map(nums.__getitem__, raws), dtype=np.uint32, count=len(raws)),
+                    r.shape[1],
+                )
+                for r, raws in blocks
+            ]
+        )
+        keys, packed = grouped(rows.reshape(-1, 1), per_cell)
+        step = -(-len(keys) // self._parts())
+        for at in range(0, len(keys), step):
+            part = slice(at, at + step)
+            with self._t.env.begin(write=True) as txn:
+                _append_cells(txn, self._t.index, keys[part], packed[part])
+        return len(rows)
+
+
+def _check_room(tables: Tables, start: int, count: int) -> None:
+    if start + count > MAX_DOCUMENTS:
+        raise StoreError(
+            f"the embedded index at {tables.h.path} has numbered {start:,} documents, the "
+            "most one embedded index holds; split the corpus or use HBase"
+        )
+
+
+def _append_cells(txn: Txn, db: Any, keys: list[bytes], packed: list[bytes]) -> None:
+    """Add cells that cannot be held yet (new numbers) to their buckets, in key order."""
+    cursor = txn.cursor(db)
+    old = dict(cursor.getmulti(keys))
+    cursor.putmulti(zip(keys, [old[k] + p if k in old else p for k, p in zip(keys, packed)]))
+
+
+class _Commit:
+    """The last commit of a batch: its ops in order, in one write transaction."""
+
+    def __init__(self, tables: Tables, txn: Txn, reserved: dict[bytes, int], written: int) -> None:
+        self._t = tables
+        self._txn = txn
+        self._h = tables.h
+        self._state = tables.state(txn)
+        self._state["cells"] += written  # the reserved numbers' cells, visible from here
+        self._reserved = reserved
+        self._nums: dict[bytes, int] = {}
+        self._documented: set[bytes] = set()  # ids given a docs row in this commit
+        self._first_new = self._state["next"]  # numbers from here on have no cells held yet
+        self._rows: dict[bytes, bytes | None] = {}  # raw id -> its docs row now (None: none)
+        self._named: dict[int, tuple[int, bytes]] = {}  # number -> (fp, raw id) to write
+
+    def run(self, ops: list[tuple[str, Any]], observed: dict[bytes, bytes | None]) -> None:
+        """``observed``: the docs rows the batch read before this commit began."""
+        written = {raw for op, arg in ops if op == "put" for raw in arg[1]}
+        written.update(raw for op, arg in ops if op == "docs" for raw in arg)
+        seen = {raw: observed[raw] for raw in written if raw in observed}
+        now = self._t.lookup(self._txn, seen)
+        for raw, row in seen.items():
+            current = now.get(raw)
+            if current != row and current is not None:
+                # Another process wrote this id since the batch read it: the
+                # batch's version replaces it, under a new number.
+                self._unname(_NUM.unpack_from(current)[0])
+                row = None
+            self._rows[raw] = current if current == row else None
+        self._nums.update(self._reserved)
+        for op, arg in ops:
+            getattr(self, "_" + op)(arg)
+        self._finish()
+
+    def _row(self, raws: Iterable[bytes]) -> None:
+        missing = [raw for raw in dict.fromkeys(raws) if raw not in self._rows]
+        if missing:
+            found = self._t.lookup(self._txn, missing)
+            for raw in missing:
+                self._rows[raw] = found.get(raw)
+
+    def _number(self, raws: Sequence[bytes], create: bool) -> list[int | None]:
+        """The numbers of ``raws`` (None: none, unless ``create`` gives one)."""
+        pending = [raw for raw in dict.fromkeys(raws) if raw not in self._nums]
+        if pending:
+            self._row(pending)
+            rows = map(self._rows.__getitem__, pending)
+            self._nums.update(
+                (raw, _NUM.unpack_from(row)[0]) for raw, row in zip(pending, rows) if row
+            )
+            new = [raw for raw in pending if raw not in self._nums]
+            if create and new:
+                start = self._state["next"]
+                _check_room(self._t, start, len(new))
+                self._state["next"] = start + len(new)
+                self._nums.update(zip(new, range(start, start + len(new))))
+        return list(map(self._nums.get, raws))
+
+    def _put(self, arg: tuple[np.ndarray, list[bytes]]) -> None:
+        rows, raws = arg
+        if not raws:
+            return
+        numbered = self._number(raws, create=True)
+        nums = np.array(numbered, dtype=np.uint32)
+        # An id without a document gets the fingerprint of its cells in its names
+        # row; a document's names row carries its own, whatever a cell says.
+        fps = rows[:, 0]["fp"].astype(np.uint64).tolist()
+        for raw, num, fp in zip(raws, numbered, fps):
+            row = self._rows.get(raw)
+            if (row is None or len(row) == _NUM.size) and raw not in self._documented:
+                self._named.setdefault(num, (fp, raw))  # type: ignore[arg-type]
+        self._state["cells"] += self._put_new(rows, nums)
+
+    def _put_new(self, rows: np.ndarray, nums: np.ndarray) -> int:
+        """Cells of numbers given in this commit are appended unchecked; the others
+        are added where their bucket does not hold them yet. The cells added."""
+        new = nums >= self._first_new
+        added = 0
+        if new.any():
+            keys, packed = grouped(rows[new], nums[new])
+            _append_cells(self._txn, self._t.index, keys, packed)
+            added += int(new.sum()) * rows.shape[1]
+        if new.all():
+            return added
+        keys, packed = grouped(rows[~new], nums[~new])
+        cursor = self._txn.cursor(self._t.index)
+        for key, cells in zip(keys, packed):
+            old = cursor.get(key) or b""
+            new = [cells[i : i + CELL_BYTES] for i in range(0, len(cells), CELL_BYTES)]
+            extra = b"".join(c for c in dict.fromkeys(new) if not _holds(old, c))
+            if extra:
+                cursor.put(key, old + extra)
+                added += len(extra) // CELL_BYTES
+        return added
+
+    def _delete(self, arg: tuple[np.ndarray, list[bytes]]) -> None:
+        rows, raws = arg
+        nums = self._number(raws, create=False)
+        held = [i for i, num in enumerate(nums) if num is not None]
+        if not held:
+            return
+        keys, packed = grouped(rows[held], np.array([nums[i] for i in held], dtype=np.uint32))
+        cursor = self._txn.cursor(self._t.index)
+        removed = 0
+        for key, cells in zip(keys, packed):
+            old = cursor.get(key)
+            if old is None:
+                continue
+            kept = old
+            for i in range(0, len(cells), CELL_BYTES):
+                at = next((p for p in find_cells(kept, cells[i : i + CELL_BYTES])), -1)
+                if at >= 0:
+                    kept = kept[:at] + kept[at + CELL_BYTES :]
+            if kept != old:
+                removed += (len(old) - len(kept)) // CELL_BYTES
+                cursor.put(key, kept) if kept else cursor.delete()
+        self._state["cells"] -= removed
+
+    def _docs(self, latest: dict[bytes, Document]) -> None:
+        raws = sorted(latest, key=self._h.fold)
+        fps = [latest[raw].fingerprint for raw in raws]
+        nums = self._number(raws, create=True)
+        self._named.update(zip(nums, zip(fps, raws)))  # type: ignore[arg-type]
+        bare = max(map(len, raws)) < self._h.max_key and all(
+            d.text is None and d.meta is None and d.sketch is None and d.bands is None
+            for d in latest.values()
+        )
+        if bare:  # number and fingerprint only: packed in one NumPy pass
+            rows = np.empty(len(raws), dtype=_BARE)
+            rows["num"] = np.array(nums, dtype=np.uint32)
+            rows["fp"] = np.array(fps, dtype=np.uint64)
+            buf, step = rows.tobytes(), _BARE.itemsize
+            keys, values = raws, [buf[i : i + step] for i in range(0, len(buf), step)]
+        else:
+            keys = [self._h.fold(raw) for raw in raws]
+            values = [
+                self._t.doc_value(num, latest[raw], raw, key)  # type: ignore[arg-type]
+                for raw, num, key in zip(raws, nums, keys)
+            ]
+        self._row(raws)
+        self._state["documents"] += sum(
+            1 for row in map(self._rows.__getitem__, raws) if row is None or len(row) == _NUM.size
+        )
+        self._rows.update(zip(raws, values))
+        self._documented.update(raws)
+        cursor = self._txn.cursor(self._t.docs)
+        append = not cursor.last() or bytes(cursor.key()) < keys[0]
+        cursor.putmulti(zip(keys, values), append=append)
+
+    def _undocs(self, raws: list[bytes]) -> None:
+        self._row(raws)
+        for raw in raws:
+            row = self._rows[raw]
+            if row is None:
+                continue
+            self._txn.delete(self._h.fold(raw), db=self._t.docs)
+            self._unname(_NUM.unpack_from(row)[0])  # its cells, if any are left, vanish
+            self._state["documents"] -= len(row) != _NUM.size
+            self._rows[raw] = None
+            self._nums.pop(raw, None)
+
+    def _unname(self, num: int) -> None:
+        self._named.pop(num, None)
+        self._txn.delete(_NUM.pack(num), db=self._t.names)
+
+    def _finish(self) -> None:
+        """Names rows (the commit record of the batch's cells), number-only docs rows
+        of ids that got cells but no document, the store's record."""
+        if self._named:
+            nums = sorted(self._named)
+            fps, raws = zip(*map(self._named.__getitem__, nums))
+            heads = np.empty(len(nums), dtype=_BARE)
+            heads["num"] = nums
+            heads["fp"] = np.array(fps, dtype=np.uint64)
+            buf = heads.tobytes()
+            keys = [buf[i : i + 4] for i in range(0, len(buf), _BARE.itemsize)]
+            values = [buf[i + 4 : i + 12] + raw for i, raw in zip(range(0, len(buf), 12), raws)]
+            cursor = self._txn.cursor(self._t.names)
+            append = not cursor.last() or bytes(cursor.key()) < keys[0]
+            cursor.putmulti(zip(keys, values), append=append)
+            for raw in set(raws) - self._documented:
+                if self._rows.get(raw) is None:  # cells but no document: number the id
+                    num = self._nums[raw]
+                    self._txn.put(self._h.fold(raw), _NUM.pack(num), db=self._t.docs)
+            self._state["next"] = max(self._state["next"], nums[-1] + 1)
+        self._t.put_state(self._txn, self._state)
+
+
+def _holds(packed: bytes, cell: bytes) -> bool:
+    return next(find_cells(packed, cell), None) is not None
+
+
+# -- bulk load ------------------------------------------------------------------
+_SPILL = np.dtype([("bucket", "<u4"), ("lo", "<u2"), ("num", "<u4")])
+_LOAD_CELLS = 1 << 22  # cells a commit while appending the sorted index
+
+
+def bulk_load(
+    tables: Tables, blocks: Iterable[tuple[CellBlock, Sequence[Document]]], work: Path
+) -> int:
+    """Fill an empty index from ``blocks`` of (cells, their documents) without
+    a B+tree insert per cell: numbers are given in order (names rows are
+    appended), docs rows go in sorted runs merged at the end, and each flag's
+    cells are spilled to a file in ``work``, sorted there by bucket, and appended
+    to the index bucket by bucket. Pages are written full and once; the file is
+    as compact as a compacting copy. Ids must be unique across the blocks."""
+    with tables.env.begin() as txn:
+        state = tables.state(txn)
+        if state["next"] or txn.stat(tables.docs)["entries"]:
+            raise StoreError(
+                f"a bulk load needs an empty index, and {tables.h.path} holds documents; "
+                "ingest into it instead, or load into a new folder"
+            )
+    spills: dict[int, Any] = {}
+    runs: list[Path] = []
+    count = 0
+    try:
+        for cells, docs in blocks:
+            nums = np.arange(count, count + len(docs), dtype=np.uint32)
+            _check_room(tables, count, len(docs))
+            with tables.env.begin(write=True) as txn:
+                runs.append(_load_rows(tables, txn, docs, nums, work / f"docs-{len(runs)}"))
+            _spill(cells.rows, nums, spills, work)
+            count += len(docs)
+        for handle in spills.values():
+            handle.close()
+        _merge_docs(tables, runs)
+        cells_held = sum(_append_flag(tables, work / f"flag-{flag}") for flag in sorted(spills))
+    finally:
+        for handle in spills.values():
+            handle.close()
+    with tables.env.begin(write=True) as txn:
+        state.update(next=count, cells=cells_held, documents=count)
+        tables.put_state(txn, state)
+    return count
+
+
+def _load_rows(
+    tables: Tables, txn: Txn, docs: Sequence[Document], nums: np.ndarray, run: Path
+) -> Path:
+    """Names rows appended now; docs rows sorted into a run file for the merge."""
+    raws = [encode_id(doc.doc_id) for doc in docs]
+    fps = np.fromiter((doc.fingerprint for doc in docs), dtype=np.uint64, count=len(docs))
+    heads = np.empty(len(docs), dtype=_BARE)
+    heads["num"] = nums
+    heads["fp"] = fps
+    buf = heads.tobytes()
+    keys = [buf[i : i + 4] for i in range(0, len(buf), 12)]
+    tails = [buf[i + 4 : i + 12] + raw for i, raw in zip(range(0, len(buf), 12), raws)]
+    txn.cursor(tables.names).putmulti(zip(keys, tails), append=True)
+    rows = []
+    for doc, raw, num in zip(docs, raws, nums.tolist()):
+        key = tables.h.fold(raw)
+        bare = doc.text is None and doc.meta is None and doc.sketch is None and doc.bands is None
+        value = (
+            _HEAD.pack(num, doc.fingerprint)
+            if bare and key == raw
+            else tables.doc_value(num, doc, raw, key)
+        )
+        rows.append((key, value))
+    rows.sort()
+    with run.open("wb") as f:
+        for key, value in rows:
+            f.write(struct.pack("<HI", len(key), len(value)) + key + value)
+    return run
+
+
+def _read_run(run: Path) -> Iterator[tuple[bytes, bytes]]:
+    with run.open("rb") as f:
+        data = f.read()
+    pos, end, head = 0, len(data), struct.Struct("<HI")
+    while pos < end:
+        key_len, value_len = head.unpack_from(data, pos)
+        pos += head.size
+        yield data[pos : pos + key_len], data[pos + key_len : pos + key_len + value_len]
+        pos += key_len + value_len
+
+
+def _merge_docs(tables: Tables, runs: list[Path]) -> None:
+    """The sorted runs of docs rows, merged and appended in commits of 1 M rows."""
+    import heapq
+
+    merged = heapq.merge(*map(_read_run, runs)) if len(runs) > 1 else _read_run(runs[0])
+    last = None
+    while True:
+        chunk = list(islice(merged, 1 << 20))
+        if not chunk:
+            break
+        if (last is not None and chunk[0][0] == last) or any(
+            a[0] == b[0] for a, b in pairwise(chunk)
+        ):
+            raise StoreError(
+                f"a bulk load into {tables.h.path} was given one id twice; ids must be "
+                "unique (ingest replaces documents, a bulk load does not)"
+            )
+        last = chunk[-1][0]
+        with tables.env.begin(write=True) as txn:
+            txn.cursor(tables.docs).putmulti(chunk, append=True)
+    for run in runs:
+        run.unlink()
+
+
+def _spill(rows: np.ndarray, nums: np.ndarray, spills: dict[int, Any], work: Path) -> None:
+    """Append each flag's cells of one block to that flag's spill file."""
+    c = rows.shape[1]
+    for j in range(c):
+        column = rows[:, j]
+        flag = int(column["flag"][0]) if len(column) else j + 1
+        field = column["field"].astype(np.uint32)
+        out = np.empty(len(column), dtype=_SPILL)
+        out["bucket"] = np.uint32(flag) << np.uint32(16) | field >> np.uint32(16)
+        out["lo"] = field & np.uint32(0xFFFF)
+        out["num"] = nums
+        if flag not in spills:
+            spills[flag] = (work / f"flag-{flag}").open("wb")
+        out.tofile(spills[flag])
+
+
+def _append_flag(tables: Tables, spill: Path) -> int:
+    """One flag's cells, grouped by bucket, appended to the index; the cells held."""
+    cells = np.fromfile(spill, dtype=_SPILL)
+    spill.unlink()
+    order = np.argsort(cells["bucket"], kind="stable")  # numbers ascend within a bucket
+    cells = cells[order]
+    for at in range(0, len(cells), _LOAD_CELLS):
+        part = cells[at : at + _LOAD_CELLS]
+        # A bucket cut by the part boundary continues in the next commit.
+        packed = np.empty(len(part), dtype=CELL)
+        packed["lo"] = part["lo"]
+        packed["num"] = part["num"]
+        bucket = part["bucket"]
+        starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
+        keys = (bucket[starts] << np.uint32(8)).astype(">u4").view(np.uint8).reshape(-1, 4)
+        buf = packed.tobytes()
+        bounds = [*(starts * CELL_BYTES).tolist(), len(buf)]
+        values = [buf[a:b] for a, b in pairwise(bounds)]
+        names = np.ascontiguousarray(keys[:, :3]).view("V3").reshape(-1).tolist()
+        with tables.env.begin(write=True) as txn:
+            cursor = txn.cursor(tables.index)
+            if at and cursor.last() and cursor.key() == names[0]:
+                values[0] = cursor.value() + values[0]
+                cursor.delete()
+            cursor.putmulti(zip(names, values), append=True)
+    return len(cells)

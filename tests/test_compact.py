@@ -1,0 +1,135 @@
+"""The compact embedded layout (format 2): the same answers as format 1 for any
+sequence of batches, in one commit or in parts; bulk loads; migration."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simhash_hbase import SimhashIndex
+from simhash_hbase.errors import StoreError
+from simhash_hbase.jobs.ingest import IngestOptions, index_fingerprints
+from simhash_hbase.jobs.migrate import migrate
+from simhash_hbase.records import Document
+from simhash_hbase.store import compact
+from simhash_hbase.store.embedded import EmbeddedStore
+
+IDS = st.sampled_from([f"d{i}" for i in range(12)] + ["é/路径", "l" * 600])
+# A few fingerprints close to each other, so that queries find several.
+FPS = st.sampled_from([0, 1, 3, 0xFF, 1 << 63, (1 << 64) - 1, 0x1234_5678_9ABC_DEF0])
+OPS = st.lists(
+    st.one_of(
+        st.tuples(st.just("add"), st.lists(st.tuples(IDS, FPS), min_size=1, max_size=6)),
+        st.tuples(st.just("remove"), IDS),
+    ),
+    max_size=8,
+)
+
+
+def _state(index: SimhashIndex) -> tuple[object, ...]:
+    docs = sorted((d.doc_id, d.fingerprint) for d in index.documents())
+    cells = sorted(index.index_cells())
+    answers = [sorted(m.doc_id for m in index.query_fingerprint(fp, 3)) for fp in (0, 1 << 63)]
+    return docs, cells, answers, index.stats()["documents"], index.stats()["index_cells"]
+
+
+def _apply(index: SimhashIndex, ops: list[tuple[str, object]]) -> None:
+    for op, arg in ops:
+        if op == "add":
+            index.add_documents([Document(i, fp) for i, fp in arg])  # type: ignore[attr-defined]
+        else:
+            index.remove(arg)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("parts", [False, True])
+@settings(max_examples=40)
+@given(ops=OPS)
+def test_any_batches_leave_what_format_1_leaves(
+    ops: list[tuple[str, object]], parts: bool, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Adds (replacing, re-adding), removals, long and non-ASCII ids: format 2 ends
+    in the same documents, cells, answers and counts as format 1; with ``parts``,
+    every batch's new cells take the path of a large index (commits in parts)."""
+    base = tmp_path_factory.mktemp("ops")
+    EmbeddedStore(base / "one", format=1).close()
+    with pytest.MonkeyPatch.context() as mp:
+        if parts:
+            mp.setattr(compact, "PART_MIN_CELLS", 1)
+            mp.setattr(compact, "PART_BYTES", 1)
+        with (
+            SimhashIndex.open(str(base / "one")) as one,
+            SimhashIndex.open(str(base / "two")) as two,
+        ):
+            assert two.stats()["format"] == 2 and one.stats()["format"] == 1
+            _apply(one, ops)
+            _apply(two, ops)
+            assert _state(two) == _state(one)
+
+
+def _fingerprints(n: int, seed: int = 3) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    fps = rng.integers(0, 2**64 - 1, n, dtype=np.uint64, endpoint=True)
+    fps[n // 2 :: 7] = fps[: len(fps[n // 2 :: 7])] ^ np.uint64(5)  # near-copies
+    return fps
+
+
+def test_bulk_load_equals_ingest(tmp_path: Path) -> None:
+    fps = _fingerprints(20_000)
+    pairs = [(f"d{i}", fp) for i, fp in enumerate(fps.tolist())]
+    docs = [Document(i, fp) for i, fp in pairs]
+    docs[5] = Document("d5", docs[5].fingerprint, "正文", {"url": "http://x"})
+    docs[6] = Document("l" * 1024, docs[6].fingerprint)
+    with SimhashIndex.open(str(tmp_path / "ingested")) as ingested:
+        ingested.add_documents(docs)
+        with SimhashIndex.open(str(tmp_path / "loaded")) as loaded:
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(compact, "_LOAD_CELLS", 7_000)  # buckets cut across commits
+                assert loaded.bulk_load(iter(docs), batch_size=6_000) == len(docs)
+            assert _state(loaded) == _state(ingested)
+            assert loaded.get_many(["d5", "l" * 1024]) == ingested.get_many(["d5", "l" * 1024])
+            for fp in fps[:50].tolist():
+                assert loaded.query_fingerprint(fp, 3) == ingested.query_fingerprint(fp, 3)
+            with pytest.raises(StoreError, match="needs an empty index"):
+                loaded.bulk_load(iter(docs[:3]))
+            loaded.add_documents([Document("new", 1)])  # and it keeps taking ingests
+            assert loaded.get("new") == Document("new", 1)
+
+
+def test_bulk_load_refuses_a_repeated_id(tmp_path: Path) -> None:
+    twice = [Document("a", 1), Document("b", 2), Document("a", 3)]
+    with SimhashIndex.open(str(tmp_path / "ix")) as index, pytest.raises(StoreError, match="twice"):
+        index.bulk_load(twice, batch_size=2)
+
+
+def test_format_1_index_opens_answers_and_migrates(tmp_path: Path) -> None:
+    """An index written in format 1 (as before the compact layout) keeps
+    opening and answering; migrate copies it into format 2 with the same answers
+    and its meta records (manifest, job state), in far fewer bytes."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    EmbeddedStore(old, format=1).close()
+    fps = _fingerprints(30_000)
+    with SimhashIndex.open(str(old), scheme="4x4") as index:
+        index_fingerprints(index, enumerate_ids(fps), IngestOptions(find_k=None))
+        index.put_state("job", {"done": 1})
+    with SimhashIndex.open(str(old), readonly=True) as index:
+        assert index.stats()["format"] == 1
+        before = _state(index)
+        answers = [index.query_fingerprint(fp, 3) for fp in fps[:40].tolist()]
+    assert migrate(str(old), str(new)) == len(fps)
+    with SimhashIndex.open(str(new), readonly=True) as index:
+        assert index.stats()["format"] == 2 and index.scheme.name == "4x4"
+        assert _state(index) == before
+        assert [index.query_fingerprint(fp, 3) for fp in fps[:40].tolist()] == answers
+        assert index.get_state("job") == {"done": 1}
+    size = {p: (p / "data.mdb").stat().st_size for p in (old, new)}
+    assert size[new] < size[old]  # at 30 k buckets hold ~1 cell: the gain grows with N
+    with pytest.raises(Exception, match="not empty"):
+        migrate(str(old), str(new))
+
+
+def enumerate_ids(fps: np.ndarray) -> list[tuple[str, int]]:
+    return [(f"d{i}", fp) for i, fp in enumerate(fps.tolist())]
