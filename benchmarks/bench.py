@@ -48,6 +48,7 @@ MODULES = (
     "hbase_transports",
     "spark",
     "peers_embedded",
+    "scale",
 )
 SMOKE_DIR = Path(tempfile.gettempdir()) / "shdb-bench-smoke"
 NOTES = [

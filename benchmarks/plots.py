@@ -11,6 +11,7 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after use(): the backend must be chosen first
 
 from .queries import GET, THRIFT1_GET
+from .scale import plot as scale_plot
 
 _STYLE = {"5x10": ("tab:blue", "o"), "4x4": ("tab:orange", "s")}
 
@@ -22,6 +23,7 @@ def bench_plots(results: dict[str, Any], docs_dir: Path) -> dict[str, str]:
         ("latency", latency, ("query_embedded", "query_hbase")),
         ("candidates", candidates, ("query_embedded",)),
         ("ingest", ingest_batches, ("ingest_embedded", "ingest_hbase")),
+        ("scale", scale_plot, ("scale",)),
     ):
         if any(results.get(n) for n in needs):
             path = docs_dir / f"bench-{key}.png"

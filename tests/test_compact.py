@@ -133,3 +133,36 @@ def test_format_1_index_opens_answers_and_migrates(tmp_path: Path) -> None:
 
 def enumerate_ids(fps: np.ndarray) -> list[tuple[str, int]]:
     return [(f"d{i}", fp) for i, fp in enumerate(fps.tolist())]
+
+
+def test_format_2_bytes_decode_by_spec_alone(tmp_path: Path) -> None:
+    """docs/SPEC.md's format 2, decoded with plain lmdb and struct, no project code."""
+    import lmdb
+
+    with SimhashIndex.open(str(tmp_path / "ix")) as index:
+        index.add_documents([Document("a", 0x0123_4567_89AB_CDEF), Document("b", 7, "t")])
+        expected = sorted(index.index_cells())
+    env = lmdb.open(str(tmp_path / "ix"), max_dbs=4, readonly=True, lock=False)
+    db = {name: env.open_db(name, create=False) for name in (b"index", b"docs", b"names")}
+    with env.begin() as txn:
+        names = {
+            int.from_bytes(k, "big"): (int.from_bytes(v[:8], "big"), v[8:].decode())
+            for k, v in txn.cursor(db[b"names"])
+        }
+        cells = []
+        for bucket, packed in txn.cursor(db[b"index"]):
+            flag, hi = bucket[0], int.from_bytes(bucket[1:3], "big")
+            for at in range(0, len(packed), 6):
+                lo = int.from_bytes(packed[at : at + 2], "big")
+                fp, doc_id = names[int.from_bytes(packed[at + 2 : at + 6], "big")]
+                field = hi << 16 | lo
+                row = field.to_bytes(4, "big") + bytes([flag]) + fp.to_bytes(8, "big")
+                cells.append((row, doc_id))
+        row_a = txn.get(b"a", db=db[b"docs"])
+        num_a = int.from_bytes(row_a[:4], "big")
+        assert names[num_a] == (0x0123_4567_89AB_CDEF, "a")
+        assert int.from_bytes(row_a[4:12], "big") == 0x0123_4567_89AB_CDEF and len(row_a) == 12
+        row_b = txn.get(b"b", db=db[b"docs"])
+        assert row_b[12:] == b"\x06\x00\x00\x00\x01f:textt"  # u8 name length, u32 value length
+    env.close()
+    assert sorted(cells) == expected and len(expected) == 20

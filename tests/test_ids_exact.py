@@ -102,6 +102,7 @@ def test_verify_reports_a_row_held_under_another_key(tmp_path: Path) -> None:
     the older layout did, which let another id's fold replace it) is reported,
     and repair removes it and its cells."""
     legacy = "x" * LIMIT
+    EmbeddedStore(tmp_path / "ix", format=1).close()  # the layout with one key per cell
     with SimhashIndex.open(str(tmp_path / "ix")) as index:
         index.add_documents([Document("ok", 7), Document(legacy, 9)])
         store = index._store

@@ -203,22 +203,26 @@ class Tables:
     def scan(self, txn: Txn, prefix_lists: Sequence[Sequence[bytes]]) -> list[list[IndexCell]]:
         """Hot path: per prefix one get of its bucket and a ``find`` of its two
         lead bytes; each cell found costs one more get (its names row)."""
-        get_bucket = txn.cursor(self.index).get
-        get_name = txn.cursor(self.names).get
+        get, index, names = txn.get, self.index, self.names
         results: list[list[IndexCell]] = []
         for prefixes in prefix_lists:
             cells: list[IndexCell] = []
+            held: dict[bytes, tuple[bytes, str] | None] = {}  # a match is in up to 10 buckets
             for prefix in prefixes:
-                packed = get_bucket(prefix[4:5] + prefix[0:2])
+                packed = get(prefix[4:5] + prefix[0:2], db=index)
                 if packed is None:
                     continue
                 lead = prefix[2:4]
                 pos = packed.find(lead)
                 while pos >= 0:
                     if pos % CELL_BYTES == 0:
-                        name = get_name(packed[pos + 2 : pos + 6])
-                        if name is not None:  # else not committed, or its document removed
-                            cells.append((prefix + name[:8], decode_id(name[8:])))
+                        num = packed[pos + 2 : pos + 6]
+                        if num not in held:
+                            name = get(num, db=names)
+                            held[num] = None if name is None else (name[:8], decode_id(name[8:]))
+                        found = held[num]
+                        if found is not None:  # else not committed, or its document removed
+                            cells.append((prefix + found[0], found[1]))
                     pos = packed.find(lead, pos + 1)
             results.append(cells)
         return results

@@ -1,0 +1,429 @@
+"""Scale: the embedded store from 300 k to 10 M documents (issue 23).
+
+Each N runs in its own process (so that its peak RSS is its own), on the first
+N of the bench's random fingerprints, through the public batch API only:
+
+* plain ingest: ``index_fingerprints`` (default batch, no lookups) into a new
+  index, the first nine tenths and then the last tenth timed apart (the last
+  tenth is the rate *at* N); bytes per document of the file it leaves;
+* queries: ``query_fingerprint(k=3)`` of held fingerprints with 0-3 bits flipped,
+  alternating in blocks of 20 with FAISS ``IndexBinaryMultiHash(64, 4, 16)``
+  ``range_search`` (radius 4: < 4 is <= 3), one thread; answers of both checked
+  against NumPy brute force;
+* bulk load: ``SimhashIndex.bulk_load`` of all N into a new index, its bytes;
+* streaming dedup: the first nine tenths bulk loaded, then the last tenth
+  through ``index_fingerprints(find_k=3)`` (the rate at N);
+* PyPI ``simhash.SimhashIndex.add`` where it fits (N <= 1 M: it keeps 4 strings a
+  document in a dict), and format 1 (the layout before) where time allows.
+
+``SHDB_BENCH_SCALE`` (e.g. ``300000,1000000``) overrides the sizes of the mode.
+Run one size alone: ``python -m benchmarks.scale N WORKDIR [SEED] [--format1]``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import resource
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from . import report
+from .common import K, log
+from .context import Context, synthetic_fingerprints
+from .registry import Figure, Section, Skipped, Target, register
+from .timing import percentile, rotated
+
+QUERIES = 2000
+BLOCK = 20
+CHECKED = 200  # queries whose answers are checked against brute force
+PEER_MAX = 1_000_000  # PyPI SimhashIndex: a dict of strings, ~30 k adds/s
+FORMAT1_MAX = 1_000_000
+
+
+def _sizes(ctx: Context) -> list[int]:
+    override = os.environ.get("SHDB_BENCH_SCALE")
+    if override:
+        return [int(x) for x in override.split(",")]
+    return ctx.pick(
+        smoke=[3_000, 10_000],
+        quick=[300_000, 1_000_000, 3_000_000],
+        full=[300_000, 1_000_000, 3_000_000, 10_000_000],
+    )
+
+
+def run(ctx: Context) -> dict[str, Any]:
+    try:
+        import faiss  # noqa: F401
+    except ImportError as exc:
+        raise Skipped(f"{exc.name} is not installed (the bench extra has it)") from exc
+    steps = []
+    for n in _sizes(ctx):
+        log(f"scale N={n:,}")
+        steps.append(_child(ctx.work / "scale", n, ctx.plan.seed, n <= FORMAT1_MAX))
+        log(f"  {json.dumps(steps[-1])}")
+    return {"steps": steps, "k": K}
+
+
+def _child(work: Path, n: int, seed: int, format1: bool) -> dict[str, Any]:
+    cmd = [sys.executable, "-m", "benchmarks.scale", str(n), str(work), str(seed)]
+    out = subprocess.run(
+        cmd + (["--format1"] if format1 else []),
+        check=True,
+        capture_output=True,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+# -- one size, in its own process -------------------------------------------------
+def _rss_mb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def _bytes(path: Path) -> int:
+    return (path / "data.mdb").stat().st_size
+
+
+def _ingest(path: Path, pairs: list[tuple[str, int]], find_k: int | None) -> dict[str, float]:
+    """Nine tenths, then the last tenth: seconds of each."""
+    from simhash_hbase import SimhashIndex
+    from simhash_hbase.jobs.ingest import IngestOptions, index_fingerprints
+
+    cut = len(pairs) * 9 // 10
+    opts = IngestOptions(find_k=find_k)
+    with SimhashIndex.open(str(path)) as index:
+        t0 = time.perf_counter()
+        index_fingerprints(index, pairs[:cut], opts)
+        t1 = time.perf_counter()
+        index_fingerprints(index, pairs[cut:], opts)
+        t2 = time.perf_counter()
+    return {"head_s": t1 - t0, "tail_s": t2 - t1, "tail_n": len(pairs) - cut}
+
+
+def _queries(path: Path, fps: np.ndarray, seed: int) -> dict[str, Any]:
+    import faiss
+
+    from simhash_hbase import SimhashIndex
+
+    faiss.omp_set_num_threads(1)
+    peer = faiss.IndexBinaryMultiHash(64, 4, 16)
+    peer.add(fps.view(np.uint8).reshape(len(fps), 8))
+    rng = np.random.default_rng(seed + 23)
+    picks = fps[rng.integers(0, len(fps), QUERIES)]
+    flips = [rng.choice(64, size=int(d), replace=False) for d in rng.integers(0, K + 1, QUERIES)]
+    queries = np.array(
+        [int(p) ^ sum(1 << int(b) for b in bits) for p, bits in zip(picks.tolist(), flips)],
+        dtype=np.uint64,
+    )
+    qcodes = queries.view(np.uint8).reshape(QUERIES, 8)
+    times: dict[str, list[float]] = {"shdb": [], "faiss": []}
+    wrong = 0
+    with SimhashIndex.open(str(path), readonly=True) as index:
+        sides = {
+            "shdb": lambda j: index.query_fingerprint(int(queries[j]), K),
+            "faiss": lambda j: peer.range_search(qcodes[j : j + 1], K + 1),
+        }
+        for b, start in enumerate(range(0, QUERIES, BLOCK)):
+            for side in rotated(list(sides), b):
+                for j in range(start, start + BLOCK):
+                    t = time.perf_counter()
+                    out = sides[side](j)
+                    times[side].append(time.perf_counter() - t)
+                    if j < CHECKED:
+                        want = set(np.flatnonzero(np.bitwise_count(fps ^ queries[j]) <= K).tolist())
+                        got = (
+                            {int(m.doc_id[1:]) for m in out}
+                            if side == "shdb"
+                            else set(out[2].tolist())
+                        )
+                        wrong += got != want
+    return {
+        "p50_us": {s: percentile(v, 50) * 1e6 for s, v in times.items()},
+        "p99_us": {s: percentile(v, 99) * 1e6 for s, v in times.items()},
+        "wrong": wrong,
+        "checked": 2 * CHECKED,
+    }
+
+
+def _bulk(path: Path, pairs: list[tuple[str, int]]) -> float:
+    from simhash_hbase import SimhashIndex
+    from simhash_hbase.records import Document
+
+    with SimhashIndex.open(str(path)) as index:
+        t = time.perf_counter()
+        index.bulk_load(Document(i, fp) for i, fp in pairs)
+        return time.perf_counter() - t
+
+
+def _dedup(path: Path, pairs: list[tuple[str, int]]) -> dict[str, float]:
+    """The first nine tenths bulk loaded, the last tenth streamed with lookups."""
+    from simhash_hbase import SimhashIndex
+    from simhash_hbase.jobs.ingest import IngestOptions, index_fingerprints
+    from simhash_hbase.records import Document
+
+    cut = len(pairs) * 9 // 10
+    with SimhashIndex.open(str(path)) as index:
+        index.bulk_load(Document(i, fp) for i, fp in pairs[:cut])
+        t = time.perf_counter()
+        index_fingerprints(index, pairs[cut:], IngestOptions(find_k=K))
+        return {"tail_s": time.perf_counter() - t, "tail_n": len(pairs) - cut}
+
+
+def _peer(fps: np.ndarray, ids: list[str]) -> float:
+    from simhash import Simhash
+    from simhash import SimhashIndex as PeerIndex
+
+    objs = [Simhash(int(f)) for f in fps]
+    index = PeerIndex([], k=K)
+    t = time.perf_counter()
+    for doc_id, obj in zip(ids, objs):
+        index.add(doc_id, obj)
+    return time.perf_counter() - t
+
+
+def measure(n: int, work: Path, seed: int, format1: bool) -> dict[str, Any]:
+    fps = synthetic_fingerprints(n, seed)[:n]
+    pairs = [(f"d{i}", fp) for i, fp in enumerate(fps.tolist())]
+    shutil.rmtree(work, ignore_errors=True)
+    work.mkdir(parents=True)
+    out: dict[str, Any] = {"n": len(fps)}
+    out["ingest"] = _ingest(work / "plain", pairs, None)
+    out["ingest"]["bytes"] = _bytes(work / "plain")
+    out["ingest_rss_mb"] = _rss_mb()
+    out["query"] = _queries(work / "plain", fps, seed)
+    shutil.rmtree(work / "plain")
+    out["bulk_s"] = _bulk(work / "bulk", pairs)
+    out["bulk_bytes"] = _bytes(work / "bulk")
+    shutil.rmtree(work / "bulk")
+    out["dedup"] = _dedup(work / "dedup", pairs)
+    shutil.rmtree(work / "dedup")
+    if format1:
+        from simhash_hbase.store.embedded import EmbeddedStore
+
+        EmbeddedStore(work / "f1", format=1).close()
+        out["format1"] = _ingest(work / "f1", pairs, None)
+        out["format1"]["bytes"] = _bytes(work / "f1")
+        out["format1"]["query"] = _queries(work / "f1", fps, seed)["p50_us"]["shdb"]
+        shutil.rmtree(work / "f1")
+    if n <= PEER_MAX:
+        out["peer_add_s"] = _peer(fps, [i for i, _ in pairs])
+    out["peak_rss_mb"] = _rss_mb()
+    return out
+
+
+# -- report -----------------------------------------------------------------------
+def _rate(n: float, s: float) -> float:
+    return n / s if s else float("nan")
+
+
+def _at(steps: list[dict[str, Any]], n: int) -> dict[str, Any] | None:
+    return next((s for s in steps if s["n"] == n), None)
+
+
+def _ingest_rate(s: dict[str, Any]) -> float:
+    return _rate(s["ingest"]["tail_n"], s["ingest"]["tail_s"])
+
+
+def _dedup_rate(s: dict[str, Any]) -> float:
+    return _rate(s["dedup"]["tail_n"], s["dedup"]["tail_s"])
+
+
+def figures(r: dict[str, Any]) -> list[Figure]:
+    steps = r["steps"]
+    rows: list[Figure] = []
+    small, mid, big = _at(steps, 300_000), _at(steps, 3_000_000), _at(steps, 10_000_000)
+    one = _at(steps, 1_000_000)
+    if mid:
+        per_doc = mid["ingest"]["bytes"] / mid["n"]
+        rows.append(
+            Figure.judge(
+                "embedded bytes/document on disk at N=3,000,000 (plain ingest)",
+                per_doc,
+                Target.at_most(300, " B"),
+                measured=f"{per_doc:.0f} B (bulk load: {mid['bulk_bytes'] / mid['n']:.0f} B)",
+                baseline="goal 150 B",
+                bound="6-byte cells in buckets + docs and names rows; a streamed file keeps "
+                "the pages LMDB freed in the last commits (bulk load: none)",
+            )
+        )
+    if small and mid:
+        for what, rate in (("plain ingest", _ingest_rate), ("streaming dedup", _dedup_rate)):
+            rows.append(
+                Figure.judge(
+                    f"embedded {what} rate at 3 M / at 300 k (last tenth)",
+                    rate(mid) / rate(small),
+                    Target.at_least(0.8),
+                    measured=f"{rate(mid):,.0f} docs/s",
+                    baseline=f"{rate(small):,.0f} docs/s",
+                    bound="each batch rewrites the index pages its cells land on",
+                )
+            )
+        rows.append(
+            Figure.judge(
+                "embedded query p50 at 3 M / at 300 k",
+                mid["query"]["p50_us"]["shdb"] / small["query"]["p50_us"]["shdb"],
+                Target.at_most(1.3),
+                measured=f"{mid['query']['p50_us']['shdb']:.1f} µs",
+                baseline=f"{small['query']['p50_us']['shdb']:.1f} µs",
+                exact=mid["query"]["wrong"] == 0,
+            )
+        )
+    if big:
+        for what, value, target, unit in (
+            ("plain ingest", _ingest_rate(big), 60_000, " docs/s"),
+            ("streaming dedup", _dedup_rate(big), 20_000, " docs/s"),
+        ):
+            rows.append(
+                Figure.judge(
+                    f"embedded {what} rate at 10 M (last tenth)",
+                    value,
+                    Target.at_least(target, unit),
+                    measured=f"{value:,.0f} docs/s",
+                    bound="absolute: on a shared 2-core machine",
+                )
+            )
+        p50 = big["query"]["p50_us"]["shdb"]
+        rows.append(
+            Figure.judge(
+                "embedded query p50 at 10 M",
+                p50,
+                Target.at_most(45, " µs"),
+                measured=f"{p50:.1f} µs",
+                baseline=f"FAISS {big['query']['p50_us']['faiss']:.1f} µs",
+                exact=big["query"]["wrong"] == 0,
+            )
+        )
+    largest = steps[-1]
+    bulk = _rate(largest["n"], largest["bulk_s"])
+    rows.append(
+        Figure.judge(
+            f"embedded bulk load into an empty index (N={largest['n']:,})",
+            bulk,
+            Target.at_least(300_000, " fps/s"),
+            measured=f"{bulk:,.0f} fps/s",
+            baseline=f"plain ingest {_ingest_rate(largest):,.0f} docs/s",
+            bound="one pass: names appended, docs runs merged, each flag sorted and appended",
+        )
+    )
+    if one:
+        q = one["query"]["p50_us"]
+        rows.append(
+            Figure.judge(
+                "embedded query p50 vs FAISS MultiHash at N=1,000,000",
+                q["faiss"] / q["shdb"],
+                Target.at_least(1.0),
+                measured=f"{q['shdb']:.1f} µs",
+                baseline=f"FAISS {q['faiss']:.1f} µs",
+                exact=one["query"]["wrong"] == 0,
+                bound="10 LMDB gets a query (one per prefix), a names get per cell found",
+            )
+        )
+    return rows
+
+
+def _table(steps: list[dict[str, Any]]) -> str:
+    rows = []
+    for s in steps:
+        n, q = s["n"], s["query"]
+        peer = f"{_rate(n, s['peer_add_s']):,.0f}" if "peer_add_s" in s else "-"
+        f1 = s.get("format1")
+        rows.append(
+            (
+                f"{n:,}",
+                f"{_rate(n * 9 // 10, s['ingest']['head_s']):,.0f} / {_ingest_rate(s):,.0f}",
+                f"{_dedup_rate(s):,.0f}",
+                f"{_rate(n, s['bulk_s']):,.0f}",
+                f"{q['p50_us']['shdb']:.1f} / {q['p99_us']['shdb']:.1f}",
+                f"{q['p50_us']['faiss']:.1f} / {q['p99_us']['faiss']:.1f}",
+                f"{s['ingest']['bytes'] / n:.0f} / {s['bulk_bytes'] / n:.0f}",
+                f"{s['ingest_rss_mb']:,.0f} / {s['peak_rss_mb']:,.0f}",
+                peer,
+                "-"
+                if not f1
+                else f"{_rate(f1['tail_n'], f1['tail_s']):,.0f} docs/s, {f1['query']:.1f} µs, "
+                f"{f1['bytes'] / n:,.0f} B",
+                f"{q['wrong']}/{q['checked']}",
+            )
+        )
+    return report.table(
+        (
+            "N",
+            "ingest docs/s (first 9/10 / last 1/10)",
+            "streaming dedup docs/s (last 1/10)",
+            "bulk load fps/s",
+            "query p50 / p99 µs",
+            "FAISS MultiHash p50 / p99 µs",
+            "B/doc (ingest / bulk)",
+            "RSS MB (ingest / peak)",
+            "PyPI SimhashIndex.add docs/s",
+            "format 1 (before): ingest last 1/10, p50, B/doc",
+            "wrong",
+        ),
+        rows,
+    )
+
+
+def plot(results: dict[str, Any], path: Path) -> Path:
+    """Rates, latency and bytes per document against N (log scale)."""
+    import matplotlib.pyplot as plt
+
+    steps = results["scale"]["steps"]
+    ns = [s["n"] for s in steps]
+    fig, axes = plt.subplots(1, 3, figsize=(16, 4.4))
+    ax = axes[0]
+    ax.plot(ns, [_ingest_rate(s) for s in steps], "o-", label="ingest (last tenth)")
+    ax.plot(ns, [_dedup_rate(s) for s in steps], "s-", label="streaming dedup (last tenth)")
+    ax.plot(ns, [_rate(s["n"], s["bulk_s"]) for s in steps], "^-", label="bulk load")
+    peers = [(s["n"], _rate(s["n"], s["peer_add_s"])) for s in steps if "peer_add_s" in s]
+    if peers:
+        ax.plot(*zip(*peers), "v--", label="PyPI SimhashIndex.add")
+    ax.set(xscale="log", yscale="log", xlabel="N documents", ylabel="docs/s", title="rates")
+    ax = axes[1]
+    for side, style in (("shdb", "o-"), ("faiss", "x--")):
+        name = "shdb" if side == "shdb" else "FAISS MultiHash"
+        ax.plot(ns, [s["query"]["p50_us"][side] for s in steps], style, label=f"{name} p50")
+        ax.plot(
+            ns, [s["query"]["p99_us"][side] for s in steps], style, alpha=0.4, label=f"{name} p99"
+        )
+    ax.set(xscale="log", yscale="log", xlabel="N documents", ylabel="µs", title="one query, k=3")
+    ax = axes[2]
+    ax.plot(ns, [s["ingest"]["bytes"] / s["n"] for s in steps], "o-", label="after ingest")
+    ax.plot(ns, [s["bulk_bytes"] / s["n"] for s in steps], "^-", label="after bulk load")
+    old = [(s["n"], s["format1"]["bytes"] / s["n"]) for s in steps if s.get("format1")]
+    if old:
+        ax.plot(*zip(*old), "s--", label="format 1 (before)")
+    ax.set(xscale="log", xlabel="N documents", ylabel="bytes/document", title="on disk")
+    for ax in axes:
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def render(results: dict[str, Any]) -> str:
+    made = results.get("_plots", {})
+    image = f"![scale]({made['scale']})" if "scale" in made else ""
+    return report.fill("bench/scale.md", table=_table(results["scale"]["steps"]), plot=image)
+
+
+register(
+    Section("scale", "Embedded store at scale (300 k to 10 M)", run, figures, render, order=43)
+)
+
+
+if __name__ == "__main__":
+    args = [a for a in sys.argv[1:] if not a.startswith("--")]
+    size, folder = int(args[0]), Path(args[1])
+    result = measure(size, folder, int(args[2]) if len(args) > 2 else 0, "--format1" in sys.argv)
+    shutil.rmtree(folder, ignore_errors=True)
+    print(json.dumps(result))
