@@ -287,6 +287,9 @@ def figures(r: dict[str, Any]) -> list[Figure]:
                     value,
                     Target.at_least(target, unit),
                     measured=f"{value:,.0f} docs/s",
+                    baseline=f"at 300 k: {(_ingest_rate if what == 'plain ingest' else _dedup_rate)(small):,.0f}"
+                    if small
+                    else "-",
                     bound="absolute: on a shared 2-core machine",
                 )
             )
