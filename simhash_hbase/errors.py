@@ -98,8 +98,7 @@ class WorkerDied(ShdbError):
     def __init__(self, chunk: int, item: int, how: str, document: str | None = None) -> None:
         held = document or f"text {item} of chunk {chunk}"
         super().__init__(
-            f"a fingerprinting worker {how} while it held {held}; the batches before it "
-            "are saved"
+            f"a fingerprinting worker {how} while it held {held}; the batches before it are saved"
         )
         self.chunk, self.item, self.how, self.document = chunk, item, how, document
 

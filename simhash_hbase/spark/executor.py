@@ -10,11 +10,14 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from itertools import islice
 
+from simhash_hbase.fingerprint.minhash import MinHasher, MinHashParams
 from simhash_hbase.fingerprint.simhash import Fingerprinter, FingerprintParams, register_idf
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.jobs.ingest import to_document
+from simhash_hbase.layout.nets import sketch_document
 from simhash_hbase.records import BadRecord, Document, Duplicate, Record
 from simhash_hbase.store import open_store
 
@@ -36,6 +39,8 @@ class Fingerprinting:
     params: FingerprintParams
     idf_table: bytes | None  # a custom IDF table travels with the job
     store_text: bool = False
+    #: The index's LSH net (None: the pigeonhole only): documents carry sketches.
+    lsh: MinHashParams | None = None
 
     def fingerprinter(self) -> Fingerprinter:
         found = _fingerprinters.get(self.params)
@@ -48,13 +53,14 @@ class Fingerprinting:
     def documents(self, items: Iterable[Item]) -> Iterator[DocItem]:
         """Each record as a Document, or the reason it cannot be one."""
         fingerprinter = self.fingerprinter()
+        sketched = None if self.lsh is None else partial(sketch_document, MinHasher(self.lsh))
         for pos, record in items:
             if isinstance(record, BadRecord):
                 yield pos, record
                 continue
             text = record.text if isinstance(record.text, str) else ""
             fp = fingerprinter.fingerprint_or_error(text)
-            yield pos, to_document(record, fp, self.store_text)
+            yield pos, to_document(record, fp, self.store_text, sketched)
 
 
 def _batches(items: Iterable[DocItem], size: int) -> Iterator[list[Document]]:
@@ -70,11 +76,16 @@ def held_duplicates(
     lookups: (duplicate, fingerprint of the held copy)."""
     with SimhashIndex.open(url, create=False) as index:
         for batch in _batches(items, batch_size):
-            found = index.query_fingerprints([d.fingerprint for d in batch], k)
+            found = index.query_probed(
+                [[d.fingerprint] for d in batch],
+                k,
+                sketches=[(d.sketch, d.bands) for d in batch],
+            )
             for doc, matches in zip(batch, found):
                 for m in matches:
                     if m.doc_id != doc.doc_id:
-                        yield Duplicate(doc.doc_id, m.doc_id, m.distance), m.fingerprint
+                        dup = Duplicate(doc.doc_id, m.doc_id, m.distance, m.similarity)
+                        yield dup, m.fingerprint
 
 
 def write_partition(

@@ -174,9 +174,9 @@ def ingest(
     started = time.perf_counter()
     with SimhashIndex.open(url, scheme=scheme, params=params) as index:
         index.scheme.check_k(k)
-        held_params, held_scheme = index.params, index.scheme
+        held_params, held_scheme, held_lsh = index.params, index.scheme, index.lsh
         index.fingerprinter  # noqa: B018  (loads the index's own IDF table, if any)
-    fingerprinting = Fingerprinting(held_params, _idf_bytes(held_params), store_text)
+    fingerprinting = Fingerprinting(held_params, _idf_bytes(held_params), store_text, held_lsh)
     items = _documents(spark, reading, fingerprinting)
     summary = Summary(rejects_path=rejects, rejected=_write_rejects(spark, items, rejects))
     parts = partitions or spark.sparkContext.defaultParallelism
