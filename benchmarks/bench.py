@@ -41,6 +41,7 @@ from .registry import Figure, Section, Skipped
 MODULES = (
     "fingerprinting",
     "segmenters",
+    "html_pages",
     "queries",
     "dedup",
     "ingest",
