@@ -1,0 +1,279 @@
+"""A Scrapy item pipeline that tags or drops near-copies, against an index that persists.
+
+Enable it in a Scrapy project's settings::
+
+    ITEM_PIPELINES = {"simhash_hbase.integrations.scrapy.NearDuplicatePipeline": 300}
+    SHDB_INDEX = "crawl.shdb"   # or hbase://HOST:9090/PREFIX, or http://HOST:8080 (shdb serve)
+
+Each item is checked against the index and then added to it, in batches: an item
+waits (without blocking the reactor) until its batch is written, so the answer it
+gets is the one ``shdb ingest --report`` gives for the same pages in the same order,
+and an item that went on down the pipeline is in the index. Fingerprinting and
+writes run on one worker thread, which also keeps the writes in arrival order.
+See docs/scrapy.md.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+try:
+    from itemadapter import ItemAdapter
+    from scrapy.exceptions import DropItem
+except ImportError as exc:  # the hint is the point of this module's import
+    raise ImportError(
+        "simhash_hbase.integrations.scrapy needs Scrapy: pip install 'simhash-hbase[scrapy]'"
+    ) from exc
+
+from simhash_hbase.errors import EmptyDocument, InvalidSetting, ShdbError, StoreError
+from simhash_hbase.index.client import SimhashIndex
+from simhash_hbase.index.remote import RemoteIndex
+from simhash_hbase.records import Matches
+from simhash_hbase.text.extract import to_text
+
+ACTIONS = ("drop", "tag")
+STATS = "shdb/"
+
+
+@dataclass(frozen=True)
+class PipelineSettings:
+    """The pipeline's settings, read from Scrapy's settings alone (``SHDB_*``)."""
+
+    index: str
+    id_field: str = "url"
+    text_field: str = "text"
+    html_field: str = "html"
+    action: str = "drop"
+    limit: int = 10
+    batch_size: int = 200
+    flush_seconds: float = 0.5
+    retries: int = 3
+
+    @classmethod
+    def from_scrapy(cls, settings: Any) -> PipelineSettings:
+        index = settings.get("SHDB_INDEX")
+        if not index:
+            raise InvalidSetting(
+                "SHDB_INDEX",
+                "SHDB_INDEX is not set: name the index in the Scrapy settings (a folder for "
+                "the embedded store, or hbase://HOST:PORT/PREFIX)",
+            )
+        action = settings.get("SHDB_ACTION", cls.action)
+        if action not in ACTIONS:
+            raise InvalidSetting("SHDB_ACTION", f"SHDB_ACTION is {action!r}: use 'drop' or 'tag'")
+        made = cls(
+            index=str(index),
+            id_field=settings.get("SHDB_ID_FIELD", cls.id_field),
+            text_field=settings.get("SHDB_TEXT_FIELD", cls.text_field),
+            html_field=settings.get("SHDB_HTML_FIELD", cls.html_field),
+            action=action,
+            limit=settings.getint("SHDB_LIMIT", cls.limit),
+            batch_size=settings.getint("SHDB_BATCH_SIZE", cls.batch_size),
+            flush_seconds=settings.getfloat("SHDB_FLUSH_SECONDS", cls.flush_seconds),
+            retries=settings.getint("SHDB_RETRIES", cls.retries),
+        )
+        for name in ("limit", "batch_size"):
+            if getattr(made, name) < 1:
+                raise InvalidSetting(
+                    f"SHDB_{name.upper()}", f"SHDB_{name.upper()} must be at least 1"
+                )
+        return made
+
+
+@dataclass
+class _Pending:
+    doc_id: str
+    raw: str | bytes
+    fmt: str  # "text" or "html": HTML is extracted on the worker thread
+    answer: asyncio.Future[Matches | None]
+
+
+class IndexUnavailable(ShdbError):
+    """The index named by SHDB_INDEX could not be opened: the crawl does not start."""
+
+
+class NearDuplicatePipeline:
+    """Tag (``near_duplicates``) or drop items whose text is a near-copy of one held."""
+
+    def __init__(self, settings: PipelineSettings, crawler: Any) -> None:
+        self.settings = settings
+        self._crawler = crawler
+        self._stats = crawler.stats
+        self._log = logging.getLogger(__name__)
+        self._index: SimhashIndex | None = None
+        self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shdb")
+        self._pending: list[_Pending] = []
+        self._timer: asyncio.TimerHandle | None = None
+        self._flushes: set[asyncio.Future[Any]] = set()  # flushes, and a close on failure
+        self._failed: str | None = None
+
+    @classmethod
+    def from_crawler(cls, crawler: Any) -> NearDuplicatePipeline:
+        return cls(PipelineSettings.from_scrapy(crawler.settings), crawler)
+
+    async def open_spider(self, spider: Any = None) -> None:
+        """Open the index before the first request; a bad SHDB_INDEX stops the crawl here."""
+        url = self.settings.index
+        try:
+            self._index = await self._run(open_index, url)
+        except ShdbError as exc:
+            raise IndexUnavailable(
+                f"SHDB_INDEX={url!r} could not be opened: {exc}. Fix the setting, or start "
+                "the store or service it names, then run the crawl again."
+            ) from exc
+        self._log.info("shdb: checking items against %s (%s)", url, self.settings.action)
+
+    async def process_item(self, item: Any, spider: Any = None) -> Any:
+        adapter = ItemAdapter(item)
+        doc_id = adapter.get(self.settings.id_field)
+        if not isinstance(doc_id, str) or not doc_id:
+            self._stats.inc_value(f"{STATS}skipped_no_id")
+            return item
+        content = self._content_of(adapter)
+        if content is None:
+            self._stats.inc_value(f"{STATS}skipped_no_text")
+            return item
+        if self._failed is not None:
+            raise DropItem(f"not checked: the index failed earlier ({self._failed})")
+        matches = await self._submit(doc_id, *content)
+        if matches is None:
+            self._stats.inc_value(f"{STATS}skipped_no_terms")
+            return item
+        self._stats.inc_value(f"{STATS}checked")
+        if matches:
+            self._stats.inc_value(f"{STATS}near_duplicates")
+        if self.settings.action == "tag":
+            return self._tagged(adapter, item, matches)
+        if not matches:
+            return item
+        self._stats.inc_value(f"{STATS}dropped")
+        nearest = matches[0]
+        raise DropItem(
+            f"near-duplicate of {nearest.doc_id} (distance {nearest.distance}, similarity "
+            f"{_similarity(nearest.similarity)}; {_count(matches)} held)"
+        )
+
+    async def close_spider(self, spider: Any = None) -> None:
+        """Write the last batch, then close the index: nothing acknowledged is lost."""
+        await self._flush()
+        if self._flushes:
+            await asyncio.gather(*self._flushes, return_exceptions=True)
+        if self._index is not None:
+            await self._run(self._index.close)
+        self._worker.shutdown(wait=True)
+
+    # -- batching -------------------------------------------------------------
+    def _content_of(self, adapter: ItemAdapter) -> tuple[str | bytes, str] | None:
+        """The item's text (``text`` format), else its HTML (``html``), else None."""
+        text = adapter.get(self.settings.text_field)
+        if isinstance(text, str) and text.strip():
+            return text, "text"
+        html = adapter.get(self.settings.html_field)
+        if isinstance(html, (str, bytes)) and html:
+            return html, "html"
+        return None
+
+    def _submit(self, doc_id: str, raw: str | bytes, fmt: str) -> asyncio.Future[Matches | None]:
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[Matches | None] = loop.create_future()
+        self._pending.append(_Pending(doc_id, raw, fmt, answer))
+        if len(self._pending) >= self.settings.batch_size:
+            self._start_flush()
+        elif self._timer is None:
+            self._timer = loop.call_later(self.settings.flush_seconds, self._start_flush)
+        return answer
+
+    def _start_flush(self) -> None:
+        task = asyncio.ensure_future(self._flush())
+        self._flushes.add(task)
+        task.add_done_callback(self._flushes.discard)
+
+    async def _flush(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        batch, self._pending = self._pending, []
+        if not batch:
+            return
+        try:
+            results = await self._run(self._write_with_retries, batch)
+        except ShdbError as exc:
+            self._fail(batch, exc)
+            return
+        for pending, matches in zip(batch, results):
+            pending.answer.set_result(matches)
+
+    def _write_with_retries(self, batch: Sequence[_Pending]) -> list[Matches | None]:
+        """On the worker thread: extract, check and add one batch, retrying a failing
+        store. An item with no usable terms gets None and is not indexed; the batch's
+        other items are (one at a time, in order, when the batch holds such an item)."""
+        items = [(p.doc_id, to_text(p.raw, p.fmt)) for p in batch]
+        try:
+            return list(self._check_and_add(items))
+        except EmptyDocument:
+            return [self._one(item) for item in items]
+
+    def _one(self, item: tuple[str, str]) -> Matches | None:
+        try:
+            (matches,) = self._check_and_add([item])
+        except EmptyDocument:
+            return None
+        return matches
+
+    def _check_and_add(self, items: list[tuple[str, str]]) -> list[Matches]:
+        assert self._index is not None
+        for attempt in range(self.settings.retries + 1):
+            try:
+                return self._index.check_and_add_texts(
+                    items, fmt="text", limit=self.settings.limit, always=True
+                )
+            except StoreError as exc:
+                if attempt == self.settings.retries:
+                    raise
+                self._log.warning("shdb: store error (%s), retry %d", exc, attempt + 1)
+                time.sleep(min(0.2 * 2**attempt, 5.0))
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _fail(self, batch: Sequence[_Pending], exc: ShdbError) -> None:
+        """A store that keeps failing stops the crawl; the batch's items are errors."""
+        self._failed = str(exc)
+        self._stats.inc_value(f"{STATS}errors", len(batch))
+        self._log.error("shdb: stopping the crawl: %s (%d items not indexed)", exc, len(batch))
+        for pending in batch:
+            pending.answer.set_exception(DropItem(f"not indexed: {exc}"))
+        closing = asyncio.ensure_future(
+            self._crawler.engine.close_spider_async(reason="shdb_store_error")
+        )
+        self._flushes.add(closing)
+        closing.add_done_callback(self._flushes.discard)
+
+    def _tagged(self, adapter: ItemAdapter, item: Any, matches: Matches) -> Any:
+        """``near_duplicates`` on the item: a scrapy.Item or dataclass must declare it."""
+        adapter["near_duplicates"] = [
+            {"id": m.doc_id, "distance": m.distance, "similarity": m.similarity} for m in matches
+        ]
+        return item
+
+    async def _run(self, fn: Any, *args: Any) -> Any:
+        return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
+
+
+def open_index(url: str) -> SimhashIndex | RemoteIndex:
+    """The index SHDB_INDEX names: ``shdb serve`` for http(s) URLs, else a store URL."""
+    if url.startswith(("http://", "https://")):
+        return RemoteIndex(url)
+    return SimhashIndex.open(url)
+
+
+def _count(matches: Matches) -> str:
+    return f"{matches.total}" if matches.total_exact else f">={matches.total}"
+
+
+def _similarity(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.2f}"

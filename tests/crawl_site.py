@@ -1,0 +1,156 @@
+"""A generated crawl-like web site, served on 127.0.0.1, for the Scrapy pipeline tests.
+
+Pages are Chinese articles inside site templates (navigation, a sidebar of other
+articles' titles, a footer). Besides the originals the site holds the copies a crawl
+meets: reposts on another site's template, small edits, Traditional-Chinese copies
+and distinct pages of one template and topic. Each page's kind and the original it
+copies are known, so a test can score what the pipeline found.
+
+Articles are sentences of words drawn from jieba's own dictionary, weighted by its
+frequencies: real words, distinct per article, with no corpus to ship or fetch.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import jieba
+import opencc
+
+TEMPLATES = ("news", "forum", "blog")
+PUNCT = "，，，、；"
+
+
+@dataclass(frozen=True)
+class Page:
+    path: str  # below the site root, e.g. "news/a12.html"
+    kind: str  # original | repost | edit | traditional | sibling
+    source: str | None  # path of the page it copies, None for an original or a sibling
+    title: str
+    body: str
+
+
+@functools.cache
+def _vocabulary() -> tuple[list[str], list[int]]:
+    words: list[str] = []
+    weights: list[int] = []
+    dict_path = Path(jieba.__file__).with_name("dict.txt")
+    for line in dict_path.read_text("utf-8").splitlines():
+        word, freq, *_ = line.split(" ")
+        if 2 <= len(word) <= 4 and int(freq) >= 50:
+            words.append(word)
+            weights.append(int(freq))
+    return words, weights
+
+
+def _sentence(rng: random.Random, topic: list[str]) -> str:
+    words, weights = _vocabulary()
+    picked = rng.choices(words, weights=weights, k=rng.randint(8, 16))
+    picked[rng.randrange(len(picked))] = rng.choice(topic)
+    parts = [picked[0]]
+    for word in picked[1:]:
+        parts.append(rng.choice(PUNCT) + word if rng.random() < 0.15 else word)
+    return "".join(parts) + "。"
+
+
+def _article(rng: random.Random, topic: list[str], sentences: int) -> str:
+    return "\n".join(_sentence(rng, topic) for _ in range(sentences))
+
+
+def _edit(rng: random.Random, body: str) -> str:
+    """A small edit: one sentence replaced, one number-like token added."""
+    lines = body.split("\n")
+    i = rng.randrange(len(lines))
+    lines[i] = lines[i][:-1] + f"，截至{rng.randint(2015, 2025)}年。"
+    return "\n".join(lines)
+
+
+def render(page: Page, template: str, sidebar: list[str]) -> str:
+    """One page in its site's template: the article is a minority of the markup."""
+    nav = "".join(f'<li><a href="/{t}/index.html">{t}频道首页</a></li>' for t in TEMPLATES)
+    side = "".join(f"<li><a href='#'>{title}</a></li>" for title in sidebar)
+    paragraphs = "".join(f"<p>{line}</p>" for line in page.body.split("\n"))
+    return (
+        f"<!doctype html><html><head><meta charset='utf-8'><title>{page.title}</title></head>"
+        f"<body class='{template}'><header><nav><ul>{nav}</ul></nav></header>"
+        f"<div class='wrap'><aside><h3>热门文章</h3><ul>{side}</ul></aside>"
+        f"<article><h1>{page.title}</h1>{paragraphs}</article></div>"
+        f"<footer>版权所有 {template} 网站 · 联系我们 · 隐私政策 · 网站地图</footer></body></html>"
+    )
+
+
+def build_pages(originals: int, seed: int = 7) -> list[Page]:
+    """``originals`` articles and one copy of each, of a kind chosen in turn."""
+    rng = random.Random(seed)
+    words, _ = _vocabulary()
+    to_trad = opencc.OpenCC("s2t")
+    pages: list[Page] = []
+    kinds = ("repost", "edit", "traditional", "sibling")
+    for n in range(originals):
+        home = TEMPLATES[n % len(TEMPLATES)]
+        topic = rng.sample(words, 3)
+        title = "".join(topic) + f"之{n}"
+        body = _article(rng, topic, rng.randint(6, 14))
+        original = Page(f"{home}/a{n}.html", "original", None, title, body)
+        pages.append(original)
+        kind = kinds[n % len(kinds)]
+        other = TEMPLATES[(n + 1) % len(TEMPLATES)]
+        if kind == "repost":
+            pages.append(Page(f"{other}/r{n}.html", kind, original.path, title, body))
+        elif kind == "edit":
+            pages.append(Page(f"{home}/e{n}.html", kind, original.path, title, _edit(rng, body)))
+        elif kind == "traditional":
+            copy = Page(f"{other}/t{n}.html", kind, original.path, to_trad.convert(title),
+                        to_trad.convert(body))  # fmt: skip
+            pages.append(copy)
+        else:  # a distinct page of the same template and topic: never a copy
+            sibling_body = _article(rng, topic, rng.randint(6, 14))
+            pages.append(Page(f"{home}/s{n}.html", kind, None, title + "（续）", sibling_body))
+    return pages
+
+
+def write_site(root: Path, pages: list[Page], seed: int = 7) -> None:
+    """The pages in their templates, and one index page per template linking its pages."""
+    rng = random.Random(seed)
+    titles = [p.title for p in pages]
+    by_template: dict[str, list[Page]] = {t: [] for t in TEMPLATES}
+    for page in pages:
+        template = page.path.split("/")[0]
+        by_template[template].append(page)
+        target = root / page.path
+        target.parent.mkdir(parents=True, exist_ok=True)
+        target.write_text(render(page, template, rng.sample(titles, 8)), "utf-8")
+    links = []
+    for template, members in by_template.items():
+        items = "".join(f'<li><a href="/{p.path}">{p.title}</a></li>' for p in members)
+        (root / template / "index.html").write_text(
+            f"<html><body><ul>{items}</ul></body></html>", "utf-8"
+        )
+        links.append(f'<a href="/{template}/index.html">{template}</a>')
+    (root / "index.html").write_text(f"<html><body>{''.join(links)}</body></html>", "utf-8")
+
+
+class _Quiet(SimpleHTTPRequestHandler):
+    def log_message(self, format: str, *args: object) -> None:
+        """Requests are counted by the crawl, not logged by the server."""
+
+
+@contextmanager
+def serve(root: Path) -> Iterator[str]:
+    """Serve ``root`` on 127.0.0.1 (a free port) for the duration; yields the base URL."""
+    handler = functools.partial(_Quiet, directory=str(root))
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()

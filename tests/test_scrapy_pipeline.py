@@ -1,0 +1,306 @@
+"""The Scrapy pipeline: settings, items of every kind, batching, outages, and real crawls.
+
+The crawl tests run ``CrawlerProcess`` in a subprocess (tests/scrapy_crawl.py) against a
+generated site served on 127.0.0.1 (tests/crawl_site.py), and compare what the pipeline
+found with ``shdb ingest --report`` on the same pages in the same order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import attrs
+import pytest
+import scrapy
+from scrapy.exceptions import DropItem
+from scrapy.utils.test import get_crawler
+from typer.testing import CliRunner
+
+from simhash_hbase.cli import app
+from simhash_hbase.errors import InvalidSetting, StoreError
+from simhash_hbase.integrations.scrapy import (
+    IndexUnavailable,
+    NearDuplicatePipeline,
+    PipelineSettings,
+)
+from simhash_hbase.text.extract import to_text
+
+from .crawl_site import Page, build_pages, serve, write_site
+
+ROOT = Path(__file__).resolve().parent.parent
+ORIGINAL = "区块链技术在金融行业的应用越来越广泛，多家银行已经开始试点跨境支付业务。" * 3
+COPY = ORIGINAL + "本文转载自网络。"
+OTHER = "今年夏天南方多地持续高温，气象部门提醒市民注意防暑降温，减少午后户外活动。" * 3
+
+
+def pipeline_for(index: str, **settings: Any) -> NearDuplicatePipeline:
+    values = {"SHDB_INDEX": index, "SHDB_FLUSH_SECONDS": 0.05, **settings}
+    return NearDuplicatePipeline.from_crawler(get_crawler(settings_dict=values))
+
+
+def run(pipeline: NearDuplicatePipeline, items: list[Any]) -> list[Any]:
+    """Open, process ``items`` concurrently (one batch), close; DropItem kept as results."""
+
+    async def go() -> list[Any]:
+        await pipeline.open_spider()
+        try:
+            return await asyncio.gather(
+                *(pipeline.process_item(item) for item in items), return_exceptions=True
+            )
+        finally:
+            await pipeline.close_spider()
+
+    return asyncio.run(go())
+
+
+def stats(pipeline: NearDuplicatePipeline) -> dict[str, Any]:
+    return {k: v for k, v in pipeline._crawler.stats.get_stats().items() if k.startswith("shdb/")}
+
+
+# -- settings -------------------------------------------------------------------
+def test_settings_come_from_scrapy_alone_with_documented_defaults() -> None:
+    crawler = get_crawler(settings_dict={"SHDB_INDEX": "x"})
+    assert PipelineSettings.from_scrapy(crawler.settings) == PipelineSettings(index="x")
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({}, "SHDB_INDEX is not set"),
+        ({"SHDB_INDEX": "x", "SHDB_ACTION": "delete"}, "use 'drop' or 'tag'"),
+        ({"SHDB_INDEX": "x", "SHDB_LIMIT": 0}, "SHDB_LIMIT must be at least 1"),
+    ],
+)
+def test_bad_settings_are_named(values: dict[str, Any], message: str) -> None:
+    with pytest.raises(InvalidSetting, match=message):
+        PipelineSettings.from_scrapy(get_crawler(settings_dict=values).settings)
+
+
+def test_an_index_that_cannot_be_opened_stops_the_crawl_naming_the_url(tmp_path: Path) -> None:
+    url = "hbase://127.0.0.1:1/nothing"
+    pipeline = pipeline_for(url)
+    with pytest.raises(IndexUnavailable, match=r"SHDB_INDEX='hbase://127\.0\.0\.1:1/nothing'"):
+        asyncio.run(pipeline.open_spider())
+
+
+def test_without_scrapy_the_import_says_which_extra_to_install() -> None:
+    code = (
+        "import sys; sys.modules['scrapy'] = None; sys.modules['itemadapter'] = None\n"
+        "import simhash_hbase.integrations.scrapy"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode != 0
+    assert "pip install 'simhash-hbase[scrapy]'" in done.stderr
+
+
+# -- items ----------------------------------------------------------------------
+@dataclasses.dataclass
+class DataItem:
+    url: str
+    text: str
+    near_duplicates: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+
+
+@attrs.define
+class AttrsItem:
+    url: str
+    text: str
+    near_duplicates: list[dict[str, Any]] = attrs.field(factory=list)
+
+
+class PageItem(scrapy.Item):
+    url = scrapy.Field()
+    text = scrapy.Field()
+    near_duplicates = scrapy.Field()
+
+
+def make_items(kind: str) -> list[Any]:
+    pairs = [("u/original", ORIGINAL), ("u/copy", COPY), ("u/other", OTHER)]
+    if kind == "dict":
+        return [{"url": u, "text": t} for u, t in pairs]
+    if kind == "dataclass":
+        return [DataItem(u, t) for u, t in pairs]
+    if kind == "attrs":
+        return [AttrsItem(u, t) for u, t in pairs]
+    return [PageItem(url=u, text=t) for u, t in pairs]
+
+
+def near(item: Any) -> list[dict[str, Any]]:
+    if isinstance(item, (dict, scrapy.Item)):
+        return list(item["near_duplicates"])
+    return list(item.near_duplicates)
+
+
+@pytest.mark.parametrize("kind", ["dict", "dataclass", "attrs", "scrapy.Item"])
+def test_tag_mode_tags_every_kind_of_item(tmp_path: Path, kind: str) -> None:
+    pipeline = pipeline_for(str(tmp_path / "idx"), SHDB_ACTION="tag")
+    original, copy, other = run(pipeline, make_items(kind))
+    assert near(original) == [] and near(other) == []
+    (match,) = near(copy)
+    assert match["id"] == "u/original"
+    assert match["distance"] <= 3
+    assert stats(pipeline) == {"shdb/checked": 3, "shdb/near_duplicates": 1}
+
+
+def test_drop_mode_names_the_nearest_earlier_document(tmp_path: Path) -> None:
+    pipeline = pipeline_for(str(tmp_path / "idx"))
+    original, copy, other = run(pipeline, make_items("dict"))
+    assert isinstance(copy, DropItem)
+    assert "near-duplicate of u/original" in str(copy)
+    assert original["url"] == "u/original" and other["url"] == "u/other"
+    assert stats(pipeline)["shdb/dropped"] == 1
+
+
+def test_items_without_an_id_or_text_pass_through_and_are_counted(tmp_path: Path) -> None:
+    pipeline = pipeline_for(str(tmp_path / "idx"))
+    items = [{"text": ORIGINAL}, {"url": "a"}, {"url": "b", "text": "  "}, {"url": 5, "text": "x"}]
+    assert run(pipeline, list(items)) == items
+    assert stats(pipeline) == {"shdb/skipped_no_id": 2, "shdb/skipped_no_text": 2}
+
+
+def test_html_is_read_when_there_is_no_text(tmp_path: Path) -> None:
+    page = f"<html><body><nav>首页 新闻</nav><article><p>{ORIGINAL}</p></article></body></html>"
+    pipeline = pipeline_for(str(tmp_path / "idx"), SHDB_ACTION="tag")
+    _, copy = run(pipeline, [{"url": "p", "html": page}, {"url": "q", "text": ORIGINAL}])
+    assert [m["id"] for m in copy["near_duplicates"]] == ["p"]
+
+
+def test_a_second_pass_over_the_same_items_finds_each_one_held(tmp_path: Path) -> None:
+    index = str(tmp_path / "idx")
+    run(pipeline_for(index), make_items("dict"))
+    again = run(pipeline_for(index), make_items("dict"))
+    assert all(isinstance(result, DropItem) for result in again)
+
+
+def test_matches_are_bounded_by_the_limit(tmp_path: Path) -> None:
+    pipeline = pipeline_for(str(tmp_path / "idx"), SHDB_ACTION="tag", SHDB_LIMIT=2)
+    results = run(pipeline, [{"url": f"m{i}", "text": ORIGINAL} for i in range(6)])
+    assert [len(r["near_duplicates"]) for r in results] == [0, 1, 2, 2, 2, 2]
+
+
+class FailingIndex:
+    """A store that fails every write: the pipeline retries, then stops the crawl."""
+
+    def __init__(self) -> None:
+        self.calls = 0
+
+    def check_and_add_texts(self, items: Any, **kwargs: Any) -> Any:
+        self.calls += 1
+        raise StoreError("HBase went away")
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_store_that_keeps_failing_is_retried_then_stops_the_crawl(tmp_path: Path) -> None:
+    pipeline = pipeline_for(str(tmp_path / "idx"), SHDB_RETRIES=2)
+    failing = FailingIndex()
+    closed: list[str] = []
+
+    class Engine:
+        async def close_spider_async(self, *, reason: str) -> None:
+            closed.append(reason)
+
+    pipeline._crawler.engine = Engine()
+
+    async def go() -> list[Any]:
+        pipeline._index = failing  # type: ignore[assignment]
+        results = await asyncio.gather(
+            *(pipeline.process_item({"url": f"x{i}", "text": ORIGINAL}) for i in range(3)),
+            return_exceptions=True,
+        )
+        late = await asyncio.gather(pipeline.process_item({"url": "y", "text": OTHER}),
+                                    return_exceptions=True)  # fmt: skip
+        await pipeline.close_spider()
+        return [*results, *late]
+
+    results = asyncio.run(go())
+    assert failing.calls == 3  # the first try and two retries, then no more writes
+    assert all(isinstance(r, DropItem) for r in results)
+    assert closed == ["shdb_store_error"]
+    assert stats(pipeline)["shdb/errors"] == 3
+
+
+# -- real crawls ----------------------------------------------------------------
+@pytest.fixture(scope="module")
+def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list[Page]]]:
+    root = tmp_path_factory.mktemp("site")
+    pages = build_pages(60)
+    write_site(root, pages)
+    with serve(root) as base:
+        yield base, pages
+
+
+def crawl(base: str, out: Path, index: str, *settings: str) -> dict[str, Any]:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    done = subprocess.run(
+        [sys.executable, "-m", "tests.scrapy_crawl", base, str(out), f"SHDB_INDEX={index}",
+         *settings],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-3000:]
+    result: dict[str, Any] = json.loads((out / "stats.json").read_text("utf-8"))
+    return result
+
+
+def items_of(out: Path) -> list[dict[str, Any]]:
+    lines = (out / "items.jsonl").read_text("utf-8").splitlines()
+    return [json.loads(line) for line in lines]
+
+
+def ingest_report(tmp_path: Path, out: Path, index: str) -> dict[str, set[str]]:
+    """``shdb ingest --report`` of the crawled pages, as text, in the pipeline's order."""
+    pages = tmp_path / "pages.jsonl"
+    with pages.open("w", encoding="utf-8") as sink:
+        for item in items_of(out):
+            text = to_text(item["html"], "html")
+            sink.write(json.dumps({"id": item["url"], "text": text}, ensure_ascii=False) + "\n")
+    report = tmp_path / "report.jsonl"
+    result = CliRunner().invoke(app, ["ingest", str(pages), "-i", index, "--report", str(report)])
+    assert result.exit_code == 0, result.output
+    lines = [json.loads(line) for line in report.read_text("utf-8").splitlines()]
+    return {line["id"]: {m["id"] for m in line["matches"]} for line in lines}
+
+
+def scored(found: dict[str, set[str]], pages: list[Page], base: str) -> tuple[float, float]:
+    """Recall of the planted copies and precision of the reported pairs."""
+    url = {p.path: f"{base}/{p.path}" for p in pages}
+    planted = {frozenset((url[p.path], url[p.source])) for p in pages if p.source}
+    reported = {frozenset((a, b)) for a, bs in found.items() for b in bs}
+    hits = len(planted & reported)
+    return hits / len(planted), (hits / len(reported) if reported else 1.0)
+
+
+def test_a_crawl_in_tag_mode_finds_what_ingest_finds_on_the_same_pages(
+    tmp_path: Path, site: tuple[str, list[Page]], store_url: str
+) -> None:
+    base, pages = site
+    out = tmp_path / "crawl"
+    stats_ = crawl(base, out, store_url, "SHDB_ACTION=tag")
+    items = items_of(out)
+    assert len(items) == len(pages) == stats_["shdb/checked"]
+    found = {i["url"]: {m["id"] for m in i["near_duplicates"]} for i in items}
+    found = {k: v for k, v in found.items() if v}
+    assert found == ingest_report(tmp_path, out, f"{tmp_path}/ingest-index")
+    recall, precision = scored(found, pages, base)
+    assert recall >= 0.7 and precision >= 0.95, (recall, precision)
+
+
+def test_a_second_crawl_with_the_same_index_drops_every_page(
+    tmp_path: Path, site: tuple[str, list[Page]], store_url: str
+) -> None:
+    base, pages = site
+    first = crawl(base, tmp_path / "first", store_url)
+    kept = len(items_of(tmp_path / "first"))
+    assert kept + first.get("shdb/dropped", 0) == len(pages)
+    second = crawl(base, tmp_path / "second", store_url)
+    assert items_of(tmp_path / "second") == []
+    assert second["shdb/dropped"] == len(pages)
