@@ -27,7 +27,7 @@ import numpy as np
 
 from simhash_hbase.errors import InvalidInput, InvalidSetting
 from simhash_hbase.records import BadRecord, Problem, Record, parse_fingerprint_hex
-from simhash_hbase.text.extract import decode, to_text
+from simhash_hbase.text.extract import TEXT_FORMATS, decode, to_text
 from simhash_hbase.text.html import DEFAULT_HTML_MODE, HTML_MODES
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
@@ -226,15 +226,28 @@ def check_readable_file(path: str) -> None:
 
 
 def read_text_file(
-    path: str, max_bytes: int = DEFAULT_MAX_BYTES, stdin: BinaryIO | None = None
+    path: str,
+    max_bytes: int = DEFAULT_MAX_BYTES,
+    stdin: BinaryIO | None = None,
+    *,
+    fmt: str = "auto",
+    html: str = DEFAULT_HTML_MODE,
 ) -> str:
-    """One whole file (``-``: stdin) as text, or :class:`InvalidInput` saying what is wrong."""
-    SourceOptions(max_bytes=max_bytes)
+    """One whole file (``-``: stdin) as the text it is fingerprinted as, the way
+    ingest reads it (:func:`~simhash_hbase.text.extract.to_text`): ``fmt`` auto, text
+    or html (auto: a page by its suffix or content), ``html`` the index's HTML mode.
+    :class:`InvalidInput` says what is wrong."""
+    if fmt not in TEXT_FORMATS:
+        raise InvalidSetting("format", f"a single text is {', '.join(TEXT_FORMATS)}, not {fmt!r}")
+    opts = SourceOptions(format=fmt, max_bytes=max_bytes, html=html)
     check_readable_file(path)
     if path == STDIN:
-        result = _whole_stream(stdin or sys.stdin.buffer, STDIN_NAME, STDIN_NAME, max_bytes)
+        doc_fmt = "html" if fmt == "html" else "text"
+        raw = _whole_stream(stdin or sys.stdin.buffer, STDIN_NAME, STDIN_NAME, max_bytes, doc_fmt)
     else:
-        result = _read_document(Path(path), path, max_bytes)
+        doc_fmt = "html" if format_of(Path(path), opts) == "html" else "text"
+        raw = _read_document(Path(path), path, max_bytes, doc_fmt)
+    result = _as_text(raw, doc_fmt, opts)
     if isinstance(result, BadRecord):
         raise InvalidInput(f"{result.where}: {result.reason}")
     return result.text
