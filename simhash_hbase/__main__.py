@@ -1,5 +1,5 @@
 """`python -m simhash_hbase` is `shdb`."""
 
-from simhash_hbase.cli.app import main
+from simhash_hbase.cli import main
 
 main()

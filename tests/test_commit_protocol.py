@@ -24,7 +24,7 @@ from typing import Any
 import pytest
 
 from simhash_hbase import SimhashIndex
-from simhash_hbase.cli.app import _JsonlReport
+from simhash_hbase.cli.ingest import JsonlReport
 from simhash_hbase.jobs import ingest as ingest_mod
 from simhash_hbase.jobs.ingest import IngestOptions, SourceOptions, ingest
 
@@ -128,7 +128,7 @@ class _Stop(BaseException):
     """What Ctrl-C does to a run: an exception that unwinds it anywhere."""
 
 
-class _FailingReport(_JsonlReport):
+class _FailingReport(JsonlReport):
     """A report whose disk fills up on the ``nth`` append, after half its bytes."""
 
     def __init__(self, path: str, nth: int) -> None:
@@ -146,7 +146,7 @@ class _FailingReport(_JsonlReport):
         return super().append(lines)
 
 
-def _ingest(corpus: Path, index: Path, report: _JsonlReport) -> None:
+def _ingest(corpus: Path, index: Path, report: JsonlReport) -> None:
     try:
         with SimhashIndex.open(str(index)) as ix:
             ingest(
@@ -179,10 +179,10 @@ def test_ctrl_c_at_every_commit_boundary(
 
         monkeypatch.setattr(ingest_mod, "_fault", stop)
         with pytest.raises(_Stop):
-            _ingest(corpus, index, _JsonlReport(str(report)))
+            _ingest(corpus, index, JsonlReport(str(report)))
         _assert_committed(index, _lines(report))
         monkeypatch.setattr(ingest_mod, "_fault", lambda name: None)
-        _ingest(corpus, index, _JsonlReport(str(report)))
+        _ingest(corpus, index, JsonlReport(str(report)))
         assert _lines(report) == expected, (point, nth)
 
 
@@ -194,7 +194,7 @@ def test_full_disk_while_reporting(
     index, report = tmp_path / "ix", tmp_path / "r.jsonl"
     with pytest.raises(OSError, match="No space left"):
         _ingest(corpus, index, _FailingReport(str(report), nth))
-    _ingest(corpus, index, _JsonlReport(str(report)))
+    _ingest(corpus, index, JsonlReport(str(report)))
     assert _lines(report) == expected
 
 

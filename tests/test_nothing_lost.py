@@ -214,9 +214,9 @@ def test_report_survives_an_interrupt_without_loss_or_repeats(
     report = tmp_path / "dups.jsonl"
 
     def run(stop: int | None) -> None:
-        from simhash_hbase.cli.app import _JsonlReport
+        from simhash_hbase.cli.ingest import JsonlReport
 
-        sink = _JsonlReport(str(report))
+        sink = JsonlReport(str(report))
         try:
             # the pigeonhole net alone: these short texts share most shingles; version 1,
             # whose terms include the numbers that tell these texts apart

@@ -1,33 +1,31 @@
 """`shdb spark dedup|ingest`: the Spark jobs from the command line.
 
-Mounted by :mod:`simhash_hbase.cli.app` (it reuses that module's options, so it is
-imported from there, last). ``--master local[*]`` is the default; under
-``spark-submit`` (see :mod:`simhash_hbase.spark.launcher`) the cluster's master is used.
+``--master local[*]`` is the default; under ``spark-submit`` (see
+:mod:`simhash_hbase.cli.spark_submit`) the cluster's master is used. PySpark is
+imported when a command runs, so ``shdb --help`` stays fast without it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from simhash_hbase.cli.app import (
-    EXIT_SKIPPED,
-    FeaturesOpt,
+from simhash_hbase.cli.options import (
+    BatchSchemeOpt,
     IdFieldOpt,
-    IdfOpt,
     IndexOpt,
     KOpt,
     MaxBytesOpt,
-    NgramOpt,
     SchemeOpt,
+    StoreTextOpt,
     TextFieldOpt,
-    TopNOpt,
-    _Group,
-    _wanted,
-    err,
+    fingerprint_settings,
+    uses,
 )
+from simhash_hbase.cli.render import EXIT_SKIPPED, group, note
 from simhash_hbase.errors import InvalidInput
 from simhash_hbase.fingerprint.simhash import FingerprintParams
 from simhash_hbase.index.client import DEFAULT_K
@@ -41,11 +39,7 @@ if TYPE_CHECKING:
 
     from simhash_hbase.spark.jobs import Reading, Summary
 
-spark_app: typer.Typer = typer.Typer(
-    cls=_Group,
-    no_args_is_help=True,
-    help="Jobs on Apache Spark: corpus-wide dedup, and backfill of an HBase index.",
-)
+spark_app = group("Jobs on Apache Spark: corpus-wide dedup, and backfill of an HBase index.")
 
 InputsArg = Annotated[
     list[str],
@@ -74,23 +68,33 @@ PartitionsOpt = Annotated[
     int | None,
     typer.Option(help="Shuffle partitions. Default: Spark's default parallelism."),
 ]
+DedupOutputOpt = Annotated[
+    str, typer.Option("--output", "-o", help="Folder for pairs.{parquet,jsonl}/ and more.")
+]
+SparkClustersOpt = Annotated[
+    bool, typer.Option("--clusters", help="Also write clusters.{parquet,jsonl}/.")
+]
+TileOpt = Annotated[
+    int, typer.Option(help="Largest block compared by one unit of work (skew control).")
+]
+ReportOpt = Annotated[
+    str | None, typer.Option(help="Folder for duplicates.{parquet,jsonl}/: near-copies found.")
+]
+RejectsOpt = Annotated[
+    str, typer.Option(help="Folder for the bad records (JSONL: source, reason).")
+]
+BatchOpt = Annotated[int, typer.Option(help="Documents per write batch.")]
 
 
-def _session(master: str | None, conf: list[str] | None) -> SparkSession:
-    from simhash_hbase.spark.session import get_session, parse_conf
-
-    return get_session(master, parse_conf(conf or []))
-
-
-def _job_errors() -> AbstractContextManager[None]:
-    from simhash_hbase.spark.session import job_errors
-
-    return job_errors()
-
-
-def _reading(
-    paths: list[str], fmt: str, id_field: str, text_field: str, max_bytes: int, split_mb: int
+def reading(
+    paths: InputsArg,
+    fmt: SparkFormatOpt = "auto",
+    id_field: IdFieldOpt = "id",
+    text_field: TextFieldOpt = "text",
+    max_bytes: MaxBytesOpt = DEFAULT_MAX_BYTES,
+    split_mb: SplitOpt = inputs.DEFAULT_SPLIT_BYTES >> 20,
 ) -> Reading:
+    """The option group of what a Spark job reads and how it cuts it."""
     from simhash_hbase.spark.jobs import Reading
 
     if fmt not in inputs.FORMATS:
@@ -99,57 +103,56 @@ def _reading(
     return Reading(paths, fmt, opts, split_mb << 20)
 
 
+def session(master: MasterOpt = None, conf: ConfOpt = None) -> Callable[[], SparkSession]:
+    """The option group of the Spark session: started by the job, under its error
+    translation (PySpark is imported only then)."""
+
+    def start() -> SparkSession:
+        from simhash_hbase.spark.session import get_session, parse_conf
+
+        return get_session(master, parse_conf(conf or []))
+
+    return start
+
+
+def _job_errors() -> AbstractContextManager[None]:
+    from simhash_hbase.spark.session import job_errors
+
+    return job_errors()
+
+
 def _finish(summary: Summary, what: str) -> None:
-    err.print(what, highlight=False)
+    note(what)
     if summary.rejected:
-        err.print(
-            f"  {summary.rejected} bad records (source and reason) in {summary.rejects_path}",
-            highlight=False,
-            markup=False,
-        )
+        note(f"  {summary.rejected} bad records (source and reason) in {summary.rejects_path}")
         raise typer.Exit(EXIT_SKIPPED)
 
 
 @spark_app.command("dedup")
+@uses(source=reading, wanted=fingerprint_settings, spark=session)
 def dedup_cmd(
-    paths: InputsArg,
-    output: Annotated[
-        str, typer.Option("--output", "-o", help="Folder for pairs.{parquet,jsonl}/ and more.")
-    ],
-    as_clusters: Annotated[
-        bool, typer.Option("--clusters", help="Also write clusters.{parquet,jsonl}/.")
-    ] = False,
+    source: Reading,
+    *,
+    output: DedupOutputOpt,
+    as_clusters: SparkClustersOpt = False,
     k: KOpt = DEFAULT_K,
-    fmt: SparkFormatOpt = "auto",
-    id_field: IdFieldOpt = "id",
-    text_field: TextFieldOpt = "text",
-    max_bytes: MaxBytesOpt = DEFAULT_MAX_BYTES,
-    scheme: Annotated[str, typer.Option(help="5x10 or 4x4.")] = DEFAULT_SCHEME,
-    top_n: TopNOpt = None,
-    idf: IdfOpt = None,
-    features: FeaturesOpt = None,
-    ngram: NgramOpt = None,
-    master: MasterOpt = None,
-    conf: ConfOpt = None,
-    split_mb: SplitOpt = inputs.DEFAULT_SPLIT_BYTES >> 20,
+    scheme: BatchSchemeOpt = DEFAULT_SCHEME,
+    wanted: dict[str, Any],
+    spark: Callable[[], SparkSession],
     partitions: PartitionsOpt = None,
-    tile: Annotated[
-        int, typer.Option(help="Largest block compared by one unit of work (skew control).")
-    ] = DEFAULT_TILE,
+    tile: TileOpt = DEFAULT_TILE,
 ) -> None:
     """All near-duplicate pairs of the input, as `shdb dedup` finds them, on Spark."""
     from simhash_hbase.spark.jobs import dedup
 
-    reading = _reading(paths, fmt, id_field, text_field, max_bytes, split_mb)
-    params = FingerprintParams(**_wanted(top_n, idf, features, ngram))
     with _job_errors():
         summary = dedup(
-            _session(master, conf),
-            reading,
+            spark(),
+            source,
             output,
             scheme=get_scheme(scheme),
             k=k,
-            params=params,
+            params=FingerprintParams(**wanted),
             with_clusters=as_clusters,
             tile=tile,
             partitions=partitions,
@@ -163,44 +166,31 @@ def dedup_cmd(
 
 
 @spark_app.command("ingest")
+@uses(source=reading, wanted=fingerprint_settings, spark=session)
 def ingest_cmd(
-    paths: InputsArg,
+    source: Reading,
+    *,
     index: IndexOpt = None,
-    report: Annotated[
-        str | None,
-        typer.Option(help="Folder for duplicates.{parquet,jsonl}/: near-copies found."),
-    ] = None,
-    rejects: Annotated[
-        str, typer.Option(help="Folder for the bad records (JSONL: source, reason).")
-    ] = "shdb-spark-rejects",
+    report: ReportOpt = None,
+    rejects: RejectsOpt = "shdb-spark-rejects",
     k: KOpt = DEFAULT_K,
-    fmt: SparkFormatOpt = "auto",
-    id_field: IdFieldOpt = "id",
-    text_field: TextFieldOpt = "text",
-    max_bytes: MaxBytesOpt = DEFAULT_MAX_BYTES,
-    store_text: Annotated[bool, typer.Option(help="Keep the text in the docs table.")] = False,
+    store_text: StoreTextOpt = False,
     scheme: SchemeOpt = None,
-    top_n: TopNOpt = None,
-    idf: IdfOpt = None,
-    features: FeaturesOpt = None,
-    ngram: NgramOpt = None,
-    batch_size: Annotated[int, typer.Option(help="Documents per write batch.")] = 1000,
-    master: MasterOpt = None,
-    conf: ConfOpt = None,
-    split_mb: SplitOpt = inputs.DEFAULT_SPLIT_BYTES >> 20,
+    wanted: dict[str, Any],
+    batch_size: BatchOpt = 1000,
+    spark: Callable[[], SparkSession],
     partitions: PartitionsOpt = None,
 ) -> None:
     """Backfill an HBase index from Spark executors (same tables as `shdb ingest`)."""
     from simhash_hbase.spark.jobs import ingest
 
-    reading = _reading(paths, fmt, id_field, text_field, max_bytes, split_mb)
     with _job_errors():
         summary = ingest(
-            _session(master, conf),
-            reading,
+            spark(),
+            source,
             resolve_url(index),
             scheme=scheme,
-            params=_wanted(top_n, idf, features, ngram),
+            params=wanted,
             store_text=store_text,
             report=report,
             k=k,

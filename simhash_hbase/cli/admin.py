@@ -1,0 +1,90 @@
+"""Looking after an index and its inputs: `shdb remove`, `verify`, `schema`, `idf build`."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Annotated
+
+import typer
+
+from simhash_hbase.cli.options import IdsArg, IndexOpt, JsonOpt, PathsArg, source_options, uses
+from simhash_hbase.cli.render import (
+    EXIT_NO_MATCH,
+    EXIT_SKIPPED,
+    echo_json,
+    group,
+    note,
+    print_missing,
+    print_skips,
+    table,
+)
+from simhash_hbase.errors import InvalidInput
+from simhash_hbase.index.client import SimhashIndex
+from simhash_hbase.jobs.idf import build_idf_file
+from simhash_hbase.jobs.ingest import check_output
+from simhash_hbase.jobs.verify import verify
+from simhash_hbase.store.hbase_tables import shell_script
+from simhash_hbase.text.readers import SourceOptions, check_paths
+
+RepairOpt = Annotated[bool, typer.Option(metavar="", help="Fix what is found and report counts.")]
+PrefixOpt = Annotated[str, typer.Option(metavar="NAME", help="Table name prefix.")]
+TableOutputOpt = Annotated[
+    str, typer.Option("--output", "-o", metavar="FILE", help="Where to write the table.")
+]
+
+
+def remove_cmd(doc_ids: IdsArg, index: IndexOpt = None, as_json: JsonOpt = False) -> None:
+    """Delete documents by ID, with all their index rows. Exit 1 if an id was not there."""
+    with SimhashIndex.open(index, create=False) as ix:
+        missing = [doc_id for doc_id in doc_ids if not ix.remove(doc_id)]
+    if as_json:
+        echo_json({"removed": [d for d in doc_ids if d not in missing], "missing": missing})
+    print_missing(missing)
+    note(f"removed {len(doc_ids) - len(missing)} of {len(doc_ids)}")
+    if missing:
+        raise typer.Exit(EXIT_NO_MATCH)
+
+
+def verify_cmd(index: IndexOpt = None, repair: RepairOpt = False, as_json: JsonOpt = False) -> None:
+    """Check that every document has all its index rows and no row is stale.
+
+    Exit 0 when clean (or repaired), 1 when problems were found and left alone.
+    """
+    with SimhashIndex.open(index, readonly=not repair) as ix:
+        report = verify(ix, repair=repair)
+    fields = {k: v for k, v in dataclasses.asdict(report).items() if k != "examples"}
+    fields["clean"] = report.clean
+    if as_json:
+        echo_json({**fields, "examples": report.examples})
+    else:
+        table(("check", "value"), fields.items())
+        for example in report.examples:
+            note(f"  {example}")
+    if not report.clean and not report.repaired:
+        raise typer.Exit(EXIT_NO_MATCH)
+
+
+def schema_cmd(prefix: PrefixOpt = "shdb") -> None:
+    """Print the hbase shell script that creates the tables exactly as the schema/
+    folder at the top of the repository defines them (hbase-tables.json)."""
+    typer.echo(shell_script(prefix), nl=False)
+
+
+idf_app = group("IDF tables for your own domain.")
+
+
+@idf_app.command("build")
+@uses(source=source_options)
+def idf_build_cmd(paths: PathsArg, *, output: TableOutputOpt, source: SourceOptions) -> None:
+    """Build an IDF table (ln N/df over jieba terms) from the corpus at each PATH;
+    use it with `ingest --idf`.
+    Exit 3 when records were skipped (listed)."""
+    check_paths(paths)
+    check_output("--output", output, paths)
+    if output == "-":
+        raise InvalidInput("--output -: the table goes to a file")
+    terms, skipped = build_idf_file(paths, source, output)
+    note(f"wrote {terms} terms to {output}, skipped {len(skipped)}")
+    print_skips(skipped)
+    if skipped:
+        raise typer.Exit(EXIT_SKIPPED)

@@ -1,0 +1,279 @@
+"""Every `shdb` option, defined once: typer ``Annotated`` aliases and option groups.
+
+A command names the aliases it takes. Options that always travel together (the
+fingerprint settings, where and how records are read) are *groups*: a function
+whose parameters are the options and whose result is the value the library wants.
+:func:`uses` puts a group's options into a command's signature in place of one
+parameter, so the block is written here and nowhere else.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from collections.abc import Callable, Container
+from dataclasses import dataclass
+from typing import Annotated, Any, TypeVar
+
+import typer
+
+from simhash_hbase.errors import InvalidInput
+from simhash_hbase.fingerprint.probes import DEFAULT_QUERY_PROBES
+from simhash_hbase.fingerprint.simhash import DEFAULT_VERSION, load_idf_file
+from simhash_hbase.layout.scheme import DEFAULT_SCHEME
+from simhash_hbase.records import MAX_LIMIT
+from simhash_hbase.text.readers import (
+    DEFAULT_MAX_BYTES,
+    MAX_MAX_BYTES,
+    SourceOptions,
+    read_text_file,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+AS_BUILT = "Default: what the index was built with (a new index: {})."
+IndexOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--index",
+        "-i",
+        metavar="URL",
+        help="Index: a folder (embedded; file://FOLDER too) or hbase://HOST:PORT?prefix=NAME. "
+        "Default: $SHDB_INDEX, then ./shdb-index.",
+        show_default=False,
+    ),
+]
+KOpt = Annotated[
+    int, typer.Option("-k", metavar="K", help="Largest Hamming distance that counts as a match.")
+]
+JsonOpt = Annotated[bool, typer.Option("--json", metavar="", help="Print JSON instead of a table.")]
+SchemeOpt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="5x10|4x4",
+        help="Index scheme. " + AS_BUILT.format(DEFAULT_SCHEME),
+        show_default=False,
+    ),
+]
+#: The scheme of a batch job that builds no index.
+BatchSchemeOpt = Annotated[str, typer.Option(metavar="5x10|4x4", help="Pigeonhole scheme.")]
+TopNOpt = Annotated[
+    int | None,
+    typer.Option("--top-n", metavar="N", help="Terms per fingerprint. " + AS_BUILT.format(16)),
+]
+IdfOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--idf",
+        metavar="FILE",
+        help="IDF table ('term idf' lines) instead of jieba's; kept inside the index. "
+        + AS_BUILT.format("jieba's"),
+    ),
+]
+FeaturesOpt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="words|chars",
+        help="words: jieba TF-IDF terms; chars: character n-grams by count, which "
+        "recalled less than words on short texts too (docs/quality.md). "
+        + AS_BUILT.format("words"),
+        show_default=False,
+    ),
+]
+NgramOpt = Annotated[
+    int | None,
+    typer.Option(metavar="N", help="n-gram length with --features chars. " + AS_BUILT.format(2)),
+]
+VersionOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--fingerprint-version",
+        metavar="1|2",
+        help="1: the original recipe; 2: NFKC text, no pure numbers or 1-letter ASCII "
+        "terms, weights count^1.75 x IDF capped at a fifth of the total (docs/quality.md). "
+        + AS_BUILT.format(DEFAULT_VERSION),
+        show_default=False,
+    ),
+]
+FoldOpt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="none|t2s",
+        help="t2s: fold Traditional to Simplified Chinese first (version 2, OpenCC). "
+        + AS_BUILT.format("none"),
+        show_default=False,
+    ),
+]
+ProbesOpt = Annotated[
+    int,
+    typer.Option(
+        metavar="P",
+        help="Multi-probe: also search the text's fingerprint with its weakest bits "
+        "flipped, P flip sets (0..64; docs/quality.md). Needs text, not fingerprints.",
+    ),
+]
+LimitOpt = Annotated[
+    int,
+    typer.Option(
+        "--limit",
+        metavar="N",
+        help=f"Matches shown per document (1..{MAX_LIMIT:,}), nearest first; all are counted "
+        "(exactly, or as a lower bound said as '>= N' when a hot index row was read "
+        "only as far as the shown matches needed).",
+    ),
+]
+QueryProbesOpt = Annotated[
+    int | None,
+    typer.Option(
+        metavar="P",
+        help=f"Multi-probe: also search the text's fingerprint with its weakest bits "
+        f"flipped, P flip sets (0..64; default {DEFAULT_QUERY_PROBES} for text, the most "
+        "recall within 4x the scans in docs/quality.md; hits then lie within k+3). "
+        "0 is the exact k-search; --fingerprint cannot probe.",
+    ),
+]
+PathsArg = Annotated[list[str], typer.Argument(metavar="PATH", hidden=True)]
+IdsArg = Annotated[list[str], typer.Argument(metavar="ID", hidden=True)]
+FormatOpt = Annotated[
+    str,
+    typer.Option(
+        "--format",
+        metavar="FORMAT",
+        help="auto|text|jsonl|csv|html (auto: by file suffix; a text file that starts "
+        "like an HTML page is read as HTML: its visible text, no markup or navigation).",
+    ),
+]
+IdFieldOpt = Annotated[str, typer.Option(metavar="NAME", help="JSONL/CSV field holding the id.")]
+TextFieldOpt = Annotated[
+    str, typer.Option(metavar="NAME", help="JSONL/CSV field holding the text.")
+]
+MaxBytesOpt = Annotated[
+    int,
+    typer.Option(
+        metavar="BYTES",
+        help=f"Largest document (JSONL line, CSV record, file) accepted (at most {MAX_MAX_BYTES}).",
+    ),
+]
+WorkersOpt = Annotated[int, typer.Option(metavar="N", help="Fingerprinting processes.")]
+StoreTextOpt = Annotated[bool, typer.Option(metavar="", help="Keep the text in the docs table.")]
+FingerprintsOpt = Annotated[
+    bool,
+    typer.Option(metavar="", help="Input lines are HEX or ID<TAB>HEX fingerprints, not documents."),
+]
+TextArg = Annotated[str | None, typer.Argument(metavar="TEXT", hidden=True)]
+FileOpt = Annotated[
+    str | None,
+    typer.Option("--file", "-f", metavar="FILE", help="Read the text from FILE (- = stdin)."),
+]
+ClustersOpt = Annotated[
+    bool,
+    typer.Option(
+        "--clusters",
+        metavar="",
+        help="Print the groups of near-copies (connected components of all pairs, "
+        "exact), one JSON list of ids per group, instead of each document's matches.",
+    ),
+]
+
+
+# -- option groups --------------------------------------------------------------
+def fingerprint_settings(
+    top_n: TopNOpt = None,
+    idf: IdfOpt = None,
+    features: FeaturesOpt = None,
+    ngram: NgramOpt = None,
+    fingerprint_version: VersionOpt = None,
+    fold: FoldOpt = None,
+) -> dict[str, Any]:
+    """The fingerprint settings given on the command line, and only those (the
+    index's manifest supplies the rest, or the defaults for a new index)."""
+    wanted: dict[str, Any] = {
+        "top_n": top_n,
+        "features": features,
+        "ngram": ngram,
+        "version": fingerprint_version,
+        "fold": fold,
+    }
+    if idf is not None:
+        wanted["idf"] = load_idf_file(idf).digest
+    return {k: v for k, v in wanted.items() if v is not None}
+
+
+def source_options(
+    fmt: FormatOpt = "auto",
+    id_field: IdFieldOpt = "id",
+    text_field: TextFieldOpt = "text",
+    max_bytes: MaxBytesOpt = DEFAULT_MAX_BYTES,
+) -> SourceOptions:
+    """How records are read from files, folders and stdin."""
+    return SourceOptions(fmt, id_field, text_field, max_bytes)
+
+
+@dataclass(frozen=True)
+class TextInput:
+    """One text given as an argument or read from a file (or stdin)."""
+
+    text: str | None
+    file: str | None
+    max_bytes: int
+
+    @property
+    def given(self) -> bool:
+        return (self.text, self.file) != (None, None)
+
+    def read(self) -> str:
+        if self.file is not None and self.text is None:
+            return read_text_file(self.file, self.max_bytes)
+        if self.text is not None and self.file is None:
+            return self.text
+        raise InvalidInput("give exactly one of TEXT or --file (- reads stdin)")
+
+
+def text_input(
+    text: TextArg = None, file: FileOpt = None, max_bytes: MaxBytesOpt = DEFAULT_MAX_BYTES
+) -> TextInput:
+    """The text a command works on: TEXT, or --file (- = stdin)."""
+    return TextInput(text, file, max_bytes)
+
+
+def uses(**groups: Callable[..., Any]) -> Callable[[F], F]:
+    """Replace each parameter named in ``groups`` by that group's options.
+
+    The command then receives the group's result under the parameter's name. All
+    parameters become keyword-only (click passes them by name), so the order of
+    defaults does not matter and ``--help`` lists the options where the group stands.
+    """
+
+    def decorate(command: F) -> F:
+        members = {name: _parameters(build) for name, build in groups.items()}
+        params: list[inspect.Parameter] = []
+        for param in _parameters(command, skip=members):
+            params += members.get(param.name, [param])
+        names = [p.name for p in params]
+        assert len(names) == len(set(names)), f"option names collide in {command.__name__}"
+
+        @functools.wraps(command)
+        def run(**kwargs: Any) -> Any:
+            for name, build in groups.items():
+                taken = {p.name: kwargs.pop(p.name) for p in members[name]}
+                kwargs[name] = build(**taken)
+            return command(**kwargs)
+
+        keyword = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY) for p in params]
+        run.__signature__ = inspect.Signature(keyword)  # type: ignore[attr-defined]
+        run.__annotations__ = {p.name: p.annotation for p in params}
+        del run.__wrapped__  # typer must read the new signature, not the command's
+        return run  # type: ignore[return-value]
+
+    return decorate
+
+
+def _parameters(function: Callable[..., Any], skip: Container[str] = ()) -> list[inspect.Parameter]:
+    """The parameters of ``function`` with their annotations evaluated, but for those
+    in ``skip`` (a group's result type may be imported for type checking only)."""
+    params = []
+    for param in inspect.signature(function).parameters.values():
+        if isinstance(param.annotation, str) and param.name not in skip:
+            param = param.replace(annotation=eval(param.annotation, function.__globals__))
+        params.append(param)
+    return params

@@ -1,0 +1,169 @@
+"""Reading an index: `shdb query`, `fingerprint`, `get` and `stats`."""
+
+from __future__ import annotations
+
+import json
+from typing import Annotated, Any
+
+import typer
+
+from simhash_hbase.cli.options import (
+    IdsArg,
+    IndexOpt,
+    JsonOpt,
+    KOpt,
+    LimitOpt,
+    QueryProbesOpt,
+    TextInput,
+    fingerprint_settings,
+    text_input,
+    uses,
+)
+from simhash_hbase.cli.render import (
+    EXIT_NO_MATCH,
+    doc_json,
+    echo_json,
+    note,
+    predicate,
+    print_missing,
+    table,
+)
+from simhash_hbase.errors import InvalidInput
+from simhash_hbase.fingerprint.probes import DEFAULT_QUERY_PROBES
+from simhash_hbase.fingerprint.simhash import Fingerprinter, FingerprintParams
+from simhash_hbase.index.client import DEFAULT_K, SimhashIndex
+from simhash_hbase.records import (
+    DEFAULT_LIMIT,
+    Match,
+    Matches,
+    check_limit,
+    fingerprint_to_hex,
+    parse_fingerprint_hex,
+)
+
+FingerprintOpt = Annotated[
+    str | None,
+    typer.Option(metavar="HEX", help="Look up a 64-bit hex fingerprint instead of text."),
+]
+TermsOpt = Annotated[bool, typer.Option(metavar="", help="Also print the weighted terms used.")]
+
+
+@uses(given=text_input, wanted=fingerprint_settings)
+def query_cmd(
+    *,
+    given: TextInput,
+    wanted: dict[str, Any],
+    fingerprint: FingerprintOpt = None,
+    k: KOpt = DEFAULT_K,
+    index: IndexOpt = None,
+    as_json: JsonOpt = False,
+    probes: QueryProbesOpt = None,
+    limit: LimitOpt = DEFAULT_LIMIT,
+) -> None:
+    """Near-copies of TEXT (or --file, --fingerprint) held in the index, nearest
+    first: a table of distance, fingerprint and id, at most --limit rows, and how
+    many there are in all (--json: {"matches": [...], "total", "total_exact"}).
+    Exit 1 if none."""
+    if fingerprint is not None and given.given:
+        raise InvalidInput("give exactly one of TEXT, --file or --fingerprint")
+    check_limit(limit)
+    if fingerprint is not None and probes:
+        raise InvalidInput(
+            "--fingerprint cannot be probed: which bits are weak comes from the text's "
+            "term weights; query with TEXT or --file to use --probes"
+        )
+    query_fp = parse_fingerprint_hex(fingerprint) if fingerprint is not None else None
+    body = given.read() if query_fp is None else ""
+    probe = 0 if query_fp is not None else DEFAULT_QUERY_PROBES if probes is None else probes
+    with SimhashIndex.open(index, readonly=True, params=wanted) as ix:
+        if query_fp is not None:
+            matches = ix.query_fingerprint(query_fp, k, limit=limit)
+        else:
+            matches = ix.query(body, k, probes=probe, limit=limit)
+    _print_matches(matches, predicate(k, ix.lsh if query_fp is None else None, probe), as_json)
+    if not matches:
+        raise typer.Exit(EXIT_NO_MATCH)
+
+
+def _print_matches(matches: Matches, rule: str, as_json: bool) -> None:
+    if as_json:
+        echo_json(matches.to_json())
+    elif matches:
+        table(("distance", "similarity", "fingerprint", "id"), (_row(m) for m in matches))
+        more = "" if matches.total_exact else ">= "
+        note(f"{len(matches)} shown of {more}{matches.total} matches ({rule})")
+
+
+def _row(m: Match) -> tuple[object, ...]:
+    similarity = "-" if m.similarity is None else m.similarity
+    return (m.distance, similarity, fingerprint_to_hex(m.fingerprint), m.doc_id)
+
+
+@uses(given=text_input, wanted=fingerprint_settings)
+def fingerprint_cmd(
+    *,
+    given: TextInput,
+    terms: TermsOpt = False,
+    index: IndexOpt = None,
+    as_json: JsonOpt = False,
+    wanted: dict[str, Any],
+) -> None:
+    """The 64-bit SimHash of TEXT (or --file) as 16 hex digits, made as the index
+    (-i) or the options say (default: a new index's settings)."""
+    body = given.read()
+    if index is not None:
+        with SimhashIndex.open(index, readonly=True, params=wanted) as ix:
+            fp = ix.fingerprinter
+    else:
+        fp = Fingerprinter(FingerprintParams(**wanted))
+    value = fingerprint_to_hex(fp.fingerprint(body))
+    weighted = fp.weighted_terms(body) if terms else []
+    if as_json:
+        row: dict[str, Any] = {"fingerprint": value}
+        if terms:
+            row["terms"] = [{"term": t, "weight": round(w, 6)} for t, w in weighted]
+        echo_json(row)
+        return
+    typer.echo(value)
+    if terms:
+        table(("weight", "term"), ((f"{w:.3f}", t) for t, w in weighted))
+
+
+def stats_cmd(index: IndexOpt = None, as_json: JsonOpt = False) -> None:
+    """Documents, index cells, disk use and the settings of an index."""
+    with SimhashIndex.open(index, readonly=True) as ix:
+        stats = ix.stats()
+    if as_json:
+        echo_json(stats, indent=2)
+        return
+    flat = {k: v for k, v in stats.items() if not isinstance(v, dict)}
+    flat.update({f"fingerprint.{k}": v for k, v in stats.get("fingerprint", {}).items()})
+    table(("stat", "value"), flat.items())
+
+
+def get_cmd(doc_ids: IdsArg, index: IndexOpt = None, as_json: JsonOpt = False) -> None:
+    """Stored documents by ID: a table of id, fingerprint, text and meta (--json: one
+    JSON object per line). Exit 1 if an id is not held."""
+    with SimhashIndex.open(index, readonly=True) as ix:
+        found = ix.get_many(doc_ids)
+    docs = [found[d] for d in doc_ids if d in found]
+    if as_json:
+        for doc in docs:
+            echo_json(doc_json(doc))
+    elif docs:
+        table(
+            ("id", "fingerprint", "text", "meta"),
+            (
+                (
+                    d.doc_id,
+                    fingerprint_to_hex(d.fingerprint),
+                    json.dumps(d.text, ensure_ascii=False),
+                    json.dumps(d.meta, ensure_ascii=False),
+                )
+                for d in docs
+            ),
+        )
+    missing = [d for d in doc_ids if d not in found]
+    print_missing(missing)
+    if missing:
+        raise typer.Exit(EXIT_NO_MATCH)

@@ -1,0 +1,242 @@
+"""What `shdb` prints: messages, hints, exit codes, tables and JSON rows.
+
+This module owns every hint and every exit code; the library below speaks
+neutrally and carries structured details in its exceptions.
+
+Exit codes: 0 success (for `query`: matches found), 1 `query` found nothing,
+`get`/`remove` missed an id, or `verify` found problems, 2 error (bad usage,
+bad input with --on-error fail, store down), 3 finished but skipped records
+(listed), 130 interrupted (Ctrl-C).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, TextIO
+
+import typer
+from rich.console import Console
+from typer.core import TyperGroup
+
+from simhash_hbase.errors import (
+    IndexNotFound,
+    InvalidQuery,
+    InvalidSetting,
+    ManifestMismatch,
+    RejectedRecord,
+    ShdbError,
+    StoreError,
+    StoreUnavailable,
+)
+from simhash_hbase.fingerprint.minhash import MinHashParams
+from simhash_hbase.fingerprint.probes import bound
+from simhash_hbase.index.manifest import ENVIRONMENT
+from simhash_hbase.records import BadRecord, Document, Problem, fingerprint_to_hex
+
+EXIT_NO_MATCH = 1
+EXIT_SKIPPED = 3
+EXIT_INTERRUPTED = 130
+EXIT_BROKEN_PIPE = 141
+_SHOWN_SKIPS = 20
+
+#: Library setting names -> the flag that sets them.
+FLAGS = {
+    "scheme": "--scheme",
+    "top_n": "--top-n",
+    "idf": "--idf",
+    "features": "--features",
+    "ngram": "--ngram",
+    "seed": "--seed",
+    "format": "--format",
+    "max_bytes": "--max-bytes",
+    "batch_size": "--batch-size",
+    "workers": "--workers",
+}
+
+#: What to do about a skipped record, by kind.
+PROBLEM_HINTS = {
+    Problem.TOO_LARGE: "raise --max-bytes or split the document",
+    Problem.NOT_UTF8: "re-encode it as UTF-8 (from GBK: iconv -f GB18030 -t UTF-8)",
+    Problem.MISSING_FIELD: "set --id-field/--text-field",
+    Problem.WRONG_TYPE: "make it a JSON string",
+    Problem.MALFORMED: "fix or remove the record",
+    Problem.BAD_ID: "ids are 1 to 1024 bytes of UTF-8 (hash longer ones, e.g. URLs)",
+    Problem.UNREADABLE: "check its permissions",
+}
+
+err = Console(stderr=True, soft_wrap=True)
+
+
+def hint(exc: ShdbError) -> str | None:
+    """What the user can do about ``exc``, in flag names."""
+    if isinstance(exc, IndexNotFound):
+        return f"create it with `shdb ingest --index {exc.url} PATH...`"
+    if isinstance(exc, StoreUnavailable):
+        return "is HBase running? (`scripts/hbase start`, see README); check the host and port"
+    if isinstance(exc, ManifestMismatch):
+        return _mismatch_hint(exc)
+    if isinstance(exc, RejectedRecord):
+        what = PROBLEM_HINTS.get(Problem(exc.problem))
+        return f"{what}; or --on-error skip to go on" if what else "--on-error skip to go on"
+    if isinstance(exc, InvalidQuery) and exc.max_k is not None:
+        return f"give -k between 0 and {exc.max_k}"
+    if isinstance(exc, StoreError) and "corrupt" in str(exc):
+        return "`shdb verify --repair` may fix it"
+    return None
+
+
+def _mismatch_hint(exc: ManifestMismatch) -> str | None:
+    given = [FLAGS[n] for n, _, _ in exc.differences if n in FLAGS]
+    if given:
+        return (
+            f"leave out {', '.join(given)} to use the index's own settings, or write to a new index"
+        )
+    if any(n in ENVIRONMENT for n, _, _ in exc.differences):
+        return "the index was built by another version of shdb or jieba; rebuild it"
+    return None
+
+
+def message(exc: ShdbError) -> str:
+    """The error text, prefixed with the flag that set a bad setting."""
+    if isinstance(exc, InvalidSetting) and exc.setting in FLAGS:
+        return f"{FLAGS[exc.setting]}: {exc}"
+    return str(exc)
+
+
+def error(text: str, advice: str | None = None) -> None:
+    """``shdb: error: ...`` (and a hint line) on stderr."""
+    typer.echo(f"shdb: error: {text}", err=True)
+    if advice:
+        typer.echo(f"hint: {advice}", err=True)
+
+
+# click's exception classes, reached through typer's public ones (newer typer
+# vendors click, so `import click` would be another copy).
+_UsageError: type[Exception] = typer.BadParameter.__mro__[1]
+_ClickException: type[Exception] = typer.BadParameter.__mro__[2]
+
+
+class Group(TyperGroup):
+    """The one place where errors become a message, a hint and an exit code."""
+
+    def invoke(self, ctx: Any) -> Any:  # click's Context (vendored by newer typer)
+        try:
+            return super().invoke(ctx)
+        except ShdbError as exc:
+            error(message(exc), hint(exc))
+            raise typer.Exit(exc.exit_code) from None
+        except BrokenPipeError:  # e.g. `shdb ... | head -1`: say so where it can be read
+            sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the flush at exit must not fail
+            error("the output was closed before shdb finished (broken pipe)")
+            raise typer.Exit(EXIT_BROKEN_PIPE) from None
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """Usage errors in the same voice as the rest: ``shdb: error: ...``."""
+        standalone = kwargs.pop("standalone_mode", True)
+        kwargs["standalone_mode"] = False
+        try:
+            code = super().main(*args, **kwargs)
+        except _ClickException as exc:
+            code = _usage_error(exc)
+        except typer.Abort:
+            error("interrupted")
+            code = EXIT_INTERRUPTED
+        if not standalone:
+            return code
+        sys.exit(code or 0)
+
+
+def _usage_error(exc: Any) -> int:
+    ctx = getattr(exc, "ctx", None)
+    if type(exc).__name__ == "NoArgsIsHelpError" and ctx is not None:
+        typer.echo(ctx.get_help())
+        return 0
+    advice = f"see `{ctx.command_path} --help`" if ctx is not None else None
+    error(exc.format_message(), advice if isinstance(exc, _UsageError) else None)
+    return int(exc.exit_code)
+
+
+def group(help_text: str) -> typer.Typer:
+    """A command group (``shdb idf``, ``shdb spark``) with the same error handling."""
+    return typer.Typer(cls=Group, no_args_is_help=True, rich_markup_mode=None, help=help_text)
+
+
+# -- output files ---------------------------------------------------------------
+def excluded(path: str | None) -> list[Path]:
+    """An output file, which a folder input must not read back."""
+    return [Path(path)] if path not in (None, "-") else []
+
+
+@contextmanager
+def open_output(path: str) -> Iterator[TextIO]:
+    if path == "-":
+        yield sys.stdout
+    else:
+        with open(path, "w", encoding="utf-8") as f:
+            yield f
+
+
+# -- rows -------------------------------------------------------------------------
+def table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
+    """Human output: tab-separated columns under a header line."""
+    typer.echo("\t".join(header))
+    for row in rows:
+        typer.echo("\t".join(str(cell) for cell in row))
+
+
+def dumps(value: Any, **kwargs: Any) -> str:
+    """JSON as people read it: Chinese text as itself, not \\u escapes."""
+    return json.dumps(value, ensure_ascii=False, **kwargs)
+
+
+def echo_json(value: Any, **kwargs: Any) -> None:
+    typer.echo(dumps(value, **kwargs))
+
+
+def note(text: str) -> None:
+    """A line for the person at the terminal (stderr), printed as is."""
+    err.print(text, markup=False, highlight=False)
+
+
+def predicate(k: int, lsh: MinHashParams | None, probes: int = 0) -> str:
+    """The match rule in words, for summaries (layout.nets.is_match; docs/nets.md)."""
+    near = f"k<={k}"
+    if probes:
+        near = f"k<={k}, or distance<={bound(k, probes)} with one of {probes} probes within {k}"
+    if lsh is None:
+        return near
+    return f"{near} (and similarity>={lsh.floor}), or similarity>={lsh.threshold}"
+
+
+def doc_json(doc: Document) -> dict[str, Any]:
+    return {
+        "id": doc.doc_id,
+        "fingerprint": fingerprint_to_hex(doc.fingerprint),
+        "text": doc.text,
+        "meta": doc.meta,
+    }
+
+
+def skip_json(bad: BadRecord) -> dict[str, Any]:
+    return {"where": bad.where, "reason": bad.reason, "problem": bad.problem.value}
+
+
+def print_skips(skipped: list[BadRecord], unlisted: int = 0) -> None:
+    """The first skipped records with what to do about each, then a count of the rest."""
+    for bad in skipped[:_SHOWN_SKIPS]:
+        advice = PROBLEM_HINTS.get(bad.problem)
+        note(f"  skipped {bad.where}: {bad.reason}" + (f"; {advice}" if advice else ""))
+    more = len(skipped) - _SHOWN_SKIPS + unlisted
+    if more > 0:
+        note(f"  ... and {more} more skipped records (--json lists them)")
+
+
+def print_missing(missing: list[str]) -> None:
+    """Ids asked for and not held, one line each on stderr."""
+    for doc_id in missing:
+        note(f"not found: {doc_id}")
