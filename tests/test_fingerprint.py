@@ -84,9 +84,9 @@ def test_small_edit_moves_few_bits(fp: Fingerprinter) -> None:
 
 def test_top_n_changes_the_fingerprint_and_is_validated() -> None:
     text = "".join(PINNED)
-    assert Fingerprinter(FingerprintParams(top_n=3)).fingerprint(
-        text
-    ) != Fingerprinter(V1).fingerprint(text)
+    assert Fingerprinter(FingerprintParams(top_n=3)).fingerprint(text) != Fingerprinter(
+        V1
+    ).fingerprint(text)
     assert len(Fingerprinter(FingerprintParams(top_n=3)).weighted_terms(text)) == 3
     with pytest.raises(InvalidInput, match="top_n must be an integer in 1"):
         Fingerprinter(FingerprintParams(top_n=0))

@@ -50,9 +50,9 @@ class CountingScans:
         self._store = store
         self.calls: list[list[list[bytes]]] = []
 
-    def scan_prefixes_many(self, prefix_lists: list[list[bytes]]) -> object:
+    def scan_prefixes_many(self, prefix_lists: list[list[bytes]], row_cap: int | None) -> object:
         self.calls.append([list(p) for p in prefix_lists])
-        return self._store.scan_prefixes_many(prefix_lists)  # type: ignore[attr-defined]
+        return self._store.scan_prefixes_many(prefix_lists, row_cap)  # type: ignore[attr-defined]
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._store, name)

@@ -149,8 +149,8 @@ def test_batch_queries_equal_single_queries_and_brute_force(
         SimhashIndex.open(f"{tmp}/ix", scheme=scheme) as index,
     ):
         index.add_documents([Document(i, fp) for i, fp in fps.items()])
-        batch = index.query_fingerprints(qs, k)
-        assert batch == [index.query_fingerprint(q, k) for q in qs]
+        batch = index.query_fingerprints(qs, k, limit=None)
+        assert batch == [index.query_fingerprint(q, k, limit=None) for q in qs]
     for q, got in zip(qs, batch):
         dists = np.bitwise_count(arr ^ np.uint64(q))
         want = sorted((int(d), ids[i]) for i, d in enumerate(dists) if d <= k)

@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
@@ -160,3 +162,29 @@ def test_batched_scans_of_many_prefixes_are_exact(store: Store) -> None:
     expected = [[c for p in prefixes for c in cells if c[0][:5] == p] for prefixes in lists[:-1]]
     assert [sorted(g) for g in got[:-1]] == [sorted(e) for e in expected]
     assert sorted(got[-1]) == sorted(2 * cells[3000:] + [cells[0]])
+
+
+@settings(
+    max_examples=15, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(st.tuples(st.integers(0, 3), st.integers(0, 40)), min_size=1, max_size=40),
+    st.integers(1, 6),
+)
+def test_a_row_cap_gives_each_row_its_smallest_ids(
+    store: Store, placed: list[tuple[int, int]], cap: int
+) -> None:
+    """Hot rows: with ``row_cap`` each row key gives its ``cap`` smallest ids (id
+    byte order), no other cell; :meth:`row_sizes` counts a row, or is None."""
+    prefix = codec.encode_prefix(0x5151_5100, 3)
+    rows = [prefix + codec.fingerprint_to_bytes(0xABC0 + r) for r in range(4)]
+    cells = sorted({(rows[r], f"r{r}-{i:02d}") for r, i in placed})  # an id: one fingerprint
+    with store.batch() as batch:  # what earlier examples left under this prefix goes first
+        batch.delete_index(store.scan_prefixes([prefix]))
+        batch.put_index(cells)
+    (got,) = store.scan_prefixes_many([[prefix]], row_cap=cap)
+    want = [c for row in rows for c in sorted(c for c in cells if c[0] == row)[:cap]]
+    assert sorted(got) == want
+    sizes = store.row_sizes(rows)
+    if sizes is not None:
+        assert sizes == {row: sum(c[0] == row for c in cells) for row in rows}

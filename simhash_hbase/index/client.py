@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import islice
@@ -558,18 +559,23 @@ class SimhashIndex:
         check_limit(limit)
         fps = [check_fingerprint(fp) for fp in fps]
         if len(fps) > _SCALAR_MAX:
-            hits, candidates = self._near_many(fps, k)
+            hits, cells = self._near_many(fps, k, limit)
+            cut = _cut_rows(cells, limit)
+            candidates = len(cells)
         else:
-            found = self._store.scan_prefixes_many(self._prefixes(fps))
+            found = self._store.scan_prefixes_many(self._prefixes(fps), row_cap=limit)
             hits = [_near(fp, cells, k) for fp, cells in zip(fps, found)]
+            cut = _cut_rows([c for cells in found for c in cells], limit)
             candidates = sum(map(len, found))
         self.cost.queries += len(fps)
         self.cost.scans += len(fps) * self.scheme.rows_per_fingerprint
         self.cost.candidates += candidates
-        return self._confirm(hits, limit)
+        return self._confirm(hits, limit, cut)
 
-    def _near_many(self, fps: list[int], k: int) -> tuple[list[dict[tuple[str, int], int]], int]:
-        """:func:`_near` of many queries, and their candidates counted per query.
+    def _near_many(
+        self, fps: list[int], k: int, row_cap: int | None
+    ) -> tuple[list[dict[tuple[str, int], int]], list[IndexCell]]:
+        """:func:`_near` of many queries, and the cells their scans read.
 
         The batch's distinct prefixes go to the store as one list in key order
         (each seek then descends through pages the one before has just read),
@@ -579,10 +585,12 @@ class SimhashIndex:
         arr = np.array(fps, dtype=np.uint64)
         values = codec.prefix_values(self.scheme.fields_many(arr)).reshape(-1)
         unique, inverse = np.unique(values, return_inverse=True)
-        cells = self._store.scan_prefixes(codec.encode_prefix_values(unique))
+        (cells,) = self._store.scan_prefixes_many(
+            [codec.encode_prefix_values(unique)], row_cap=row_cap
+        )
         hits: list[dict[tuple[str, int], int]] = [{} for _ in fps]
         if not cells:
-            return hits, 0
+            return hits, cells
         rows = np.frombuffer(b"".join([row for row, _ in cells]), dtype=codec.ROWKEY_DTYPE)
         slot = np.searchsorted(unique, codec.rowkey_prefix_values(rows))  # each cell's prefix
         # The queries holding distinct prefix u are owners[start[u] : start[u + 1]].
@@ -600,7 +608,7 @@ class SimhashIndex:
             cell[keep].tolist(), query[keep].tolist(), cands[keep].tolist(), dists[keep].tolist()
         ):
             hits[q][(cells[c][1], cand)] = dist
-        return hits, len(cell)
+        return hits, cells
 
     def query_probed(
         self,
@@ -641,10 +649,11 @@ class SimhashIndex:
         if nets:
             assert sketches is not None
             return self._query_nets(lists, prefix_lists, sketches, k, limit)
-        found = self._store.scan_prefixes_many(prefix_lists)
+        found = self._store.scan_prefixes_many(prefix_lists, row_cap=limit)
         self.cost.queries += len(lists)
         self.cost.scans += sum(map(len, prefix_lists))
         self.cost.candidates += sum(map(len, found))
+        cut = _cut_rows([c for cells in found for c in cells], limit)
         hits: list[dict[tuple[str, int], int]] = []
         for probes, cells in zip(lists, found):
             fp, flipped, widest = probes[0], probes[1:], bound(k, len(probes) - 1)
@@ -657,7 +666,7 @@ class SimhashIndex:
                 ):
                     near[(doc_id, cand)] = dist
             hits.append(near)
-        return self._confirm(hits, limit)
+        return self._confirm(hits, limit, cut)
 
     def _query_nets(
         self,
@@ -674,10 +683,13 @@ class SimhashIndex:
         for prefixes, (_, bands) in zip(prefix_lists, sketches):
             if bands is not None:
                 prefixes += codec.band_prefixes(bands, first)
-        found = self._store.scan_prefixes_many(prefix_lists)
+        found = self._store.scan_prefixes_many(prefix_lists, row_cap=limit)
         self.cost.queries += len(lists)
         self.cost.scans += sum(map(len, prefix_lists))
         self.cost.candidates += sum(map(len, found))
+        # A cut row's unread documents may or may not match (their sketches are
+        # unread too): the count is then a lower bound.
+        cut = [bool(_cut_rows(cells, limit)) for cells in found]
         verdicts: list[dict[tuple[str, int], tuple[int, bool]]] = []
         for probes, cells in zip(lists, found):
             seen: dict[tuple[str, int], tuple[int, bool]] = {}
@@ -690,7 +702,7 @@ class SimhashIndex:
         ids = sorted({doc_id for seen in verdicts for doc_id, _ in seen})
         docs = self._store.get_docs(ids) if ids else {}
         results: list[Matches] = []
-        for seen, (sketch, _) in zip(verdicts, sketches):
+        for seen, (sketch, _), partial in zip(verdicts, sketches, cut):
             held = [
                 (key, docs[key[0]])
                 for key in seen
@@ -703,7 +715,7 @@ class SimhashIndex:
                 if is_match(seen[(doc_id, fp)][1], sim, self.lsh)
             ]
             top = heapq.nsmallest(len(hits) if limit is None else limit, hits, key=_by_distance)
-            results.append(Matches((Match(*hit) for hit in top), len(hits)))
+            results.append(Matches((Match(*hit) for hit in top), len(hits), not partial))
         return results
 
     def candidates(self, fps: Sequence[int]) -> list[list[IndexCell]]:
@@ -717,8 +729,15 @@ class SimhashIndex:
             return [codec.encode_prefixes(fp, terms) for fp in fps]
         return codec.encode_prefixes_many(self.scheme.fields_many(np.array(fps, dtype=np.uint64)))
 
-    def _confirm(self, hits: list[dict[tuple[str, int], int]], limit: int | None) -> list[Matches]:
+    def _confirm(
+        self, hits: list[dict[tuple[str, int], int]], limit: int | None, cut: dict[int, bytes]
+    ) -> list[Matches]:
         """Each query's hits ranked and cut to ``limit``, with their count.
+
+        ``cut``: fingerprints whose rows the scan read only to ``limit`` cells (a
+        row holds one fingerprint, so its first ids are the nearest of it); their
+        documents are counted by :meth:`Store.row_sizes` where the store can, else
+        the count is a lower bound.
 
         Where batches are not atomic, a hit is shown only if its docs row holds
         its fingerprint. Rows are read nearest first, only as far as it takes to
@@ -726,23 +745,42 @@ class SimhashIndex:
         hits further down are counted unread, so until ``reconcile`` or
         ``verify --repair`` drops a cell an interrupted write left, it may count.
         """
+        counts = self._counts(hits, cut)
         if self._store.atomic_batches:
             # Cells and their docs row commit in one transaction: no cell can
             # disagree with its document, so the confirming read is not needed.
-            return [_ranked(near, limit) for near in hits]
+            return [_ranked(near, limit, *count) for near, count in zip(hits, counts)]
         ranked = [sorted(near, key=_hit_order(near)) for near in hits]
         held: dict[str, int | None] = {}  # id -> fingerprint in its docs row (None: no row)
         while ask := sorted({i for order in ranked for i, _ in _unsure_head(order, held, limit)}):
             docs = self._store.get_docs(ask)
             held.update((i, docs[i].fingerprint if i in docs else None) for i in ask)
         results = []
-        for near, order in zip(hits, ranked):
+        for near, order, (total, exact) in zip(hits, ranked, counts):
             stale = sum(1 for i, fp in order if i in held and held[i] != fp)
             shown = [(i, fp) for i, fp in order if held.get(i, fp) == fp][:limit]
-            results.append(
-                Matches((Match(i, fp, near[(i, fp)]) for i, fp in shown), len(order) - stale)
-            )
+            matches = (Match(i, fp, near[(i, fp)]) for i, fp in shown)
+            results.append(Matches(matches, total - stale, exact))
         return results
+
+    def _counts(
+        self, hits: list[dict[tuple[str, int], int]], cut: dict[int, bytes]
+    ) -> list[tuple[int, bool]]:
+        """(count, exact) of each query's hits, its cut fingerprints counted whole."""
+        if not cut:
+            return [(len(near), True) for near in hits]
+        wanted = [{fp for _, fp in near} & cut.keys() for near in hits]
+        sizes = self._store.row_sizes(sorted({cut[fp] for fps in wanted for fp in fps}))
+        counts = []
+        for near, fps in zip(hits, wanted):
+            if not fps:
+                counts.append((len(near), True))
+            elif sizes is None:
+                counts.append((len(near), False))
+            else:
+                rest = sum(1 for _, fp in near if fp not in fps)
+                counts.append((rest + sum(sizes[cut[fp]] for fp in fps), True))
+        return counts
 
     def _find_at_insert(
         self, docs: list[tuple[Document, Sequence[int]]], k: int, limit: int | None
@@ -925,14 +963,24 @@ def _near(fp: int, cells: Sequence[IndexCell], k: int) -> dict[tuple[str, int], 
     return near
 
 
-def _ranked(near: dict[tuple[str, int], int], limit: int | None) -> Matches:
+def _cut_rows(cells: Sequence[IndexCell], cap: int | None) -> dict[int, bytes]:
+    """{fingerprint: its row} of the rows a scan with ``row_cap=cap`` may have cut."""
+    if cap is None or len(cells) < cap:
+        return {}
+    counts = Counter(row for row, _ in cells)
+    return {codec.rowkey_fingerprint(row): row for row, n in counts.items() if n >= cap}
+
+
+def _ranked(
+    near: dict[tuple[str, int], int], limit: int | None, total: int, exact: bool
+) -> Matches:
     """The ``limit`` nearest hits (distance, then id) of {(id, fingerprint): distance}."""
     hits = ((doc_id, fp, dist) for (doc_id, fp), dist in near.items())
     if limit is None or len(near) <= limit:
         top = sorted(hits, key=_by_distance)
     else:  # a hot query: no sort of every copy
         top = heapq.nsmallest(limit, hits, key=_by_distance)
-    return Matches((Match(*hit) for hit in top), len(near))
+    return Matches((Match(*hit) for hit in top), total, exact)
 
 
 def _unsure_head(

@@ -73,8 +73,19 @@ class Store(Protocol):
         ...
 
     def scan_prefixes_many(
-        self, prefix_lists: Sequence[Sequence[bytes]]
-    ) -> list[list[IndexCell]]: ...
+        self, prefix_lists: Sequence[Sequence[bytes]], row_cap: int | None = None
+    ) -> list[list[IndexCell]]:
+        """:meth:`scan_prefixes` of each list. With ``row_cap``, each row key gives at
+        most that many cells, those of the smallest ids (a hot row of 100,000 copies
+        is read page by page only as far as a bounded query needs); a row that gives
+        ``row_cap`` cells may hold more (:meth:`row_sizes`)."""
+        ...
+
+    def row_sizes(self, rows: Sequence[bytes]) -> dict[bytes, int] | None:
+        """How many cells each index row holds, where the store can count without
+        reading them (None: it cannot, and a cut row's count is a lower bound)."""
+        ...
+
     def iter_docs(
         self, on_corrupt: Callable[[str, StoreCorrupt], None] | None = None
     ) -> Iterator[Document]:

@@ -77,6 +77,20 @@ class _Meta(NamedTuple):
     txn_id: int
 
 
+def _capped(cells: list[IndexCell], row_cap: int | None) -> list[IndexCell]:
+    """Each row's ``row_cap`` smallest ids (the contract of a capped scan)."""
+    if row_cap is None or len(cells) <= row_cap:
+        return cells
+    rows: dict[bytes, list[IndexCell]] = {}
+    for cell in cells:
+        rows.setdefault(cell[0], []).append(cell)
+    return [c for row in rows.values() for c in sorted(row, key=_id_bytes)[:row_cap]]
+
+
+def _id_bytes(cell: IndexCell) -> bytes:
+    return _encode_id(cell[1])
+
+
 def _decode_id(raw: bytes) -> str:
     # surrogateescape: a damaged id still round-trips to its key, so it can be deleted
     return raw.decode("utf-8", "surrogateescape")
@@ -685,7 +699,9 @@ class EmbeddedStore:
     def scan_prefixes(self, prefixes: Sequence[bytes]) -> list[IndexCell]:
         return self.scan_prefixes_many([prefixes])[0]
 
-    def scan_prefixes_many(self, prefix_lists: Sequence[Sequence[bytes]]) -> list[list[IndexCell]]:
+    def scan_prefixes_many(
+        self, prefix_lists: Sequence[Sequence[bytes]], row_cap: int | None = None
+    ) -> list[list[IndexCell]]:
         # Hot path: one read transaction and one cursor for all scans; most
         # prefixes match nothing, so the common case is one seek per prefix.
         # Prefixes given in key order (the index sorts a batch's) make each
@@ -693,8 +709,8 @@ class EmbeddedStore:
         results: list[list[IndexCell]] = []
         try:
             with self._env.begin(db=self._index) as txn:
-                if self._compact is not None:
-                    return self._compact.scan(txn, prefix_lists)
+                if self._compact is not None:  # rows are not in id order: cut after
+                    return [_capped(c, row_cap) for c in self._compact.scan(txn, prefix_lists)]
                 cursor = txn.cursor()
                 seek, key_of, value_of, next_ = (
                     cursor.set_range,
@@ -706,10 +722,19 @@ class EmbeddedStore:
                     cells: list[IndexCell] = []
                     for prefix in prefixes:
                         found = seek(prefix)
+                        current, taken = b"", 0
                         while found:
                             key = key_of()
                             if not key.startswith(prefix):
                                 break
+                            if row_cap is not None:  # a hot row: skip past its cap
+                                if current and key.startswith(current):
+                                    taken += 1
+                                    if taken > row_cap:
+                                        found = seek(codec.prefix_stop(current))
+                                        continue
+                                else:
+                                    current, taken = key[: codec.ROWKEY_BYTES], 1
                             value = value_of()
                             if value or len(key) <= codec.ROWKEY_BYTES:  # folded, or damaged
                                 cells.append(self._cell_from_item(key, value))
@@ -721,6 +746,28 @@ class EmbeddedStore:
         except lmdb.Error as exc:
             raise self._error(exc, "read") from exc
         return results
+
+    def row_sizes(self, rows: Sequence[bytes]) -> dict[bytes, int]:
+        """Cells per index row, by walking its keys without decoding them (a row of
+        100,000 copies: ~10 ms, against ~0.3 s to read and decode its cells)."""
+        sizes: dict[bytes, int] = {}
+        try:
+            with self._env.begin(db=self._index) as txn:
+                if self._compact is not None:
+                    found = self._compact.scan(txn, [[row[: codec.PREFIX_BYTES]] for row in rows])
+                    return {row: sum(r == row for r, _ in c) for row, c in zip(rows, found)}
+                cursor = txn.cursor()
+                for row in rows:
+                    n = 0
+                    if cursor.set_range(row):
+                        for key in cursor.iternext(keys=True, values=False):
+                            if not key.startswith(row):
+                                break
+                            n += 1
+                    sizes[row] = n
+        except lmdb.Error as exc:
+            raise self._error(exc, "read") from exc
+        return sizes
 
     def iter_docs(
         self, on_corrupt: Callable[[str, StoreCorrupt], None] | None = None

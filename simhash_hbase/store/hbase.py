@@ -275,10 +275,13 @@ class HBaseStore:
     def scan_prefixes(self, prefixes: Sequence[bytes]) -> list[IndexCell]:
         return self.scan_prefixes_many([prefixes])[0]
 
-    def scan_prefixes_many(self, prefix_lists: Sequence[Sequence[bytes]]) -> list[list[IndexCell]]:
+    def scan_prefixes_many(
+        self, prefix_lists: Sequence[Sequence[bytes]], row_cap: int | None = None
+    ) -> list[list[IndexCell]]:
         """All prefixes at once, each scanned once however many lists hold it."""
         unique = sorted({p for prefixes in prefix_lists for p in prefixes})
-        rows = dict(self.transport.scan_prefixes(self.tables["index"], unique)) if unique else {}
+        index = self.tables["index"]
+        rows = dict(self.transport.scan_prefixes(index, unique, row_cap)) if unique else {}
         wanted = set(unique)
         lengths = {len(p) for p in unique}
         by_prefix: dict[bytes, list[IndexCell]] = defaultdict(list)
@@ -288,6 +291,11 @@ class HBaseStore:
                 if key[:n] in wanted:
                     by_prefix[key[:n]].extend(cells)
         return [[c for p in prefixes for c in by_prefix.get(p, ())] for prefixes in prefix_lists]
+
+    def row_sizes(self, rows: Sequence[bytes]) -> None:
+        """HBase counts a row's columns only by reading them: a cut row's count is
+        a lower bound."""
+        return None
 
     def _scan_all(self, table: str, keys_only: bool) -> Iterator[Row]:
         # One scanner per page (restarting after the last row), so a slow

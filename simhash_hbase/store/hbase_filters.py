@@ -62,6 +62,14 @@ def key_only(len_as_val: bool = False) -> bytes:
     return _filter("KeyOnlyFilter", _int_field(1, int(len_as_val)))
 
 
+def column_pagination(limit: int, offset: int = 0) -> bytes:
+    """ColumnPaginationFilter: of each row, only the columns ``offset`` .. ``offset +
+    limit - 1`` in qualifier order (an index row's smallest ids), cut on the server."""
+    if not 0 < limit < 1 << 31 or not 0 <= offset < 1 << 31:
+        raise ValueError("column pagination wants 0 < limit and 0 <= offset, both int32")
+    return _filter("ColumnPaginationFilter", _int_field(1, limit) + _int_field(2, offset))
+
+
 def multi_row_range(ranges: Sequence[RowRange]) -> bytes:
     """MultiRowRangeFilter over sorted, disjoint ``[start, stop)`` ranges.
 

@@ -103,20 +103,27 @@ class Thrift1Transport:
             )
         )
 
-    def scan_prefixes(self, table: bytes, prefixes: Sequence[bytes]) -> list[Row]:
+    def scan_prefixes(
+        self, table: bytes, prefixes: Sequence[bytes], row_cap: int | None = None
+    ) -> list[Row]:
         self._pool.check_open("scan the index")
         futures: list[Future[list[Row]]] = [Future() for _ in prefixes]
+        filter_string = _KEYS_ONLY
+        if row_cap is not None:  # an int: the string is built from no input
+            filter_string += b" AND ColumnPaginationFilter(%d, 0)" % int(row_cap)
         for prefix, result in zip(prefixes, futures):
-            self._executor.submit(self._probe, table, prefix, result)
+            self._executor.submit(self._probe, table, prefix, filter_string, result)
         return [row for f in futures for row in f.result()]
 
-    def _probe(self, table: bytes, prefix: bytes, result: Future[list[Row]]) -> None:
+    def _probe(
+        self, table: bytes, prefix: bytes, filter_string: bytes, result: Future[list[Row]]
+    ) -> None:
         """One prefix scan; ``result`` is set before the scanner is closed."""
         scan = _IDL.TScan(
             startRow=prefix,
             stopRow=codec.prefix_stop(prefix),
             caching=_SCAN_ROWS,
-            filterString=_KEYS_ONLY,
+            filterString=filter_string,
         )
 
         def run(client: Any) -> None:

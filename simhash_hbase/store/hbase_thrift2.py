@@ -187,25 +187,29 @@ class Thrift2Transport:
         )
 
     # -- scans ----------------------------------------------------------------
-    def scan_prefixes(self, table: bytes, prefixes: Sequence[bytes]) -> list[Row]:
+    def scan_prefixes(
+        self, table: bytes, prefixes: Sequence[bytes], row_cap: int | None = None
+    ) -> list[Row]:
         self._pool.check_open("scan the index")
         ranges = _merged([(p, codec.prefix_stop(p)) for p in prefixes])
         if not ranges:
             return []
         with _translate(self._where, "scan the index"):
             try:
-                return self._scan_grouped(table, ranges, reload=False)
+                return self._scan_grouped(table, ranges, row_cap, reload=False)
             except _IDL.TIOError as exc:
                 log.info("scan failed (%s); reloading region locations", first_line(exc))
-                return self._scan_grouped(table, ranges, reload=True)
+                return self._scan_grouped(table, ranges, row_cap, reload=True)
 
-    def _scan_grouped(self, table: bytes, ranges: list[RowRange], reload: bool) -> list[Row]:
+    def _scan_grouped(
+        self, table: bytes, ranges: list[RowRange], row_cap: int | None, reload: bool
+    ) -> list[Row]:
         starts = self._region_starts(table, reload)
         groups: dict[int, list[RowRange]] = {}
         for row_range in ranges:
             groups.setdefault(bisect.bisect_right(starts, row_range[0]) - 1, []).append(row_range)
         pages = [
-            _Page.first(group[i : i + _CHUNK_RANGES])
+            _Page.first(group[i : i + _CHUNK_RANGES], row_cap)
             for group in groups.values()
             for i in range(0, len(group), _CHUNK_RANGES)
         ]
@@ -260,9 +264,12 @@ class _Page(NamedTuple):
     filter: bytes
 
     @staticmethod
-    def first(ranges: list[RowRange]) -> _Page:
+    def first(ranges: list[RowRange], row_cap: int | None = None) -> _Page:
         # index values are empty: no KeyOnlyFilter (see hbase_filters.filter_list)
-        return _Page(ranges[0][0], ranges[-1][1], hbase_filters.multi_row_range(ranges))
+        rows = hbase_filters.multi_row_range(ranges)
+        if row_cap is not None:  # a hot row sends its first row_cap columns, not 100,000
+            rows = hbase_filters.filter_list([rows, hbase_filters.column_pagination(row_cap)])
+        return _Page(ranges[0][0], ranges[-1][1], rows)
 
 
 def _merged(ranges: list[RowRange]) -> list[RowRange]:

@@ -62,8 +62,12 @@ class Transport(Protocol):
         """Put one cell only if it does not exist, atomically; True if it was written."""
         ...
 
-    def scan_prefixes(self, table: bytes, prefixes: Sequence[bytes]) -> list[Row]:
-        """Keys-only rows starting with any of ``prefixes`` (sorted, distinct)."""
+    def scan_prefixes(
+        self, table: bytes, prefixes: Sequence[bytes], row_cap: int | None = None
+    ) -> list[Row]:
+        """Keys-only rows starting with any of ``prefixes`` (sorted, distinct); with
+        ``row_cap``, only each row's first ``row_cap`` columns (ColumnPaginationFilter,
+        applied by the region server: a wide row never crosses the wire whole)."""
         ...
 
     def scan_page(self, table: bytes, start: bytes, rows: int, keys_only: bool) -> list[Row]:
