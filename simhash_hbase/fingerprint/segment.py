@@ -133,6 +133,23 @@ def _block_around(text: str, start: int, end: int) -> tuple[int, int]:
     return start, rest.end()
 
 
+def _hmm_meets_repeat(route: list[str]) -> bool:
+    """Whether the HMM would see a repeat: ``route`` is a block's dictionary route
+    (``rjieba.cut(block, False)``), and jieba's HMM runs only on runs of two or more
+    single characters of it (``jieba.Tokenizer.__cut_DAG``). A repeat that the route
+    covers with words never reaches a Viterbi tie, so the fast path cuts it alike,
+    and jieba (~1 s to load in a fresh process) is spared."""
+    run: list[str] = []
+    for piece in [*route, ""]:
+        if len(piece) == 1:
+            run.append(piece)
+            continue
+        if len(run) > 1 and _SQUARE("".join(run)) is not None:
+            return True
+        run = []
+    return False
+
+
 def _rjieba() -> Cut:
     import rjieba
 
@@ -156,9 +173,10 @@ def _rjieba() -> Cut:
         last = 0
         while square is not None:  # from each repeat to the block that holds it
             start, end = _block_around(text, square.start(), square.end())
-            out += fast(text[last:start])
-            out += segmenter("jieba")(text[start:end])
-            last = end
+            if _hmm_meets_repeat(rjieba.cut(text[start:end], False)):
+                out += fast(text[last:start])
+                out += segmenter("jieba")(text[start:end])
+                last = end
             square = _SQUARE(text, end)
         out += fast(text[last:])
         return out
