@@ -12,7 +12,7 @@ from simhash_hbase.errors import StoreClosed, StoreError
 from simhash_hbase.store import hbase_tables, open_store
 from simhash_hbase.store.hbase import HBaseStore
 
-from .conftest import HBASE_APIS, fresh_hbase_url, gateway_address
+from .conftest import HBASE_APIS, gateway_address
 from .test_cli import shdb
 
 SPEC_5X10 = {  # docs/SPEC.md, written out independently of simhash_hbase.layout.scheme
@@ -139,41 +139,6 @@ def test_both_protocols_read_and_write_the_same_tables(hbase_url: str) -> None:
     with SimhashIndex.open(urls["thrift1"]) as index:
         assert [m.doc_id for m in index.query_fingerprint(0x0123456789ABCDEF)] == ["one", "two"]
         assert index.get("two") is not None and index.get("two").meta == {"via": 2}
-
-
-@pytest.mark.hbase
-def test_tables_created_over_thrift2_have_the_whole_schema() -> None:
-    from simhash_hbase.store import hbase_thrift2
-
-    idl = hbase_thrift2._IDL
-    with fresh_hbase_url("thrift2") as url:
-        with open_store(url) as store:
-            assert isinstance(store, HBaseStore)
-            tables = store.tables
-        host, port = gateway_address("thrift2").rsplit(":", 1)
-        client = hbase_thrift2.open_client(host, int(port), 30_000)
-        try:
-            for table, name in tables.items():
-                family, attributes = hbase_tables.family_spec(table)
-                desc = client.getTableDescriptor(idl.TTableName(qualifier=name))
-                (column,) = desc.columns
-                assert column.name == family.encode()
-                assert column.maxVersions == attributes["VERSIONS"]
-                expect = {
-                    "dataBlockEncoding": ("DATA_BLOCK_ENCODING", idl.TDataBlockEncoding, "NONE"),
-                    "bloomnFilterType": ("BLOOMFILTER", idl.TBloomFilterType, "ROW"),
-                    "compressionType": ("COMPRESSION", idl.TCompressionAlgorithm, "NONE"),
-                }
-                for field, (attribute, enum, default) in expect.items():
-                    assert getattr(column, field) == getattr(
-                        enum, attributes.get(attribute, default)
-                    )
-                for key, value in attributes.get("CONFIGURATION", {}).items():
-                    assert column.configuration[key] == value
-                regions = client.getAllRegionLocations(name)
-                assert len(regions) == len(hbase_tables.split_points(table)) + 1
-        finally:
-            client.close()
 
 
 @pytest.mark.hbase

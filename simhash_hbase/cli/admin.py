@@ -65,8 +65,10 @@ def verify_cmd(index: IndexOpt = None, repair: RepairOpt = False, as_json: JsonO
 
 
 def schema_cmd(prefix: PrefixOpt = "shdb") -> None:
-    """Print the hbase shell script that creates the tables exactly as the schema/
-    folder at the top of the repository defines them (hbase-tables.json)."""
+    """Print the hbase shell script that creates the tables exactly as
+    schema/hbase-tables.json defines them (the repository's schema/ folder, installed
+    as the package simhash_hbase.schema); schema/hbase-tables.hbase is its output
+    for the prefix shdb."""
     typer.echo(shell_script(prefix), nl=False)
 
 
