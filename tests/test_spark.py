@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import glob
 import json
+import os
 import random
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -348,3 +351,49 @@ def test_parquet_input_gives_the_pairs_of_the_same_rows_as_jsonl(spark, tmp_path
     assert _read_parts(out / "pairs.jsonl") == want and len(want) >= 3
     (reject,) = _read_parts(out / "rejects.jsonl")
     assert reject["source"].endswith(":10") and "'body' is null" in reject["reason"]
+
+
+def test_a_reused_output_folder_keeps_no_stale_outputs(spark, tmp_path: Path) -> None:
+    """Clusters and rejects of an earlier run go when this run writes none."""
+    paths = _dedup_corpus(tmp_path)
+    out = tmp_path / "out"
+    first = runner.invoke(app, ["spark", "dedup", *paths, "-o", str(out), "--clusters"])
+    assert first.exit_code == 3, first.output
+    assert (out / "clusters.jsonl").exists() and (out / "rejects.jsonl").exists()
+    clean = tmp_path / "clean.jsonl"
+    rows = [{"id": f"d{i}", "text": f"海量文本 去重 第{i % 3}篇"} for i in range(12)]
+    clean.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
+    again = runner.invoke(app, ["spark", "dedup", str(clean), "-o", str(out)])
+    assert again.exit_code == 0, again.output
+    left = sorted(p.name for p in out.iterdir() if not p.name.startswith((".", "_")))
+    assert left == ["pairs.jsonl", "pairs.parquet"]
+
+
+def test_executors_run_the_drivers_python_not_the_first_on_path(tmp_path: Path) -> None:
+    """From a virtualenv that is not activated, `python3` on PATH may lack the
+    dependencies: a PATH whose python3 always fails must not matter."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "python3").write_text("#!/bin/sh\necho 'No module named mmh3' >&2\nexit 1\n")
+    (fake / "python3").chmod(0o755)
+    corpus = tmp_path / "in.jsonl"
+    corpus.write_text(
+        "".join(
+            json.dumps({"id": f"d{i}", "text": f"海量文本 去重 第{i % 3}篇"}, ensure_ascii=False)
+            + "\n"
+            for i in range(12)
+        ),
+        "utf-8",
+    )
+    env = {
+        k: v for k, v in os.environ.items() if k not in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON")
+    }
+    env["PATH"] = f"{fake}:{env['PATH']}"
+    env["PYTHONPATH"] = str(Path(__file__).resolve().parents[1])
+    proc = subprocess.run(
+        [sys.executable, "-m", "simhash_hbase", "spark", "dedup", str(corpus), "-o",
+         str(tmp_path / "out"), "--master", "local[1]"],
+        env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert _read_parts(tmp_path / "out" / "pairs.jsonl")

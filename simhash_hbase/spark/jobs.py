@@ -63,6 +63,17 @@ def write_both(df: DataFrame, folder: str, name: str) -> None:
     df.write.mode("overwrite").json(f"{folder}/{name}.jsonl")
 
 
+def remove_outputs(spark: SparkSession, paths: list[str]) -> None:
+    """Delete earlier runs' outputs this run does not write (a reused output folder
+    must not mix a new run's pairs with an old run's clusters or rejects); on any
+    file system Hadoop knows (local, HDFS, S3)."""
+    jvm = spark.sparkContext._jvm
+    hadoop = spark.sparkContext._jsc.hadoopConfiguration()
+    for path in paths:
+        target = jvm.org.apache.hadoop.fs.Path(path)  # type: ignore[union-attr]
+        target.getFileSystem(hadoop).delete(target, True)
+
+
 def _idf_bytes(params: FingerprintParams) -> bytes | None:
     return None if params.idf is None else idf_table(params.idf).raw
 
@@ -102,6 +113,8 @@ def _write_rejects(
     count = rows.count()
     if count:
         rows.orderBy("pos").drop("pos").write.mode("overwrite").json(path)
+    else:
+        remove_outputs(spark, [path])
     rows.unpersist()
     return count
 
@@ -133,6 +146,8 @@ def dedup(
         result.clusters.persist()
         write_both(result.clusters, output, "clusters")
         summary.clusters = result.clusters.count()
+    else:
+        remove_outputs(spark, [f"{output}/clusters.parquet", f"{output}/clusters.jsonl"])
     summary.documents = good.count()
     summary.records = summary.documents + summary.rejected
     summary.seconds = time.perf_counter() - started

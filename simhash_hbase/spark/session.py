@@ -7,7 +7,9 @@ overridden here, so the same job code runs both ways.
 
 from __future__ import annotations
 
+import os
 import re
+import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
@@ -15,6 +17,7 @@ from typing import TYPE_CHECKING
 from simhash_hbase.errors import InvalidInput, ShdbError
 
 if TYPE_CHECKING:
+    from pyspark import SparkConf
     from pyspark.sql import SparkSession
 
 DEFAULT_MASTER = "local[*]"
@@ -27,6 +30,16 @@ _LOCAL_CONF = {
     "spark.driver.bindAddress": "127.0.0.1",
     "spark.ui.showConsoleProgress": "false",
 }
+
+
+def _local_python(base: SparkConf) -> None:
+    """Local mode's Python workers run this very interpreter (the driver's), not
+    whatever ``python3`` is first on PATH, which from a virtualenv that is not
+    activated lacks this package's dependencies; unless ``$PYSPARK_PYTHON`` or
+    ``spark.pyspark.python`` says otherwise. (PySpark reads the variable when the
+    context starts; the setting alone reaches only spark-submit.)"""
+    python = base.get("spark.pyspark.python", None) or sys.executable
+    os.environ.setdefault("PYSPARK_PYTHON", python)
 
 
 # The last Python exception in an executor's traceback, as Spark relays it.
@@ -96,6 +109,8 @@ def get_session(master: str | None = None, conf: Mapping[str, str] | None = None
         name = APP_NAME
     builder = SparkSession.builder.appName(name).master(master)
     settings = dict(_LOCAL_CONF) if master.startswith("local") else {}
+    if master.startswith("local"):
+        _local_python(base)
     settings.update(conf or {})
     for key, value in settings.items():
         builder = builder.config(key, value)
