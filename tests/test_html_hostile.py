@@ -111,3 +111,25 @@ def test_a_page_in_a_declared_charset_is_read_and_an_undeclared_one_named(tmp_pa
     good, bad = read_sources([str(tmp_path)], SourceOptions())
     assert isinstance(good, Record) and good.text == "简体中文网页"
     assert isinstance(bad, BadRecord) and bad.problem is Problem.NOT_UTF8
+
+
+@pytest.mark.parametrize("command", ["ingest", "dedup", "idf"])
+def test_a_bad_page_is_one_skipped_record_in_every_command(tmp_path: Path, command: str) -> None:
+    from .test_cli import shdb
+    from .test_index import ARTICLE
+
+    site = tmp_path / "site"
+    site.mkdir()
+    for name in ("a", "c"):
+        (site / f"{name}.html").write_text(f"<html><p>{ARTICLE}</p></html>", encoding="utf-8")
+    (site / "b.html").write_text("<div>" * (MAX_DEPTH + 1) + "x", encoding="utf-8")
+    args = {
+        "ingest": ["ingest", str(site), "-i", str(tmp_path / "ix")],
+        "dedup": ["dedup", str(site)],
+        "idf": ["idf", "build", str(site), "-o", str(tmp_path / "idf.txt")],
+    }[command]
+    result = shdb(*args)
+    assert result.exit_code == 3, result.output  # some records skipped, the rest done
+    assert "b.html" in result.stderr and f"deeper than {MAX_DEPTH}" in result.stderr
+    if command == "dedup":
+        assert "a.html" in result.stdout and "c.html" in result.stdout

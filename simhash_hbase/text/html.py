@@ -208,7 +208,8 @@ class _Walker:
             if not isinstance(tag, str):
                 continue  # an entity reference: comments and PIs are never parsed
             if event == "start":
-                attrs = dict(el.items()) if len(el.attrib) else _NO_ATTRS
+                items = el.items()
+                attrs = dict(items) if items else _NO_ATTRS
                 if self._skipped(tag, attrs):
                     events.skip_subtree()
                     self._opened.append("")  # its end event still comes
