@@ -50,6 +50,7 @@ MODULES = (
     "spark",
     "peers_embedded",
     "scale",
+    "scrapy_pipeline",
 )
 SMOKE_DIR = Path(tempfile.gettempdir()) / "shdb-bench-smoke"
 NOTES = [

@@ -24,16 +24,16 @@ from scrapy.exceptions import DropItem
 from scrapy.utils.test import get_crawler
 from typer.testing import CliRunner
 
+from benchmarks.site import Page, build_pages, serve, write_site
 from simhash_hbase.cli import app
 from simhash_hbase.errors import InvalidSetting, StoreError
+from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.integrations.scrapy import (
     IndexUnavailable,
     NearDuplicatePipeline,
     PipelineSettings,
 )
 from simhash_hbase.text.extract import to_text
-
-from .crawl_site import Page, build_pages, serve, write_site
 
 ROOT = Path(__file__).resolve().parent.parent
 ORIGINAL = "区块链技术在金融行业的应用越来越广泛，多家银行已经开始试点跨境支付业务。" * 3
@@ -242,7 +242,7 @@ def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list[P
 def crawl(base: str, out: Path, index: str, *settings: str) -> dict[str, Any]:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     done = subprocess.run(
-        [sys.executable, "-m", "tests.scrapy_crawl", base, str(out), f"SHDB_INDEX={index}",
+        [sys.executable, "-m", "benchmarks.scrapy_crawl", base, str(out), f"SHDB_INDEX={index}",
          *settings],
         cwd=ROOT, env=env, capture_output=True, text=True, timeout=600,
     )  # fmt: skip
@@ -304,3 +304,32 @@ def test_a_second_crawl_with_the_same_index_drops_every_page(
     second = crawl(base, tmp_path / "second", store_url)
     assert items_of(tmp_path / "second") == []
     assert second["shdb/dropped"] == len(pages)
+
+
+def test_two_spiders_feeding_one_index_at_once_leave_it_whole(
+    tmp_path: Path, site: tuple[str, list[Page]], store_url: str
+) -> None:
+    """A fleet: two crawls of the same pages at once; every page is held once, and
+    verify finds every cell and document consistent."""
+    base, pages = site
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-m", "benchmarks.scrapy_crawl", base]
+    settings = [f"SHDB_INDEX={store_url}", "LOG_LEVEL=WARNING"]
+    runs = [
+        subprocess.Popen(
+            [*argv, str(tmp_path / f"c{i}"), *settings],
+            cwd=ROOT,
+            env=env,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for i in range(2)
+    ]
+    for run_ in runs:
+        _, err = run_.communicate(timeout=600)
+        assert run_.returncode == 0, err[-3000:]
+    result = CliRunner().invoke(app, ["verify", "-i", store_url])
+    assert result.exit_code == 0, result.output
+    with SimhashIndex.open(store_url, readonly=True) as index:
+        held = {doc.doc_id for doc in index.documents()}
+    assert held == {f"{base}/{p.path}" for p in pages}

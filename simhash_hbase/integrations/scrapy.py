@@ -105,7 +105,7 @@ class NearDuplicatePipeline:
         self.settings = settings
         self._crawler = crawler
         self._stats = crawler.stats
-        self._log = logging.getLogger(__name__)
+        self._log: Any = logging.getLogger(__name__)  # the spider's logger once open
         self._index: SimhashIndex | None = None
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shdb")
         self._pending: list[_Pending] = []
@@ -119,6 +119,9 @@ class NearDuplicatePipeline:
 
     async def open_spider(self, spider: Any = None) -> None:
         """Open the index before the first request; a bad SHDB_INDEX stops the crawl here."""
+        spider = spider or getattr(self._crawler, "spider", None)
+        if spider is not None:
+            self._log = spider.logger
         url = self.settings.index
         try:
             self._index = await self._run(open_index, url)

@@ -1,4 +1,5 @@
-"""A generated crawl-like web site, served on 127.0.0.1, for the Scrapy pipeline tests.
+"""A generated crawl-like web site, served on 127.0.0.1, for the Scrapy pipeline
+(its tests and its benchmark section).
 
 Pages are Chinese articles inside site templates (navigation, a sidebar of other
 articles' titles, a footer). Besides the originals the site holds the copies a crawl

@@ -1,6 +1,7 @@
-"""One real Scrapy crawl of a local site through the pipeline (run as a subprocess).
+"""One real Scrapy crawl of a local site through the pipeline (run as a subprocess
+by the tests and by the scrapy_pipeline benchmark section).
 
-    python -m tests.scrapy_crawl BASE_URL OUT_DIR [SETTING=VALUE ...]
+    python -m benchmarks.scrapy_crawl BASE_URL OUT_DIR [SETTING=VALUE ...]
 
 Writes OUT_DIR/items.jsonl (the items that went on down the pipeline, in order),
 OUT_DIR/fetched.txt (every article URL in the order its item reached the pipeline)

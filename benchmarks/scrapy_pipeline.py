@@ -1,0 +1,146 @@
+"""The Scrapy pipeline on a real local crawl, against ``shdb ingest`` of the same pages.
+
+A generated templated site (``benchmarks.site``) is served on 127.0.0.1 and crawled
+by Scrapy (``benchmarks.scrapy_crawl``, CONCURRENT_REQUESTS 16) three ways: with no
+pipeline, with the pipeline (tag mode, a fresh embedded index), and with the pipeline
+committing every item (SHDB_BATCH_SIZE 1, what hand-written pipelines do). The same
+page files are then ingested by ``shdb ingest --report``. A second crawl with the
+first crawl's index measures what a re-crawl drops. Times are wall seconds of each
+subprocess, start-up included on both sides.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from .context import Context
+from .registry import Figure, Section, Target, register
+from .site import Page, build_pages, serve, write_site
+
+
+def _crawl(base: str, out: Path, *settings: str) -> tuple[float, dict[str, Any]]:
+    began = time.perf_counter()
+    subprocess.run(
+        [sys.executable, "-m", "benchmarks.scrapy_crawl", base, str(out), "LOG_LEVEL=WARNING",
+         *settings],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    wall = time.perf_counter() - began
+    return wall, json.loads((out / "stats.json").read_text("utf-8"))
+
+
+def _crawl_pairs(out: Path, base: str) -> set[frozenset[str]]:
+    pairs = set()
+    for line in (out / "items.jsonl").read_text("utf-8").splitlines():
+        item = json.loads(line)
+        path = item["url"].removeprefix(base + "/")
+        pairs |= {
+            frozenset((path, m["id"].removeprefix(base + "/"))) for m in item["near_duplicates"]
+        }
+    return pairs
+
+
+def _ingest(root: Path, work: Path) -> tuple[float, set[frozenset[str]]]:
+    report = work / "report.jsonl"
+    began = time.perf_counter()
+    subprocess.run(
+        ["shdb", "ingest", str(root), "-i", str(work / "ingest-index"), "--report", str(report),
+         "--format", "html"],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    wall = time.perf_counter() - began
+    pairs = set()
+    for line in report.read_text("utf-8").splitlines():
+        row = json.loads(line)
+        pairs |= {frozenset((row["id"], m["id"])) for m in row["matches"]}
+    return wall, pairs
+
+
+def _scores(pages: list[Page], pairs: set[frozenset[str]]) -> dict[str, float]:
+    planted = {frozenset((p.path, p.source)) for p in pages if p.source}
+    hits = len(planted & pairs)
+    return {
+        "recall": hits / len(planted),
+        "precision": hits / len(pairs) if pairs else 1.0,
+        "reported": len(pairs),
+    }
+
+
+def run_scrapy(ctx: Context) -> dict[str, Any]:
+    originals = ctx.pick(smoke=40, quick=1000, full=2500)
+    pages = build_pages(originals, seed=ctx.plan.seed)
+    with tempfile.TemporaryDirectory(dir=ctx.work) as tmp:
+        work = Path(tmp)
+        root = work / "site"
+        write_site(root, pages, seed=ctx.plan.seed)
+        articles = root / "articles"  # the article pages alone, for ingest
+        for page in pages:
+            target = articles / page.path
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_bytes((root / page.path).read_bytes())
+        with serve(root) as base:
+            plain, _ = _crawl(base, work / "plain", "ITEM_PIPELINES={}")
+            index = f"SHDB_INDEX={work / 'crawl-index'}"
+            piped, stats = _crawl(base, work / "piped", index, "SHDB_ACTION=tag")
+            pairs = _crawl_pairs(work / "piped", base)
+            _, again = _crawl(base, work / "again", index)
+            each = f"SHDB_INDEX={work / 'each-index'}"
+            one_by_one, _ = _crawl(base, work / "each", each, "SHDB_BATCH_SIZE=1")
+        ingest_wall, ingest_pairs = _ingest(articles, work)
+    n = len(pages)
+    return {
+        "pages": n,
+        "plain_pages_per_s": n / plain,
+        "pipeline_pages_per_s": n / piped,
+        "one_by_one_pages_per_s": n / one_by_one,
+        "ingest_pages_per_s": n / ingest_wall,
+        "checked": stats.get("shdb/checked", 0),
+        "recrawl_dropped": again.get("shdb/dropped", 0) / n,
+        "pipeline": _scores(pages, pairs),
+        "ingest": _scores(pages, ingest_pairs),
+    }
+
+
+def figures_scrapy(r: dict[str, Any]) -> list[Figure]:
+    piped, ingest = r["pipeline"], r["ingest"]
+    gap = max(
+        abs(piped["recall"] - ingest["recall"]), abs(piped["precision"] - ingest["precision"])
+    )
+    return [
+        Figure.judge(
+            f"Scrapy crawl of {r['pages']} pages with the pipeline / shdb ingest, pages/s",
+            r["pipeline_pages_per_s"] / r["ingest_pages_per_s"],
+            Target.at_least(0.6),
+            measured=f"{r['pipeline_pages_per_s']:.0f}/s",
+            baseline=f"shdb ingest {r['ingest_pages_per_s']:.0f}/s "
+            f"(crawl without the pipeline {r['plain_pages_per_s']:.0f}/s; one commit an item "
+            f"{r['one_by_one_pages_per_s']:.0f}/s)",
+            bound="batches fingerprinted and written on one worker thread",
+        ),
+        Figure.judge(
+            "pipeline vs ingest --report: largest recall or precision gap",
+            gap,
+            Target.at_most(0.01, unit="%"),
+            measured=f"recall {piped['recall']:.3f}, precision {piped['precision']:.3f}",
+            baseline=f"ingest recall {ingest['recall']:.3f}, precision {ingest['precision']:.3f}",
+            bound="one predicate: check_and_add_texts",
+        ),
+        Figure.judge(
+            "a second crawl with the same index: pages dropped",
+            r["recrawl_dropped"],
+            Target.at_least(1.0, unit="%"),
+            measured=f"{r['recrawl_dropped']:.1%}",
+            baseline="every page the first crawl held",
+            bound="a page held under its own URL counts as seen",
+        ),
+    ]
+
+
+register(Section("scrapy", "Scrapy pipeline on a local crawl", run_scrapy, figures_scrapy,
+                 order=80))  # fmt: skip
