@@ -47,6 +47,7 @@ from typing import Any
 
 import numpy as np
 
+from simhash_hbase.errors import EmptyDocument
 from simhash_hbase.fingerprint.minhash import MinHasher, MinHashParams, shingle_set
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.jobs.ingest import IngestOptions, index_fingerprints, index_records
@@ -113,20 +114,27 @@ def _sources(limit: int, rng: random.Random) -> list[tuple[str, str, str]]:
         if cjk >= 0.5 * len(re.findall(r"\w", article)) and len(article) >= 300:
             pool.append((doc_id, _topic(doc_id), article[:3000]))
     rng.shuffle(pool)
-    params = MinHashParams(bands=64, rows=2, fold="none")
+    return [pool[i] for i in _distinct([a for _, _, a in pool])][:limit]
+
+
+def _distinct(texts: Sequence[str]) -> list[int]:
+    """Indexes of ``texts`` without those sharing >= SOURCE_JACCARD of their
+    shingles (folded) with an earlier kept one: candidates by a loose banding
+    (64 x 2), then the exact Jaccard."""
+    params = MinHashParams(bands=64, rows=2)
     hasher = MinHasher(params)
-    sigs = [hasher.signature(a) for _, _, a in pool]
+    sigs = [hasher.signature(t) for t in texts]
     keys = np.array([s.bands if s is not None else np.zeros(64, np.uint32) for s in sigs])
-    drop: set[int] = set()
-    sets = [shingle_set(a, params) for _, _, a in pool]
-    for i, j in band_candidates(keys, np.ones(len(pool), dtype=bool)).tolist():
+    has = np.array([s is not None for s in sigs], dtype=bool)
+    drop = set(np.flatnonzero(~has).tolist())
+    sets = [shingle_set(t, params) for t in texts]
+    for i, j in band_candidates(keys, has).tolist():
         if i in drop or j in drop:
             continue
         a, b = sets[i], sets[j]
         if len(a & b) / max(len(a | b), 1) >= SOURCE_JACCARD:
             drop.add(j)
-    kept = [p for i, p in enumerate(pool) if i not in drop]
-    return kept[:limit]
+    return [i for i in range(len(texts)) if i not in drop]
 
 
 def _template(site: int, topic: str, titles: Sequence[str], rng: random.Random) -> tuple[str, str]:
@@ -389,6 +397,58 @@ def natural(mode: str, fingerprint: Any, params: MinHashParams, scheme: str) -> 
     }
 
 
+# -- short texts -------------------------------------------------------------------------
+SHORT_ITEMS = {"full": 3000, "quick": 800, "smoke": 60}
+
+
+def short_texts(mode: str, fingerprint: Any, params: MinHashParams, scheme: str) -> dict[str, Any]:
+    """The quality evaluation's short texts (40-200 character paragraphs and man
+    page NAME lines, :func:`benchmarks.texts.short_items`) and its edits of them
+    (:mod:`benchmarks.edits`): recall of each edit and precision over every
+    reported pair, each net alone and both."""
+    from .edits import EDITS, make_variants
+    from .texts import sentence_pool, short_items
+
+    docs = corpus.for_mode("smoke") if mode == "smoke" else corpus.load()
+    items = short_items(docs)
+    random.Random(3).shuffle(items)
+    items = items[: SHORT_ITEMS[mode] * 2]
+    items = [items[i] for i in _distinct([it.text for it in items])][: SHORT_ITEMS[mode]]
+    variants = make_variants(items, sentence_pool(docs))
+    texts = [it.text for it in items] + [text for _, _, text in variants]
+    family = list(range(len(items))) + [i for i, _, _ in variants]
+    edit_of = [""] * len(items) + [EDITS[e] for _, e, _ in variants]
+    keep = []
+    fps = []
+    for n, text in enumerate(texts):
+        try:
+            fps.append(fingerprint(text))
+        except EmptyDocument:
+            continue
+        keep.append(n)
+    pages = [Page(str(n), texts[n], family[n], edit_of[n], True) for n in keep]
+    signed = sign(pages, np.array(fps, dtype=np.uint64), params)
+    planted = Counter(p.kind for p in pages if p.kind)
+    pos = {n: i for i, n in enumerate(keep)}
+    out: dict[str, Any] = {"originals": len(items), "variants": sum(planted.values())}
+    for nets in ("simhash", "lsh", "both"):
+        found = {(min(i, j), max(i, j)) for i, j in net_pairs(signed, nets, params, scheme)}
+        hit: Counter[str] = Counter()
+        for n in keep[len([k for k in keep if k < len(items)]) :]:
+            orig = family[n]
+            if orig in pos and (pos[orig], pos[n]) in found:
+                hit[edit_of[n]] += 1
+        false = sum(pages[i].family != pages[j].family for i, j in found)
+        out[nets] = {
+            "recall": sum(hit.values()) / max(sum(planted.values()), 1),
+            "per_edit": {e: hit[e] / planted[e] for e in planted},
+            "precision": 1 - false / len(found) if found else 1.0,
+            "reported": len(found),
+            "false": false,
+        }
+    return out
+
+
 # -- cost through real indexes ----------------------------------------------------------
 def cost(pages: Sequence[Page], rounds: int = 3) -> dict[str, Any]:
     """Ingest and query through embedded indexes of each net setting, interleaved
@@ -499,6 +559,8 @@ def run(mode: str) -> dict[str, Any]:
     result["frontier"] = frontier
     log("crawl: natural near-duplicates")
     result["natural"] = natural(mode, fingerprint, default, scheme)
+    log("crawl: short texts")
+    result["short"] = short_texts(mode, fingerprint, default, scheme)
     log("crawl: cost through embedded indexes")
     result["cost"] = cost(pages, rounds=1 if mode == "smoke" else 4)
     result["seconds"] = round(time.perf_counter() - started, 1)
@@ -579,6 +641,27 @@ def render(r: dict[str, Any]) -> str:
             f"{NATURAL_JACCARD}: recall **{_pct(nat['recall'])}**; "
             f"{nat['reported']} pairs reported "
             f"over all pages, **{nat['far_reported']}** of them with Jaccard <= {FAR_JACCARD}."
+        )
+    sh = r["short"]
+    lines += [
+        "",
+        "### Short texts (the quality evaluation's short texts and edits)",
+        "",
+        f"{sh['originals']} short texts (40-200 characters, and man page NAME lines) and "
+        f"{sh['variants']} edited copies (`benchmarks/edits.py`); texts sharing >= "
+        f"{SOURCE_JACCARD} of their shingles with another (zh_CN/zh_TW twins, aliases) "
+        "are dropped first, so any pair of different originals is false. Precision over "
+        "every reported pair.",
+        "",
+        "| nets | recall | precision | reported | false | per edit |",
+        "|---|---|---|---|---|---|",
+    ]
+    for nets in ("simhash", "lsh", "both"):
+        row = sh[nets]
+        edits = ", ".join(f"{e} {_pct(v)}" for e, v in row["per_edit"].items())
+        lines.append(
+            f"| {nets} | **{_pct(row['recall'])}** | **{_pct(row['precision'])}** "
+            f"| {row['reported']} | {row['false']} | {edits} |"
         )
     c = r["cost"]
     s, b = c["simhash"], c["simhash+lsh"]
