@@ -74,3 +74,23 @@ def test_a_page_of_only_links_keeps_its_links() -> None:
 )
 def test_short_pages_give_their_text(page: str) -> None:
     assert html_to_text(page) in ("短文。", "只有一句话", "二十个字以内的短帖子也要保留原文")
+
+
+def test_a_body_named_like_a_template_and_permalinked_headings_keep_the_article() -> None:
+    """mdbook's pages: <body class="sidebar-visible">, headings that are anchor links
+    with class="header", a <nav> sidebar of chapter links."""
+    page = (
+        "<html><body class='sidebar-visible no-js'><nav id='sidebar' class='sidebar'><ol>"
+        "<li><a href='a.html'>第一章</a></li><li><a href='b.html'>第二章</a></li></ol></nav>"
+        "<div id='page-wrapper' class='page-wrapper'><div class='page'><main>"
+        "<h1 id='x'><a class='header' href='#x'>注释</a></h1><p>每个程序都需要注释。</p>"
+        "</main></div></div></body></html>"
+    )
+    assert html_to_text(page) == "注释\n每个程序都需要注释。"
+
+
+def test_when_every_named_block_is_template_the_tags_alone_decide() -> None:
+    page = (
+        "<div class='sidebar'><p>整页只有这一段，它写在名为侧栏的容器里。</p></div><nav>导航</nav>"
+    )
+    assert html_to_text(page) == "整页只有这一段，它写在名为侧栏的容器里。"

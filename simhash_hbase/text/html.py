@@ -68,6 +68,12 @@ TEMPLATE_WORDS = frozenset(
 )  # fmt: skip
 #: class/id word starts that name template blocks (``sidebarLeft``, ``footer_wrap``).
 TEMPLATE_STEMS = ("sidebar", "footer", "navbar", "breadcrumb", "copyright", "related", "recommend")
+#: What ``main`` recognises as template, most first: "names" (elements, roles and
+#: class/id words), "tags" (elements and roles), "none". A level that leaves no text
+#: falls back to the next.
+TEMPLATE_LEVELS = ("names", "tags", "none")
+#: Elements whose class/id words never make them template (the page or the article).
+NEVER_NAMED = frozenset({"html", "body", "main", "article"})
 #: class words of hidden blocks (CSS frameworks' conventions).
 HIDDEN_WORDS = frozenset({"hidden", "hide", "d-none", "sr-only", "visually-hidden", "invisible"})
 #: Elements that mark the article itself.
@@ -130,11 +136,22 @@ class Block:
 
 def html_to_text(source: str, mode: str = DEFAULT_HTML_MODE) -> str:
     """The text of the page ``source``, one block per line, spaces collapsed:
-    the article (``main``) or every visible text (``raw``)."""
+    the article (``main``) or every visible text (``raw``).
+
+    ``main`` removes the template at the first of :data:`TEMPLATE_LEVELS` that leaves
+    some text: a page whose ``<body class="sidebar-visible">`` names a template word
+    still gives its text, without its ``<nav>``."""
     check_mode(mode)
-    blocks = page_blocks(source, template=mode == "raw")
-    if mode == "main":
-        blocks = main_blocks(blocks)
+    root = parse(source)
+    if root is None:
+        return ""
+    blocks: list[Block] = []
+    for level in TEMPLATE_LEVELS if mode == "main" else ("none",):
+        blocks = _blocks(root, level)
+        if mode == "main":
+            blocks = main_blocks(blocks)
+        if blocks:
+            break
     return "\n".join(b.text for b in blocks)
 
 
@@ -173,13 +190,10 @@ def parse(source: str) -> etree._Element | None:
     return root
 
 
-def page_blocks(source: str, template: bool) -> list[Block]:
-    """The page's visible blocks in document order; ``template`` False leaves out the
-    site's repeated parts (navigation, header, footer, sidebars)."""
-    root = parse(source)
-    if root is None:
-        return []
-    walker = _Walker(template)
+def _blocks(root: etree._Element, level: str) -> list[Block]:
+    """The page's visible blocks in document order, without the template parts that
+    ``level`` (:data:`TEMPLATE_LEVELS`) recognises."""
+    walker = _Walker(level)
     walker.walk(root)
     return walker.blocks
 
@@ -187,8 +201,8 @@ def page_blocks(source: str, template: bool) -> list[Block]:
 class _Walker:
     """One pass over the tree's start and end events (in C); Python runs per element."""
 
-    def __init__(self, template: bool) -> None:
-        self.template = template
+    def __init__(self, level: str) -> None:
+        self.level = level
         self.blocks: list[Block] = []
         self._parts: list[str] = []
         self._linked = 0
@@ -229,13 +243,16 @@ class _Walker:
             )
         )
         opened = _ARTICLE if opens_article else ""
-        if tag == "a":
+        # A link to elsewhere; an anchor within the page (a heading's "#section"
+        # permalink) is the page's own text.
+        link = tag == "a" and not attrs.get("href", "").startswith("#")
+        if link:
             opened += _LINK
         if tag in HEADINGS:
             opened += _HEADING
         self._article += opens_article
         self._article_tags += tag == "article"
-        self._links += tag == "a"
+        self._links += link
         self._headings += tag in HEADINGS
         self._opened.append(opened)
         self._text(el.text)
@@ -272,13 +289,18 @@ class _Walker:
     def _skipped(self, tag: str, attrs: dict[str, str]) -> bool:
         if tag in INVISIBLE or (attrs and _hidden(attrs)):
             return True
-        if self.template:
+        if self.level == "none":
             return False
         if tag in TEMPLATE_TAGS or (tag in TEMPLATE_OUTSIDE_ARTICLE and not self._article_tags):
             return True
-        return bool(attrs) and (
-            _any_word(attrs.get("role"), TEMPLATE_ROLES) or _template_named(attrs)
-        )
+        if not attrs:
+            return False
+        if _any_word(attrs.get("role"), TEMPLATE_ROLES):
+            return True
+        # Names mark template containers; on inline elements they style text
+        # (<a class="header"> is a heading's permalink).
+        named = tag in BLOCKS and tag not in NEVER_NAMED
+        return self.level == "names" and named and _template_named(attrs)
 
 
 _NO_ATTRS: dict[str, str] = {}
