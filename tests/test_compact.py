@@ -83,6 +83,7 @@ def test_bulk_load_equals_ingest(tmp_path: Path) -> None:
     docs = [Document(i, fp) for i, fp in pairs]
     docs[5] = Document("d5", docs[5].fingerprint, "正文", {"url": "http://x"})
     docs[6] = Document("l" * 1024, docs[6].fingerprint)
+    docs[7] = Document("d7", docs[7].fingerprint, "", {})  # empty, but columns all the same
     with SimhashIndex.open(str(tmp_path / "ingested")) as ingested:
         ingested.add_documents(docs)
         with SimhashIndex.open(str(tmp_path / "loaded")) as loaded:
@@ -90,7 +91,10 @@ def test_bulk_load_equals_ingest(tmp_path: Path) -> None:
                 mp.setattr(compact, "_LOAD_CELLS", 7_000)  # buckets cut across commits
                 assert loaded.bulk_load(iter(docs), batch_size=6_000) == len(docs)
             assert _state(loaded) == _state(ingested)
-            assert loaded.get_many(["d5", "l" * 1024]) == ingested.get_many(["d5", "l" * 1024])
+            some = ["d5", "l" * 1024, "d7"]
+            assert (
+                loaded.get_many(some) == ingested.get_many(some) == {d.doc_id: d for d in docs[5:8]}
+            )
             for fp in fps[:50].tolist():
                 assert loaded.query_fingerprint(fp, 3) == ingested.query_fingerprint(fp, 3)
             with pytest.raises(StoreError, match="needs an empty index"):

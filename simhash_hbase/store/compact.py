@@ -33,9 +33,11 @@ readers see still changes all at once, at that commit.
 
 from __future__ import annotations
 
+import pickle
 import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from itertools import islice, pairwise
+from operator import attrgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -60,6 +62,8 @@ _NUM = struct.Struct(">I")
 _HEAD = struct.Struct(">IQ")  # a docs row: number, fingerprint, then packed columns
 _BARE = np.dtype([("num", ">u4"), ("fp", ">u8")])
 _ID_COLUMN = b"_id"
+_COLUMNS = attrgetter("text", "meta", "sketch", "bands")  # a document's optional columns
+_NO_COLUMNS = (None, None, None, None)  # == compares each: "" or {} is a column
 PART_BYTES = 32 << 20  # an index this big or more takes a batch's new cells in parts
 MAX_PARTS = 8  # file overhead ~2/MAX_PARTS of the index; each part costs a commit
 PART_MIN_CELLS = 1 << 16  # fewer new cells than this go in the batch's one commit
@@ -279,7 +283,7 @@ class CompactBatch:
 
     # -- protocol (recording) -------------------------------------------------
     def get_docs(self, doc_ids: Sequence[str]) -> dict[str, Document]:
-        raws = {encode_id(doc_id): doc_id for doc_id in doc_ids}
+        raws = {doc_id.encode("utf-8", "surrogateescape"): doc_id for doc_id in doc_ids}
         with self._t.env.begin() as txn:
             found = self._t.lookup(txn, raws)
         self._observed.update(dict.fromkeys(raws))
@@ -299,7 +303,7 @@ class CompactBatch:
             listed = list(cells)
             rows, ids = cell_rows(listed).reshape(-1, 1), [doc_id for _, doc_id in listed]
         if ids:
-            self._ops.append(("put", (rows, list(map(encode_id, ids)))))
+            self._ops.append(("put", (rows, [i.encode("utf-8", "surrogateescape") for i in ids])))
 
     def delete_index(self, cells: Iterable[IndexCell]) -> None:
         listed = list(cells)
@@ -308,7 +312,8 @@ class CompactBatch:
             self._ops.append(("delete", (rows, [encode_id(doc_id) for _, doc_id in listed])))
 
     def put_docs(self, docs: Iterable[Document]) -> None:
-        latest = {encode_id(doc.doc_id): doc for doc in docs}  # the last one wins
+        # The last one wins; ids were checked by the index (surrogates: a damaged id read back).
+        latest = {doc.doc_id.encode("utf-8", "surrogateescape"): doc for doc in docs}
         if latest:
             self._ops.append(("docs", latest))
 
@@ -426,24 +431,27 @@ class _Commit:
         self._reserved = reserved
         self._nums: dict[bytes, int] = {}
         self._documented: set[bytes] = set()  # ids given a docs row in this commit
+        self._docs_ids: set[bytes] = set()  # ids the commit's ops give a docs row
         self._first_new = self._state["next"]  # numbers from here on have no cells held yet
         self._rows: dict[bytes, bytes | None] = {}  # raw id -> its docs row now (None: none)
         self._named: dict[int, tuple[int, bytes]] = {}  # number -> (fp, raw id) to write
 
     def run(self, ops: list[tuple[str, Any]], observed: dict[bytes, bytes | None]) -> None:
         """``observed``: the docs rows the batch read before this commit began."""
-        written = {raw for op, arg in ops if op == "put" for raw in arg[1]}
-        written.update(raw for op, arg in ops if op == "docs" for raw in arg)
-        seen = {raw: observed[raw] for raw in written if raw in observed}
-        now = self._t.lookup(self._txn, seen)
-        for raw, row in seen.items():
-            current = now.get(raw)
-            if current != row and current is not None:
+        written: set[bytes] = set()
+        for op, arg in ops:
+            if op in ("put", "docs"):
+                written.update(arg[1] if op == "put" else arg)
+            if op == "docs":
+                self._docs_ids.update(arg)
+        seen = written.intersection(observed)
+        self._rows.update(zip(seen, map(observed.__getitem__, seen)))
+        for raw, current in self._t.lookup(self._txn, seen).items():
+            if current != observed[raw]:
                 # Another process wrote this id since the batch read it: the
                 # batch's version replaces it, under a new number.
                 self._unname(_NUM.unpack_from(current)[0])
-                row = None
-            self._rows[raw] = current if current == row else None
+                self._rows[raw] = None
         self._nums.update(self._reserved)
         for op, arg in ops:
             getattr(self, "_" + op)(arg)
@@ -481,11 +489,12 @@ class _Commit:
         nums = np.array(numbered, dtype=np.uint32)
         # An id without a document gets the fingerprint of its cells in its names
         # row; a document's names row carries its own, whatever a cell says.
-        fps = rows[:, 0]["fp"].astype(np.uint64).tolist()
-        for raw, num, fp in zip(raws, numbered, fps):
-            row = self._rows.get(raw)
-            if (row is None or len(row) == _NUM.size) and raw not in self._documented:
-                self._named.setdefault(num, (fp, raw))  # type: ignore[arg-type]
+        if not self._docs_ids.issuperset(raws):
+            fps = rows[:, 0]["fp"].astype(np.uint64).tolist()
+            for raw, num, fp in zip(raws, numbered, fps):
+                row = self._rows.get(raw)
+                if (row is None or len(row) == _NUM.size) and raw not in self._docs_ids:
+                    self._named.setdefault(num, (fp, raw))  # type: ignore[arg-type]
         self._state["cells"] += self._put_new(rows, nums)
 
     def _put_new(self, rows: np.ndarray, nums: np.ndarray) -> int:
@@ -534,14 +543,12 @@ class _Commit:
         self._state["cells"] -= removed
 
     def _docs(self, latest: dict[bytes, Document]) -> None:
-        raws = sorted(latest, key=self._h.fold)
+        short = max(map(len, latest)) < self._h.max_key  # keys are the ids themselves
+        raws = sorted(latest) if short else sorted(latest, key=self._h.fold)
         fps = [latest[raw].fingerprint for raw in raws]
         nums = self._number(raws, create=True)
         self._named.update(zip(nums, zip(fps, raws)))  # type: ignore[arg-type]
-        bare = max(map(len, raws)) < self._h.max_key and all(
-            d.text is None and d.meta is None and d.sketch is None and d.bands is None
-            for d in latest.values()
-        )
+        bare = short and all(map(_NO_COLUMNS.__eq__, map(_COLUMNS, latest.values())))
         if bare:  # number and fingerprint only: packed in one NumPy pass
             rows = np.empty(len(raws), dtype=_BARE)
             rows["num"] = np.array(nums, dtype=np.uint32)
@@ -555,9 +562,8 @@ class _Commit:
                 for raw, num, key in zip(raws, nums, keys)
             ]
         self._row(raws)
-        self._state["documents"] += sum(
-            1 for row in map(self._rows.__getitem__, raws) if row is None or len(row) == _NUM.size
-        )
+        held = [row for row in map(self._rows.__getitem__, raws) if row is not None]
+        self._state["documents"] += len(raws) - sum(len(row) != _NUM.size for row in held)
         self._rows.update(zip(raws, values))
         self._documented.update(raws)
         cursor = self._txn.cursor(self._t.docs)
@@ -657,40 +663,34 @@ def _load_rows(
 ) -> Path:
     """Names rows appended now; docs rows sorted into a run file for the merge."""
     raws = [encode_id(doc.doc_id) for doc in docs]
-    fps = np.fromiter((doc.fingerprint for doc in docs), dtype=np.uint64, count=len(docs))
     heads = np.empty(len(docs), dtype=_BARE)
     heads["num"] = nums
-    heads["fp"] = fps
+    heads["fp"] = np.fromiter((doc.fingerprint for doc in docs), dtype=np.uint64, count=len(docs))
     buf = heads.tobytes()
-    keys = [buf[i : i + 4] for i in range(0, len(buf), 12)]
-    tails = [buf[i + 4 : i + 12] + raw for i, raw in zip(range(0, len(buf), 12), raws)]
-    txn.cursor(tables.names).putmulti(zip(keys, tails), append=True)
-    rows = []
-    for doc, raw, num in zip(docs, raws, nums.tolist()):
-        key = tables.h.fold(raw)
-        bare = doc.text is None and doc.meta is None and doc.sketch is None and doc.bands is None
-        value = (
-            _HEAD.pack(num, doc.fingerprint)
-            if bare and key == raw
-            else tables.doc_value(num, doc, raw, key)
-        )
-        rows.append((key, value))
-    rows.sort()
+    steps = range(0, len(buf), _BARE.itemsize)
+    names = [buf[i + 4 : i + 12] + raw for i, raw in zip(steps, raws)]
+    txn.cursor(tables.names).putmulti(zip([buf[i : i + 4] for i in steps], names), append=True)
+    bare = max(map(len, raws)) < tables.h.max_key and all(
+        map(_NO_COLUMNS.__eq__, map(_COLUMNS, docs))
+    )
+    if bare:  # number and fingerprint only: the head is the whole row
+        keys, values = raws, [buf[i : i + _BARE.itemsize] for i in steps]
+    else:
+        keys = [tables.h.fold(raw) for raw in raws]
+        values = [
+            tables.doc_value(num, doc, raw, key)
+            for doc, raw, num, key in zip(docs, raws, nums.tolist(), keys)
+        ]
+    order = sorted(range(len(keys)), key=keys.__getitem__)
     with run.open("wb") as f:
-        for key, value in rows:
-            f.write(struct.pack("<HI", len(key), len(value)) + key + value)
+        pickle.dump(([keys[i] for i in order], [values[i] for i in order]), f, protocol=5)
     return run
 
 
 def _read_run(run: Path) -> Iterator[tuple[bytes, bytes]]:
     with run.open("rb") as f:
-        data = f.read()
-    pos, end, head = 0, len(data), struct.Struct("<HI")
-    while pos < end:
-        key_len, value_len = head.unpack_from(data, pos)
-        pos += head.size
-        yield data[pos : pos + key_len], data[pos + key_len : pos + key_len + value_len]
-        pos += key_len + value_len
+        keys, values = pickle.load(f)
+    return zip(keys, values)
 
 
 def _merge_docs(tables: Tables, runs: list[Path]) -> None:
@@ -737,7 +737,7 @@ def _append_flag(tables: Tables, spill: Path) -> int:
     """One flag's cells, grouped by bucket, appended to the index; the cells held."""
     cells = np.fromfile(spill, dtype=_SPILL)
     spill.unlink()
-    order = np.argsort(cells["bucket"], kind="stable")  # numbers ascend within a bucket
+    order = np.argsort(cells["bucket"])  # the order of cells within a bucket is free
     cells = cells[order]
     for at in range(0, len(cells), _LOAD_CELLS):
         part = cells[at : at + _LOAD_CELLS]
