@@ -170,3 +170,20 @@ def test_format_2_bytes_decode_by_spec_alone(tmp_path: Path) -> None:
         assert row_b[12:] == b"\x06\x00\x00\x00\x01f:textt"  # u8 name length, u32 value length
     env.close()
     assert sorted(cells) == expected and len(expected) == 20
+
+
+def test_cli_migrate(tmp_path: Path) -> None:
+    from .test_cli import shdb
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    EmbeddedStore(old, format=1).close()
+    with SimhashIndex.open(str(old)) as index:
+        index.add_documents([Document("a", 1, "text", {"k": 1}), Document("b", 3)])
+    result = shdb("migrate", str(old), str(new))
+    assert result.exit_code == 0, result.output
+    assert "copied 2 documents" in result.output
+    with SimhashIndex.open(str(new), readonly=True) as index:
+        assert index.stats()["format"] == 2
+        assert index.get("a") == Document("a", 1, "text", {"k": 1})
+        assert [m.doc_id for m in index.query_fingerprint(0, 3)] == ["a", "b"]
+    assert shdb("migrate", str(old), str(new)).exit_code != 0  # NEW must be new

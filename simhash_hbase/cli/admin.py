@@ -22,6 +22,7 @@ from simhash_hbase.errors import InvalidInput
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.jobs.idf import build_idf_file
 from simhash_hbase.jobs.ingest import check_output
+from simhash_hbase.jobs.migrate import migrate
 from simhash_hbase.jobs.verify import verify
 from simhash_hbase.store.hbase_tables import shell_script
 from simhash_hbase.text.readers import SourceOptions, check_paths
@@ -62,6 +63,18 @@ def verify_cmd(index: IndexOpt = None, repair: RepairOpt = False, as_json: JsonO
             note(f"  {example}")
     if not report.clean and not report.repaired:
         raise typer.Exit(EXIT_NO_MATCH)
+
+
+OldIndexArg = Annotated[str, typer.Argument(metavar="OLD", help="The embedded index to copy.")]
+NewIndexArg = Annotated[str, typer.Argument(metavar="NEW", help="A new or empty folder.")]
+
+
+def migrate_cmd(old: OldIndexArg, new: NewIndexArg) -> None:
+    """Copy an embedded index into a new folder in the compact layout (format 2):
+    its settings and job state, then its documents, bulk loaded. OLD is only read;
+    a format 2 index copied this way is compacted (docs/embedded.md)."""
+    copied = migrate(old, new)
+    note(f"copied {copied} documents into {new}")
 
 
 def schema_cmd(prefix: PrefixOpt = "shdb") -> None:

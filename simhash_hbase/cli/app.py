@@ -33,6 +33,7 @@ for name, command in (
     ("get", query.get_cmd),
     ("remove", admin.remove_cmd),
     ("verify", admin.verify_cmd),
+    ("migrate", admin.migrate_cmd),
     ("dedup", dedup.dedup_cmd),
 ):
     app.command(name)(command)
