@@ -51,6 +51,7 @@ MODULES = (
     "peers_embedded",
     "scale",
     "scrapy_pipeline",
+    "mass_copies",
 )
 SMOKE_DIR = Path(tempfile.gettempdir()) / "shdb-bench-smoke"
 NOTES = [

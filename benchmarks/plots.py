@@ -10,6 +10,7 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # after use(): the backend must be chosen first
 
+from .mass_copies import plot as mass_plot
 from .queries import GET, THRIFT1_GET
 from .scale import plot as scale_plot
 
@@ -24,6 +25,7 @@ def bench_plots(results: dict[str, Any], docs_dir: Path) -> dict[str, str]:
         ("candidates", candidates, ("query_embedded",)),
         ("ingest", ingest_batches, ("ingest_embedded", "ingest_hbase")),
         ("scale", scale_plot, ("scale",)),
+        ("mass", mass_plot, ("mass_copies",)),
     ):
         if any(results.get(n) for n in needs):
             path = docs_dir / f"bench-{key}.png"
