@@ -12,8 +12,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simhash_hbase.index.client import SimhashIndex
-from simhash_hbase.jobs.ingest import IngestOptions, index_fingerprints
-from simhash_hbase.records import DEFAULT_LIMIT, Lookup
+from simhash_hbase.jobs.ingest import IngestOptions, _record_chunks, index_fingerprints
+from simhash_hbase.records import DEFAULT_LIMIT, Lookup, Record
 
 BASE = 0x5A5A_1234_9876_F00D
 
@@ -92,3 +92,26 @@ def test_a_cut_count_is_exact_on_the_embedded_store(tmp_path) -> None:
         assert len(got) == DEFAULT_LIMIT and got.total == 3000 and got.total_exact
         assert index.cost.candidates <= index.scheme.rows_per_fingerprint * DEFAULT_LIMIT
         assert np.all([m.doc_id for m in got] == [f"d{i:05d}" for i in range(DEFAULT_LIMIT)])
+
+
+@given(st.lists(st.integers(0, 50), max_size=60), st.integers(1, 8), st.integers(1, 120))
+def test_batches_end_at_a_count_or_a_byte_budget(sizes: list[int], count: int, budget: int) -> None:
+    """A batch's memory is bounded by bytes as well as by count, and no record is lost."""
+    records = [Record(f"r{i}", "x", None, "", size) for i, size in enumerate(sizes)]
+    chunks = list(_record_chunks(records, count, budget))
+    assert [r for c in chunks for r in c] == records
+    for chunk in chunks:
+        assert len(chunk) <= count
+        assert sum(r.size for r in chunk[:-1]) < budget  # only the last record crosses it
+
+
+def test_a_record_limit_the_machine_cannot_honour_is_refused(tmp_path) -> None:
+    from .test_cli import shdb
+
+    path = tmp_path / "a.txt"
+    path.write_text("正文", encoding="utf-8")
+    result = shdb("ingest", str(path), "-i", str(tmp_path / "ix"), "--max-bytes", str(2**30))
+    assert result.exit_code == 2
+    assert "1..268435456 bytes (256 MiB)" in result.stderr
+    assert "32 bytes of memory per byte" in result.stderr
+    assert "~32x its size in memory" in " ".join(shdb("ingest", "--help").stdout.split())

@@ -25,6 +25,7 @@ from simhash_hbase.records import MAX_LIMIT
 from simhash_hbase.text.readers import (
     DEFAULT_MAX_BYTES,
     MAX_MAX_BYTES,
+    MEMORY_PER_BYTE,
     SourceOptions,
     read_text_file,
 )
@@ -151,7 +152,9 @@ MaxBytesOpt = Annotated[
     int,
     typer.Option(
         metavar="BYTES",
-        help=f"Largest document (JSONL line, CSV record, file) accepted (at most {MAX_MAX_BYTES}).",
+        help="Largest document (JSONL line, CSV record, file) accepted, in bytes "
+        f"(1..{MAX_MAX_BYTES}, 256 MiB). Indexing a document takes ~{MEMORY_PER_BYTE}x its "
+        f"size in memory: the default {DEFAULT_MAX_BYTES // 2**20} MiB ~0.5 GB, the most ~8 GB.",
     ),
 ]
 WorkersOpt = Annotated[int, typer.Option(metavar="N", help="Fingerprinting processes.")]

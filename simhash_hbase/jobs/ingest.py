@@ -67,6 +67,9 @@ DEFAULT_BATCH_SIZE = 1000
 # rewrites every B+tree page its keys land on, ~all of them at 1 M).
 DEFAULT_FINGERPRINT_BATCH = 200_000
 MAX_BATCH_SIZE = 1_000_000
+#: A batch of documents ends early once its records hold this many bytes of input
+#: (each byte costs ~30 in memory while indexed: ~2 GB at this, whatever the count).
+BATCH_BYTES = 64 * 1024 * 1024
 _DEDUP_CHUNK = 1000
 
 #: Called with each new document that has near-copies (its bounded matches).
@@ -148,10 +151,27 @@ def _with_records(
         raise exc.naming(f"document {name}") from None
 
 
+def _record_chunks(
+    records: Iterable[Record | BadRecord], size: int, max_bytes: int = BATCH_BYTES
+) -> Iterator[list[Record | BadRecord]]:
+    """Chunks of ``size`` records, or fewer once they hold ``max_bytes`` of input:
+    a batch's memory is then bounded by bytes too, not by count x largest document."""
+    chunk: list[Record | BadRecord] = []
+    held = 0
+    for record in records:
+        chunk.append(record)
+        held += record.size
+        if len(chunk) >= size or held >= max_bytes:
+            yield chunk
+            chunk, held = [], 0
+    if chunk:
+        yield chunk
+
+
 def _texts(
     records: Iterable[Record | BadRecord], size: int, pending: deque[list[Record | BadRecord]]
 ) -> Iterator[list[str]]:
-    for chunk in _chunks(iter(records), size):
+    for chunk in _record_chunks(records, size):
         pending.append(chunk)  # map() pulls a chunk before it yields its results
         yield [_text_of(r) for r in chunk]
 

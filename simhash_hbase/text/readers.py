@@ -31,7 +31,12 @@ from simhash_hbase.text.extract import TEXT_FORMATS, decode, to_text
 from simhash_hbase.text.html import DEFAULT_HTML_MODE, HTML_MODES
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
-MAX_MAX_BYTES = 1 << 30  # a record is held in memory several times over while indexed
+#: Peak memory of indexing one record, per byte of it (measured with `shdb ingest`
+#: of one 2-16 MB text: ~27-30 bytes, plus ~100 MB to start; docs/benchmarks.md).
+MEMORY_PER_BYTE = 32
+#: The largest record limit: 256 MiB costs ~8 GiB while indexed, a third of the
+#: project's 24 GiB machines (1 GiB, the old bound, would need ~32 GiB).
+MAX_MAX_BYTES = 256 * 1024 * 1024
 FORMATS = ("auto", "text", "jsonl", "csv", "html")
 STDIN = "-"
 STDIN_NAME = "<stdin>"
@@ -65,7 +70,9 @@ class SourceOptions:
         if not 1 <= self.max_bytes <= MAX_MAX_BYTES:
             raise InvalidSetting(
                 "max_bytes",
-                f"the record size limit must be 1..{MAX_MAX_BYTES} bytes, got {self.max_bytes}",
+                f"the record size limit must be 1..{MAX_MAX_BYTES} bytes (256 MiB), got "
+                f"{self.max_bytes}: indexing a record takes ~{MEMORY_PER_BYTE} bytes of memory "
+                "per byte of it",
             )
 
 
