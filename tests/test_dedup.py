@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from simhash_hbase.errors import InvalidQuery
 from simhash_hbase.fingerprint.minhash import MinHasher, MinHashParams
-from simhash_hbase.fingerprint.simhash import Fingerprinter
+from simhash_hbase.fingerprint.simhash import Fingerprinter, FingerprintParams
 from simhash_hbase.jobs.ingest import _nets_graph
 from simhash_hbase.layout import codec
 from simhash_hbase.layout.nets import batch_pairs
@@ -165,7 +165,7 @@ def test_both_nets_grouped_equal_every_pair(picks: list[int], limit: int) -> Non
     nearest earlier ones equal those of batch_pairs over every input."""
     lsh = MinHashParams()
     hasher = MinHasher(lsh)
-    fingerprinter = Fingerprinter()
+    fingerprinter = Fingerprinter(FingerprintParams(version=1))  # "12345" is a v1 term
     sigs = [hasher.signature(t) for t in _TEXTS]
     fps = np.array([fingerprinter.fingerprint(_TEXTS[p]) for p in picks], dtype=np.uint64)
     sketches = [None if sigs[p] is None else sigs[p].sketch for p in picks]

@@ -6,6 +6,7 @@ ingested is the page that is found."""
 from __future__ import annotations
 
 import io
+import json
 import random
 from pathlib import Path
 
@@ -73,3 +74,47 @@ def test_a_single_text_is_auto_text_or_html_only() -> None:
         read_text_file("-", stdin=io.BytesIO(b"x"), fmt="jsonl")
     with pytest.raises(InvalidInput, match="unknown text format"):
         to_text("x", "csv")
+
+
+def test_the_command_line_reads_pages_as_ingest_does(tmp_path: Path) -> None:
+    from .test_cli import shdb
+
+    rng = random.Random(5)
+    site = tmp_path / "site"
+    site.mkdir()
+    pages = {}
+    for i, template in enumerate(TEMPLATES):
+        page = site_page(template, f"标题{i}", article_text(rng, 400), rng)
+        pages[f"p{i}.html"] = page
+        (site / f"p{i}.html").write_text(page.html, encoding="utf-8")
+    index = str(tmp_path / "ix")
+    assert shdb("ingest", str(site), "-i", index).exit_code == 0
+    for name, page in pages.items():
+        found = shdb("query", "--file", str(site / name), "-i", index, "-k", "0", "--json")
+        assert name in [m["id"] for m in json.loads(found.stdout)["matches"]], found.output
+        piped = shdb("query", "--file", "-", "-i", index, "-k", "0", "--json", stdin=page.html)
+        assert name in [m["id"] for m in json.loads(piped.stdout)["matches"]]
+        article = shdb("fingerprint", page.article, "-i", index).stdout
+        assert shdb("fingerprint", "--file", str(site / name), "-i", index).stdout == article
+        as_text = shdb("fingerprint", "--file", str(site / name), "--format", "text", "-i", index)
+        assert as_text.stdout != article  # --format text: the markup is text too
+    dedup = shdb("dedup", str(site), "--json")
+    assert dedup.exit_code == 0
+
+
+def test_the_html_mode_is_recorded_in_the_index(tmp_path: Path) -> None:
+    from .test_cli import shdb
+
+    site = tmp_path / "site"
+    site.mkdir()
+    page = site_page("landmarks", "标题", article_text(random.Random(1), 200), random.Random(2))
+    (site / "p.html").write_text(page.html, encoding="utf-8")
+    index = str(tmp_path / "ix")
+    assert shdb("ingest", str(site), "-i", index, "--html", "raw").exit_code == 0
+    with SimhashIndex.open(index, create=False) as ix:
+        assert ix.params.html == "raw" and ix.manifest["fingerprint"]["html"] == "raw"
+        assert ix.to_text(page.html) == to_text(page.html, html="raw")
+    refused = shdb("query", "--file", str(site / "p.html"), "-i", index, "--html", "main")
+    assert refused.exit_code == 2 and "html" in refused.stderr
+    found = shdb("query", "--file", str(site / "p.html"), "-i", index, "-k", "0")
+    assert found.exit_code == 0 and "p.html" in found.stdout

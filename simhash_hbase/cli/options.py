@@ -19,9 +19,10 @@ import typer
 
 from simhash_hbase.errors import InvalidInput
 from simhash_hbase.fingerprint.probes import DEFAULT_QUERY_PROBES
-from simhash_hbase.fingerprint.simhash import DEFAULT_VERSION, load_idf_file
+from simhash_hbase.fingerprint.simhash import DEFAULT_FOLD, DEFAULT_VERSION, load_idf_file
 from simhash_hbase.layout.scheme import DEFAULT_SCHEME
 from simhash_hbase.records import MAX_LIMIT
+from simhash_hbase.text.extract import check_format, to_text
 from simhash_hbase.text.readers import (
     DEFAULT_MAX_BYTES,
     MAX_MAX_BYTES,
@@ -90,18 +91,30 @@ VersionOpt = Annotated[
     typer.Option(
         "--fingerprint-version",
         metavar="1|2",
-        help="1: the original recipe; 2: NFKC text, no pure numbers or 1-letter ASCII "
-        "terms, weights count^1.75 x IDF capped at a fifth of the total (docs/quality.md). "
-        + AS_BUILT.format(DEFAULT_VERSION),
+        help="1: the original recipe; 2: NFKC text, no pure numbers, 1-letter ASCII or "
+        "punctuation-only terms, weights count^1.75 x IDF capped at a fifth of the total, "
+        "Traditional folded to Simplified (docs/quality.md). " + AS_BUILT.format(DEFAULT_VERSION),
         show_default=False,
     ),
 ]
 FoldOpt = Annotated[
     str | None,
     typer.Option(
-        metavar="none|t2s",
-        help="t2s: fold Traditional to Simplified Chinese first (version 2, OpenCC). "
-        + AS_BUILT.format("none"),
+        metavar="none|t2s|tw2sp",
+        help="Fold Traditional to Simplified Chinese first (version 2, OpenCC): tw2sp by "
+        "phrase (Taiwan phrases too: 軟體 -> 软件; Simplified lines stay as they are), t2s "
+        "by character. " + AS_BUILT.format(f"{DEFAULT_FOLD} with version 2"),
+        show_default=False,
+    ),
+]
+HtmlOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--html",
+        metavar="main|raw",
+        help="How an HTML page becomes text: main (its article, without navigation, "
+        "sidebars, link lists, footers or hidden blocks) or raw (all visible text; "
+        "docs/html.md). " + AS_BUILT.format("main"),
         show_default=False,
     ),
 ]
@@ -140,8 +153,8 @@ FormatOpt = Annotated[
     typer.Option(
         "--format",
         metavar="FORMAT",
-        help="auto|text|jsonl|csv|html (auto: by file suffix; a text file that starts "
-        "like an HTML page is read as HTML: its visible text, no markup or navigation).",
+        help="auto|text|jsonl|csv|html (auto: by file suffix; a text file, JSONL or CSV "
+        "text that is a whole HTML page, <html> ... </html>, is read as a page; see --html).",
     ),
 ]
 IdFieldOpt = Annotated[str, typer.Option(metavar="NAME", help="JSONL/CSV field holding the id.")]
@@ -187,6 +200,7 @@ def fingerprint_settings(
     ngram: NgramOpt = None,
     fingerprint_version: VersionOpt = None,
     fold: FoldOpt = None,
+    html: HtmlOpt = None,
 ) -> dict[str, Any]:
     """The fingerprint settings given on the command line, and only those (the
     index's manifest supplies the rest, or the defaults for a new index)."""
@@ -196,6 +210,7 @@ def fingerprint_settings(
         "ngram": ngram,
         "version": fingerprint_version,
         "fold": fold,
+        "html": html,
     }
     if idf is not None:
         wanted["idf"] = load_idf_file(idf).digest
@@ -212,6 +227,17 @@ def source_options(
     return SourceOptions(fmt, id_field, text_field, max_bytes)
 
 
+TextFormatOpt = Annotated[
+    str,
+    typer.Option(
+        "--format",
+        metavar="auto|text|html",
+        help="auto: an HTML page (a .html/.htm file, or a whole <html> ... </html> "
+        "document) is read as ingest reads it (see --html), anything else as text.",
+    ),
+]
+
+
 @dataclass(frozen=True)
 class TextInput:
     """One text given as an argument or read from a file (or stdin)."""
@@ -219,24 +245,31 @@ class TextInput:
     text: str | None
     file: str | None
     max_bytes: int
+    fmt: str = "auto"
 
     @property
     def given(self) -> bool:
         return (self.text, self.file) != (None, None)
 
-    def read(self) -> str:
+    def read(self, html: str) -> str:
+        """The text as ingest reads it (:func:`~simhash_hbase.text.extract.to_text`), a
+        page as the index's ``html`` mode says."""
         if self.file is not None and self.text is None:
-            return read_text_file(self.file, self.max_bytes)
+            return read_text_file(self.file, self.max_bytes, fmt=self.fmt, html=html)
         if self.text is not None and self.file is None:
-            return self.text
+            return to_text(self.text, self.fmt, html=html)
         raise InvalidInput("give exactly one of TEXT or --file (- reads stdin)")
 
 
 def text_input(
-    text: TextArg = None, file: FileOpt = None, max_bytes: MaxBytesOpt = DEFAULT_MAX_BYTES
+    text: TextArg = None,
+    file: FileOpt = None,
+    max_bytes: MaxBytesOpt = DEFAULT_MAX_BYTES,
+    fmt: TextFormatOpt = "auto",
 ) -> TextInput:
-    """The text a command works on: TEXT, or --file (- = stdin)."""
-    return TextInput(text, file, max_bytes)
+    """The text a command works on: TEXT, or --file (- = stdin), in --format."""
+    check_format(fmt)
+    return TextInput(text, file, max_bytes, fmt)
 
 
 def uses(**groups: Callable[..., Any]) -> Callable[[F], F]:

@@ -73,13 +73,12 @@ def query_cmd(
             "term weights; query with TEXT or --file to use --probes"
         )
     query_fp = parse_fingerprint_hex(fingerprint) if fingerprint is not None else None
-    body = given.read() if query_fp is None else ""
     probe = 0 if query_fp is not None else DEFAULT_QUERY_PROBES if probes is None else probes
     with SimhashIndex.open(index, readonly=True, params=wanted) as ix:
         if query_fp is not None:
             matches = ix.query_fingerprint(query_fp, k, limit=limit)
         else:
-            matches = ix.query(body, k, probes=probe, limit=limit)
+            matches = ix.query(given.read(ix.params.html), k, probes=probe, limit=limit)
     _print_matches(matches, predicate(k, ix.lsh if query_fp is None else None, probe), as_json)
     if not matches:
         raise typer.Exit(EXIT_NO_MATCH)
@@ -110,12 +109,12 @@ def fingerprint_cmd(
 ) -> None:
     """The 64-bit SimHash of TEXT (or --file) as 16 hex digits, made as the index
     (-i) or the options say (default: a new index's settings)."""
-    body = given.read()
     if index is not None:
         with SimhashIndex.open(index, readonly=True, params=wanted) as ix:
             fp = ix.fingerprinter
     else:
         fp = Fingerprinter(FingerprintParams(**wanted))
+    body = given.read(fp.params.html)
     value = fingerprint_to_hex(fp.fingerprint(body))
     weighted = fp.weighted_terms(body) if terms else []
     if as_json:

@@ -699,6 +699,7 @@ def ingest(
     ingest has finished, and a re-run never loses or repeats a line.
     """
     options = options or IngestOptions()
+    opts = dataclasses.replace(opts, html=index.params.html)  # pages read as the index says
     exclude = [*_own_files(index), *exclude]
     checkpoint = (
         Checkpoint.of(index, paths, opts, options, fingerprints=fingerprints, exclude=exclude)
@@ -781,6 +782,7 @@ def find_duplicates(
     pigeonhole, grouping by band key for LSH) between distinct documents.
     """
     scheme.check_k(k)
+    opts = dataclasses.replace(opts, html=params.html)  # pages read as the params say
     sketches: list[bytes | None] = []
     bands: list[bytes | None] = []
     if fingerprints:
