@@ -52,6 +52,7 @@ MODULES = (
     "scale",
     "scrapy_pipeline",
     "mass_copies",
+    "serve",
 )
 SMOKE_DIR = Path(tempfile.gettempdir()) / "shdb-bench-smoke"
 NOTES = [

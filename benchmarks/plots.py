@@ -26,6 +26,7 @@ def bench_plots(results: dict[str, Any], docs_dir: Path) -> dict[str, str]:
         ("ingest", ingest_batches, ("ingest_embedded", "ingest_hbase")),
         ("scale", scale_plot, ("scale",)),
         ("mass", mass_plot, ("mass_copies",)),
+        ("serve", serve_load, ("serve",)),
     ):
         if any(results.get(n) for n in needs):
             path = docs_dir / f"bench-{key}.png"
@@ -162,6 +163,27 @@ def ingest_batches(results: dict[str, Any], path: Path) -> Path:
         )
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def serve_load(results: dict[str, Any], path: Path) -> Path:
+    """`shdb serve`: p50 and p99 latency, and the rate served, against the offered rate."""
+    steps = results["serve"]["load"]
+    rates = [s["rate"] for s in steps]
+    fig, ax = plt.subplots(figsize=(6.4, 4.4))
+    ax.plot(rates, [s["p50_ms"] for s in steps], marker="o", label="p50")
+    ax.plot(rates, [s["p99_ms"] for s in steps], marker="s", ls=":", label="p99")
+    ax.axhline(25, color="tab:red", lw=0.8, ls="--", label="floor: p99 25 ms at 300/s")
+    ax.set_xlabel("offered load (text check-and-add requests/s)")
+    ax.set_ylabel("latency (ms)")
+    ax.set_yscale("log")
+    served = ax.twinx()
+    served.plot(
+        rates, [s["achieved"] for s in steps], color="tab:gray", alpha=0.5, label="served/s"
+    )
+    served.set_ylabel("served requests/s")
+    ax.legend(loc="upper left", fontsize=8)
+    ax.set_title("shdb serve, ~2 KB Chinese texts, embedded store")
     return _save(fig, path)
 
 

@@ -20,7 +20,7 @@ import anyio
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
@@ -153,11 +153,14 @@ class Service:
         if declared and declared.isdigit() and int(declared) > limit:
             raise _too_large(limit)
         chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise _too_large(limit)
-            chunks.append(chunk)
+        try:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise _too_large(limit)
+                chunks.append(chunk)
+        except ClientDisconnect:  # nobody reads the answer; nothing was queued
+            raise ApiError(400, "client_disconnected", "the client went away") from None
         return b"".join(chunks)
 
     # -- the index endpoints ----------------------------------------------------------
