@@ -61,7 +61,7 @@ DEFAULT_SHINGLE = 5
 DEFAULT_SKETCH_BITS = 4
 #: Estimated Jaccard at or above which an LSH candidate is a match (docs/quality.md).
 DEFAULT_THRESHOLD = 0.5
-DEFAULT_FLOOR = 0.2
+DEFAULT_FLOOR = 0.4
 _BMP = 0x10000
 
 
