@@ -20,6 +20,7 @@ from simhash_hbase.text.extract import to_text
 from simhash_hbase.text.readers import (
     STDIN,
     SourceOptions,
+    as_utf8,
     fingerprint_record,
     read_fingerprint_lines,
     read_sources,
@@ -33,13 +34,19 @@ def _read(data: bytes, **options: object) -> list[Record | BadRecord]:
     return list(read_sources([STDIN], opts, stdin=io.BytesIO(data)))
 
 
+def _utf8(data: bytes) -> bytes:
+    """``data`` as the readers see it: UTF-16/32 (known by its BOM) as UTF-8."""
+    return as_utf8(io.BytesIO(data)).read()
+
+
 def text_reader(data: bytes) -> None:
     """A plain text read from a stream is one record: its exact text, or one bad record."""
     items = _read(data, format="text", stdin_id="doc")
     assert len(items) == 1, items
     (item,) = items
     if isinstance(item, Record):
-        assert item.text == data.decode("utf-8-sig"), "text changed on the way in"
+        expected = _utf8(data).decode("utf-8-sig")
+        assert item.text == expected, "text changed on the way in"
 
 
 def html_reader(data: bytes) -> None:
@@ -55,7 +62,7 @@ def html_reader(data: bytes) -> None:
 def jsonl_reader(data: bytes) -> None:
     """Every non-blank line is one record or one bad record that names its line."""
     items = _read(data, format="jsonl")
-    lines = data.split(b"\n")
+    lines = _utf8(data).split(b"\n")
     if lines and not lines[-1]:
         lines.pop()
     blank = 0
@@ -77,8 +84,9 @@ def csv_reader(data: bytes) -> None:
 def fingerprint_reader(data: bytes) -> None:
     """The bulk (NumPy) parser of ``ID<TAB>HEX`` lines agrees with the per-line one."""
     bulk = list(read_fingerprint_lines([STDIN], stdin=io.BytesIO(data)))
+    utf8 = _utf8(data)
     one_by_one: list[tuple[str, int] | BadRecord] = []
-    for lineno, line in enumerate(data.splitlines(keepends=True), 1):
+    for lineno, line in enumerate(utf8.splitlines(keepends=True), 1):
         if line.endswith(b"\r") and not line.endswith(b"\r\n"):
             return  # a lone CR: the bulk reader's lines end at \n only (splitlines differs)
         item = fingerprint_record(line, f"<stdin>:{lineno}")

@@ -6,6 +6,7 @@ The long runs are documented in docs/fuzzing.md.
 
 from __future__ import annotations
 
+import codecs
 import importlib.util
 import os
 import subprocess
@@ -13,6 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from fuzz.targets import TARGETS
 
@@ -51,3 +54,18 @@ def test_each_target_runs_under_atheris(name: str, tmp_path: Path) -> None:
     )  # fmt: skip
     assert run.returncode == 0, run.stderr[-3000:]
     assert "Done" in run.stderr
+
+
+_BOMS = st.sampled_from(
+    [codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE, codecs.BOM_UTF32_LE, codecs.BOM_UTF32_BE]
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(_BOMS, st.binary(max_size=64), st.sampled_from(["text", "jsonl", "csv", "fingerprints"]))
+def test_finding_truncated_utf16_or_32_is_a_bad_record_not_a_crash(
+    bom: bytes, body: bytes, name: str
+) -> None:
+    """The fuzzers' first findings: a UTF-16/32 stream whose last unit is cut (or any
+    undecodable unit) raised UnicodeDecodeError out of the CSV and fingerprint readers."""
+    TARGETS[name](bom + body)

@@ -95,6 +95,19 @@ def wide_encoding(head: bytes) -> str | None:
     return next((name for bom, name in _WIDE_BOMS if head.startswith(bom)), None)
 
 
+def _undecodable(exc: UnicodeError) -> tuple[str, int]:
+    """Codec error handler for UTF-16/32 input: bytes that do not decode (a lone
+    surrogate, a truncated last unit) become lone surrogates, which no UTF-8 holds,
+    so the record holding them is reported as not UTF-8 instead of ending the run."""
+    if not isinstance(exc, UnicodeDecodeError):
+        raise exc
+    return "".join(chr(0xDC00 | b) for b in exc.object[exc.start : exc.end]), exc.end
+
+
+_UNDECODABLE = "shdb-undecodable"
+codecs.register_error(_UNDECODABLE, _undecodable)
+
+
 class _Transcoded:
     """A UTF-16/32 stream (known by its BOM) read as UTF-8 bytes, line by line or
     in blocks, so every reader sees UTF-8 and counts lines as usual. A lone
@@ -102,7 +115,7 @@ class _Transcoded:
     then reported as such, and the rest is read."""
 
     def __init__(self, f: BinaryIO, encoding: str) -> None:
-        self._text = io.TextIOWrapper(f, encoding, errors="surrogatepass", newline="")  # type: ignore[type-var]
+        self._text = io.TextIOWrapper(f, encoding, errors=_UNDECODABLE, newline="")  # type: ignore[type-var]
 
     def readline(self, limit: int = -1) -> bytes:
         return self._text.readline(limit).encode("utf-8", "surrogatepass")
