@@ -221,180 +221,188 @@ def picks_of(res: Results) -> dict[str, str]:
 _VERDICTS = "eval/verdicts.md"
 
 
+#: A verdict: the name of its sentence in templates/eval/verdicts.md and the numbers
+#: it quotes; a value that is itself a verdict (or a list of them) is rendered in place.
+Verdict = tuple[str, dict[str, Any]]
+LONG = "long>500"
+
+
 def recommendations(res: Results, picks: dict[str, str]) -> list[str]:
     """Tuned-defaults bullets, chosen and filled from the numbers so a rerun keeps them
-    consistent (the sentences are in templates/eval/verdicts.md).
+    consistent: :func:`verdicts` decides, this only renders."""
+    common = {"k": K, "default": DEFAULT, "default_top_n": DEFAULT_TOP_N}
+    return [_render_verdict(v, common) for v in verdicts(res, picks)]
+
+
+def _render_verdict(verdict: Verdict, common: dict[str, Any]) -> str:
+    name, values = verdict
+    filled = {
+        key: "; ".join(_render_verdict(v, common) for v in value)
+        if isinstance(value, list)
+        else _render_verdict(value, common)
+        if isinstance(value, tuple)
+        else value
+        for key, value in values.items()
+    }
+    return snippet(_VERDICTS, name, common, **filled)
+
+
+def verdicts(res: Results, picks: dict[str, str]) -> list[Verdict]:
+    """Which verdicts the numbers support, and the numbers each quotes.
 
     A change is recommended only when its paired recall gain over the default (same
     pairs, both configs) is larger than its 95% interval and its FPR is within budget.
     """
-    best_t, best_long = picks["best_top_n"], picks["best_long"]
-    best_short, best_chars_short = picks["best_short"], picks["best_chars_short"]
-    chars = [c.name for c in res.cfgs if c.family == "chars"]
-    ours = [f"words-t{n}" for n in TOP_NS] + [f"words-t{n}-didf" for n in TOP_NS] + chars
-    common = {"k": K, "default": DEFAULT, "default_top_n": DEFAULT_TOP_N}
-    out = []
-    if best_t != DEFAULT and significant(res, best_t, DEFAULT, "long>500"):
-        out.append(
-            snippet(
-                _VERDICTS,
-                "top_n_change",
-                common,
-                top_n=best_t.split("-t")[1],
-                best_t=best_t,
-                rf_best=_rf(res, best_t, "long>500"),
-                rf_default=_rf(res, DEFAULT, "long>500"),
-                vs_long=versus(res, best_t, DEFAULT, "long>500"),
-                vs_short=versus(res, best_t, DEFAULT, "short"),
-                best_k6=pct(res.recall(best_t, 6, "long>500")),
-                default_k6=pct(res.recall(DEFAULT, 6, "long>500")),
-            )
-        )
-    else:
-        others = [f"words-t{n}" for n in TOP_NS if f"words-t{n}" != DEFAULT]
-        alt = max(others, key=lambda c: res.recall(c, K, "long>500"))
-        out.append(
-            snippet(
-                _VERDICTS,
-                "top_n_keep",
-                common,
-                rf_default=_rf(res, DEFAULT, "long>500"),
-                alt=alt,
-                vs_alt=versus(res, alt, DEFAULT, "long>500"),
-            )
-        )
+    found = [_top_n(res, picks["best_top_n"]), _domain_idf(res, picks)]
+    best_long = picks["best_long"]
+    if best_long != DEFAULT and significant(res, best_long, DEFAULT, LONG):
+        found.append(_documents(res, best_long, picks["best_chars_long"]))
+    return [*found, _short_texts(res, picks), _k_lever(res), _noise_tokens(res)]
+
+
+def _top_n(res: Results, best_t: str) -> Verdict:
+    if best_t != DEFAULT and significant(res, best_t, DEFAULT, LONG):
+        return "top_n_change", {
+            "top_n": best_t.split("-t")[1],
+            "best_t": best_t,
+            "rf_best": _rf(res, best_t, LONG),
+            "rf_default": _rf(res, DEFAULT, LONG),
+            "vs_long": versus(res, best_t, DEFAULT, LONG),
+            "vs_short": versus(res, best_t, DEFAULT, "short"),
+            "best_k6": pct(res.recall(best_t, 6, LONG)),
+            "default_k6": pct(res.recall(DEFAULT, 6, LONG)),
+        }
+    others = [f"words-t{n}" for n in TOP_NS if f"words-t{n}" != DEFAULT]
+    alt = max(others, key=lambda c: res.recall(c, K, LONG))
+    return "top_n_keep", {
+        "rf_default": _rf(res, DEFAULT, LONG),
+        "alt": alt,
+        "vs_alt": versus(res, alt, DEFAULT, LONG),
+    }
+
+
+def _domain_idf(res: Results, picks: dict[str, str]) -> Verdict:
+    best_t, best_didf = picks["best_top_n"], picks["best_domain_idf"]
     same_n = f"{best_t}-didf"
     idf = res.meta["domain_idf_tables"][0]
-    out.append(
-        snippet(
-            _VERDICTS,
-            "domain_idf",
-            common,
-            verdict="helps"
-            if significant(res, same_n, best_t, "long>500")
-            else "hurts"
-            if significant(res, best_t, same_n, "long>500")
-            else "makes no clear difference",
-            same_n=same_n,
-            best_t=best_t,
-            rf_same=_rf(res, same_n, "long>500"),
-            rf_best=_rf(res, best_t, "long>500"),
-            vs_long=versus(res, same_n, best_t, "long>500"),
-            vs_short=versus(res, same_n, best_t, "short"),
-            best_didf=picks["best_domain_idf"],
-            rf_didf=_rf(res, picks["best_domain_idf"], "long>500"),
-            losses=losses(res, same_n, best_t, "long>500"),
-            median=f"{idf['median']:.2f}",
-            max=f"{idf['max']:.2f}",
-            df_at_median=f"{idf['df_at_median']:.0f}",
-            docs=f"{idf['docs']:.0f}",
-        )
-    )
-    if best_long != DEFAULT and significant(res, best_long, DEFAULT, "long>500"):
-        fp_best = res.fp_count(best_long, K, "long>500")[0]
-        fp_default, pairs = res.fp_count(DEFAULT, K, "long>500")
-        twins = res.meta["twins"]["within_k3"]
-        out.append(
-            snippet(
-                _VERDICTS,
-                "documents_better",
-                common,
-                best_long=best_long,
-                rf_best=_rf(res, best_long, "long>500"),
-                rf_default=_rf(res, DEFAULT, "long>500"),
-                vs_long=versus(res, best_long, DEFAULT, "long>500"),
-                best_chars_long=picks["best_chars_long"],
-                rf_chars=_rf(res, picks["best_chars_long"], "long>500"),
-                fp_best=fp_best,
-                fp_default=fp_default,
-                pairs=pairs,
-                fpr6_best=fpr_str(res.fpr(best_long, 6, "long>500")),
-                fpr6_default=fpr_str(res.fpr(DEFAULT, 6, "long>500")),
-                twins_best=pct(twins[best_long]),
-                twins_default=pct(twins[DEFAULT]),
-                cost=snippet(
-                    _VERDICTS,
-                    "documents_costly" if fp_best > 2 * fp_default else "documents_cheap",
-                ),
-            )
-        )
-    if best_short != DEFAULT and significant(res, best_short, DEFAULT, "short"):
-        verdict_short = f"`{best_short}`"
+    if significant(res, same_n, best_t, LONG):
+        verdict = "helps"
+    elif significant(res, best_t, same_n, LONG):
+        verdict = "hurts"
     else:
-        verdict_short = f"the default `{DEFAULT}` (nothing is clearly better)"
-    out.append(
-        snippet(
-            _VERDICTS,
-            "short_texts",
-            common,
-            verdict=verdict_short,
-            best_short=best_short,
-            rf_best=_rf(res, best_short, "short"),
-            rf_line=_rf(res, best_short, "line"),
-            rf_para=_rf(res, best_short, "para"),
-            rf_default=_rf(res, DEFAULT, "short"),
-            best_chars=best_chars_short,
-            rf_chars=_rf(res, best_chars_short, "short"),
-            vs_chars=versus(res, best_chars_short, DEFAULT, "short"),
-            losses=losses(res, best_chars_short, DEFAULT, "short"),
-        )
-    )
-    worst_fpr = max(res.fpr(n, K, "long>500") for n in ours)
+        verdict = "makes no clear difference"
+    return "domain_idf", {
+        "verdict": verdict,
+        "same_n": same_n,
+        "best_t": best_t,
+        "rf_same": _rf(res, same_n, LONG),
+        "rf_best": _rf(res, best_t, LONG),
+        "vs_long": versus(res, same_n, best_t, LONG),
+        "vs_short": versus(res, same_n, best_t, "short"),
+        "best_didf": best_didf,
+        "rf_didf": _rf(res, best_didf, LONG),
+        "losses": losses(res, same_n, best_t, LONG),
+        "median": f"{idf['median']:.2f}",
+        "max": f"{idf['max']:.2f}",
+        "df_at_median": f"{idf['df_at_median']:.0f}",
+        "docs": f"{idf['docs']:.0f}",
+    }
+
+
+def _documents(res: Results, best_long: str, best_chars: str) -> Verdict:
+    fp_best = res.fp_count(best_long, K, LONG)[0]
+    fp_default, pairs = res.fp_count(DEFAULT, K, LONG)
+    twins = res.meta["twins"]["within_k3"]
+    return "documents_better", {
+        "best_long": best_long,
+        "rf_best": _rf(res, best_long, LONG),
+        "rf_default": _rf(res, DEFAULT, LONG),
+        "vs_long": versus(res, best_long, DEFAULT, LONG),
+        "best_chars_long": best_chars,
+        "rf_chars": _rf(res, best_chars, LONG),
+        "fp_best": fp_best,
+        "fp_default": fp_default,
+        "pairs": pairs,
+        "fpr6_best": fpr_str(res.fpr(best_long, 6, LONG)),
+        "fpr6_default": fpr_str(res.fpr(DEFAULT, 6, LONG)),
+        "twins_best": pct(twins[best_long]),
+        "twins_default": pct(twins[DEFAULT]),
+        "cost": ("documents_costly" if fp_best > 2 * fp_default else "documents_cheap", {}),
+    }
+
+
+def _short_texts(res: Results, picks: dict[str, str]) -> Verdict:
+    best_short, best_chars = picks["best_short"], picks["best_chars_short"]
+    if best_short != DEFAULT and significant(res, best_short, DEFAULT, "short"):
+        verdict = f"`{best_short}`"
+    else:
+        verdict = f"the default `{DEFAULT}` (nothing is clearly better)"
+    return "short_texts", {
+        "verdict": verdict,
+        "best_short": best_short,
+        "rf_best": _rf(res, best_short, "short"),
+        "rf_line": _rf(res, best_short, "line"),
+        "rf_para": _rf(res, best_short, "para"),
+        "rf_default": _rf(res, DEFAULT, "short"),
+        "best_chars": best_chars,
+        "rf_chars": _rf(res, best_chars, "short"),
+        "vs_chars": versus(res, best_chars, DEFAULT, "short"),
+        "losses": losses(res, best_chars, DEFAULT, "short"),
+    }
+
+
+def _k_lever(res: Results) -> Verdict:
+    chars = [c.name for c in res.cfgs if c.family == "chars"]
+    ours = [f"words-t{n}" for n in TOP_NS] + [f"words-t{n}-didf" for n in TOP_NS] + chars
+    worst_fpr = max(res.fpr(n, K, LONG) for n in ours)
     k_short, r_short, f_short = res.operating_point(DEFAULT, "short")
-    k_long, r_long, f_long = res.operating_point(DEFAULT, "long>500")
-    out.append(
-        snippet(
-            _VERDICTS,
-            "k_lever",
-            common,
-            budget_share=pct(worst_fpr / TARGET_FPR, 0),
-            target_fpr=pct(TARGET_FPR, 1),
-            worst_fpr=fpr_str(worst_fpr),
-            k_long=k_long,
-            r_long=pct(r_long),
-            f_long=fpr_str(f_long),
-            k_short=k_short,
-            r_short=pct(r_short),
-            f_short=fpr_str(f_short),
-            fpr6=fpr_str(res.fpr(DEFAULT, 6, "long>500")),
-            recall6=pct(res.recall(DEFAULT, 6, "long>500")),
-        )
-    )
+    k_long, r_long, f_long = res.operating_point(DEFAULT, LONG)
+    return "k_lever", {
+        "budget_share": pct(worst_fpr / TARGET_FPR, 0),
+        "target_fpr": pct(TARGET_FPR, 1),
+        "worst_fpr": fpr_str(worst_fpr),
+        "k_long": k_long,
+        "r_long": pct(r_long),
+        "f_long": fpr_str(f_long),
+        "k_short": k_short,
+        "r_short": pct(r_short),
+        "f_short": fpr_str(f_short),
+        "fpr6": fpr_str(res.fpr(DEFAULT, 6, LONG)),
+        "recall6": pct(res.recall(DEFAULT, 6, LONG)),
+    }
+
+
+def _noise_tokens(res: Results) -> Verdict:
     jb = res.meta["jieba_idf"]
-    protos = []
-    for proto, base in (("proto-t64", "words-t64"), ("proto-t128", "words-t128")):
-        num = res.recall(proto, K, "long>500", ["numbers_changed"]) - res.recall(
-            base, K, "long>500", ["numbers_changed"]
-        )
-        protos.append(
-            snippet(
-                _VERDICTS,
-                "noise_token_pair",
-                proto=proto,
-                base=base,
-                rf_proto=_rf(res, proto, "long>500"),
-                rf_base=_rf(res, base, "long>500"),
-                vs_long=versus(res, proto, base, "long>500"),
-                numbers=f"{100 * num:+.1f}",
-                fp_proto=res.fp_count(proto, K, "long>500")[0],
-                fp_base=res.fp_count(base, K, "long>500")[0],
-                vs_short=versus(res, proto, base, "short"),
-            )
-        )
-    out.append(
-        snippet(
-            _VERDICTS,
-            "noise_tokens",
-            ascii_entries=jb["ascii_entries"],
-            entries=jb["entries"],
-            median=f"{jb['median']:.2f}",
-            wenjian=f"{jb['文件']:.2f}",
-            yonghu=f"{jb['用户']:.2f}",
-            ascii_share=pct(res.meta["ascii_top_share"], 0),
-            protos="; ".join(protos),
-        )
-    )
-    return out
+    pairs = [_noise_pair(res, proto, base) for proto, base in NOISE_PAIRS]
+    return "noise_tokens", {
+        "ascii_entries": jb["ascii_entries"],
+        "entries": jb["entries"],
+        "median": f"{jb['median']:.2f}",
+        "wenjian": f"{jb['文件']:.2f}",
+        "yonghu": f"{jb['用户']:.2f}",
+        "ascii_share": pct(res.meta["ascii_top_share"], 0),
+        "protos": pairs,
+    }
+
+
+NOISE_PAIRS = (("proto-t64", "words-t64"), ("proto-t128", "words-t128"))
+
+
+def _noise_pair(res: Results, proto: str, base: str) -> Verdict:
+    numbers = ["numbers_changed"]
+    gain = res.recall(proto, K, LONG, numbers) - res.recall(base, K, LONG, numbers)
+    return "noise_token_pair", {
+        "proto": proto,
+        "base": base,
+        "rf_proto": _rf(res, proto, LONG),
+        "rf_base": _rf(res, base, LONG),
+        "vs_long": versus(res, proto, base, LONG),
+        "numbers": f"{100 * gain:+.1f}",
+        "fp_proto": res.fp_count(proto, K, LONG)[0],
+        "fp_base": res.fp_count(base, K, LONG)[0],
+        "vs_short": versus(res, proto, base, "short"),
+    }
 
 
 def operating_table(res: Results, names: Sequence[str]) -> str:
@@ -582,17 +590,42 @@ def render(
 
     ``extra_figures`` and ``sections`` come from the registered eval sections.
     """
-    m = res.meta
-    words = [f"words-t{n}" for n in TOP_NS]
-    didf = [f"words-t{n}-didf" for n in TOP_NS]
-    chars = [c.name for c in res.cfgs if c.family == "chars"]
-    protos = [c.name for c in res.cfgs if c.family == "proto"]
-    allc = [c.name for c in res.cfgs]
     picks = picks_of(res)
     plotted, plotted_short = _plotted(picks)
     plot(res, plotted, "long>500", doc.parent / "quality-long.png")
     plot(res, plotted_short, "short", doc.parent / "quality-short.png")
+    page = fill(
+        "quality.md",
+        **_run_values(res),
+        **_method_values(res),
+        **_result_values(res, picks, extra_figures),
+        sections="\n\n".join(sections),
+        recommendations="\n".join(recommendations(res, picks)),
+    )
+    return re.sub(r"\n{3,}", "\n\n", page)
 
+
+def _run_values(res: Results) -> dict[str, Any]:
+    """How the run was made."""
+    m = res.meta
+    smoke = m["mode"] == "smoke"
+    return {
+        "command": f"python -m benchmarks.eval{_mode_flag(m['mode'])}",
+        "runtime": f"{m['runtime_s']:.0f}",
+        "cpu": f"{m['cpu_s']:.0f}",
+        "workers": m["workers"],
+        "corpus_docs": m["corpus_docs"],
+        "corpus_source": "generated (a smoke run: the numbers mean nothing)"
+        if smoke
+        else "from Debian `manpages-zh` and `gimp-help-zh-cn`",
+        "json": m["json"],
+    }
+
+
+def _method_values(res: Results) -> dict[str, Any]:
+    """The method section: corpus strata, edits, configurations, exclusions."""
+    m = res.meta
+    ex = m["excluded"]
     strata_rows = [[s, SET_LABELS.get(s, s), str(m["originals"].get(s, 0))] for s in STRATA]
     edit_rows = [
         [EDIT_LABELS[e], " ".join((SINGLE_EDITS.get(e, combined).__doc__ or "").split())]
@@ -606,81 +639,79 @@ def render(
             "normalisation as PyPI simhash); duplicate when >= threshold",
         ]
     )
-    ex, tw = m["excluded"], m["twins"]
+    return {
+        "english_docs": m["english_docs"],
+        "cjk_min": pct(CJK_MIN_SHARE, 0),
+        "para_min": PARA_MIN,
+        "para_max": PARA_MAX,
+        "sizes": ", ".join(
+            f"{'all' if v is None else v} {SIZE_LABELS[k]}" for k, v in m["sizes"].items()
+        ),
+        "strata_table": table(["stratum", "what", "originals"], strata_rows),
+        "idf_terms_0": m["idf_terms"][0],
+        "idf_terms_1": m["idf_terms"][1],
+        "edits_table": table(["edit", "what it does"], edit_rows),
+        "exclude_jaccard": EXCLUDE_JACCARD,
+        "ex_long": ex["long"],
+        "ex_short": ex["short"],
+        "ex_long_total": ex["long_total"],
+        "ex_short_total": ex["short_total"],
+        "default": DEFAULT,
+        "ex_default_k3": pct(ex["long_default_k3"]),
+        "long_pairs": res.fp_count(DEFAULT, K, "long>500")[1],
+        "short_pairs": res.fp_count(DEFAULT, K, "short")[1],
+        "dropped": m["dropped_texts"],
+        "configs_table": table(["name", "fingerprint"], cfg_rows),
+        "k": K,
+    }
+
+
+def _result_values(
+    res: Results, picks: dict[str, str], extra_figures: Sequence[Figure]
+) -> dict[str, Any]:
+    """The result tables, every configuration side by side."""
+    words = [f"words-t{n}" for n in TOP_NS]
+    didf = [f"words-t{n}-didf" for n in TOP_NS]
+    chars = [c.name for c in res.cfgs if c.family == "chars"]
+    protos = [c.name for c in res.cfgs if c.family == "proto"]
+    allc = [c.name for c in res.cfgs]
+    tw = res.meta["twins"]
     line_para = [
-        [
-            f"`{n}`",
-            pct(res.recall(n, K, "line")),
-            fpr_str(res.fpr(n, K, "line")),
-            pct(res.recall(n, K, "para")),
-            fpr_str(res.fpr(n, K, "para")),
-        ]
-        for n in allc
+        [f"`{n}`", *(x for b in ("line", "para") for x in _rates(res, n, b))] for n in allc
     ]
     english = [DEFAULT, picks["best_top_n"], "proto-t64", picks["best_chars_short"]]
     english_rows = [
         [f"`{n}`", pct(res.recall(n, K, "en")), fpr_str(res.fpr(n, K, "en"))]
         for n in [*dict.fromkeys(english), "pypi-simhash"]
     ]
-    page = fill(
-        "quality.md",
-        command=f"python -m benchmarks.eval{_mode_flag(m['mode'])}",
-        runtime=f"{m['runtime_s']:.0f}",
-        cpu=f"{m['cpu_s']:.0f}",
-        workers=m["workers"],
-        corpus_docs=m["corpus_docs"],
-        corpus_source="generated (a smoke run: the numbers mean nothing)"
-        if m["mode"] == "smoke"
-        else "from Debian `manpages-zh` and `gimp-help-zh-cn`",
-        json=m["json"],
-        result=result_paragraph(res),
-        headline=headline(res, [*words, *didf, *protos, *chars, "pypi-simhash"]),
-        targets=figures_table([*figures(res), *extra_figures]),
-        english_docs=m["english_docs"],
-        cjk_min=pct(CJK_MIN_SHARE, 0),
-        para_min=PARA_MIN,
-        para_max=PARA_MAX,
-        sizes=", ".join(
-            f"{'all' if v is None else v} {SIZE_LABELS[k]}" for k, v in m["sizes"].items()
-        ),
-        strata_table=table(["stratum", "what", "originals"], strata_rows),
-        idf_terms_0=m["idf_terms"][0],
-        idf_terms_1=m["idf_terms"][1],
-        edits_table=table(["edit", "what it does"], edit_rows),
-        exclude_jaccard=EXCLUDE_JACCARD,
-        ex_long=ex["long"],
-        ex_short=ex["short"],
-        ex_long_total=ex["long_total"],
-        ex_short_total=ex["short_total"],
-        default=DEFAULT,
-        ex_default_k3=pct(ex["long_default_k3"]),
-        long_pairs=res.fp_count(DEFAULT, K, "long>500")[1],
-        short_pairs=res.fp_count(DEFAULT, K, "short")[1],
-        dropped=m["dropped_texts"],
-        configs_table=table(["name", "fingerprint"], cfg_rows),
-        k=K,
-        long_edit_table=edit_table(res, "long>500", allc),
-        long_recall_k=per_k_table(res, "long>500", allc, "recall"),
-        long_fpr_k=per_k_table(res, "long>500", allc, "fpr"),
-        band_table=band_table(res, allc),
-        short_edit_table=edit_table(res, "short", allc),
-        short_recall_k=per_k_table(res, "short", allc, "recall"),
-        short_fpr_k=per_k_table(res, "short", allc, "fpr"),
-        line_para_table=table(
+    return {
+        "result": result_paragraph(res),
+        "headline": headline(res, [*words, *didf, *protos, *chars, "pypi-simhash"]),
+        "targets": figures_table([*figures(res), *extra_figures]),
+        "long_edit_table": edit_table(res, "long>500", allc),
+        "long_recall_k": per_k_table(res, "long>500", allc, "recall"),
+        "long_fpr_k": per_k_table(res, "long>500", allc, "fpr"),
+        "band_table": band_table(res, allc),
+        "short_edit_table": edit_table(res, "short", allc),
+        "short_recall_k": per_k_table(res, "short", allc, "recall"),
+        "short_fpr_k": per_k_table(res, "short", allc, "fpr"),
+        "line_para_table": table(
             ["config", "lines recall", "lines FPR", "paragraphs recall", "paragraphs FPR"],
             line_para,
         ),
-        target_fpr=pct(TARGET_FPR, 1),
-        operating_table=operating_table(res, allc),
-        twin_pairs=tw["pairs"],
-        twin_excluded=tw["excluded"],
-        twin_table=twin_table(res, allc),
-        jaccard_table=jaccard_table(res),
-        english_table=table(["config", "recall", "FPR"], english_rows),
-        sections="\n\n".join(sections),
-        recommendations="\n".join(recommendations(res, picks)),
-    )
-    return re.sub(r"\n{3,}", "\n\n", page)
+        "target_fpr": pct(TARGET_FPR, 1),
+        "operating_table": operating_table(res, allc),
+        "twin_pairs": tw["pairs"],
+        "twin_excluded": tw["excluded"],
+        "twin_table": twin_table(res, allc),
+        "jaccard_table": jaccard_table(res),
+        "english_table": table(["config", "recall", "FPR"], english_rows),
+    }
+
+
+def _rates(res: Results, name: str, band: str) -> tuple[str, str]:
+    """Recall and FPR of a configuration at k=3 in a set, as the tables print them."""
+    return pct(res.recall(name, K, band)), fpr_str(res.fpr(name, K, band))
 
 
 def print_summary(res: Results) -> None:
