@@ -187,3 +187,31 @@ def test_cli_migrate(tmp_path: Path) -> None:
         assert index.get("a") == Document("a", 1, "text", {"k": 1})
         assert [m.doc_id for m in index.query_fingerprint(0, 3)] == ["a", "b"]
     assert shdb("migrate", str(old), str(new)).exit_code != 0  # NEW must be new
+
+
+def test_a_batch_cut_before_its_last_commit_leaves_nothing_visible(tmp_path: Path) -> None:
+    """Cells and docs rows written ahead in parts count only once the last commit
+    writes their names rows: cut there, the batch is not seen, and a re-run works."""
+    from simhash_hbase.jobs.verify import verify
+
+    docs = [Document(f"d{i}", fp) for i, fp in enumerate(_fingerprints(300).tolist())]
+    with pytest.MonkeyPatch.context() as mp, SimhashIndex.open(str(tmp_path / "ix")) as index:
+        mp.setattr(compact, "PART_MIN_CELLS", 1)
+        mp.setattr(compact, "PART_BYTES", 1)
+        index.add_documents(docs[:100])
+        with mp.context() as cut:
+            cut.setattr(compact._Commit, "run", _crash)
+            with pytest.raises(OSError, match="cut"):
+                index.add_documents(docs[100:])
+        assert index.stats()["documents"] == 100
+        assert not index.get_many([d.doc_id for d in docs[100:]])
+        assert {d.doc_id for d in index.documents()} == {d.doc_id for d in docs[:100]}
+        assert not index.query_fingerprint(docs[150].fingerprint, 0)
+        assert verify(index).clean
+        index.add_documents(docs[100:])
+        assert [m.doc_id for m in index.query_fingerprint(docs[150].fingerprint, 0)] == ["d150"]
+        assert index.stats()["documents"] == 300 and verify(index).clean
+
+
+def _crash(*args: object) -> None:
+    raise OSError("cut")

@@ -64,8 +64,8 @@ _BARE = np.dtype([("num", ">u4"), ("fp", ">u8")])
 _ID_COLUMN = b"_id"
 _COLUMNS = attrgetter("text", "meta", "sketch", "bands")  # a document's optional columns
 _NO_COLUMNS = (None, None, None, None)  # == compares each: "" or {} is a column
-PART_BYTES = 32 << 20  # an index this big or more takes a batch's new cells in parts
-MAX_PARTS = 8  # file overhead ~2/MAX_PARTS of the index; each part costs a commit
+PART_BYTES = 8 << 20  # an index this big or more takes a batch's new cells in parts
+MAX_PARTS = 16  # file overhead ~2/MAX_PARTS of the index; each part costs a commit
 PART_MIN_CELLS = 1 << 16  # fewer new cells than this go in the batch's one commit
 
 
@@ -186,14 +186,19 @@ class Tables:
         if not raws:
             return {}
         if max(map(len, raws)) < self.h.max_key:  # no id is folded: keys are ids
-            return dict(txn.cursor(self.docs).getmulti(sorted(raws)))
-        keys = {self.h.fold(raw): raw for raw in raws}
-        out: dict[bytes, bytes] = {}
-        for key, value in txn.cursor(self.docs).getmulti(sorted(keys)):
-            raw = keys[key]
-            if key == raw or _held_id(value) == raw:  # a folded key: the full id must match
-                out[raw] = value
-        return out
+            found = txn.cursor(self.docs).getmulti(sorted(raws))
+        else:
+            keys = {self.h.fold(raw): raw for raw in raws}
+            found = [
+                (keys[key], value)
+                for key, value in txn.cursor(self.docs).getmulti(sorted(keys))
+                if key == keys[key] or _held_id(value) == keys[key]  # the full id must match
+            ]
+        return {raw: value for raw, value in found if self.committed(txn, value)}
+
+    def committed(self, txn: Txn, row: bytes) -> bool:
+        """A docs row counts once its number has a names row (see CompactBatch.commit)."""
+        return txn.get(row[:4], db=self.names) is not None
 
     # -- reads ----------------------------------------------------------------
     def get_docs(self, txn: Txn, doc_ids: Sequence[str]) -> dict[str, Document]:
@@ -247,8 +252,8 @@ class Tables:
 
     def iter_docs(self, txn: Txn) -> Iterator[tuple[bytes, Document | StoreCorrupt]]:
         for key, value in txn.cursor(self.docs):
-            if len(value) == _NUM.size:
-                continue  # an id numbered by its cells alone
+            if len(value) == _NUM.size or not self.committed(txn, value):
+                continue  # an id numbered by its cells alone, or a row not committed
             try:
                 yield key, self.doc_from(key, value)
             except StoreCorrupt as exc:
@@ -277,6 +282,7 @@ class CompactBatch:
     def __init__(self, tables: Tables) -> None:
         self._t = tables
         self._ops: list[tuple[str, Any]] = []
+        self.prewritten: dict[bytes, bytes] = {}  # docs rows written ahead of the last commit
         # The docs rows (None: none) this batch saw; a different row at its commit
         # was written by another process meanwhile (see _Commit.run).
         self._observed: dict[bytes, bytes | None] = {}
@@ -332,7 +338,8 @@ class CompactBatch:
             nums = self._reserve(fresh)
             written = self._write_fresh(nums)
         with self._t.env.begin(write=True) as txn:
-            _Commit(self._t, txn, nums, written).run(self._ops, self._observed)
+            commit = _Commit(self._t, txn, nums, written, self.prewritten)
+            commit.run(self._ops, self._observed)
 
     def _fresh(self) -> list[bytes]:
         """Ids whose cells can go ahead of the last commit: ids put with many cells
@@ -396,12 +403,41 @@ class CompactBatch:
             ]
         )
         keys, packed = grouped(rows.reshape(-1, 1), per_cell)
-        step = -(-len(keys) // self._parts())
+        parts = self._parts()
+        step = -(-len(keys) // parts)
         for at in range(0, len(keys), step):
             part = slice(at, at + step)
             with self._t.env.begin(write=True) as txn:
                 _append_cells(txn, self._t.index, keys[part], packed[part])
+        self._write_fresh_docs(nums, parts)
         return len(rows)
+
+    def _write_fresh_docs(self, nums: dict[bytes, int], parts: int) -> None:
+        """The docs rows of reserved numbers (bare ones: number and fingerprint), in
+        parts by id; they count once their names rows exist (the last commit)."""
+        latest: dict[bytes, Document] = {}
+        for op, arg in self._ops:
+            if op == "docs":
+                latest.update(arg)
+        raws = sorted(raw for raw in latest if raw in nums)
+        if not raws or max(map(len, raws)) >= self._t.h.max_key:
+            return
+        docs = [latest[raw] for raw in raws]
+        if not all(map(_NO_COLUMNS.__eq__, map(_COLUMNS, docs))):
+            return
+        heads = np.empty(len(raws), dtype=_BARE)
+        heads["num"] = np.fromiter(map(nums.__getitem__, raws), dtype=np.uint32, count=len(raws))
+        heads["fp"] = np.fromiter((d.fingerprint for d in docs), dtype=np.uint64, count=len(raws))
+        buf, size = heads.tobytes(), _BARE.itemsize
+        values = [buf[i : i + size] for i in range(0, len(buf), size)]
+        step = -(-len(raws) // parts)
+        for at in range(0, len(raws), step):
+            with self._t.env.begin(write=True) as txn:
+                chunk = dict(zip(raws[at : at + step], values[at : at + step]))
+                for raw in self._t.lookup(txn, chunk):  # written by another process since
+                    del chunk[raw]  # the last commit replaces it (see _Commit.run)
+                txn.cursor(self._t.docs).putmulti(chunk.items())
+            self.prewritten.update(chunk)
 
 
 def _check_room(tables: Tables, start: int, count: int) -> None:
@@ -422,7 +458,15 @@ def _append_cells(txn: Txn, db: Any, keys: list[bytes], packed: list[bytes]) -> 
 class _Commit:
     """The last commit of a batch: its ops in order, in one write transaction."""
 
-    def __init__(self, tables: Tables, txn: Txn, reserved: dict[bytes, int], written: int) -> None:
+    def __init__(
+        self,
+        tables: Tables,
+        txn: Txn,
+        reserved: dict[bytes, int],
+        written: int,
+        prewritten: dict[bytes, bytes],
+    ) -> None:
+        self._prewritten = prewritten
         self._t = tables
         self._txn = txn
         self._h = tables.h
@@ -452,6 +496,7 @@ class _Commit:
                 # batch's version replaces it, under a new number.
                 self._unname(_NUM.unpack_from(current)[0])
                 self._rows[raw] = None
+                self._prewritten.pop(raw, None)  # theirs replaced ours: write it again
         self._nums.update(self._reserved)
         for op, arg in ops:
             getattr(self, "_" + op)(arg)
@@ -566,9 +611,13 @@ class _Commit:
         self._state["documents"] += len(raws) - sum(len(row) != _NUM.size for row in held)
         self._rows.update(zip(raws, values))
         self._documented.update(raws)
-        cursor = self._txn.cursor(self._t.docs)
-        append = not cursor.last() or bytes(cursor.key()) < keys[0]
-        cursor.putmulti(zip(keys, values), append=append)
+        items = list(zip(keys, values))
+        if self._prewritten:  # rows written ahead in parts, unchanged since: done
+            items = [(k, v) for k, v in items if self._prewritten.get(k) != v]
+        if items:
+            cursor = self._txn.cursor(self._t.docs)
+            append = not cursor.last() or bytes(cursor.key()) < items[0][0]
+            cursor.putmulti(items, append=append)
 
     def _undocs(self, raws: list[bytes]) -> None:
         self._row(raws)
