@@ -178,10 +178,7 @@ class Service:
             lookups = await self._fingerprint(items, probes)
             answers = await self._run(kind, items, lookups, k, limit)
             for answer in answers:
-                outcome = (
-                    "error" if isinstance(answer, ApiError) else str(answer.get("new", "check"))
-                )
-                self.metrics.documents.labels(kind, outcome.lower()).inc()
+                self.metrics.documents.labels(kind, _outcome(answer)).inc()
             if not batch:
                 (answer,) = answers
                 if isinstance(answer, ApiError):
@@ -310,6 +307,7 @@ class Service:
         return json_response(
             {
                 "version": __version__,
+                "url": self.index.url if self.index is not None else None,
                 "index": self._stats[1],
                 "settings": {
                     "k": s.k,
@@ -394,6 +392,13 @@ async def _internal_error(_request: Request, exc: Exception) -> Response:
     """A bug: logged with its traceback here, never sent to the client."""
     log.error("internal error", exc_info=exc)
     return error_response(ApiError(500, "internal", "internal error (see the service's log)"))
+
+
+def _outcome(answer: dict[str, Any] | ApiError) -> str:
+    if isinstance(answer, ApiError):
+        return "error"
+    new = answer.get("new")
+    return "check" if new is None else ("new" if new else "seen")
 
 
 def _int_param(request: Request, name: str, default: int, low: int, high: int) -> int:

@@ -1,0 +1,31 @@
+# shdb-serve: `shdb serve` on the project's image (docs/serve.md).
+#
+# Built by docker/build-serve on top of the image docker/build makes (so no other
+# base image is needed): Python from the base's distribution, a virtualenv with
+# the project's wheel and its serve, hbase and fast extras.  Run it with host
+# networking; it binds $SHDB_SERVE_HOST:$SHDB_SERVE_PORT [127.0.0.1:8080] and
+# serves $SHDB_INDEX.  Anything but loopback needs $SHDB_TOKEN (or a token file
+# given with --token-file in the command).
+ARG BASE=shdb-hbase:2.6.1
+FROM ${BASE}
+
+USER root
+RUN apt-get update \
+ && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 python3-venv \
+ && rm -rf /var/lib/apt/lists/* \
+ && python3 -m venv /opt/shdb/venv
+COPY dist/ /tmp/dist/
+RUN wheel=$(ls /tmp/dist/*.whl) \
+ && /opt/shdb/venv/bin/pip install --no-cache-dir "${wheel}[serve,hbase,fast]" \
+ && rm -rf /tmp/dist
+COPY serve-entrypoint /opt/shdb/serve-entrypoint
+
+ENV PATH=/opt/shdb/venv/bin:$PATH \
+    SHDB_SERVE_HOST=127.0.0.1 \
+    SHDB_SERVE_PORT=8080
+USER hbase
+HEALTHCHECK --interval=10s --timeout=10s --start-period=60s --retries=3 \
+  CMD ["python3", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/readyz' % os.environ['SHDB_SERVE_PORT'], timeout=8)"]
+# SIGTERM drains: in-flight requests finish, queued writes commit (docker stop -t 45).
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["/opt/shdb/serve-entrypoint"]
