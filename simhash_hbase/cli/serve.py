@@ -8,18 +8,14 @@ from typing import Annotated
 
 import typer
 
+from simhash_hbase.cli.options import IndexOpt
 from simhash_hbase.errors import InvalidInput
 from simhash_hbase.fingerprint.probes import DEFAULT_QUERY_PROBES
 from simhash_hbase.index.client import DEFAULT_K
 
 
 def serve_cmd(
-    index: Annotated[
-        str | None,
-        typer.Option(
-            "--index", "-i", metavar="URL", help="Index folder or hbase://HOST:PORT?prefix=NAME."
-        ),
-    ] = None,
+    index: IndexOpt = None,
     host: Annotated[str, typer.Option(metavar="ADDR", help="Address to bind.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(metavar="PORT", min=0, max=65535)] = 8080,
     token_file: Annotated[
