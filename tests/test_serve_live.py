@@ -9,6 +9,7 @@ import os
 import random
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 from urllib.parse import quote
@@ -207,3 +208,22 @@ def test_status_page_in_headless_chromium(tmp_path: Path) -> None:
     assert "1 near-copy" in dom
     assert "<td>the-article</td><td>0</td>" in dom
     assert "embedded" in dom  # the index table was filled from /v1/status
+
+
+def test_cli_refuses_a_public_bind_without_a_token(tmp_path: Path) -> None:
+    cmd = [sys.executable, "-m", "simhash_hbase", "serve", "--index", str(tmp_path / "ix")]
+    env = {k: v for k, v in os.environ.items() if k != "SHDB_TOKEN"}
+    out = subprocess.run(
+        [*cmd, "--host", "0.0.0.0"], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert out.returncode == 2 and "token" in out.stderr and "Traceback" not in out.stderr
+    short = tmp_path / "token"
+    short.write_text("short\n")
+    out = subprocess.run(
+        [*cmd, "--host", "0.0.0.0", "--token-file", str(short)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    assert out.returncode == 2 and "shorter than 16" in out.stderr

@@ -8,10 +8,11 @@ from typing import Annotated
 
 import typer
 
-from simhash_hbase.cli.options import IndexOpt
+from simhash_hbase.cli.options import IndexOpt, KOpt, LimitOpt, QueryProbesOpt
 from simhash_hbase.errors import InvalidInput
 from simhash_hbase.fingerprint.probes import DEFAULT_QUERY_PROBES
 from simhash_hbase.index.client import DEFAULT_K
+from simhash_hbase.records import DEFAULT_LIMIT
 
 
 def serve_cmd(
@@ -26,10 +27,9 @@ def serve_cmd(
             "required to bind anything but loopback.",
         ),
     ] = None,
-    k: Annotated[int, typer.Option(metavar="K", help="Default max distance.")] = DEFAULT_K,
-    probes: Annotated[
-        int, typer.Option(metavar="P", min=0, max=64, help="Default multi-probe count of texts.")
-    ] = DEFAULT_QUERY_PROBES,
+    k: KOpt = DEFAULT_K,
+    limit: LimitOpt = DEFAULT_LIMIT,
+    probes: QueryProbesOpt = None,
     max_items: Annotated[
         int, typer.Option(metavar="N", min=1, help="Items per request, at most.")
     ] = 10_000,
@@ -43,7 +43,8 @@ def serve_cmd(
     access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
 ) -> None:
     """Serve the index over HTTP: check, add and check-and-add texts or fingerprints,
-    one or in batches (see /docs on the running service, and docs/serve.md)."""
+    one or in batches (see /docs on the running service, and docs/serve.md). -k,
+    --limit and --probes are the defaults of requests that do not set them."""
     try:
         from simhash_hbase.serve.run import serve
         from simhash_hbase.serve.settings import TOKEN_ENV, ServeSettings
@@ -64,7 +65,8 @@ def serve_cmd(
         port=port,
         token=token,
         k=k,
-        probes=probes,
+        limit=limit,
+        probes=DEFAULT_QUERY_PROBES if probes is None else probes,
         max_items=max_items,
         max_body_bytes=max_body_bytes,
         queue_documents=queue,

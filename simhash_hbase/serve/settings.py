@@ -6,9 +6,9 @@ import ipaddress
 from dataclasses import dataclass
 
 from simhash_hbase.errors import InvalidSetting
-from simhash_hbase.fingerprint.probes import DEFAULT_QUERY_PROBES
+from simhash_hbase.fingerprint.probes import DEFAULT_QUERY_PROBES, check_probes
 from simhash_hbase.index.client import DEFAULT_K
-from simhash_hbase.records import DEFAULT_LIMIT
+from simhash_hbase.records import DEFAULT_LIMIT, check_limit
 
 TOKEN_ENV = "SHDB_TOKEN"
 
@@ -29,7 +29,9 @@ class ServeSettings:
     group_documents: int = 20_000  # per group commit
 
     def check(self) -> None:
-        """Refuse to serve an index to the network without a token."""
+        """Refuse bad defaults, and to serve an index to the network without a token."""
+        check_limit(self.limit)
+        check_probes(self.probes)
         if not self.token and not is_loopback(self.host):
             raise InvalidSetting(
                 "token",
