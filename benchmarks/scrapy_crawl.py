@@ -64,6 +64,7 @@ def main() -> None:
         "ITEM_PIPELINES": {"simhash_hbase.integrations.scrapy.NearDuplicatePipeline": 300},
         "FEEDS": {str(out / "items.jsonl"): {"format": "jsonlines", "encoding": "utf-8"}},
         "CONCURRENT_REQUESTS": 16,
+        "CONCURRENT_REQUESTS_PER_DOMAIN": 16,  # one site: the whole budget
         "LOG_LEVEL": "INFO",
         "TELNETCONSOLE_ENABLED": False,
         "ROBOTSTXT_OBEY": False,
