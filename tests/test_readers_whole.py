@@ -177,3 +177,21 @@ def test_the_issue_csv_unclosed_quote_loses_one_row_not_the_rest(tmp_path: Path)
     assert result.exit_code == 3, result.output
     assert "999 inputs" in result.stderr and "skipped 1" in result.stderr
     assert f"{path}:3" in result.stderr and "read again as records" in result.stderr
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl"])
+@pytest.mark.parametrize("tail", [b"\x0a", b"\x00\xd8\x41\x00"])  # a cut-off unit; a lone surrogate
+def test_a_damaged_utf16_file_names_the_line(fmt: str, tail: bytes) -> None:
+    rows = (
+        ["id,text", "a,甲", "b,乙"]
+        if fmt == "csv"
+        else [
+            json.dumps({"id": i, "text": t}, ensure_ascii=False)
+            for i, t in (("a", "甲"), ("b", "乙"))
+        ]
+    )
+    raw = ("\n".join(rows) + "\n").encode("utf-16") + tail
+    items = _read(raw, fmt, pipe=False)
+    assert [r.doc_id for r in items if isinstance(r, Record)] == ["a", "b"]
+    (bad,) = [b for b in items if isinstance(b, BadRecord)]
+    assert bad.where == f"in:{len(rows) + 1}"

@@ -16,6 +16,7 @@ from simhash_hbase.cli.render import (
     note,
     print_missing,
     print_skips,
+    skip_json,
     table,
 )
 from simhash_hbase.errors import InvalidInput
@@ -90,7 +91,9 @@ idf_app = group("IDF tables for your own domain.")
 
 @idf_app.command("build")
 @uses(source=source_options)
-def idf_build_cmd(paths: PathsArg, *, output: TableOutputOpt, source: SourceOptions) -> None:
+def idf_build_cmd(
+    paths: PathsArg, *, output: TableOutputOpt, source: SourceOptions, as_json: JsonOpt = False
+) -> None:
     """Build an IDF table (ln N/df over jieba terms) from the corpus at each PATH;
     use it with `ingest --idf`.
     Exit 3 when records were skipped (listed)."""
@@ -99,7 +102,10 @@ def idf_build_cmd(paths: PathsArg, *, output: TableOutputOpt, source: SourceOpti
     if output == "-":
         raise InvalidInput("--output -: the table goes to a file")
     terms, skipped = build_idf_file(paths, source, output)
-    note(f"wrote {terms} terms to {output}, skipped {len(skipped)}")
-    print_skips(skipped)
+    if as_json:
+        echo_json({"output": output, "terms": terms, "skipped": [skip_json(b) for b in skipped]})
+    else:
+        note(f"wrote {terms} terms to {output}, skipped {len(skipped)}")
+        print_skips(skipped)
     if skipped:
         raise typer.Exit(EXIT_SKIPPED)

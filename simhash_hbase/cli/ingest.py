@@ -46,6 +46,7 @@ from simhash_hbase.jobs.ingest import (
     MAX_BATCH_SIZE,
     IngestOptions,
     check_output,
+    index_for_ingest,
     ingest,
 )
 from simhash_hbase.records import (
@@ -174,7 +175,7 @@ def ingest_cmd(
     check_paths(paths)
     if report is not None:
         check_output("--report", report, paths, local_path(index))
-    with SimhashIndex.open(index, scheme=scheme, params=wanted) as ix:
+    with index_for_ingest(index, scheme=scheme, params=wanted) as ix:
         summary = _run(ix, paths, opts, options, report, resume=resume, fingerprints=fingerprints)
     if as_json:
         echo_json(_summary_json(summary))

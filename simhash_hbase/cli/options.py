@@ -217,14 +217,26 @@ def fingerprint_settings(
     return {k: v for k, v in wanted.items() if v is not None}
 
 
+FollowSymlinksOpt = Annotated[
+    bool,
+    typer.Option(
+        "--follow-symlinks",
+        metavar="",
+        help="Read what symbolic links in a folder lead to outside it (default: skip "
+        "each, naming it).",
+    ),
+]
+
+
 def source_options(
     fmt: FormatOpt = "auto",
     id_field: IdFieldOpt = "id",
     text_field: TextFieldOpt = "text",
     max_bytes: MaxBytesOpt = DEFAULT_MAX_BYTES,
+    follow_symlinks: FollowSymlinksOpt = False,
 ) -> SourceOptions:
     """How records are read from files, folders and stdin."""
-    return SourceOptions(fmt, id_field, text_field, max_bytes)
+    return SourceOptions(fmt, id_field, text_field, max_bytes, follow_symlinks=follow_symlinks)
 
 
 TextFormatOpt = Annotated[

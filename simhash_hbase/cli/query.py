@@ -91,6 +91,8 @@ def _print_matches(matches: Matches, rule: str, as_json: bool) -> None:
         table(("distance", "similarity", "fingerprint", "id"), (_row(m) for m in matches))
         more = "" if matches.total_exact else ">= "
         note(f"{len(matches)} shown of {more}{matches.total} matches ({rule})")
+    else:
+        note(f"no match ({rule})")
 
 
 def _row(m: Match) -> tuple[object, ...]:

@@ -3,10 +3,11 @@
 This module owns every hint and every exit code; the library below speaks
 neutrally and carries structured details in its exceptions.
 
-Exit codes: 0 success (for `query`: matches found), 1 `query` found nothing,
-`get`/`remove` missed an id, or `verify` found problems, 2 error (bad usage,
-bad input with --on-error fail, store down), 3 finished but skipped records
-(listed), 130 interrupted (Ctrl-C).
+Exit codes (docs/cli.md): 0 success; 1 failure (a run that failed midway, e.g.
+a worker died; `query` found nothing, `get`/`remove` missed an id, `verify`
+found problems); 2 usage or setup error (bad usage, bad input with --on-error
+fail, store down, missing extra); 3 finished but skipped records (listed);
+130 interrupted (Ctrl-C); 141 the output was closed early.
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from simhash_hbase.fingerprint.minhash import MinHashParams
 from simhash_hbase.fingerprint.probes import bound
 from simhash_hbase.index.manifest import ENVIRONMENT
 from simhash_hbase.records import BadRecord, Document, Problem, fingerprint_to_hex
+from simhash_hbase.text.readers import STDIN_NAME
 
 EXIT_NO_MATCH = 1
 EXIT_SKIPPED = 3
@@ -67,7 +69,10 @@ PROBLEM_HINTS = {
     Problem.MALFORMED: "fix or remove the record",
     Problem.BAD_ID: "ids are 1 to 1024 bytes of UTF-8 (hash longer ones, e.g. URLs)",
     Problem.UNREADABLE: "check its permissions",
+    Problem.SYMLINK: "--follow-symlinks reads what it leads to",
 }
+#: A malformed line on stdin is most often a plain text read as JSON lines.
+_STDIN_TEXT_HINT = "stdin is read as JSON lines; for one plain text give --id ID"
 
 err = Console(stderr=True, soft_wrap=True)
 
@@ -230,6 +235,8 @@ def print_skips(skipped: list[BadRecord], unlisted: int = 0) -> None:
     """The first skipped records with what to do about each, then a count of the rest."""
     for bad in skipped[:_SHOWN_SKIPS]:
         advice = PROBLEM_HINTS.get(bad.problem)
+        if bad.problem is Problem.MALFORMED and bad.where.startswith(STDIN_NAME):
+            advice = _STDIN_TEXT_HINT
         note(f"  skipped {bad.where}: {bad.reason}" + (f"; {advice}" if advice else ""))
     more = len(skipped) - _SHOWN_SKIPS + unlisted
     if more > 0:

@@ -7,6 +7,7 @@ imported when a command runs, so ``shdb --help`` stays fast without it.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Annotated, Any
@@ -17,6 +18,7 @@ from simhash_hbase.cli.options import (
     BatchSchemeOpt,
     IdFieldOpt,
     IndexOpt,
+    JsonOpt,
     KOpt,
     MaxBytesOpt,
     SchemeOpt,
@@ -25,7 +27,7 @@ from simhash_hbase.cli.options import (
     fingerprint_settings,
     uses,
 )
-from simhash_hbase.cli.render import EXIT_SKIPPED, group, note
+from simhash_hbase.cli.render import EXIT_SKIPPED, echo_json, group, note
 from simhash_hbase.errors import InvalidInput
 from simhash_hbase.fingerprint.simhash import FingerprintParams
 from simhash_hbase.index.client import DEFAULT_K
@@ -121,8 +123,11 @@ def _job_errors() -> AbstractContextManager[None]:
     return job_errors()
 
 
-def _finish(summary: Summary, what: str) -> None:
-    note(what)
+def _finish(summary: Summary, what: str, as_json: bool) -> None:
+    if as_json:
+        echo_json(dataclasses.asdict(summary))
+    else:
+        note(what)
     if summary.rejected:
         note(f"  {summary.rejected} bad records (source and reason) in {summary.rejects_path}")
         raise typer.Exit(EXIT_SKIPPED)
@@ -141,6 +146,7 @@ def dedup_cmd(
     spark: Callable[[], SparkSession],
     partitions: PartitionsOpt = None,
     tile: TileOpt = DEFAULT_TILE,
+    as_json: JsonOpt = False,
 ) -> None:
     """All near-duplicate pairs of the input, as `shdb dedup` finds them, on Spark."""
     from simhash_hbase.spark.jobs import dedup
@@ -162,6 +168,7 @@ def dedup_cmd(
         summary,
         f"{summary.documents} inputs, {summary.pairs} near-duplicate pairs (k<={k}){clusters}, "
         f"skipped {summary.rejected} in {summary.seconds:.1f} s; written to {output}",
+        as_json,
     )
 
 
@@ -180,6 +187,7 @@ def ingest_cmd(
     batch_size: BatchOpt = 1000,
     spark: Callable[[], SparkSession],
     partitions: PartitionsOpt = None,
+    as_json: JsonOpt = False,
 ) -> None:
     """Backfill an HBase index from Spark executors (same tables as `shdb ingest`)."""
     from simhash_hbase.spark.jobs import ingest
@@ -204,4 +212,5 @@ def ingest_cmd(
         summary,
         f"added {summary.documents} documents{found}, skipped {summary.rejected}, "
         f"{summary.records} records in {summary.seconds:.1f} s ({rate:.0f} docs/s)",
+        as_json,
     )

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+import os
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ from simhash_hbase.errors import (
     EmptyDocument,
     IndexNotFound,
     InvalidInput,
+    InvalidQuery,
     StoreCorrupt,
     StoreError,
 )
@@ -70,6 +72,10 @@ from simhash_hbase.store import CellBlock, IndexCell, Store, open_store
 from simhash_hbase.text.extract import to_text
 
 DEFAULT_K = 3
+# How many times this process has forked: an index opened before a fork refuses
+# to be used in the child (see SimhashIndex._store).
+_FORKS = [0]
+os.register_at_fork(after_in_child=lambda: _FORKS.__setitem__(0, _FORKS[0] + 1))
 BULK_BATCH = 500_000  # documents a bulk load reads and spills at a time
 QUERY_BATCH = 1000  # texts fingerprinted and looked up together by query_many
 _SCALAR_MAX = 4  # below this many fingerprints, plain Python beats NumPy
@@ -100,7 +106,9 @@ class SimhashIndex:
         params: FingerprintParams,
         lsh: MinHashParams | None = None,
     ) -> None:
-        self._store = store
+        self._held = store
+        self._forks = _FORKS[0]  # forks of this process so far: a child sees more
+        self.created = False  # True when this open wrote the manifest
         self.scheme = scheme
         self.manifest = manifest
         self.params = params
@@ -140,12 +148,15 @@ class SimhashIndex:
         store = open_store(url, create=create, readonly=readonly)
         try:
             manifest = store.get_meta(MANIFEST)
+            created = manifest is None
             if manifest is None:
                 if not create:
                     raise IndexNotFound(store.url)
                 manifest = cls._create(store, scheme, params, nets)
             found_scheme, held = settle(manifest, store.url, scheme, params)
-            return cls(store, found_scheme, manifest, held, nets_of(manifest, store.url, nets))
+            index = cls(store, found_scheme, manifest, held, nets_of(manifest, store.url, nets))
+            index.created = created
+            return index
         except BaseException:
             store.close()
             raise
@@ -164,14 +175,48 @@ class SimhashIndex:
         return store.put_meta_if_absent(MANIFEST, manifest)
 
     @property
+    def _store(self) -> Store:
+        """The store, in the process that opened it only: LMDB environments and
+        HBase connections cannot cross ``fork()``, and fail obscurely if they do."""
+        if self._forks != _FORKS[0]:
+            raise StoreError(
+                f"the index at {self._held.url} was opened before this process was forked "
+                "from the one that opened it; an open index cannot be shared with a child "
+                "process: open it again in the child (SimhashIndex.open), e.g. in a pool's "
+                "initializer"
+            )
+        return self._held
+
+    @_store.setter
+    def _store(self, store: Store) -> None:  # tests wrap the store to count its calls
+        self._held = store
+
+    @property
     def url(self) -> str:
-        return self._store.url
+        return self._held.url
 
     def close(self) -> None:
+        if self._forks != _FORKS[0]:
+            return  # the parent's: closing it here would release the parent's locks
         try:
             self.reconcile()
         finally:
             self._store.close()
+
+    def discard(self) -> bool:
+        """Undo this open's creation of the index when it holds no document (an
+        ingest that skipped every record): its manifest goes, so a later run may
+        create it with other settings. The caller removes a local folder."""
+        if not self.created or next(iter(self._store.iter_docs()), None) is not None:
+            return False
+        digest = self.params.idf
+        if digest is not None:
+            head = self._store.get_meta(f"{_IDF}{digest}") or {}
+            for i in range(int(head.get("parts", 0))):
+                self._store.delete_meta(f"{_IDF}{digest}/{i}")
+            self._store.delete_meta(f"{_IDF}{digest}")
+        self._store.delete_meta(MANIFEST)
+        return True
 
     def __enter__(self) -> SimhashIndex:
         return self
@@ -179,8 +224,8 @@ class SimhashIndex:
     def __exit__(self, exc_type: object, *exc: object) -> None:
         if exc_type is None:
             self.close()
-        else:  # the store may be what failed: do not mask the error with another
-            self._store.close()
+        elif self._forks == _FORKS[0]:  # the store may be what failed: do not mask it
+            self._held.close()
 
     def to_text(self, raw: str | bytes, fmt: str = "auto") -> str:
         """``raw`` (a text, or an HTML page) as this index fingerprints it: the one
@@ -504,6 +549,7 @@ class SimhashIndex:
         :func:`~simhash_hbase.fingerprint.probes.bound` (multi-probe)."""
         self.scheme.check_k(k)  # a usage error first, before the text is fingerprinted
         check_probes(probes)
+        check_query_text(text)
         sig = self.signature(text)
         if probes == 0 and sig is None:
             return self.query_fingerprint(self.fingerprint(text), k, limit=limit)
@@ -531,6 +577,8 @@ class SimhashIndex:
         results: list[Matches] = []
         items = iter(texts)
         while chunk := list(islice(items, QUERY_BATCH)):
+            for text in chunk:
+                check_query_text(text)
             (lists,) = self.fingerprinter.map_probes([chunk], probes, workers)
             for probe_list in lists:
                 if isinstance(probe_list, EmptyDocument):
@@ -1048,6 +1096,15 @@ def _replaced(written: Sequence[Document], state: dict[str, Document]) -> list[D
     return [
         d for d in written if getattr(state.get(d.doc_id), "fingerprint", None) != d.fingerprint
     ]
+
+
+def check_query_text(text: object) -> None:
+    """:class:`InvalidQuery` unless ``text`` is a string (None, bytes: a caller's slip)."""
+    if not isinstance(text, str):
+        raise InvalidQuery(
+            f"a query text must be a str, not {type(text).__name__} ({text!r:.40}); "
+            "decode bytes first, or query a fingerprint with query_fingerprint()"
+        )
 
 
 def check_fingerprint(fp: int) -> int:

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlsplit
 
 from simhash_hbase.errors import InvalidIndexUrl
 from simhash_hbase.store.base import CellBlock, IndexCell, Store, StoreBatch
+
+if TYPE_CHECKING:
+    from simhash_hbase.store.hbase import HBaseStore
 
 DEFAULT_INDEX = "shdb-index"
 
@@ -44,6 +48,20 @@ def local_path(url: str | None) -> Path | None:
     return Path(unquote(parts.netloc + parts.path))
 
 
+def _hbase_store() -> type[HBaseStore]:
+    """The HBase store class; a clear error when the `hbase` extra is not installed."""
+    try:
+        from simhash_hbase.store.hbase import HBaseStore
+    except ModuleNotFoundError as exc:
+        if exc.name not in ("thriftpy2", "happybase"):
+            raise
+        raise InvalidIndexUrl(
+            f"hbase:// indexes need the HBase client ({exc.name} is not installed): "
+            "pip install 'simhash-hbase[hbase]'"
+        ) from None
+    return HBaseStore
+
+
 def open_store(url: str | None, *, create: bool = True, readonly: bool = False) -> Store:
     """The store at ``url``; ``readonly`` promises no writes (the embedded store then
     opens without write locks, so a read-only folder can be read)."""
@@ -55,9 +73,7 @@ def open_store(url: str | None, *, create: bool = True, readonly: bool = False) 
         return EmbeddedStore(path, create=create and not readonly, readonly=readonly)
     scheme = urlsplit(url).scheme.lower()
     if scheme == "hbase":
-        from simhash_hbase.store.hbase import HBaseStore  # happybase is the optional `hbase` extra
-
-        return HBaseStore.from_url(url, create=create)
+        return _hbase_store().from_url(url, create=create)
     raise InvalidIndexUrl(
         f"index URL {url!r} has an unknown scheme {scheme!r}: a folder (or file://FOLDER) "
         "for the embedded store, or hbase://HOST:PORT?prefix=NAME for HBase"

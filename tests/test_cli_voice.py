@@ -1,0 +1,208 @@
+"""One CLI voice (issue 22.9) and the friction a new user hit.
+
+Exit codes 0 ok / 1 failure / 2 usage or setup error / 3 records skipped; a
+no-match query says so; errors name what, where and what to do (no tracebacks);
+a run that skips every record creates nothing; a query of a non-text is
+InvalidQuery; an index used across fork() says so; progress follows the work.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from simhash_hbase import SimhashIndex
+from simhash_hbase.errors import InvalidQuery, ShdbError, StoreError
+from simhash_hbase.jobs import ingest as ingest_mod
+from simhash_hbase.jobs.ingest import IngestOptions, index_records
+
+from .test_cli import shdb
+
+ROOT = Path(__file__).resolve().parents[1]
+TEXT = "海量文本去重 指纹 抽屉原理 近似重复检测"
+NOT_TEXT = st.one_of(
+    st.none(), st.integers(), st.floats(), st.binary(), st.lists(st.text(), max_size=2),
+    st.dictionaries(st.text(max_size=3), st.integers(), max_size=2),
+)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def index_url(tmp_path_factory: pytest.TempPathFactory) -> str:
+    url = str(tmp_path_factory.mktemp("voice") / "ix")
+    with SimhashIndex.open(url) as index:
+        index.add("a", TEXT)
+    return url
+
+
+@settings(max_examples=30, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(value=NOT_TEXT)
+def test_a_query_of_a_non_text_is_invalid_query(index_url: str, value: Any) -> None:
+    with SimhashIndex.open(index_url, readonly=True) as index:
+        with pytest.raises(InvalidQuery, match="must be a str"):
+            index.query(value)
+        with pytest.raises(InvalidQuery, match="must be a str"):
+            index.query_many([TEXT, value])
+
+
+def test_an_index_used_after_fork_says_so(index_url: str) -> None:
+    with SimhashIndex.open(index_url, readonly=True) as index:
+        read, write = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # the child: every use is a clear error, never a crash
+            os.close(read)
+            try:
+                index.query(TEXT)
+                said = b"no error"
+            except StoreError as exc:
+                said = str(exc).encode()
+            index.close()  # the parent's: left alone
+            os.write(write, said)
+            os._exit(0)
+        os.close(write)
+        said = os.read(read, 4096).decode()
+        os.waitpid(pid, 0)
+        assert "forked" in said and "open it again in the child" in said, said
+        assert [m.doc_id for m in index.query(TEXT)] == ["a"]  # the parent's still works
+
+
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"not json\n",
+        b"",
+        b'{"id": "x"}\n{"text": 5}\n',
+        b"\xff\xfe\n",
+        b'{"id": "x", "text": "..."}\n',
+    ],
+)
+@pytest.mark.parametrize("url", ["{}", "file://{}"])
+def test_a_run_that_skips_every_record_creates_no_index(
+    tmp_path: Path, content: bytes, url: str
+) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(content)
+    folder = tmp_path / "ix"
+    result = shdb("ingest", str(path), "-i", url.format(folder), "--top-n", "8")
+    assert result.exit_code in (0, 3), result.output
+    assert not folder.exists()
+    path.write_text(json.dumps({"id": "ok", "text": TEXT}, ensure_ascii=False) + "\n")
+    result = shdb("ingest", str(path), "-i", url.format(folder), "--top-n", "32")  # not refused
+    assert result.exit_code == 0, result.output
+    with SimhashIndex.open(str(folder), readonly=True) as index:
+        assert index.params.top_n == 32 and set(index.get_many(["ok"])) == {"ok"}
+
+
+def test_an_existing_index_is_kept_when_a_run_adds_nothing(index_url: str, tmp_path: Path) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_bytes(b"not json\n")
+    assert shdb("ingest", str(path), "-i", index_url).exit_code == 3
+    with SimhashIndex.open(index_url, readonly=True) as index:
+        assert set(index.get_many(["a"])) == {"a"}
+
+
+def test_no_match_says_so(index_url: str) -> None:
+    result = shdb("query", "完全不同的内容 今天天气", "-i", index_url)
+    assert result.exit_code == 1 and "no match (k<=3" in result.stderr
+    result = shdb("query", "完全不同的内容 今天天气", "-i", index_url, "--json")
+    assert result.exit_code == 1
+    assert json.loads(result.stdout) == {"matches": [], "total": 0, "total_exact": True}
+
+
+def test_plain_text_on_stdin_without_an_id_gets_a_hint(tmp_path: Path) -> None:
+    result = shdb("ingest", "-", "-i", str(tmp_path / "ix"), stdin="just some plain text\n")
+    assert result.exit_code == 3
+    assert "stdin is read as JSON lines; for one plain text give --id ID" in result.stderr
+
+
+def test_hbase_without_the_extra_is_a_hint_not_a_traceback() -> None:
+    code = (
+        "import sys; sys.modules['thriftpy2'] = None; sys.modules['happybase'] = None\n"
+        "from simhash_hbase.cli.app import main\n"
+        "sys.argv = ['shdb', 'stats', '-i', 'hbase://127.0.0.1:9090?prefix=x']\n"
+        "main()\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
+    )
+    assert proc.returncode == 2, proc.stderr
+    assert "pip install 'simhash-hbase[hbase]'" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_idf_build_has_json(tmp_path: Path) -> None:
+    path = tmp_path / "in.jsonl"
+    path.write_text(
+        json.dumps({"id": "a", "text": TEXT}, ensure_ascii=False) + "\nbroken\n", "utf-8"
+    )
+    result = shdb("idf", "build", str(path), "-o", str(tmp_path / "t.idf"), "--json")
+    assert result.exit_code == 3
+    got = json.loads(result.stdout)
+    assert got["terms"] > 0 and [s["where"] for s in got["skipped"]] == [f"{path}:2"]
+
+
+def test_follow_symlinks_flag(tmp_path: Path) -> None:
+    root, outside = tmp_path / "in", tmp_path / "out"
+    root.mkdir()
+    outside.mkdir()
+    (root / "a.txt").write_text(TEXT, "utf-8")
+    (outside / "b.txt").write_text("外面的 文本 内容", "utf-8")
+    (root / "b.txt").symlink_to(outside / "b.txt")
+    result = shdb("dedup", str(root), "-o", str(tmp_path / "p.jsonl"))
+    assert result.exit_code == 3 and "--follow-symlinks reads what it leads to" in result.stderr
+    result = shdb("dedup", str(root), "-o", str(tmp_path / "p.jsonl"), "--follow-symlinks")
+    assert result.exit_code == 0 and "2 inputs" in result.stderr
+
+
+@pytest.mark.parametrize("batch", [1, 7, 64, 1000, 5000])
+def test_reading_runs_only_a_piece_ahead_of_the_work(
+    tmp_path: Path, batch: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Progress counts records read: they must be read as they are worked on,
+    not a whole batch at once (a bar that jumps and an ETA that lies)."""
+    done = [0]
+    worst = [0]
+    real = ingest_mod.to_document
+
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        done[0] += 1
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(ingest_mod, "to_document", counting)
+
+    def records() -> Any:
+        for i in range(3000):
+            worst[0] = max(worst[0], i - done[0])
+            yield (f"d{i}", f"{TEXT} {i}")
+
+    with SimhashIndex.open(str(tmp_path / "ix")) as index:
+        summary = index_records(index, records(), IngestOptions(batch_size=batch, find_k=None))
+    assert summary.added == 3000
+    assert worst[0] <= ingest_mod.FINGERPRINT_STEP
+
+
+def test_exit_codes_are_the_documented_ones(index_url: str, tmp_path: Path) -> None:
+    good = tmp_path / "good.jsonl"
+    good.write_text(json.dumps({"id": "g", "text": TEXT}, ensure_ascii=False) + "\n", "utf-8")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(good.read_text("utf-8") + "broken\n", "utf-8")
+    assert shdb("ingest", str(good), "-i", str(tmp_path / "a")).exit_code == 0
+    assert shdb("ingest", str(bad), "-i", str(tmp_path / "b")).exit_code == 3
+    assert shdb("ingest", str(tmp_path / "missing"), "-i", str(tmp_path / "c")).exit_code == 2
+    assert shdb("query", "完全不同的内容 今天天气", "-i", index_url).exit_code == 1
+    readme = (ROOT / "docs" / "cli.md").read_text("utf-8")
+    for code, meaning in (
+        ("0", "success"),
+        ("1", "failure"),
+        ("2", "usage or setup"),
+        ("3", "skipped"),
+    ):
+        assert f"| {code} | {meaning}" in readme
+    assert issubclass(InvalidQuery, ShdbError)
