@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import hashlib
+import heapq
 import os
 import struct
 import tempfile
@@ -84,7 +85,7 @@ def _capped(cells: list[IndexCell], row_cap: int | None) -> list[IndexCell]:
     rows: dict[bytes, list[IndexCell]] = {}
     for cell in cells:
         rows.setdefault(cell[0], []).append(cell)
-    return [c for row in rows.values() for c in sorted(row, key=_id_bytes)[:row_cap]]
+    return [c for row in rows.values() for c in heapq.nsmallest(row_cap, row, key=_id_bytes)]
 
 
 def _id_bytes(cell: IndexCell) -> bytes:
@@ -709,8 +710,8 @@ class EmbeddedStore:
         results: list[list[IndexCell]] = []
         try:
             with self._env.begin(db=self._index) as txn:
-                if self._compact is not None:  # rows are not in id order: cut after
-                    return [_capped(c, row_cap) for c in self._compact.scan(txn, prefix_lists)]
+                if self._compact is not None:
+                    return self._compact_scan(txn, prefix_lists, row_cap)
                 cursor = txn.cursor()
                 seek, key_of, value_of, next_ = (
                     cursor.set_range,
@@ -746,6 +747,23 @@ class EmbeddedStore:
         except lmdb.Error as exc:
             raise self._error(exc, "read") from exc
         return results
+
+    def _compact_scan(
+        self, txn: lmdb.Transaction, prefix_lists: Sequence[Sequence[bytes]], row_cap: int | None
+    ) -> list[list[IndexCell]]:
+        """Format 2 buckets are not in id order: a capped scan reads each distinct
+        prefix of all the lists once (many lookups of one batch share a hot row),
+        cuts each row to its ``row_cap`` smallest ids, then hands each list its own."""
+        assert self._compact is not None
+        if row_cap is None or len(prefix_lists) <= 1:
+            found = self._compact.scan(txn, prefix_lists)
+            return found if row_cap is None else [_capped(c, row_cap) for c in found]
+        distinct = list(dict.fromkeys(p for prefixes in prefix_lists for p in prefixes))
+        (cells,) = self._compact.scan(txn, [distinct])
+        by_prefix: dict[bytes, list[IndexCell]] = {}
+        for cell in _capped(cells, row_cap):
+            by_prefix.setdefault(cell[0][: codec.PREFIX_BYTES], []).append(cell)
+        return [[c for p in prefixes for c in by_prefix.get(p, ())] for prefixes in prefix_lists]
 
     def row_sizes(self, rows: Sequence[bytes]) -> dict[bytes, int]:
         """Cells per index row, by walking its keys without decoding them (a row of
