@@ -173,6 +173,32 @@ def test_html_is_read_when_there_is_no_text(tmp_path: Path) -> None:
     assert [m["id"] for m in copy["near_duplicates"]] == ["p"]
 
 
+def test_a_response_body_is_decoded_by_its_declared_charset(tmp_path: Path) -> None:
+    page = f"<html><head><meta charset='gbk'></head><body><p>{ORIGINAL}</p></body></html>"
+    items = [
+        {"url": "gbk", "html": page.encode("gbk")},
+        {"url": "utf8", "text": ORIGINAL},
+        {"url": "binary", "html": b"\x89PNG\x00\x00"},
+    ]
+    pipeline = pipeline_for(str(tmp_path / "idx"), SHDB_ACTION="tag")
+    _, copy, binary = run(pipeline, items)
+    assert [m["id"] for m in copy["near_duplicates"]] == ["gbk"]
+    assert "near_duplicates" not in binary
+    assert stats(pipeline)["shdb/skipped_undecodable"] == 1
+
+
+def test_a_text_with_no_usable_terms_passes_and_the_batch_is_still_indexed(
+    tmp_path: Path,
+) -> None:
+    items = [{"url": "a", "text": ORIGINAL}, {"url": "p", "text": "。，！？"},
+             {"url": "b", "text": ORIGINAL}]  # fmt: skip
+    pipeline = pipeline_for(str(tmp_path / "idx"), SHDB_ACTION="tag")
+    _, punct, copy = run(pipeline, items)
+    assert "near_duplicates" not in punct
+    assert [m["id"] for m in copy["near_duplicates"]] == ["a"]
+    assert stats(pipeline)["shdb/skipped_no_terms"] == 1
+
+
 def test_a_second_pass_over_the_same_items_finds_each_one_held(tmp_path: Path) -> None:
     index = str(tmp_path / "idx")
     run(pipeline_for(index), make_items("dict"))

@@ -407,7 +407,7 @@ class SimhashIndex:
         check_probes(probes)
         docs, lists = [], []
         for doc_id, raw in items:
-            text = to_text(raw, fmt)
+            text = self.to_text(raw, fmt)
             fps = self.fingerprinter.probes(text, probes)
             docs.append(self.sketched(Document(doc_id, fps[0]), text))
             lists.append(fps)

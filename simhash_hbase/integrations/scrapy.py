@@ -21,6 +21,7 @@ import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from itertools import groupby
 from typing import Any
 
 try:
@@ -31,11 +32,17 @@ except ImportError as exc:  # the hint is the point of this module's import
         "simhash_hbase.integrations.scrapy needs Scrapy: pip install 'simhash-hbase[scrapy]'"
     ) from exc
 
-from simhash_hbase.errors import EmptyDocument, InvalidSetting, ShdbError, StoreError
+from simhash_hbase.errors import (
+    EmptyDocument,
+    InvalidInput,
+    InvalidSetting,
+    ShdbError,
+    StoreError,
+)
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.index.remote import RemoteIndex
 from simhash_hbase.records import Matches
-from simhash_hbase.text.extract import to_text
+from simhash_hbase.text.extract import decode
 
 ACTIONS = ("drop", "tag")
 STATS = "shdb/"
@@ -89,7 +96,7 @@ class PipelineSettings:
 @dataclass
 class _Pending:
     doc_id: str
-    raw: str | bytes
+    raw: str
     fmt: str  # "text" or "html": HTML is extracted on the worker thread
     answer: asyncio.Future[Matches | None]
 
@@ -138,7 +145,12 @@ class NearDuplicatePipeline:
         if not isinstance(doc_id, str) or not doc_id:
             self._stats.inc_value(f"{STATS}skipped_no_id")
             return item
-        content = self._content_of(adapter)
+        try:
+            content = self._content_of(adapter)
+        except InvalidInput as exc:  # a body that is not text in any charset it declares
+            self._stats.inc_value(f"{STATS}skipped_undecodable")
+            self._log.warning("shdb: %s not checked: %s", doc_id, exc)
+            return item
         if content is None:
             self._stats.inc_value(f"{STATS}skipped_no_text")
             return item
@@ -172,17 +184,19 @@ class NearDuplicatePipeline:
         self._worker.shutdown(wait=True)
 
     # -- batching -------------------------------------------------------------
-    def _content_of(self, adapter: ItemAdapter) -> tuple[str | bytes, str] | None:
+    def _content_of(self, adapter: ItemAdapter) -> tuple[str, str] | None:
         """The item's text (``text`` format), else its HTML (``html``), else None."""
         text = adapter.get(self.settings.text_field)
         if isinstance(text, str) and text.strip():
             return text, "text"
         html = adapter.get(self.settings.html_field)
-        if isinstance(html, (str, bytes)) and html:
+        if isinstance(html, bytes):  # a response body: its declared charset decides
+            html = decode(html, "html")
+        if isinstance(html, str) and html.strip():
             return html, "html"
         return None
 
-    def _submit(self, doc_id: str, raw: str | bytes, fmt: str) -> asyncio.Future[Matches | None]:
+    def _submit(self, doc_id: str, raw: str, fmt: str) -> asyncio.Future[Matches | None]:
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[Matches | None] = loop.create_future()
         self._pending.append(_Pending(doc_id, raw, fmt, answer))
@@ -213,28 +227,32 @@ class NearDuplicatePipeline:
             pending.answer.set_result(matches)
 
     def _write_with_retries(self, batch: Sequence[_Pending]) -> list[Matches | None]:
-        """On the worker thread: extract, check and add one batch, retrying a failing
-        store. An item with no usable terms gets None and is not indexed; the batch's
-        other items are (one at a time, in order, when the batch holds such an item)."""
-        items = [(p.doc_id, to_text(p.raw, p.fmt)) for p in batch]
-        try:
-            return list(self._check_and_add(items))
-        except EmptyDocument:
-            return [self._one(item) for item in items]
+        """On the worker thread: check and add one batch in arrival order (runs of one
+        format, text or HTML, one call each), retrying a failing store. An item with
+        no usable terms gets None and is not indexed; so that the others are, a run
+        holding one goes an item at a time."""
+        results: list[Matches | None] = []
+        for fmt, run in groupby(batch, key=lambda p: p.fmt):
+            items = [(p.doc_id, p.raw) for p in run]
+            try:
+                results += self._check_and_add(items, fmt)
+            except EmptyDocument:
+                results += [self._one(item, fmt) for item in items]
+        return results
 
-    def _one(self, item: tuple[str, str]) -> Matches | None:
+    def _one(self, item: tuple[str, str], fmt: str) -> Matches | None:
         try:
-            (matches,) = self._check_and_add([item])
+            (matches,) = self._check_and_add([item], fmt)
         except EmptyDocument:
             return None
         return matches
 
-    def _check_and_add(self, items: list[tuple[str, str]]) -> list[Matches]:
+    def _check_and_add(self, items: list[tuple[str, str]], fmt: str) -> list[Matches]:
         assert self._index is not None
         for attempt in range(self.settings.retries + 1):
             try:
                 return self._index.check_and_add_texts(
-                    items, fmt="text", limit=self.settings.limit, always=True
+                    items, fmt=fmt, limit=self.settings.limit, always=True
                 )
             except StoreError as exc:
                 if attempt == self.settings.retries:
