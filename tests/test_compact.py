@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simhash_hbase import SimhashIndex
-from simhash_hbase.errors import StoreError
+from simhash_hbase.errors import ShdbError, StoreError
 from simhash_hbase.jobs.ingest import IngestOptions, index_fingerprints
 from simhash_hbase.jobs.migrate import migrate
 from simhash_hbase.records import Document
@@ -215,3 +215,35 @@ def test_a_batch_cut_before_its_last_commit_leaves_nothing_visible(tmp_path: Pat
 
 def _crash(*args: object) -> None:
     raise OSError("cut")
+
+
+ODD_IDS = st.one_of(st.text(max_size=3), st.just("x" * 1025), st.just("\udc80"), st.integers())
+ODD_FPS = st.one_of(FPS, st.integers(-2, 2), st.just(1 << 64), st.just(True), st.just(1.0))
+
+
+@given(
+    st.lists(
+        st.builds(
+            Document,
+            ODD_IDS,
+            ODD_FPS,
+            st.none() | st.just(""),
+            st.none() | st.just({}) | st.just({"k": float("nan")}),
+        ),
+        max_size=5,
+    )
+)
+def test_batch_check_equals_one_by_one(docs: list[Document]) -> None:
+    """codec.check_documents (the bulk load's check) refuses exactly what
+    check_document refuses, with its error."""
+    from simhash_hbase.layout import codec
+
+    def outcome(check: object) -> object:
+        try:
+            check()  # type: ignore[operator]
+        except ShdbError as exc:
+            return type(exc), str(exc)
+        return None
+
+    one_by_one = outcome(lambda: [codec.check_document(d) for d in docs])
+    assert outcome(lambda: codec.check_documents(docs)) == one_by_one

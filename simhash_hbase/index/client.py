@@ -513,8 +513,7 @@ class SimhashIndex:
 
         def blocks() -> Iterator[tuple[CellBlock, list[Document]]]:
             while chunk := list(islice(items, batch_size)):
-                for doc in chunk:
-                    codec.check_document(doc)
+                codec.check_documents(chunk)
                 yield self._cell_block(chunk), chunk
 
         return int(load(blocks()))

@@ -13,6 +13,7 @@ import json
 import struct
 import zlib
 from collections.abc import Mapping, Sequence
+from operator import attrgetter
 from typing import Any
 
 import numpy as np
@@ -201,6 +202,35 @@ def check_document(doc: Document) -> None:
             )
     if doc.bands is not None and len(doc.bands) % BAND_BYTES:
         raise InvalidInput(f"the band keys of {doc.doc_id!r} are not 4 bytes each")
+
+
+_EXTRAS = attrgetter("text", "meta", "sketch", "bands")
+_NO_EXTRAS = (None, None, None, None)
+
+
+def check_documents(docs: Sequence[Document]) -> None:
+    """:func:`check_document` of each of ``docs``; a batch of the common kind
+    (string ids, int fingerprints, no other column) is checked in a few C-level
+    passes, anything else document by document (so errors read the same)."""
+    ids = [doc.doc_id for doc in docs]
+    fps = [doc.fingerprint for doc in docs]
+    if (
+        docs
+        and set(map(type, ids)) == {str}
+        and set(map(type, fps)) == {int}
+        and all(map(_NO_EXTRAS.__eq__, map(_EXTRAS, docs)))
+        and min(fps) >= 0
+        and max(fps) < 1 << 64
+    ):
+        try:
+            sizes = [len(i.encode("utf-8")) for i in ids]
+        except UnicodeEncodeError:
+            pass
+        else:
+            if min(sizes) > 0 and max(sizes) <= MAX_DOC_ID_BYTES:
+                return
+    for doc in docs:
+        check_document(doc)
 
 
 def _utf8(text: str, what: str) -> bytes:
