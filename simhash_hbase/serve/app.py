@@ -53,6 +53,7 @@ from simhash_hbase.serve.worker import (
     StoreWorker,
     Write,
 )
+from simhash_hbase.store import local_path
 from simhash_hbase.version import __version__
 
 log = logging.getLogger("shdb.serve")
@@ -302,7 +303,7 @@ class Service:
         """What the status page shows: settings, index size, the recent window."""
         now = time.monotonic()
         if self._stats is None or now - self._stats[0] > _STATS_SECONDS:
-            self._stats = (now, await self.submit(Call(lambda index: index.stats())))
+            self._stats = (now, await self.submit(Call(_index_stats)))
         s = self.settings
         return json_response(
             {
@@ -331,6 +332,21 @@ class Service:
 
     async def docs(self, _request: Request) -> Response:
         return HTMLResponse(openapi.html(openapi.document(__version__)))
+
+
+def _index_stats(index: SimhashIndex) -> dict[str, Any]:
+    """The index's stats, where counting is cheap (embedded: LMDB's own counts). On
+    HBase counting is a full scan of both tables: only the settings are shown."""
+    if local_path(index.url) is not None:
+        return index.stats()
+    return {
+        "store": "hbase",
+        "documents": None,
+        "scheme": index.scheme.name,
+        "exact_for_k": index.scheme.k,
+        "fingerprint": index.manifest["fingerprint"],
+        "counted_by": "not counted on HBase (a full scan): use `shdb stats` or RowCounter",
+    }
 
 
 def _warm(index: SimhashIndex) -> None:
