@@ -6,9 +6,11 @@ came with it (``sys.modules``, not a timing: it cannot flake on a busy machine).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -47,14 +49,14 @@ LIGHT = (
 )
 
 
-def _loaded_after(statement: str) -> list[str]:
-    """The heavy modules in ``sys.modules`` after running ``statement`` in a new process."""
+def _loaded_after(statement: str, heavy: tuple[str, ...] = HEAVY) -> list[str]:
+    """Those of ``heavy`` in ``sys.modules`` after running ``statement`` in a new process."""
     probe = f"import json, sys\n{statement}\nprint(json.dumps(sorted(sys.modules)))"
     out = subprocess.run(
         [sys.executable, "-c", probe], check=True, capture_output=True, text=True
     ).stdout
-    loaded = set(json.loads(out))
-    return [name for name in HEAVY if name in loaded]
+    loaded = set(json.loads(out.splitlines()[-1]))
+    return [name for name in heavy if name in loaded]
 
 
 @pytest.mark.parametrize("module", LIGHT)
@@ -81,3 +83,47 @@ def test_fingerprinting_loads_what_it_needs() -> None:
         "from simhash_hbase import Fingerprinter\nFingerprinter().fingerprint('今天天气很好')"
     )
     assert {"numpy", "mmh3"} <= set(loaded)
+
+
+@pytest.mark.parametrize("module", ["simhash_hbase.cli", "simhash_hbase.cli.app"])
+def test_the_command_line_imports_no_library_work(module: str) -> None:
+    """Commands load when they run: importing the command line costs typer alone."""
+    assert _loaded_after(f"import {module}", tuple(h for h in HEAVY if h != "typer")) == []
+
+
+def _run_shdb(*argv: str) -> str:
+    """A statement running ``shdb ARGV`` in-process (its exit is not the probe's)."""
+    return (
+        f"sys.argv = ['shdb', *{list(argv)!r}]\n"
+        "from simhash_hbase.cli.app import main\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass"
+    )
+
+
+def test_a_query_loads_only_what_a_query_needs(tmp_path: Path) -> None:
+    from simhash_hbase import SimhashIndex
+
+    index = str(tmp_path / "ix")
+    with SimhashIndex.open(index) as ix:
+        ix.add("d1", "今天天气很好，我们去公园散步吧。")
+    other_commands = (
+        "simhash_hbase.jobs.ingest",
+        "simhash_hbase.jobs.verify",
+        "simhash_hbase.cli.ingest",
+        "simhash_hbase.cli.dedup",
+        "simhash_hbase.cli.spark",
+        "simhash_hbase.cli.serve",
+        "simhash_hbase.spark",
+        "simhash_hbase.serve",
+        "pyspark",
+        "happybase",
+        "thriftpy2",
+        "multiprocessing",
+        "rich",
+        "pydantic",
+    )
+    if importlib.util.find_spec("rjieba") is not None:
+        other_commands += ("jieba",)  # rjieba cuts it: jieba only for what it alone cuts alike
+    argv = ("query", "今天天气很好，我们去公园散步吧。", "--index", index, "--json")
+    assert _loaded_after(_run_shdb(*argv), other_commands) == []
+    assert _loaded_after(_run_shdb(*argv), ("numpy", "lmdb")) == ["numpy", "lmdb"]  # it ran

@@ -281,7 +281,7 @@ def _progress(total: int | None) -> Progress:
         columns += [BarColumn(), DownloadColumn(), TextColumn("ETA"), TimeRemainingColumn()]
     columns += [TextColumn("{task.fields[docs]} records read"), TimeElapsedColumn()]
     return Progress(
-        *columns, console=err, transient=True, disable=not err.is_terminal, refresh_per_second=4
+        *columns, console=err(), transient=True, disable=not err().is_terminal, refresh_per_second=4
     )
 
 

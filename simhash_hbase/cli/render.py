@@ -17,11 +17,11 @@ import os
 import sys
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from functools import cache
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 import typer
-from rich.console import Console
 from typer.core import TyperGroup
 
 from simhash_hbase.errors import (
@@ -34,11 +34,14 @@ from simhash_hbase.errors import (
     StoreError,
     StoreUnavailable,
 )
-from simhash_hbase.fingerprint.minhash import MinHashParams
 from simhash_hbase.fingerprint.probes import bound
-from simhash_hbase.index.manifest import ENVIRONMENT
 from simhash_hbase.records import BadRecord, Document, Problem, fingerprint_to_hex
 from simhash_hbase.text.readers import STDIN_NAME
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from simhash_hbase.fingerprint.minhash import MinHashParams
 
 EXIT_NO_MATCH = 1
 EXIT_SKIPPED = 3
@@ -74,7 +77,15 @@ PROBLEM_HINTS = {
 #: A malformed line on stdin is most often a plain text read as JSON lines.
 _STDIN_TEXT_HINT = "stdin is read as JSON lines; for one plain text give --id ID"
 
-err = Console(stderr=True, soft_wrap=True)
+
+
+@cache
+def err() -> Console:
+    """rich's console on stderr (notes, progress), made on first use: a one-shot
+    command that prints neither does without importing rich."""
+    from rich.console import Console
+
+    return Console(stderr=True, soft_wrap=True)
 
 
 def hint(exc: ShdbError) -> str | None:
@@ -101,6 +112,8 @@ def _mismatch_hint(exc: ManifestMismatch) -> str | None:
         return (
             f"leave out {', '.join(given)} to use the index's own settings, or write to a new index"
         )
+    from simhash_hbase.index.manifest import ENVIRONMENT  # only on this error
+
     if any(n in ENVIRONMENT for n, _, _ in exc.differences):
         return "the index was built by another version of shdb or jieba; rebuild it"
     return None
@@ -205,7 +218,7 @@ def echo_json(value: Any, **kwargs: Any) -> None:
 
 def note(text: str) -> None:
     """A line for the person at the terminal (stderr), printed as is."""
-    err.print(text, markup=False, highlight=False)
+    err().print(text, markup=False, highlight=False)
 
 
 def predicate(k: int, lsh: MinHashParams | None, probes: int = 0) -> str:
