@@ -36,7 +36,6 @@ from simhash_hbase.errors import (
 )
 from simhash_hbase.fingerprint.probes import bound
 from simhash_hbase.records import BadRecord, Document, Problem, fingerprint_to_hex
-from simhash_hbase.text.readers import STDIN_NAME
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -246,6 +245,8 @@ def skip_json(bad: BadRecord) -> dict[str, Any]:
 
 def print_skips(skipped: list[BadRecord], unlisted: int = 0) -> None:
     """The first skipped records with what to do about each, then a count of the rest."""
+    from simhash_hbase.text.readers import STDIN_NAME  # here: the readers load NumPy
+
     for bad in skipped[:_SHOWN_SKIPS]:
         advice = PROBLEM_HINTS.get(bad.problem)
         if bad.problem is Problem.MALFORMED and bad.where.startswith(STDIN_NAME):
