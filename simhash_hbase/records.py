@@ -101,6 +101,15 @@ class Document:
     sketch: bytes | None = None
     bands: bytes | None = None
 
+    def to_json(self) -> dict[str, Any]:
+        """The document as every surface prints it (``shdb get --json``, the service)."""
+        return {
+            "id": self.doc_id,
+            "fingerprint": fingerprint_to_hex(self.fingerprint),
+            "text": self.text,
+            "meta": self.meta,
+        }
+
 
 class Problem(str, Enum):
     """Why a record was skipped; the CLI turns each kind into a hint."""

@@ -21,7 +21,6 @@ from simhash_hbase.cli.options import (
 )
 from simhash_hbase.cli.render import (
     EXIT_NO_MATCH,
-    doc_json,
     echo_json,
     note,
     predicate,
@@ -150,7 +149,7 @@ def get_cmd(doc_ids: IdsArg, index: IndexOpt = None, as_json: JsonOpt = False) -
     docs = [found[d] for d in doc_ids if d in found]
     if as_json:
         for doc in docs:
-            echo_json(doc_json(doc))
+            echo_json(doc.to_json())
     elif docs:
         table(
             ("id", "fingerprint", "text", "meta"),

@@ -35,7 +35,7 @@ from simhash_hbase.errors import (
     StoreUnavailable,
 )
 from simhash_hbase.fingerprint.probes import bound
-from simhash_hbase.records import BadRecord, Document, Problem, fingerprint_to_hex
+from simhash_hbase.records import BadRecord, Problem
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -228,15 +228,6 @@ def predicate(k: int, lsh: MinHashParams | None, probes: int = 0) -> str:
     if lsh is None:
         return near
     return f"{near} (and similarity>={lsh.floor}), or similarity>={lsh.threshold}"
-
-
-def doc_json(doc: Document) -> dict[str, Any]:
-    return {
-        "id": doc.doc_id,
-        "fingerprint": fingerprint_to_hex(doc.fingerprint),
-        "text": doc.text,
-        "meta": doc.meta,
-    }
 
 
 def skip_json(bad: BadRecord) -> dict[str, Any]:

@@ -35,7 +35,6 @@ from simhash_hbase.serve.wire import (
     NDJSON,
     ApiError,
     Item,
-    doc_json,
     document,
     dumps,
     dumps_lines,
@@ -273,7 +272,7 @@ class Service:
         doc = await self.submit(Call(lambda index: index.get(doc_id)))
         if doc is None:
             raise ApiError(404, "not_found", f"no document {doc_id!r}")
-        return json_response(doc_json(doc))
+        return json_response(doc.to_json())
 
     async def delete_doc(self, request: Request) -> Response:
         doc_id = request.path_params["doc_id"]

@@ -154,15 +154,6 @@ def result_json(item: Item, fingerprint: int, matches: Matches, new: bool | None
     return out
 
 
-def doc_json(doc: Document) -> dict[str, Any]:
-    return {
-        "id": doc.doc_id,
-        "fingerprint": fingerprint_to_hex(doc.fingerprint),
-        "text": doc.text,
-        "meta": doc.meta,
-    }
-
-
 def dumps(value: Any) -> bytes:
     return orjson.dumps(value)
 
