@@ -16,9 +16,10 @@ WIDTH = 100
 def pages(command: Any, ctx: Any) -> Iterator[tuple[str, str]]:
     """(command path, help text) for ``command`` and every command below it."""
     yield ctx.command_path, command.get_help(ctx)
-    for name in getattr(command, "commands", {}):
-        sub = command.commands[name]
-        yield from pages(sub, command.context_class(sub, info_name=name, parent=ctx))
+    if hasattr(command, "list_commands"):  # a group (the root loads its commands lazily)
+        for name in command.list_commands(ctx):
+            sub = command.get_command(ctx, name)
+            yield from pages(sub, command.context_class(sub, info_name=name, parent=ctx))
 
 
 def reference() -> str:
