@@ -28,6 +28,7 @@ from simhash_hbase.cli.ingest import JsonlReport
 from simhash_hbase.jobs import ingest as ingest_mod
 from simhash_hbase.jobs.ingest import IngestOptions, SourceOptions, ingest
 
+from .conftest import fresh_hbase_url
 from .test_cli import shdb
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -63,7 +64,7 @@ def _corpus(path: Path, seed: int = 7) -> list[str]:
     return ids
 
 
-def _run(corpus: Path, index: Path, report: Path, fault: str | None) -> int:
+def _run(corpus: Path, index: Path | str, report: Path, fault: str | None) -> int:
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     env.pop("SHDB_FAULT", None)
     if fault is not None:
@@ -77,7 +78,7 @@ def _lines(report: Path) -> list[str]:
     return report.read_text(encoding="utf-8").splitlines() if report.exists() else []
 
 
-def _assert_committed(index: Path, lines: Sequence[str]) -> None:
+def _assert_committed(index: Path | str, lines: Sequence[str]) -> None:
     named = {i for line in lines for i in _ids(json.loads(line))}
     if not named:
         return
@@ -111,6 +112,21 @@ def test_kill_at_every_commit_boundary_loses_and_repeats_nothing(
         assert _run(corpus, index, report, None) == 0
         assert _lines(report) == expected, (point, nth)
         assert _run(corpus, index, report, None) == 0  # a finished ingest again: kept whole
+        assert _lines(report) == expected
+
+
+@pytest.mark.hbase
+@pytest.mark.parametrize("point", POINTS)
+def test_kill_at_a_commit_boundary_on_hbase(
+    point: str, reference: tuple[Path, list[str]], tmp_path: Path, hbase_api: str
+) -> None:
+    """HBase is atomic per row only: a batch killed anywhere is written again whole."""
+    corpus, expected = reference
+    with fresh_hbase_url(hbase_api) as url:
+        report = tmp_path / "r.jsonl"
+        assert _run(corpus, url, report, f"{point}:2") == -9
+        _assert_committed(url, _lines(report))
+        assert _run(corpus, url, report, None) == 0
         assert _lines(report) == expected
 
 

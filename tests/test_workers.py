@@ -124,3 +124,4 @@ def test_the_cli_says_which_document_and_exits_1(tmp_path: Path) -> None:
     assert result.exit_code == 1, result.output
     assert f"document 'd17' ({path}:18)" in result.stderr
     assert "was killed by SIGKILL" in result.stderr and "Traceback" not in result.stderr
+    assert "hint: run the same command again to resume" in result.stderr

@@ -33,6 +33,7 @@ from simhash_hbase.errors import (
     ShdbError,
     StoreError,
     StoreUnavailable,
+    WorkerDied,
 )
 from simhash_hbase.fingerprint.probes import bound
 from simhash_hbase.records import BadRecord, Problem
@@ -102,6 +103,11 @@ def hint(exc: ShdbError) -> str | None:
         return f"give -k between 0 and {exc.max_k}"
     if isinstance(exc, StoreError) and "corrupt" in str(exc):
         return "`shdb verify --repair` may fix it"
+    if isinstance(exc, WorkerDied):
+        return (
+            "run the same command again to resume; if it dies at the same document again, "
+            "remove or split that document (or lower --max-bytes), or use --workers 1"
+        )
     return None
 
 
