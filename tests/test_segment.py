@@ -77,7 +77,10 @@ _PIECES = st.one_of(
 )
 _TEXTS = st.lists(_PIECES, max_size=40).map("".join)
 #: Common characters: runs of them stay out of the dictionary and reach the HMM.
-_COMMON = "的一是不了人我在有他这为之大来以个中上们到说国和地也子时道出而要于就下得可你年生自会"
+_COMMON = (
+    "的一是不了人我在有他这为之大来以个中上们到说国和地也子时道出而要于就下得可你年生自会"
+    "啊哈呵嘿嗯哦呀"  # interjections: dictionary words that repeat (啊啊啊)
+)
 #: Issue 22.7: repeated characters and periodic runs ("哈哈哈哈", "口孩快口孩快"), where
 #: the HMM's Viterbi meets exact ties, next to mixed scripts and emoji.
 _REPEATS = st.builds(
@@ -120,6 +123,7 @@ def test_same_tokens_as_jieba_on_repeated_and_periodic_characters(
         "口孩快口孩快口孩快口孩快口孩快",
         "太包太包太包太包太包太包太包太包",
         "哈哈哈哈哈哈😀😀嗯嗯嗯 abc 西西西西西西西西西西张至至至至至",
+        "啊啊啊啊++++?++++啊",  # the route ties (啊啊啊+啊 = 啊+啊啊啊): the fuzzer's find
     ],
 )
 def test_the_reported_disagreements(

@@ -134,19 +134,27 @@ def _block_around(text: str, start: int, end: int) -> tuple[int, int]:
 
 
 def _hmm_meets_repeat(route: list[str]) -> bool:
-    """Whether the HMM would see a repeat: ``route`` is a block's dictionary route
-    (``rjieba.cut(block, False)``), and jieba's HMM runs only on runs of two or more
-    single characters of it (``jieba.Tokenizer.__cut_DAG``). A repeat that the route
-    covers with words never reaches a Viterbi tie, so the fast path cuts it alike,
-    and jieba (~1 s to load in a fresh process) is spared."""
+    """Whether a repeat can meet a tie: ``route`` is a block's dictionary route
+    (``rjieba.cut(block, False)``). jieba's HMM runs only on runs of two or more
+    single characters of it (``jieba.Tokenizer.__cut_DAG``), where a repeat makes
+    Viterbi ties; and the route itself ties where a repeating word sits next to a
+    piece of its own characters (啊啊啊 + 啊 = 啊 + 啊啊啊: the same words, so the same
+    probability; found by the ``segmenters`` fuzz target). Elsewhere a repeat that
+    the route covers with words (今天天气, 谢谢你) is cut alike by both, and jieba
+    (~1 s to load in a fresh process) is spared."""
     run: list[str] = []
-    for piece in [*route, ""]:
+    for i, piece in enumerate([*route, ""]):
         if len(piece) == 1:
             run.append(piece)
-            continue
-        if len(run) > 1 and _SQUARE("".join(run)) is not None:
-            return True
-        run = []
+        else:
+            if len(run) > 1 and _SQUARE("".join(run)) is not None:
+                return True
+            run = []
+        if len(piece) > 1 and _SQUARE(piece) is not None:
+            chars = set(piece)
+            neighbours = route[max(i - 1, 0) : i] + route[i + 1 : i + 2]
+            if any(set(n) <= chars for n in neighbours):
+                return True
     return False
 
 

@@ -19,6 +19,7 @@ import orjson
 from simhash_hbase.errors import EmptyDocument, InvalidInput, ShdbError
 from simhash_hbase.records import Document, Matches, fingerprint_to_hex, parse_fingerprint_hex
 from simhash_hbase.text.extract import TEXT_FORMATS, to_text
+from simhash_hbase.text.html import DEFAULT_HTML_MODE
 
 NDJSON = "application/x-ndjson"
 _FIELDS = {"id", "text", "format", "fingerprint", "meta", "store_text"}
@@ -92,7 +93,9 @@ def _check_count(n: int, max_items: int) -> None:
         raise ApiError(400, "empty_batch", "the batch holds no items")
 
 
-def parse_item(obj: Any, *, needs_id: bool, max_text_bytes: int) -> Item:
+def parse_item(
+    obj: Any, *, needs_id: bool, max_text_bytes: int, html: str = DEFAULT_HTML_MODE
+) -> Item:
     """One item, checked; :class:`ApiError` (400) says what is wrong with it."""
     if isinstance(obj, ApiError):
         raise obj
@@ -131,7 +134,7 @@ def parse_item(obj: Any, *, needs_id: bool, max_text_bytes: int) -> Item:
     fmt = obj.get("format", "auto")
     if fmt not in TEXT_FORMATS:
         raise _bad(f"format must be one of {', '.join(TEXT_FORMATS)}, not {fmt!r}")
-    return Item(doc_id, to_text(text, fmt), None, meta, store_text)
+    return Item(doc_id, to_text(text, fmt, html=html), None, meta, store_text)
 
 
 def _bad(message: str) -> ApiError:
