@@ -196,7 +196,7 @@ def test_a_text_with_no_usable_terms_passes_and_the_batch_is_still_indexed(
     _, punct, copy = run(pipeline, items)
     assert "near_duplicates" not in punct
     assert [m["id"] for m in copy["near_duplicates"]] == ["a"]
-    assert stats(pipeline)["shdb/skipped_no_terms"] == 1
+    assert stats(pipeline)["shdb/skipped_unusable"] == 1
 
 
 def test_a_second_pass_over_the_same_items_finds_each_one_held(tmp_path: Path) -> None:

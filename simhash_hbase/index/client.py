@@ -405,13 +405,19 @@ class SimhashIndex:
         near-copies (none: it was new). ``always`` writes every item, as ingest
         does; else only the new ones."""
         check_probes(probes)
-        docs, lists = [], []
-        for doc_id, raw in items:
-            text = self.to_text(raw, fmt)
-            fps = self.fingerprinter.probes(text, probes)
-            docs.append(self.sketched(Document(doc_id, fps[0]), text))
-            lists.append(fps)
+        prepared = [self.prepare_text(doc_id, raw, fmt, probes) for doc_id, raw in items]
+        docs, lists = [doc for doc, _ in prepared], [fps for _, fps in prepared]
         return self.check_and_add(docs, k, probes=lists, always=always, limit=limit)
+
+    def prepare_text(
+        self, doc_id: str, raw: str, fmt: str = "auto", probes: int = 0
+    ) -> tuple[Document, list[int]]:
+        """``raw`` as the document :meth:`check_and_add` takes, and its probe list:
+        pure CPU (extraction, fingerprint, sketch), so a caller may run it in another
+        process on an index opened read-only there."""
+        text = self.to_text(raw, fmt)
+        fps = self.fingerprinter.probes(text, probes)
+        return self.sketched(Document(doc_id, fps[0]), text), fps
 
     def _write(self, latest: dict[str, Document]) -> None:
         """One batch of documents by id (see :meth:`add_documents`)."""

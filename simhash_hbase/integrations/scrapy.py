@@ -18,10 +18,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Sequence
-from concurrent.futures import ThreadPoolExecutor
+from collections.abc import Callable, Sequence
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
+from functools import partial
 from itertools import groupby
+from multiprocessing import get_context
 from typing import Any
 
 try:
@@ -41,7 +44,7 @@ from simhash_hbase.errors import (
 )
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.index.remote import RemoteIndex
-from simhash_hbase.records import Matches
+from simhash_hbase.records import Document, Matches
 from simhash_hbase.text.extract import decode
 
 ACTIONS = ("drop", "tag")
@@ -101,6 +104,10 @@ class _Pending:
     answer: asyncio.Future[Matches | None]
 
 
+class PreparerDied(ShdbError):
+    """The pipeline's fingerprinting process died: the crawl stops as on a store failure."""
+
+
 class IndexUnavailable(ShdbError):
     """The index named by SHDB_INDEX could not be opened: the crawl does not start."""
 
@@ -115,6 +122,7 @@ class NearDuplicatePipeline:
         self._log: Any = logging.getLogger(__name__)  # the spider's logger once open
         self._index: SimhashIndex | None = None
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shdb")
+        self._preparer: ProcessPoolExecutor | None = None  # extraction and fingerprints
         self._pending: list[_Pending] = []
         self._timer: asyncio.TimerHandle | None = None
         self._flushes: set[asyncio.Future[Any]] = set()  # flushes, and a close on failure
@@ -132,6 +140,8 @@ class NearDuplicatePipeline:
         url = self.settings.index
         try:
             self._index = await self._run(open_index, url)
+            if isinstance(self._index, SimhashIndex):
+                self._preparer = await self._run(start_preparer, url)
         except ShdbError as exc:
             raise IndexUnavailable(
                 f"SHDB_INDEX={url!r} could not be opened: {exc}. Fix the setting, or start "
@@ -158,7 +168,7 @@ class NearDuplicatePipeline:
             raise DropItem(f"not checked: the index failed earlier ({self._failed})")
         matches = await self._submit(doc_id, *content)
         if matches is None:
-            self._stats.inc_value(f"{STATS}skipped_no_terms")
+            self._stats.inc_value(f"{STATS}skipped_unusable")
             return item
         self._stats.inc_value(f"{STATS}checked")
         if matches:
@@ -181,6 +191,8 @@ class NearDuplicatePipeline:
             await asyncio.gather(*self._flushes, return_exceptions=True)
         if self._index is not None:
             await self._run(self._index.close)
+        if self._preparer is not None:
+            self._preparer.shutdown(wait=True)
         self._worker.shutdown(wait=True)
 
     # -- batching -------------------------------------------------------------
@@ -227,33 +239,57 @@ class NearDuplicatePipeline:
             pending.answer.set_result(matches)
 
     def _write_with_retries(self, batch: Sequence[_Pending]) -> list[Matches | None]:
-        """On the worker thread: check and add one batch in arrival order (runs of one
-        format, text or HTML, one call each), retrying a failing store. An item with
-        no usable terms gets None and is not indexed; so that the others are, a run
-        holding one goes an item at a time."""
+        """On the worker thread: check and add one batch in arrival order, retrying a
+        failing store. An item that cannot be fingerprinted (no usable terms, a page
+        that cannot be parsed) gets None and is not indexed; the others are."""
+        if self._preparer is None:  # the service extracts and fingerprints itself
+            return self._send_texts(batch)
+        items = [(p.doc_id, p.raw, p.fmt) for p in batch]
+        try:
+            prepared = self._preparer.submit(prepare_batch, items).result()
+        except BrokenProcessPool as exc:
+            raise PreparerDied(f"the pipeline's fingerprinting process died: {exc}") from exc
+        usable = [p for p in prepared if p is not None]
+        index = self._index
+        assert isinstance(index, SimhashIndex)
+        found = iter(
+            self._retrying(
+                lambda: index.check_and_add(
+                    [doc for doc, _ in usable],
+                    probes=[fps for _, fps in usable],
+                    always=True,
+                    limit=self.settings.limit,
+                )
+            )
+        )
+        return [None if p is None else next(found) for p in prepared]
+
+    def _send_texts(self, batch: Sequence[_Pending]) -> list[Matches | None]:
+        """Runs of one format (text or HTML), one request each; a run holding an item
+        with no usable terms goes an item at a time, so that the others are indexed."""
+        assert self._index is not None
+        index = self._index
         results: list[Matches | None] = []
         for fmt, run in groupby(batch, key=lambda p: p.fmt):
             items = [(p.doc_id, p.raw) for p in run]
+            send = partial(index.check_and_add_texts, fmt=fmt, limit=self.settings.limit)
             try:
-                results += self._check_and_add(items, fmt)
+                results += self._retrying(partial(send, items))
             except EmptyDocument:
-                results += [self._one(item, fmt) for item in items]
+                results += [self._one(send, item) for item in items]
         return results
 
-    def _one(self, item: tuple[str, str], fmt: str) -> Matches | None:
+    def _one(self, send: Any, item: tuple[str, str]) -> Matches | None:
         try:
-            (matches,) = self._check_and_add([item], fmt)
+            (matches,) = self._retrying(partial(send, [item]))
         except EmptyDocument:
             return None
         return matches
 
-    def _check_and_add(self, items: list[tuple[str, str]], fmt: str) -> list[Matches]:
-        assert self._index is not None
+    def _retrying(self, write: Callable[[], list[Matches]]) -> list[Matches]:
         for attempt in range(self.settings.retries + 1):
             try:
-                return self._index.check_and_add_texts(
-                    items, fmt=fmt, limit=self.settings.limit, always=True
-                )
+                return write()
             except StoreError as exc:
                 if attempt == self.settings.retries:
                     raise
@@ -290,6 +326,42 @@ def open_index(url: str) -> SimhashIndex | RemoteIndex:
     if url.startswith(("http://", "https://")):
         return RemoteIndex(url)
     return SimhashIndex.open(url)
+
+
+# -- the fingerprinting process: Scrapy's own work keeps the crawl process busy, so the
+# CPU-heavy part (extraction, segmentation, sketches) runs beside it on another core.
+_PREPARER: SimhashIndex | None = None
+
+
+def start_preparer(url: str) -> ProcessPoolExecutor:
+    """A process holding the index open read-only, ready before the first batch."""
+    pool = ProcessPoolExecutor(1, get_context("spawn"), _open_preparer, (url,))
+    try:
+        pool.submit(prepare_batch, []).result()
+    except BrokenProcessPool as exc:
+        pool.shutdown()
+        raise PreparerDied(f"the pipeline's fingerprinting process did not start: {exc}") from exc
+    return pool
+
+
+def _open_preparer(url: str) -> None:
+    global _PREPARER
+    _PREPARER = SimhashIndex.open(url, readonly=True)
+
+
+def prepare_batch(items: list[tuple[str, str, str]]) -> list[tuple[Document, list[int]] | None]:
+    """In the fingerprinting process: each item as a document, or None if unusable."""
+    assert _PREPARER is not None
+    return [_prepared(_PREPARER, *item) for item in items]
+
+
+def _prepared(
+    index: SimhashIndex, doc_id: str, raw: str, fmt: str
+) -> tuple[Document, list[int]] | None:
+    try:
+        return index.prepare_text(doc_id, raw, fmt)
+    except InvalidInput:  # no usable terms, or a page its parser refuses
+        return None
 
 
 def _count(matches: Matches) -> str:
