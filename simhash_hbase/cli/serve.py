@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -14,56 +14,48 @@ from simhash_hbase.fingerprint.probes import DEFAULT_QUERY_PROBES
 from simhash_hbase.index.client import DEFAULT_K
 from simhash_hbase.records import DEFAULT_LIMIT
 
+HostOpt = Annotated[str, typer.Option(metavar="ADDR", help="Address to bind.")]
+PortOpt = Annotated[int, typer.Option(metavar="PORT", min=0, max=65535)]
+TokenFileOpt = Annotated[
+    Path | None,
+    typer.Option(
+        metavar="FILE",
+        help="File holding the bearer token clients must send (else $SHDB_TOKEN); "
+        "required to bind anything but loopback.",
+    ),
+]
+MaxItemsOpt = Annotated[int, typer.Option(metavar="N", min=1, help="Items per request, at most.")]
+MaxBodyOpt = Annotated[
+    int, typer.Option(metavar="BYTES", min=1024, help="Request body size, at most.")
+]
+QueueOpt = Annotated[
+    int, typer.Option(metavar="DOCS", min=1, help="Documents waiting to be written; beyond: 429.")
+]
+AccessLogOpt = Annotated[bool, typer.Option(help="Log every request.")]
+
 
 def serve_cmd(
     index: IndexOpt = None,
-    host: Annotated[str, typer.Option(metavar="ADDR", help="Address to bind.")] = "127.0.0.1",
-    port: Annotated[int, typer.Option(metavar="PORT", min=0, max=65535)] = 8080,
-    token_file: Annotated[
-        Path | None,
-        typer.Option(
-            metavar="FILE",
-            help="File holding the bearer token clients must send (else $SHDB_TOKEN); "
-            "required to bind anything but loopback.",
-        ),
-    ] = None,
+    host: HostOpt = "127.0.0.1",
+    port: PortOpt = 8080,
+    token_file: TokenFileOpt = None,
     k: KOpt = DEFAULT_K,
     limit: LimitOpt = DEFAULT_LIMIT,
     probes: QueryProbesOpt = None,
-    max_items: Annotated[
-        int, typer.Option(metavar="N", min=1, help="Items per request, at most.")
-    ] = 10_000,
-    max_body_bytes: Annotated[
-        int, typer.Option(metavar="BYTES", min=1024, help="Request body size, at most.")
-    ] = 64 * 1024 * 1024,
-    queue: Annotated[
-        int,
-        typer.Option(metavar="DOCS", min=1, help="Documents waiting to be written; beyond: 429."),
-    ] = 200_000,
-    access_log: Annotated[bool, typer.Option(help="Log every request.")] = False,
+    max_items: MaxItemsOpt = 10_000,
+    max_body_bytes: MaxBodyOpt = 64 * 1024 * 1024,
+    queue: QueueOpt = 200_000,
+    access_log: AccessLogOpt = False,
 ) -> None:
     """Serve the index over HTTP: check, add and check-and-add texts or fingerprints,
     one or in batches (see /docs on the running service, and docs/serve.md). -k,
     --limit and --probes are the defaults of requests that do not set them."""
-    try:
-        from simhash_hbase.serve.run import serve
-        from simhash_hbase.serve.settings import TOKEN_ENV, ServeSettings
-    except ImportError as exc:
-        raise InvalidInput(
-            f"shdb serve needs the serve extra ({exc.name} is missing): "
-            "pip install 'simhash-hbase[serve]'"
-        ) from None
-    token = os.environ.get(TOKEN_ENV) or None
-    if token_file is not None:
-        try:
-            token = token_file.read_text("utf-8").strip()
-        except OSError as exc:
-            raise InvalidInput(f"cannot read --token-file {token_file}: {exc.strerror}") from None
-    settings = ServeSettings(
+    serve, settings_class, token_env = _service()
+    settings = settings_class(
         index=index,
         host=host,
         port=port,
-        token=token,
+        token=_token(token_file, token_env),
         k=k,
         limit=limit,
         probes=DEFAULT_QUERY_PROBES if probes is None else probes,
@@ -72,3 +64,26 @@ def serve_cmd(
         queue_documents=queue,
     )
     serve(settings, access_log=access_log)
+
+
+def _service() -> tuple[Any, Any, str]:
+    """The service's runner, settings and token variable (the serve extra, loaded here)."""
+    try:
+        from simhash_hbase.serve.run import serve
+        from simhash_hbase.serve.settings import TOKEN_ENV, ServeSettings
+    except ImportError as exc:
+        raise InvalidInput(
+            f"shdb serve needs the serve extra ({exc.name} is missing): "
+            "pip install 'simhash-hbase[serve]'"
+        ) from None
+    return serve, ServeSettings, TOKEN_ENV
+
+
+def _token(token_file: Path | None, env: str) -> str | None:
+    """The bearer token: the file's, else the environment's, else none."""
+    if token_file is None:
+        return os.environ.get(env) or None
+    try:
+        return token_file.read_text("utf-8").strip()
+    except OSError as exc:
+        raise InvalidInput(f"cannot read --token-file {token_file}: {exc.strerror}") from None
