@@ -222,8 +222,13 @@ def echo_json(value: Any, **kwargs: Any) -> None:
 
 
 def note(text: str) -> None:
-    """A line for the person at the terminal (stderr), printed as is."""
-    err().print(text, markup=False, highlight=False)
+    """A line for the person at the terminal (stderr), printed as is: through rich's
+    console once one exists (a progress bar may be live on stderr), else plainly, so a
+    one-shot command that only prints a note does without importing rich."""
+    if err.cache_info().currsize:
+        err().print(text, markup=False, highlight=False)
+    else:
+        typer.echo(text, err=True)
 
 
 def predicate(k: int, lsh: MinHashParams | None, probes: int = 0) -> str:
