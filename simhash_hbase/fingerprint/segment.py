@@ -1,6 +1,6 @@
 """Word segmentation: jieba 0.42.1's tokens (HMM on), computed natively when possible.
 
-The reference is ``jieba.Tokenizer().cut(text)``. With the ``fast`` extra installed,
+The reference is ``jieba.Tokenizer().cut(text)``. With rjieba installed (a default dependency),
 ``rjieba`` (a binding of the Rust port jieba-rs, same dictionary and HMM) computes
 the same tokens at native speed. jieba-rs groups two kinds of characters
 differently from jieba, and :func:`_rjieba` corrects both:
@@ -219,7 +219,7 @@ def resolve(name: str | None = None) -> str:
     if name != "auto":
         if name == "rjieba" and _installed("rjieba") is None:
             raise InvalidInput(
-                "segmenter 'rjieba' is not installed: pip install 'simhash-hbase[fast]'"
+                "segmenter 'rjieba' is not installed: pip install 'rjieba>=0.2.2,<0.3'"
             )
         return name
     fast = _installed("rjieba") is not None and _installed("jieba") == FAMILY_VERSION
