@@ -28,6 +28,7 @@ from simhash_hbase.text.readers import (
     MAX_MAX_BYTES,
     MEMORY_PER_BYTE,
     SourceOptions,
+    check_readable_file,
     read_text_file,
 )
 
@@ -154,7 +155,8 @@ FormatOpt = Annotated[
         "--format",
         metavar="FORMAT",
         help="auto|text|jsonl|csv|html (auto: by file suffix; a text file, JSONL or CSV "
-        "text that is a whole HTML page, <html> ... </html>, is read as a page; see --html).",
+        "text that is a whole HTML page (one html element, start to end) is read as a "
+        "page; see --html).",
     ),
 ]
 IdFieldOpt = Annotated[str, typer.Option(metavar="NAME", help="JSONL/CSV field holding the id.")]
@@ -244,8 +246,8 @@ TextFormatOpt = Annotated[
     typer.Option(
         "--format",
         metavar="auto|text|html",
-        help="auto: an HTML page (a .html/.htm file, or a whole <html> ... </html> "
-        "document) is read as ingest reads it (see --html), anything else as text.",
+        help="auto: an HTML page (a .html/.htm file, or a document that is one whole "
+        "html element) is read as ingest reads it (see --html), anything else as text.",
     ),
 ]
 
@@ -279,8 +281,12 @@ def text_input(
     max_bytes: MaxBytesOpt = DEFAULT_MAX_BYTES,
     fmt: TextFormatOpt = "auto",
 ) -> TextInput:
-    """The text a command works on: TEXT, or --file (- = stdin), in --format."""
+    """The text a command works on: TEXT, or --file (- = stdin), in --format;
+    a bad limit or an unreadable file is said before any index is opened."""
     check_format(fmt)
+    SourceOptions(max_bytes=max_bytes)  # --max-bytes in range
+    if file is not None:
+        check_readable_file(file)
     return TextInput(text, file, max_bytes, fmt)
 
 

@@ -78,7 +78,6 @@ PROBLEM_HINTS = {
 _STDIN_TEXT_HINT = "stdin is read as JSON lines; for one plain text give --id ID"
 
 
-
 @cache
 def err() -> Console:
     """rich's console on stderr (notes, progress), made on first use: a one-shot
