@@ -588,13 +588,17 @@ def _folder(fold: str) -> Callable[[str], str] | None:
     t2s: Callable[[str], str] = _opencc().OpenCC("t2s").convert
     if fold == "t2s":
         return t2s
-    tw2sp: Callable[[str], str] = _opencc().OpenCC("tw2sp").convert
+
+    @cache
+    def tw2sp() -> Callable[[str], str]:  # loaded for the first Traditional text only
+        convert: Callable[[str], str] = _opencc().OpenCC("tw2sp").convert
+        return convert
 
     def by_phrase(text: str) -> str:
         if t2s(text) == text:
             return text
         lines = text.split("\n")
-        return "\n".join(tw2sp(line) if t2s(line) != line else line for line in lines)
+        return "\n".join(tw2sp()(line) if t2s(line) != line else line for line in lines)
 
     return by_phrase
 
