@@ -39,6 +39,7 @@ FLOOR_RATE = 300  # requests/s at which the p99 floor is judged
 FLOOR_P99_MS = 25.0
 BATCH = 1000  # fingerprints per request
 IN_FLIGHT = 4  # batched requests in flight at once
+STEP_GRACE = 30.0  # seconds an offered-load step waits for answers after its last is due
 
 
 def _texts(ctx: Context, n: int) -> list[str]:
@@ -122,7 +123,13 @@ async def _offered(
                 status = 0
             return loop.time() - due, status
 
-        done = await asyncio.gather(*(one(i) for i in range(n)))
+        # Bounded in time too: what is not answered STEP_GRACE s after the last is due fails.
+        tasks = [asyncio.ensure_future(one(i)) for i in range(n)]
+        finished, pending = await asyncio.wait(tasks, timeout=seconds + STEP_GRACE)
+        for task in pending:
+            task.cancel()
+        await asyncio.gather(*pending, return_exceptions=True)
+        done = [task.result() for task in finished]
         wall = loop.time() - start
     ok = [t for t, status in done if status == 200]
     return {
