@@ -98,6 +98,47 @@ class Evaluation:
     results: Results
 
 
+def _edited_pairs(
+    items: list[Any], variants: list[tuple[int, int, str]], strat: np.ndarray, workers: int
+) -> Pairs:
+    """(original, its edited variant) pairs, grouped by edit and stratum, with their
+    exact Jaccard."""
+    log("Jaccard of the edited pairs")
+    by_orig: dict[int, list[str]] = {}
+    for i, _, t in variants:
+        by_orig.setdefault(i, []).append(t)
+    keys = sorted(by_orig)
+    jacs = edit_jaccards([items[i].text for i in keys], [by_orig[i] for i in keys], workers)
+    jac_of: dict[int, list[float]] = dict(zip(keys, jacs))
+    seen: Counter[int] = Counter()
+    var_jac = []
+    for i, _, _ in variants:
+        var_jac.append(jac_of[i][seen[i]])
+        seen[i] += 1
+    n_items, n_s = len(items), len(STRATA)
+    return Pairs(
+        a=np.array([i for i, _, _ in variants], dtype=np.int64),
+        b=np.arange(n_items, n_items + len(variants), dtype=np.int64),
+        group=np.array([e * n_s + strat[i] for i, e, _ in variants], dtype=np.int64),
+        jac=np.array(var_jac),
+    )
+
+
+def _distinct_pairs(
+    long_items: list[Any], short_list: list[Any], strat: np.ndarray
+) -> tuple[Pairs, int, int]:
+    """Pairs of distinct texts within each fold, grouped by their strata, with their
+    exact Jaccard; and how many are long and short."""
+    log("Jaccard of the distinct pairs")
+    off, n_s = len(long_items), len(STRATA)
+    li, lj, ljac = within_fold_jaccard(long_items)
+    si, sj, sjac = within_fold_jaccard(short_list)
+    a = np.concatenate([li, si + off])
+    b = np.concatenate([lj, sj + off])
+    s1, s2 = np.minimum(strat[a], strat[b]), np.maximum(strat[a], strat[b])
+    return Pairs(a, b, s1 * n_s + s2, np.concatenate([ljac, sjac])), len(li), len(si)
+
+
 def evaluate(sizes: Sizes, workers: int, mode: str, json_name: str) -> Evaluation:
     start = time.perf_counter()
     docs = corpus.for_mode(mode)
@@ -121,36 +162,11 @@ def evaluate(sizes: Sizes, workers: int, mode: str, json_name: str) -> Evaluatio
         fps, ok = fingerprint_all(texts, cfgs, idf_paths, workers)
         self_check(cfgs, idf_paths, texts, fps, ok)
 
-    log("Jaccard of the edited pairs")
-    by_orig: dict[int, list[str]] = {}
-    for i, _, t in variants:
-        by_orig.setdefault(i, []).append(t)
-    keys = sorted(by_orig)
-    jacs = edit_jaccards([items[i].text for i in keys], [by_orig[i] for i in keys], workers)
-    jac_of: dict[int, list[float]] = dict(zip(keys, jacs))
-    seen: Counter[int] = Counter()
-    var_jac = []
-    for i, _, _ in variants:
-        var_jac.append(jac_of[i][seen[i]])
-        seen[i] += 1
-
-    n_items, n_s = len(items), len(STRATA)
+    n_s = len(STRATA)
     strat = np.array([STRATA.index(x.stratum) for x in items], dtype=np.int64)
-    recall_pairs = Pairs(
-        a=np.array([i for i, _, _ in variants], dtype=np.int64),
-        b=np.arange(n_items, n_items + len(variants), dtype=np.int64),
-        group=np.array([e * n_s + strat[i] for i, e, _ in variants], dtype=np.int64),
-        jac=np.array(var_jac),
-    )
-
-    log("Jaccard of the distinct pairs")
+    recall_pairs = _edited_pairs(items, variants, strat, workers)
     off = len(long_items)
-    li, lj, ljac = within_fold_jaccard(long_items)
-    si, sj, sjac = within_fold_jaccard(short_list)
-    a = np.concatenate([li, si + off])
-    b = np.concatenate([lj, sj + off])
-    s1, s2 = np.minimum(strat[a], strat[b]), np.maximum(strat[a], strat[b])
-    distinct_all = Pairs(a, b, s1 * n_s + s2, np.concatenate([ljac, sjac]))
+    distinct_all, n_long_pairs, n_short_pairs = _distinct_pairs(long_items, short_list, strat)
 
     usable: np.ndarray = np.asarray(ok.all(axis=1))
     dropped = int((~usable).sum())
@@ -158,7 +174,6 @@ def evaluate(sizes: Sizes, workers: int, mode: str, json_name: str) -> Evaluatio
     distinct_all = distinct_all.keep(usable[distinct_all.a] & usable[distinct_all.b])
     near = distinct_all.jac > EXCLUDE_JACCARD
     distinct, excluded = distinct_all.keep(~near), distinct_all.keep(near)
-    n_long_pairs = len(li)
 
     n_groups_r, n_groups_d = len(EDITS) * n_s, n_s * n_s
     recall_hist, distinct_hist, excluded_hist = {}, {}, {}
@@ -193,7 +208,7 @@ def evaluate(sizes: Sizes, workers: int, mode: str, json_name: str) -> Evaluatio
             "long": int(is_long_pair.sum()),
             "short": int((~is_long_pair).sum()),
             "long_total": n_long_pairs,
-            "short_total": len(si),
+            "short_total": n_short_pairs,
             "long_default_k3": rate_at(ex_long, K),
         },
         "twins": twins,
