@@ -223,14 +223,22 @@ def _report(
     batch_size: int,
     folder: str,
 ) -> int:
-    """Write ``duplicates.{parquet,jsonl}``: (id, near_id, distance) rows, ``id``
-    the new document, as `shdb ingest --report` writes them."""
+    """Write ``duplicates.{parquet,jsonl}``: (id, near_id, distance, similarity) rows,
+    ``id`` the new document. Held documents are judged by the index's predicate (both
+    nets where it has them); pairs within the input by the pigeonhole alone
+    (similarity null: the distributed dedup has no LSH net yet)."""
 
     held = spark.createDataFrame(
         docs.mapPartitions(lambda part: held_duplicates(url, part, k, batch_size)).map(
-            lambda hit: (hit[0].doc_id, hit[0].existing_id, hit[0].distance, _signed(hit[1]))
+            lambda hit: (
+                hit[0].doc_id,
+                hit[0].existing_id,
+                hit[0].distance,
+                hit[0].similarity,
+                _signed(hit[1]),
+            )
         ),
-        "id string, near_id string, distance int, near_fp long",
+        "id string, near_id string, distance int, similarity double, near_fp long",
     )
     # A hit on a document of this very input is not "held": a re-run after a
     # crash finds the first run's writes, and they must not count.
@@ -244,7 +252,10 @@ def _report(
         docs.map(lambda item: (item[0], item[1].doc_id, item[1].fingerprint)),
         DedupJob(scheme, k),
     ).pairs
-    rows = held.select("id", "near_id", "distance").unionByName(within)
+    from pyspark.sql import functions as F
+
+    within = within.withColumn("similarity", F.lit(None).cast("double"))
+    rows = held.select("id", "near_id", "distance", "similarity").unionByName(within)
     rows.persist()
     write_both(rows, folder, "duplicates")
     count = rows.count()
