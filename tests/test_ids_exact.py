@@ -117,3 +117,25 @@ def test_verify_reports_a_row_held_under_another_key(tmp_path: Path) -> None:
         verify(index, repair=True)
         assert verify(index).clean
         assert set(index.get_many(["ok", legacy])) == {"ok"}
+
+
+def _boundary_ids() -> list[str]:
+    """Valid ids at every length near the embedded fold limits (the docs key and
+    the index key, 13 bytes shorter) and the contract's 1024, sharing their heads
+    and differing only in the last character; multi-byte characters too."""
+    ids = []
+    for size in (*range(LIMIT - 16, LIMIT - 9), *range(LIMIT - 3, LIMIT + 3), 1020, 1024):
+        for head in ("a", "海"):
+            stem = (head * size).encode()[: size - 1].decode("utf-8", "ignore")
+            ids += [stem + tail for tail in ("x", "y")]
+    return [i for i in dict.fromkeys(ids) if len(i.encode()) <= 1024]
+
+
+def test_boundary_ids_stay_distinct_in_every_store(store_url: str) -> None:
+    ids = _boundary_ids()
+    with SimhashIndex.open(store_url) as index:
+        index.add_documents([Document(d, n + 1) for n, d in enumerate(ids)])
+        held = index.get_many(ids)
+        assert {d: held[d].fingerprint for d in held} == {d: n + 1 for n, d in enumerate(ids)}
+        assert sorted(d.doc_id for d in index.documents()) == sorted(ids)
+        assert verify(index).clean
