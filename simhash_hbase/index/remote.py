@@ -34,6 +34,7 @@ from simhash_hbase.records import (
 TOKEN_ENV = "SHDB_TOKEN"
 DEFAULT_URL = "http://127.0.0.1:8080"
 _K = 3  # the service's default k (simhash_hbase.index.client.DEFAULT_K)
+_IDLE = 3.0  # seconds a kept-alive connection is reused after its last answer
 
 
 class RemoteError(ShdbError):
@@ -221,30 +222,55 @@ class RemoteIndex:
     def _send(
         self, method: str, target: str, body: bytes | None, headers: dict[str, str]
     ) -> tuple[int, float, Any]:
-        """One request; a dropped keep-alive connection is reopened once."""
-        for attempt in (0, 1):
-            conn = self._connection()
+        """One request. A connection the server dropped is reopened and the request
+        sent again only when that cannot apply a write twice (GET, /v1/check): a
+        check-and-add sent twice would find itself and answer "not new"."""
+        try:
+            response, raw = self._exchange(method, target, body, headers)
+        except (ConnectionError, http.client.HTTPException) as exc:
+            self.close()
+            if method != "GET" and urlsplit(target).path != "/v1/check":
+                raise StoreUnavailable(
+                    f"{self.url} dropped the connection ({exc}); the write may or may not "
+                    "have been applied: get the document to know"
+                ) from exc
             try:
-                conn.request(method, target, body=body, headers=headers)
-                response = conn.getresponse()
-                raw = response.read()
-            except (ConnectionError, http.client.HTTPException) as exc:
+                response, raw = self._exchange(method, target, body, headers)
+            except (ConnectionError, http.client.HTTPException) as again:
                 self.close()
-                if attempt or isinstance(exc, ConnectionRefusedError):
-                    raise StoreUnavailable(f"cannot reach {self.url}: {exc}") from exc
-                continue
-            except OSError as exc:  # timeouts, unreachable hosts
-                self.close()
-                raise StoreUnavailable(f"cannot reach {self.url}: {exc}") from exc
-            retry_after = float(response.getheader("Retry-After") or 1)
-            try:
-                return response.status, retry_after, json.loads(raw) if raw else None
-            except ValueError as exc:
-                raise StoreError(f"{self.url} answered HTTP {response.status}, not JSON") from exc
-        raise AssertionError("unreachable")  # pragma: no cover
+                raise StoreUnavailable(f"cannot reach {self.url}: {again}") from again
+        retry_after = float(response.getheader("Retry-After") or 1)
+        try:
+            return response.status, retry_after, json.loads(raw) if raw else None
+        except ValueError as exc:
+            raise StoreError(f"{self.url} answered HTTP {response.status}, not JSON") from exc
+
+    def _exchange(
+        self, method: str, target: str, body: bytes | None, headers: dict[str, str]
+    ) -> tuple[http.client.HTTPResponse, bytes]:
+        conn = self._connection()
+        try:
+            conn.request(method, target, body=body, headers=headers)
+            response = conn.getresponse()
+            raw = response.read()
+        except ConnectionRefusedError as exc:  # nothing was sent
+            self.close()
+            raise StoreUnavailable(f"cannot reach {self.url}: {exc}") from exc
+        except (ConnectionError, http.client.HTTPException):
+            raise  # _send decides whether a new connection may send it again
+        except OSError as exc:  # timed out, unreachable
+            self.close()
+            raise StoreUnavailable(f"cannot reach {self.url}: {exc}") from exc
+        self._local.used = time.monotonic()
+        return response, raw
 
     def _connection(self) -> http.client.HTTPConnection:
+        """This thread's connection; one idle longer than the server keeps it (uvicorn:
+        5 s) is replaced first, so that a write is rarely sent on a closed one."""
         conn = getattr(self._local, "conn", None)
+        if conn is not None and time.monotonic() - getattr(self._local, "used", 0.0) > _IDLE:
+            self.close()
+            conn = None
         if conn is None:
             kind = (
                 http.client.HTTPSConnection
