@@ -178,6 +178,16 @@ def _opencc_version() -> str:
 
 @cache
 def _folded_chars() -> np.ndarray:
+    """:func:`_build_folded_chars`, kept in the per-user cache by OpenCC version
+    (converting 28,000 characters costs ~15 ms of every one-shot start)."""
+    _converter("t2s")  # the error that names the missing converter, if it is missing
+    import opencc
+
+    name = f"minhash-t2s-{getattr(opencc, '__version__', 'unknown')}.marshal"
+    return np.frombuffer(cached(name, _build_folded_chars), dtype=bool)
+
+
+def _build_folded_chars() -> bytes:
     """Per code point: whether the converter changes the character on its own. A
     text with none of them is its own conversion, and OpenCC (~50 us a page) is
     skipped."""
@@ -189,17 +199,23 @@ def _folded_chars() -> np.ndarray:
     for ch, to in zip(chars, converted):
         if ch != to:
             out[ord(ch)] = True
-    return out
+    return out.tobytes()
 
 
 @cache
 def _donors(seed: int) -> np.ndarray:
+    """:func:`_build_donors`, kept in the per-user cache (16,384 mmh3 calls)."""
+    raw = cached(f"minhash-donors-{BINS}-{seed}.marshal", lambda: _build_donors(seed))
+    return np.frombuffer(raw, dtype=np.int64).reshape(BINS, BINS).astype(np.intp)
+
+
+def _build_donors(seed: int) -> bytes:
     """Row i: every bin, in bin i's fixed densification order (mmh3 of "i:j")."""
-    order = np.empty((BINS, BINS), dtype=np.intp)
+    order = np.empty((BINS, BINS), dtype=np.int64)
     for i in range(BINS):
         keys = [mmh3.hash(f"{i}:{j}", seed, signed=False) for j in range(BINS)]
         order[i] = np.argsort(np.array(keys, dtype=np.uint64), kind="stable")
-    return order
+    return order.tobytes()
 
 
 def _seed_key(seed: int) -> np.uint64:
