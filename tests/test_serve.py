@@ -18,6 +18,7 @@ from simhash_hbase.records import Document, fingerprint_to_hex
 from simhash_hbase.serve.app import create_app
 from simhash_hbase.serve.settings import ServeSettings
 from simhash_hbase.serve.worker import QueueFull, StoreWorker, Write
+from simhash_hbase.text.extract import to_text
 
 with warnings.catch_warnings():  # starlette asks for httpx2 on newer releases
     warnings.simplefilter("ignore")
@@ -90,6 +91,20 @@ def test_html_is_read_as_its_text(client: TestClient) -> None:
     client.post("/v1/add", json={"id": "plain", "text": TEXT})
     found = client.post("/v1/check?probes=0", json={"text": page, "format": "html"}).json()
     assert [m["id"] for m in found["matches"]] == ["plain"]
+
+
+def test_html_is_read_in_the_index_s_own_html_mode(tmp_path: Path) -> None:
+    """An index built with --html raw keeps a page's navigation: the service too."""
+    url = str(tmp_path / "raw")
+    SimhashIndex.open(url, params={"html": "raw"}).close()
+    page = f"<html><body><nav>{OTHER}</nav><article><p>{TEXT}</p></article></body></html>"
+    with TestClient(create_app(ServeSettings(index=url))) as c:
+        added = c.post("/v1/add", json={"id": "p", "text": page, "format": "html"}).json()
+    with SimhashIndex.open(url, readonly=True) as index:
+        raw = index.fingerprint(index.to_text(page, "html"))
+        main = index.fingerprint(to_text(page, "html", html="main"))
+    assert raw != main
+    assert added["fingerprint"] == f"{raw:016x}"
 
 
 def test_batches_answer_per_item_and_keep_good_items(client: TestClient) -> None:

@@ -53,6 +53,7 @@ from simhash_hbase.serve.worker import (
     Write,
 )
 from simhash_hbase.store import local_path
+from simhash_hbase.text.html import DEFAULT_HTML_MODE
 from simhash_hbase.version import __version__
 
 log = logging.getLogger("shdb.serve")
@@ -206,7 +207,10 @@ class Service:
     def _item(self, obj: Any, kind: str) -> Item | ApiError:
         try:
             return parse_item(
-                obj, needs_id=kind != "check", max_text_bytes=self.settings.max_text_bytes
+                obj,
+                needs_id=kind != "check",
+                max_text_bytes=self.settings.max_text_bytes,
+                html=self.index.params.html if self.index is not None else DEFAULT_HTML_MODE,
             )
         except ShdbError as exc:
             return error_of(exc)
