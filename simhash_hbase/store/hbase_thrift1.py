@@ -13,7 +13,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from contextlib import AbstractContextManager, suppress
+from contextlib import AbstractContextManager
 from importlib import resources
 from typing import Any, TypeVar
 
@@ -71,8 +71,13 @@ class Thrift1Transport:
         descriptor = _IDL.ColumnDescriptor(**hbase_tables.thrift1_family_options(table))
 
         def create(client: Any) -> None:
-            with suppress(_IDL.AlreadyExists):  # another process was first: fine
+            try:
                 client.createTable(name, [descriptor])
+            except _IDL.AlreadyExists:  # another process was first: fine
+                pass
+            except _IDL.IOError as exc:  # ... and the master saw it first (a race)
+                if "TableExistsException" not in (exc.message or ""):
+                    raise
 
         self._call(f"create table {name.decode()}", create)
 
