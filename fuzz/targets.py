@@ -24,6 +24,7 @@ from simhash_hbase.text.readers import (
     fingerprint_record,
     read_fingerprint_lines,
     read_sources,
+    wide_encoding,
 )
 
 _MAX = 1 << 16
@@ -44,8 +45,9 @@ def text_reader(data: bytes) -> None:
     items = _read(data, format="text", stdin_id="doc")
     assert len(items) == 1, items
     (item,) = items
-    if isinstance(item, Record):
-        expected = _utf8(data).decode("utf-8-sig")
+    if isinstance(item, Record):  # the text as its encoding says: a BOM dropped once
+        wide = wide_encoding(data[:4])
+        expected = data.decode(wide) if wide else data.decode("utf-8-sig")
         assert item.text == expected, "text changed on the way in"
 
 
@@ -66,9 +68,9 @@ def jsonl_reader(data: bytes) -> None:
     if lines and not lines[-1]:
         lines.pop()
     blank = 0
-    for line in lines:
+    for line in lines:  # blank as the reader sees it: a UTF-8 BOM is dropped
         with contextlib.suppress(UnicodeDecodeError):
-            blank += not line.decode("utf-8").strip()
+            blank += not line.decode("utf-8-sig").strip()
     assert len(items) == len(lines) - blank, (len(items), len(lines), blank)
     for item in items:
         assert item.where.startswith("<stdin>:"), item

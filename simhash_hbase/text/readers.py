@@ -115,7 +115,9 @@ class _Transcoded:
     then reported as such, and the rest is read."""
 
     def __init__(self, f: BinaryIO, encoding: str) -> None:
-        self._text = io.TextIOWrapper(f, encoding, errors=_UNDECODABLE, newline="")  # type: ignore[type-var]
+        # newline="\n": lines end at LF alone, as in a UTF-8 stream ("" would also
+        # end one at a lone CR, and a record would count as two)
+        self._text = io.TextIOWrapper(f, encoding, errors=_UNDECODABLE, newline="\n")  # type: ignore[type-var]
 
     def readline(self, limit: int = -1) -> bytes:
         return self._text.readline(limit).encode("utf-8", "surrogatepass")
@@ -142,10 +144,12 @@ def as_utf8(f: BinaryIO) -> BinaryIO:
     return f if encoding is None else _Transcoded(f, encoding)  # type: ignore[return-value]
 
 
-def decode_text(raw: bytes, where: str) -> str | BadRecord:
+def decode_text(raw: bytes, where: str, *, wide: bool = True) -> str | BadRecord:
     """Strict UTF-8 (a BOM is dropped), or UTF-16/32 when a BOM says so; NUL bytes
-    in UTF-8 mean a binary file."""
-    encoding = wide_encoding(raw[:4])
+    in UTF-8 mean a binary file. A line of a stream passes ``wide=False``: a UTF-16/32
+    BOM counts only at the stream's start (:func:`as_utf8` transcodes the whole
+    stream), so a line that merely starts with those bytes is not UTF-8."""
+    encoding = wide_encoding(raw[:4]) if wide else None
     if encoding is not None:
         try:
             return raw.decode(encoding)
@@ -334,7 +338,7 @@ def _record_from_fields(
 
 
 def parse_json_line(line: bytes, where: str, opts: SourceOptions) -> Record | BadRecord | None:
-    text = decode_text(line, where)
+    text = decode_text(line, where, wide=False)
     if isinstance(text, BadRecord):
         return text._replace(where=where)
     if not text.strip():
@@ -948,7 +952,7 @@ def fingerprint_record(raw: bytes, where: str) -> tuple[str, int] | BadRecord | 
     """One raw line (with its newline, if any) the per-line way; None for a blank line."""
     if len(raw) - raw.endswith(b"\n") > _FINGERPRINT_LINE_BYTES:
         return _long_line(where)
-    line = decode_text(raw, where)
+    line = decode_text(raw, where, wide=False)
     if isinstance(line, BadRecord):
         return line._replace(where=where)
     return _fingerprint_line(line.rstrip("\r\n"), where) if line.strip() else None
