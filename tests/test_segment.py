@@ -206,7 +206,7 @@ def test_auto_falls_back_to_jieba_without_rjieba(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(segment, "_installed", lambda d: None if d == "rjieba" else real(d))
     monkeypatch.delenv(segment.ENV, raising=False)
     assert segment.resolve() == "jieba"
-    with pytest.raises(InvalidInput, match=r"pip install 'simhash-hbase\[fast\]'"):
+    with pytest.raises(InvalidInput, match=r"pip install 'rjieba"):  # a default dependency now
         segment.resolve("rjieba")
 
 
