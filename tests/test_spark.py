@@ -371,7 +371,7 @@ def test_killed_write_task_is_retried_and_verify_is_clean(
     assert json.loads(verify.output)["documents"] == len(texts)
     for i in (0, 41, 79):
         query = runner.invoke(app, ["query", texts[i], "--index", hbase_url, "-k", "0", "--json"])
-        assert [m["id"] for m in json.loads(query.output)] == [f"n{i}"]
+        assert [m["id"] for m in json.loads(query.output)["matches"]] == [f"n{i}"]
 
 
 def test_spark_ingest_refuses_a_local_index(spark, tmp_path: Path) -> None:
