@@ -173,6 +173,10 @@ def serve_load(results: dict[str, Any], path: Path) -> Path:
     fig, ax = plt.subplots(figsize=(6.4, 4.4))
     ax.plot(rates, [s["p50_ms"] for s in steps], marker="o", label="p50")
     ax.plot(rates, [s["p99_ms"] for s in steps], marker="s", ls=":", label="p99")
+    inline = results["serve"].get("load_inline")
+    if inline:
+        p99 = [s["p99_ms"] for s in inline]
+        ax.plot(rates, p99, marker="x", ls=":", color="tab:gray", label="p99, event loop")
     ax.axhline(25, color="tab:red", lw=0.8, ls="--", label="floor: p99 25 ms at 300/s")
     ax.set_xlabel("offered load (text check-and-add requests/s)")
     ax.set_ylabel("latency (ms)")

@@ -28,7 +28,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from . import report
+import orjson
+
+from . import loadgen, report
 from .common import ROOT, log
 from .context import Context
 from .registry import Figure, Section, Target, register
@@ -58,7 +60,7 @@ def _texts(ctx: Context, n: int) -> list[str]:
 class _Server:
     """``shdb serve`` in its own process, on a free loopback port."""
 
-    def __init__(self, index: Path, log_path: Path) -> None:
+    def __init__(self, index: Path, log_path: Path, *args: str) -> None:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
@@ -67,7 +69,7 @@ class _Server:
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         with open(log_path, "ab") as out:
             self.proc = subprocess.Popen(
-                [*cmd, "--port", str(port)], stdout=out, stderr=subprocess.STDOUT, env=env
+                [*cmd, "--port", str(port), *args], stdout=out, stderr=subprocess.STDOUT, env=env
             )
         self._wait()
 
@@ -86,9 +88,11 @@ class _Server:
         raise RuntimeError("shdb serve did not get ready in 120 s")
 
     def cpu_seconds(self) -> float:
-        """CPU time (user + system) the server process has used so far."""
-        fields = Path(f"/proc/{self.proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+        """CPU time (user + system) the server and its fingerprinting workers have
+        used so far."""
+        pid = self.proc.pid
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        return sum(map(_cpu_seconds, [pid, *map(int, children)]))
 
     def stop(self) -> None:
         if self.proc.poll() is None:
@@ -100,45 +104,86 @@ class _Server:
                 self.proc.wait()
 
 
-async def _offered(
-    url: str, rate: float, seconds: float, texts: list[str], tag: str
+def _cpu_seconds(pid: int) -> float:
+    """CPU time (user + system) process ``pid`` has used so far (0: it is gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except FileNotFoundError:
+        return 0.0
+    fields = stat.rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _requests(texts: list[str], n: int, tag: str) -> list[bytes]:
+    """n check-and-add requests, built before the step (nothing to build while timing)."""
+    return [
+        loadgen.post(
+            "127.0.0.1",
+            "/v1/check-and-add",
+            orjson.dumps({"id": f"{tag}-{i}", "text": texts[i % len(texts)]}),
+        )
+        for i in range(n)
+    ]
+
+
+def _offered(
+    server: _Server, rate: float, seconds: float, texts: list[str], tag: str
 ) -> dict[str, Any]:
-    """Open-loop load at ``rate`` for ``seconds``: latency from each request's due time."""
-    import httpx
-
-    n = max(1, int(rate * seconds))
-    loop = asyncio.get_running_loop()
-    limits = httpx.Limits(max_connections=256, max_keepalive_connections=256)
-    async with httpx.AsyncClient(limits=limits, timeout=30) as client:
-        start = loop.time() + 0.1
-
-        async def one(i: int) -> tuple[float, int]:
-            due = start + i / rate
-            await asyncio.sleep(max(0.0, due - loop.time()))
-            body = {"id": f"{tag}-{i}", "text": texts[i % len(texts)]}
-            try:
-                r = await client.post(f"{url}/v1/check-and-add", json=body)
-                status = r.status_code
-            except httpx.HTTPError:
-                status = 0
-            return loop.time() - due, status
-
-        # Bounded in time too: what is not answered STEP_GRACE s after the last is due fails.
-        tasks = [asyncio.ensure_future(one(i)) for i in range(n)]
-        finished, pending = await asyncio.wait(tasks, timeout=seconds + STEP_GRACE)
-        for task in pending:
-            task.cancel()
-        await asyncio.gather(*pending, return_exceptions=True)
-        done = [task.result() for task in finished]
-        wall = loop.time() - start
-    ok = [t for t, status in done if status == 200]
+    """Open-loop load at ``rate`` for ``seconds`` (benchmarks/loadgen.py): latency
+    from each request's due time; what is unanswered STEP_GRACE s after the last is
+    due fails. With the server's CPU per answered request."""
+    requests = _requests(texts, max(1, int(rate * seconds)), tag)
+    cpu = server.cpu_seconds()
+    outcome = _run(loadgen.open_loop(server.url, requests, rate, grace=STEP_GRACE))
+    ok = outcome.ok()
     return {
         "rate": rate,
-        "requests": n,
+        "requests": len(requests),
         "ok": len(ok),
-        "achieved": round(len(ok) / wall, 1),
+        "achieved": round(len(ok) / outcome.wall, 1),
+        # CPU per answered request: what the service costs, whatever else runs here
+        "server_cpu_ms": (server.cpu_seconds() - cpu) * 1e3 / max(1, len(ok)),
         **latency_summary(ok),
     }
+
+
+def _load_steps(
+    work: Path, rates: list[int], seconds: float, texts: list[str]
+) -> dict[str, list[dict[str, Any]]]:
+    """The offered-load steps on two services side by side, each rate on both in
+    turn: as shipped (texts fingerprinted in worker processes) and with
+    ``--fingerprint-workers 0`` (on the event loop, the baseline)."""
+    configs: dict[str, list[str]] = {"load": [], "load_inline": ["--fingerprint-workers", "0"]}
+    servers = {
+        name: _Server(work / f"texts-{name}", work / f"serve-{name}.log", *args)
+        for name, args in configs.items()
+    }
+    steps: dict[str, list[dict[str, Any]]] = {name: [] for name in servers}
+    try:
+        for name, server in servers.items():  # connections, caches
+            _offered(server, 20, 2.0, texts, f"warm-{name}")
+        for rate in rates:
+            for name, server in servers.items():
+                step = _offered(server, rate, seconds, texts, f"{name}-r{rate}")
+                log(
+                    f"serve ({name}): offered {rate}/s -> {step['achieved']}/s, "
+                    f"p50 {step['p50_ms']:.1f} ms, p99 {step['p99_ms']:.1f} ms, "
+                    f"server CPU {step['server_cpu_ms']:.2f} ms/request"
+                )
+                steps[name].append(step)
+    finally:
+        for server in servers.values():
+            server.stop()
+    return steps
+
+
+def _run(coro: Any) -> Any:
+    """``coro`` on uvloop where installed (the generator's own CPU is what it saves)."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.run(coro)
+    return uvloop.run(coro)
 
 
 async def _batched(url: str, fps: list[int]) -> float:
@@ -261,24 +306,7 @@ def run(ctx: Context) -> dict[str, Any]:
     work.mkdir(parents=True, exist_ok=True)
     out: dict[str, Any] = {"text_bytes": TEXT_BYTES, "seconds": seconds, "batch": BATCH}
     out["framework_us"] = framework_overhead(ctx.pick(smoke=200, quick=3000, full=10000))
-    server = _Server(work / "texts", work / "serve-texts.log")
-    try:
-        asyncio.run(_offered(server.url, 20, 2.0, texts, "warm"))  # connections, caches
-        steps = []
-        for rate in rates:
-            cpu = server.cpu_seconds()
-            step = asyncio.run(_offered(server.url, rate, seconds, texts, f"r{rate}"))
-            # CPU per answered request: what the service costs, whatever else runs here
-            step["server_cpu_ms"] = (server.cpu_seconds() - cpu) * 1e3 / max(1, step["ok"])
-            log(
-                f"serve: offered {rate}/s -> {step['achieved']}/s, "
-                f"p50 {step['p50_ms']:.1f} ms, p99 {step['p99_ms']:.1f} ms, "
-                f"server CPU {step['server_cpu_ms']:.2f} ms/request"
-            )
-            steps.append(step)
-        out["load"] = steps
-    finally:
-        server.stop()
+    out.update(_load_steps(work, rates, seconds, texts))
     # Batched fingerprints, then the library on the same fingerprints, twice each
     # alternating (a burst of load on the shared machine hits both alike).
     service, library = [], []
@@ -313,7 +341,20 @@ def figures(r: dict[str, Any]) -> list[Figure]:
                 f"{step.get('server_cpu_ms', float('nan')):.2f} ms/request",
                 baseline=f"the floor, {FLOOR_P99_MS:.0f} ms",
                 exact=step["ok"] == step["requests"],
-                bound="fingerprinting (jieba) and HTTP on the same 2 cores as the generator",
+                bound="fingerprinting, HTTP and the commits on the same 2 cores as the "
+                "generator and the machine's other work",
+            )
+        )
+    inline = next((s for s in r.get("load_inline", []) if s["rate"] == FLOOR_RATE), None)
+    if step is not None and inline is not None:
+        out.append(
+            Figure.report(
+                f"text check-and-add at {FLOOR_RATE} req/s: fingerprinting workers vs the "
+                "event loop",
+                f"p99 {step['p99_ms']:.1f} vs {inline['p99_ms']:.1f} ms, p50 "
+                f"{step['p50_ms']:.1f} vs {inline['p50_ms']:.1f} ms, server CPU "
+                f"{step['server_cpu_ms']:.2f} vs {inline['server_cpu_ms']:.2f} ms/request",
+                "--fingerprint-workers 0, same run, rates taken in turn",
             )
         )
     if "service_rate" in r:
@@ -342,23 +383,36 @@ def figures(r: dict[str, Any]) -> list[Figure]:
 
 def render(results: dict[str, Any]) -> str:
     r = results["serve"]
+    where = {"load": "worker processes", "load_inline": "event loop (baseline)"}
     rows = [
         (
             s["rate"],
+            where[name],
             s["achieved"],
             s["ok"],
             report.fmt(s["p50_ms"], 1),
             report.fmt(s["p99_ms"], 1),
             report.fmt(s.get("server_cpu_ms"), 2),
         )
-        for s in r["load"]
+        for i in range(len(r["load"]))
+        for name in where
+        if name in r
+        for s in [r[name][i]]
     ]
     fw = r["framework_us"]
     return report.fill(
         "bench/serve.md",
         seconds=f"{r['seconds']:g}",
         table=report.table(
-            ("offered req/s", "served req/s", "answered", "p50 ms", "p99 ms", "server CPU ms/req"),
+            (
+                "offered req/s",
+                "texts fingerprinted on",
+                "served req/s",
+                "answered",
+                "p50 ms",
+                "p99 ms",
+                "server CPU ms/req",
+            ),
             rows,
         ),
         fingerprints=f"{r['fingerprints']:,}",

@@ -2,7 +2,8 @@
 #
 # Built by docker/build-serve on top of the image docker/build makes (so no other
 # base image is needed): Python from the base's distribution, a virtualenv with
-# the project's wheel and its serve, hbase and fast extras.  Run it with host
+# the project and its serve, hbase and fast extras, from the wheels build-serve
+# made (no package index is reached from here).  Run it with host
 # networking; it binds $SHDB_SERVE_HOST:$SHDB_SERVE_PORT [127.0.0.1:8080] and
 # serves $SHDB_INDEX.  Anything but loopback needs $SHDB_TOKEN (or a token file
 # given with --token-file in the command).
@@ -15,8 +16,8 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/* \
  && python3 -m venv /opt/shdb/venv
 COPY dist/ /tmp/dist/
-RUN wheel=$(ls /tmp/dist/*.whl) \
- && /opt/shdb/venv/bin/pip install --no-cache-dir "${wheel}[serve,hbase,fast]" \
+RUN /opt/shdb/venv/bin/pip install --no-cache-dir --no-index --find-links /tmp/dist \
+      "simhash-hbase[serve,hbase,fast]" \
  && rm -rf /tmp/dist
 COPY serve-entrypoint /opt/shdb/serve-entrypoint
 

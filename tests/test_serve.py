@@ -4,6 +4,7 @@ bounds, the token, the queue's 429 and the worker's group commit."""
 from __future__ import annotations
 
 import asyncio
+import time
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -16,12 +17,14 @@ from hypothesis import strategies as st
 from simhash_hbase import SimhashIndex
 from simhash_hbase.records import Document, fingerprint_to_hex
 from simhash_hbase.serve.app import create_app
+from simhash_hbase.serve.prepare import prepare
 from simhash_hbase.serve.settings import ServeSettings
 from simhash_hbase.serve.worker import QueueFull, StoreWorker, Write
 from simhash_hbase.text.extract import to_text
 
 with warnings.catch_warnings():  # starlette asks for httpx2 on newer releases
     warnings.simplefilter("ignore")
+    from starlette.applications import Starlette
     from starlette.testclient import TestClient
 
 TEXT = (
@@ -286,3 +289,60 @@ def test_grouped_writes_equal_sequential_ones(
             return answers, {d.doc_id: d.fingerprint for d in index.documents()}
 
     assert run(grouped=True) == run(grouped=False)
+
+
+@pytest.fixture(scope="module")
+def pooled(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[TestClient, Starlette]]:
+    """A service that fingerprints texts in one worker process."""
+    url = str(tmp_path_factory.mktemp("pooled") / "ix")
+    app = create_app(ServeSettings(index=url, fingerprint_workers=1))
+    with TestClient(app) as c:
+        yield c, app
+
+
+_texts = st.lists(
+    st.one_of(
+        st.text(max_size=300),
+        st.text(alphabet=st.sampled_from("今天北京天气晴朗市民公园，。 \nab1<p>"), max_size=300),
+        st.sampled_from([TEXT, OTHER, "   ", f"<p>{TEXT}</p>"]),
+    ),
+    min_size=1,
+    max_size=8,
+)
+
+
+@given(texts=_texts)
+def test_fingerprinting_workers_answer_as_the_event_loop_does(
+    pooled: tuple[TestClient, Starlette], texts: list[str]
+) -> None:
+    """Each text's answer (fingerprint, or its no-terms error) is the one the
+    event loop's own fingerprinting gives, in item order."""
+    client, app = pooled
+    svc = app.state.service
+    assert svc.preparers is not None and svc.preparers.size == 1
+    items = [{"text": t} for t in texts]
+    got = client.post("/v1/check?probes=3", json=items).json()
+    here = prepare(svc.index, [to_text(t, "auto", html=svc.index.params.html) for t in texts], 3)
+    for answer, want in zip(got, here, strict=True):
+        if isinstance(want, str):
+            assert answer["error"]["code"] == "no_terms"
+        else:
+            assert answer["fingerprint"] == fingerprint_to_hex(want[0][0])
+
+
+def test_a_dead_fingerprinting_worker_leaves_the_pool(tmp_path: Path) -> None:
+    """kill -9 of the worker: the service fingerprints in process from then on."""
+    app = create_app(ServeSettings(index=str(tmp_path / "ix"), fingerprint_workers=1))
+    with TestClient(app) as c:
+        first = c.post("/v1/check-and-add", json={"id": "a", "text": TEXT}).json()
+        pool = app.state.service.preparers
+        (worker,) = pool._workers
+        worker.proc.kill()
+        worker.proc.wait()
+        for _ in range(100):  # the loop notices the closed socket
+            if pool.size == 0:
+                break
+            time.sleep(0.05)
+        assert pool.size == 0
+        again = c.post("/v1/check-and-add", json={"id": "b", "text": TEXT}).json()
+        assert again["new"] is False and again["fingerprint"] == first["fingerprint"]

@@ -31,6 +31,15 @@ MaxBodyOpt = Annotated[
 QueueOpt = Annotated[
     int, typer.Option(metavar="DOCS", min=1, help="Documents waiting to be written; beyond: 429.")
 ]
+WorkersOpt = Annotated[
+    int | None,
+    typer.Option(
+        metavar="N",
+        min=0,
+        help="Processes that fingerprint texts [default: one per core but one, at least 1]; "
+        "0: the server's own process.",
+    ),
+]
 AccessLogOpt = Annotated[bool, typer.Option(help="Log every request.")]
 
 
@@ -45,6 +54,7 @@ def serve_cmd(
     max_items: MaxItemsOpt = 10_000,
     max_body_bytes: MaxBodyOpt = 64 * 1024 * 1024,
     queue: QueueOpt = 200_000,
+    fingerprint_workers: WorkersOpt = None,
     access_log: AccessLogOpt = False,
 ) -> None:
     """Serve the index over HTTP: check, add and check-and-add texts or fingerprints,
@@ -62,8 +72,16 @@ def serve_cmd(
         max_items=max_items,
         max_body_bytes=max_body_bytes,
         queue_documents=queue,
+        fingerprint_workers=(
+            _default_workers() if fingerprint_workers is None else fingerprint_workers
+        ),
     )
     serve(settings, access_log=access_log)
+
+
+def _default_workers() -> int:
+    """One per core but the one the server's event loop and store thread use."""
+    return max(1, (os.cpu_count() or 1) - 1)
 
 
 def _service() -> tuple[Any, Any, str]:

@@ -74,6 +74,8 @@ def band_candidates(bands: np.ndarray, has: np.ndarray) -> np.ndarray:
     """
     rows = np.flatnonzero(has)
     out: list[np.ndarray] = []
+    if len(rows) < 2:  # no pair (a service's lone document): skip B sorts of nothing
+        return np.zeros((0, 2), dtype=np.intp)
     for b in range(bands.shape[1]):
         keys = bands[rows, b]
         order = np.argsort(keys, kind="stable")

@@ -9,10 +9,11 @@ framework time of Starlette's; the OpenAPI document is written out instead
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import hmac
 import logging
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from importlib.resources import files
 from typing import Any
 
@@ -30,6 +31,7 @@ from simhash_hbase.layout import codec
 from simhash_hbase.records import MAX_LIMIT, Document
 from simhash_hbase.serve import openapi
 from simhash_hbase.serve.metrics import Metrics
+from simhash_hbase.serve.prepare import Prepared, Preparers, prepare
 from simhash_hbase.serve.settings import ServeSettings
 from simhash_hbase.serve.wire import (
     NDJSON,
@@ -76,6 +78,7 @@ class Service:
         # (no store calls); every store call runs on the worker's thread.
         self.index: SimhashIndex | None = None
         self.worker: StoreWorker | None = None
+        self.preparers: Preparers | None = None  # fingerprinting processes
         self._token = settings.token.encode() if settings.token else None
         self._stats: tuple[float, dict[str, Any]] | None = None
 
@@ -92,10 +95,14 @@ class Service:
             observer=self.metrics,
         )
         self.worker.start()
+        if self.settings.fingerprint_workers:
+            self.preparers = await Preparers.start(index.url, self.settings.fingerprint_workers)
         log.info("serving %s", index.url)
         try:
             yield
         finally:  # the server has finished its requests: drain, commit, close
+            if self.preparers is not None:
+                await self.preparers.stop()
             await anyio.to_thread.run_sync(self.worker.stop)
             if given is None:
                 index.close()
@@ -216,26 +223,21 @@ class Service:
             return error_of(exc)
 
     async def _fingerprint(self, items: list[Item | ApiError], probes: int) -> list[Lookup]:
-        """Each item's lookup (see :data:`Lookup`), or its error."""
-        chars = sum(len(i.text) for i in items if isinstance(i, Item) and i.text is not None)
-        if chars <= _INLINE_TEXT_CHARS:  # cheaper than a thread hop
-            return [self._lookup(item, probes) for item in items]
-        return await anyio.to_thread.run_sync(
-            lambda: [self._lookup(item, probes) for item in items]
-        )
-
-    def _lookup(self, item: Item | ApiError, probes: int) -> Lookup:
-        """The item's fingerprint then its probes (texts only), and its document
-        with the text's sketch where the index has the LSH net."""
-        if isinstance(item, ApiError):
-            return item
-        if item.fingerprint is not None:
-            return [item.fingerprint], document(item, item.fingerprint)
-        assert self.index is not None and item.text is not None
-        found = self.index.fingerprinter.probes_or_error(item.text, probes)
-        if isinstance(found, EmptyDocument):
-            return error_of(found)
-        return found, self.index.sketched(document(item, found[0]), item.text)
+        """Each item's lookup (see :data:`Lookup`), or its error. Texts go to the
+        fingerprinting workers, else (none running) to a thread above
+        ``_INLINE_TEXT_CHARS``, else are done here (cheaper than a thread hop)."""
+        texts = [i.text for i in items if isinstance(i, Item) and i.text is not None]
+        prepared: list[Prepared] = []
+        if texts and self.preparers is not None and self.preparers.size:
+            prepared = await self.preparers.prepare(texts, probes)
+        elif texts:
+            assert self.index is not None
+            if sum(map(len, texts)) > _INLINE_TEXT_CHARS:
+                prepared = await anyio.to_thread.run_sync(prepare, self.index, texts, probes)
+            else:
+                prepared = prepare(self.index, texts, probes)
+        done = iter(prepared)
+        return [_lookup(item, done) for item in items]
 
     async def _run(
         self, kind: str, items: list[Item | ApiError], lookups: list[Lookup], k: int, limit: int
@@ -335,6 +337,19 @@ class Service:
 
     async def docs(self, _request: Request) -> Response:
         return HTMLResponse(openapi.html(openapi.document(__version__)))
+
+
+def _lookup(item: Item | ApiError, prepared: Iterator[Prepared]) -> Lookup:
+    """The item's lookup: a fingerprint's own, or its text's next prepared answer."""
+    if isinstance(item, ApiError):
+        return item
+    if item.fingerprint is not None:
+        return [item.fingerprint], document(item, item.fingerprint)
+    found = next(prepared)
+    if isinstance(found, str):
+        return error_of(EmptyDocument(found))
+    fps, sketch, bands = found
+    return fps, dataclasses.replace(document(item, fps[0]), sketch=sketch, bands=bands)
 
 
 def _index_stats(index: SimhashIndex) -> dict[str, Any]:

@@ -27,6 +27,7 @@ class ServeSettings:
     max_text_bytes: int = 4 * 1024 * 1024  # per item
     queue_documents: int = 200_000  # waiting to be written; beyond: 429
     group_documents: int = 20_000  # per group commit
+    fingerprint_workers: int = 0  # processes that fingerprint texts (0: the event loop's)
 
     def check(self) -> None:
         """Refuse bad defaults, and to serve an index to the network without a token."""
