@@ -1,8 +1,12 @@
-"""The compact embedded layout (format 2): the same answers as format 1 for any
-sequence of batches, in one commit or in parts; bulk loads; migration."""
+"""The compact embedded layout (formats 2 and 3): the same answers as format 1 for
+any sequence of batches, in one commit or in parts, with cells in either tier and
+merges between; bulk loads; migration; format 2 files opening and upgrading."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -46,25 +50,34 @@ def _apply(index: SimhashIndex, ops: list[tuple[str, object]]) -> None:
 
 
 @pytest.mark.parametrize("parts", [False, True])
+@pytest.mark.parametrize("merges", [False, True])
 @settings(max_examples=40)
 @given(ops=OPS)
 def test_any_batches_leave_what_format_1_leaves(
-    ops: list[tuple[str, object]], parts: bool, tmp_path_factory: pytest.TempPathFactory
+    ops: list[tuple[str, object]],
+    parts: bool,
+    merges: bool,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    """Adds (replacing, re-adding), removals, long and non-ASCII ids: format 2 ends
-    in the same documents, cells, answers and counts as format 1; with ``parts``,
-    every batch's new cells take the path of a large index (commits in parts)."""
+    """Adds (replacing, re-adding), removals, long and non-ASCII ids: the compact
+    layout ends in the same documents, cells, answers and counts as format 1; with
+    ``parts``, every batch's new cells take the path of a large index (commits in
+    parts); with ``merges``, the fresh tier is merged into the index whenever it
+    holds half as many cells, so cells of one bucket sit in both tiers."""
     base = tmp_path_factory.mktemp("ops")
     EmbeddedStore(base / "one", format=1).close()
     with pytest.MonkeyPatch.context() as mp:
         if parts:
             mp.setattr(compact, "PART_MIN_CELLS", 1)
             mp.setattr(compact, "PART_BYTES", 1)
+        if merges:
+            mp.setattr(compact, "FRESH_MIN_CELLS", 1)
+            mp.setattr(compact, "FRESH_RATIO", 2)
         with (
             SimhashIndex.open(str(base / "one")) as one,
             SimhashIndex.open(str(base / "two")) as two,
         ):
-            assert two.stats()["format"] == 2 and one.stats()["format"] == 1
+            assert two.stats()["format"] == 3 and one.stats()["format"] == 1
             _apply(one, ops)
             _apply(two, ops)
             assert _state(two) == _state(one)
@@ -125,7 +138,7 @@ def test_format_1_index_opens_answers_and_migrates(tmp_path: Path) -> None:
         answers = [index.query_fingerprint(fp, 3) for fp in fps[:40].tolist()]
     assert migrate(str(old), str(new)) == len(fps)
     with SimhashIndex.open(str(new), readonly=True) as index:
-        assert index.stats()["format"] == 2 and index.scheme.name == "4x4"
+        assert index.stats()["format"] == 3 and index.scheme.name == "4x4"
         assert _state(index) == before
         assert [index.query_fingerprint(fp, 3) for fp in fps[:40].tolist()] == answers
         assert index.get_state("job") == {"done": 1}
@@ -139,22 +152,35 @@ def enumerate_ids(fps: np.ndarray) -> list[tuple[str, int]]:
     return [(f"d{i}", fp) for i, fp in enumerate(fps.tolist())]
 
 
-def test_format_2_bytes_decode_by_spec_alone(tmp_path: Path) -> None:
-    """docs/SPEC.md's format 2, decoded with plain lmdb and struct, no project code."""
+@pytest.mark.parametrize("merged", [False, True])
+def test_format_3_bytes_decode_by_spec_alone(tmp_path: Path, merged: bool) -> None:
+    """docs/SPEC.md's format 3, decoded with plain lmdb and struct, no project code:
+    a bucket's cells are those of its key in both tiers (``merged``: all in index)."""
     import lmdb
 
     with SimhashIndex.open(str(tmp_path / "ix")) as index:
-        index.add_documents([Document("a", 0x0123_4567_89AB_CDEF), Document("b", 7, "t")])
+        index.add_documents([Document("a", 0x0123_4567_89AB_CDEF)])
+        if merged:
+            with pytest.MonkeyPatch.context() as mp:
+                mp.setattr(compact, "FRESH_MIN_CELLS", 1)
+                index.add_documents([Document("b", 7, "t")])
+        else:
+            index.add_documents([Document("b", 7, "t")])
         expected = sorted(index.index_cells())
-    env = lmdb.open(str(tmp_path / "ix"), max_dbs=4, readonly=True, lock=False)
-    db = {name: env.open_db(name, create=False) for name in (b"index", b"docs", b"names")}
+    env = lmdb.open(str(tmp_path / "ix"), max_dbs=5, readonly=True, lock=False)
+    tables = (b"index", b"fresh", b"docs", b"names", b"meta")
+    db = {name: env.open_db(name, create=False) for name in tables}
     with env.begin() as txn:
+        state = json.loads(txn.get(b"store/embedded", db=db[b"meta"]))
+        assert state["format"] == 3
+        assert state["fresh"] == sum(len(v) // 6 for _, v in txn.cursor(db[b"fresh"]))
+        assert (state["fresh"] == 0) == merged
         names = {
             int.from_bytes(k, "big"): (int.from_bytes(v[:8], "big"), v[8:].decode())
             for k, v in txn.cursor(db[b"names"])
         }
         cells = []
-        for bucket, packed in txn.cursor(db[b"index"]):
+        for bucket, packed in [*txn.cursor(db[b"index"]), *txn.cursor(db[b"fresh"])]:
             flag, hi = bucket[0], int.from_bytes(bucket[1:3], "big")
             for at in range(0, len(packed), 6):
                 lo = int.from_bytes(packed[at : at + 2], "big")
@@ -183,7 +209,7 @@ def test_cli_migrate(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "copied 2 documents" in result.output
     with SimhashIndex.open(str(new), readonly=True) as index:
-        assert index.stats()["format"] == 2
+        assert index.stats()["format"] == 3
         assert index.get("a") == Document("a", 1, "text", {"k": 1})
         assert [m.doc_id for m in index.query_fingerprint(0, 3)] == ["a", "b"]
     assert shdb("migrate", str(old), str(new)).exit_code != 0  # NEW must be new
@@ -247,3 +273,62 @@ def test_batch_check_equals_one_by_one(docs: list[Document]) -> None:
 
     one_by_one = outcome(lambda: [codec.check_document(d) for d in docs])
     assert outcome(lambda: codec.check_documents(docs)) == one_by_one
+
+
+def _as_format_2(folder: Path) -> None:
+    """Make ``folder`` a format 2 file, as the code before the fresh tier left one:
+    every cell in ``index``, no ``fresh`` table, the record saying format 2."""
+    import lmdb
+
+    with SimhashIndex.open(str(folder)) as index, pytest.MonkeyPatch.context() as mp:
+        mp.setattr(compact, "FRESH_MIN_CELLS", 0)
+        compact.merge_fresh(index._store._compact, force=True)  # type: ignore[attr-defined]
+    env = lmdb.open(str(folder), max_dbs=5)
+    with env.begin(write=True) as txn:
+        txn.drop(env.open_db(b"fresh", txn=txn), delete=True)
+        meta = env.open_db(b"meta", txn=txn)
+        state = json.loads(txn.get(b"store/embedded", db=meta))
+        state["format"] = 2
+        del state["fresh"]
+        txn.put(b"store/embedded", json.dumps(state).encode(), db=meta)
+    env.close()
+
+
+def test_format_2_file_opens_answers_and_upgrades_in_place(tmp_path: Path) -> None:
+    """A format 2 file answers read-only as it is; a writer's open adds the empty
+    fresh tier (format 3, nothing moved), and a reader opened before that sees
+    the cells written into the fresh tier after it."""
+    folder = tmp_path / "ix"
+    fps = _fingerprints(3_000)
+    with SimhashIndex.open(str(folder)) as index:
+        index_fingerprints(index, enumerate_ids(fps[:2_000]), IngestOptions(find_k=None))
+        before = _state(index)
+    _as_format_2(folder)
+    with SimhashIndex.open(str(folder), readonly=True) as reader:
+        assert reader.stats()["format"] == 2
+        assert _state(reader) == before
+        # The writer is another process (LMDB opens a file once per process).
+        write = (
+            "import sys, numpy as np\n"
+            "from simhash_hbase import SimhashIndex\n"
+            "from simhash_hbase.jobs.ingest import IngestOptions, index_fingerprints\n"
+            "fps = np.load(sys.argv[2])\n"
+            "with SimhashIndex.open(sys.argv[1]) as w:\n"
+            "    assert w.stats()['format'] == 3\n"
+            "    pairs = [(f'd{i}', int(fp)) for i, fp in enumerate(fps) if i >= 2000]\n"
+            "    index_fingerprints(w, pairs, IngestOptions(find_k=None))\n"
+        )
+        np.save(tmp_path / "fps.npy", fps)
+        subprocess.run(
+            [sys.executable, "-c", write, str(folder), str(tmp_path / "fps.npy")], check=True
+        )
+        assert reader.stats()["format"] == 3 and reader.stats()["documents"] == len(fps)
+        for i in (5, 2_500):
+            want = {f"d{j}" for j in np.flatnonzero(np.bitwise_count(fps ^ fps[i]) <= 3)}
+            assert {m.doc_id for m in reader.query_fingerprint(int(fps[i]), 3)} == want
+        cells = list(reader.index_cells())  # each cell once, in whichever tier it is
+        assert len(set(cells)) == len(cells) == 10 * len(fps) == reader.stats()["index_cells"]
+    with SimhashIndex.open(str(folder)) as writer:
+        store = writer._store
+        with store._env.begin() as txn:  # type: ignore[attr-defined]
+            assert store._compact.state(txn)["fresh"] > 0  # type: ignore[attr-defined]

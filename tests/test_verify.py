@@ -39,7 +39,7 @@ def test_verify_finds_and_repairs_every_kind_of_damage(store_url: str) -> None:
         assert not report.clean
         assert report.missing_cells == 3 and report.incomplete_documents == 1
         wrong = 10
-        if index.stats().get("format") == 2:
+        if index.stats().get("format", 1) >= 2:
             # The compact layout keeps a cell as (prefix, document number): a cell
             # of d1 under one of d1's own prefixes is d1's cell, not a stale one.
             own = {row[:5] for row, _ in index.cells([Document("d1", 2 * 0x1111_1111)])}

@@ -33,11 +33,13 @@ readers see still changes all at once, at that commit.
 
 from __future__ import annotations
 
+import heapq
 import pickle
 import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import suppress
 from itertools import islice, pairwise
-from operator import attrgetter
+from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -49,9 +51,11 @@ from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
 from simhash_hbase.store.base import CellBlock, IndexCell
 
-FORMAT = 2
+FORMAT = 3  # 2 + the fresh tier; a format 2 file is a format 3 file whose fresh tier is empty
 STATE = "store/embedded"  # meta record: format, next number, cells and documents held
-TABLES = (b"index", b"docs", b"names", b"meta")
+TABLES = (b"index", b"docs", b"names", b"meta")  # format 2's; format 3 adds FRESH
+FRESH = b"fresh"
+ALL_TABLES = (*TABLES, FRESH)
 CELL = np.dtype([("lo", ">u2"), ("num", ">u4")])
 CELL_BYTES = CELL.itemsize
 MAX_DOCUMENTS = (1 << 32) - 1
@@ -67,6 +71,11 @@ _NO_COLUMNS = (None, None, None, None)  # == compares each: "" or {} is a column
 PART_BYTES = 8 << 20  # an index this big or more takes a batch's new cells in parts
 MAX_PARTS = 16  # file overhead ~2/MAX_PARTS of the index; each part costs a commit
 PART_MIN_CELLS = 1 << 16  # fewer new cells than this go in the batch's one commit
+# The fresh tier is merged into the index once it holds this many cells and at
+# least 1/FRESH_RATIO of the index's: a batch then rewrites the buckets of a
+# small tier, and the big buckets are rewritten once per ~FRESH_RATIO-th growth.
+FRESH_MIN_CELLS = 1 << 23
+FRESH_RATIO = 8
 
 
 class Helpers(NamedTuple):
@@ -90,7 +99,14 @@ def decode_id(raw: bytes) -> str:
 
 
 def new_state() -> dict[str, Any]:
-    return {"format": FORMAT, "bucket_bits": 16, "next": 0, "cells": 0, "documents": 0}
+    return {
+        "format": FORMAT,
+        "bucket_bits": 16,
+        "next": 0,
+        "cells": 0,
+        "fresh": 0,
+        "documents": 0,
+    }
 
 
 def grouped(rows: np.ndarray, nums: np.ndarray) -> tuple[list[bytes], list[bytes]]:
@@ -136,12 +152,45 @@ class Tables:
         self.docs = handles[b"docs"]
         self.names = handles[b"names"]
         self.meta = handles[b"meta"]
+        self.fresh: Any = handles.get(FRESH)  # None: a format 2 file opened read-only
+        self.catalog = env.open_db(None)  # LMDB's main database: the named ones' records
         self.h = helpers
 
     @staticmethod
     def open(env: lmdb.Environment, txn: Txn | None = None) -> dict[bytes, Any]:
-        """The handles of the four databases; with ``txn``, created in it."""
-        return {name: env.open_db(name, txn=txn, create=txn is not None) for name in TABLES}
+        """The handles of the databases; with ``txn``, created in it (the fresh
+        tier too); without, the fresh tier only if the file has one (format 3)."""
+        handles = {name: env.open_db(name, txn=txn, create=txn is not None) for name in TABLES}
+        with suppress(lmdb.NotFoundError):  # format 2, read-only: none yet (see tier())
+            handles[FRESH] = env.open_db(FRESH, txn=txn, create=txn is not None)
+        return handles
+
+    @staticmethod
+    def upgrade(txn: Txn, meta: Any) -> None:
+        """Record a format 2 file as format 3 (its fresh tier, empty, made in ``txn``)."""
+        raw = txn.get(STATE.encode(), db=meta)
+        if raw is not None:
+            state = codec.decode_json(raw)
+            state.update(format=FORMAT, fresh=0)
+            txn.put(STATE.encode(), codec.encode_json(state), db=meta)
+
+    def new_cells_tier(self) -> Any:
+        """Where new cells go: the fresh tier (the index itself in a file without one,
+        which is format 2's layout and as exact, only slower to write)."""
+        return self.index if self.fresh is None else self.fresh
+
+    def tier(self, txn: Txn | None = None) -> Any:
+        """The fresh tier's handle, or None if the file has none: a format 2 file
+        opened read-only gets one once a writer of format 3 has opened it (a get
+        in LMDB's catalog of ``txn`` until then)."""
+        if self.fresh is None:
+            if txn is not None and txn.get(FRESH, db=self.catalog) is None:
+                return None
+            try:
+                self.fresh = self.env.open_db(FRESH, create=False)
+            except lmdb.NotFoundError:
+                return None
+        return self.fresh
 
     # -- the store's own record -------------------------------------------------
     def state(self, txn: Txn) -> dict[str, Any]:
@@ -209,16 +258,29 @@ class Tables:
             if len(value) != _NUM.size
         }
 
+    def buckets(self, txn: Txn, keys: list[bytes]) -> dict[bytes, bytes]:
+        """{bucket key: its cells in both tiers} of the ``keys`` that hold any: one
+        multi-get a tier (two C calls, not a get per key)."""
+        found = dict(txn.cursor(self.index).getmulti(keys))
+        fresh = self.fresh if self.fresh is not None else self.tier(txn)
+        if fresh is not None:
+            for key, packed in dict(txn.cursor(fresh).getmulti(keys)).items():  # a key once
+                found[key] = found[key] + packed if key in found else packed
+        return found
+
     def scan(self, txn: Txn, prefix_lists: Sequence[Sequence[bytes]]) -> list[list[IndexCell]]:
-        """Hot path: per prefix one get of its bucket and a ``find`` of its two
-        lead bytes; each cell found costs one more get (its names row)."""
-        get, index, names = txn.get, self.index, self.names
+        """Hot path: per query one multi-get of its buckets in each tier and per
+        prefix a ``find`` of its two lead bytes; each document found costs one
+        more get (its names row), once per query."""
+        get, names, buckets = txn.get, self.names, self.buckets
         results: list[list[IndexCell]] = []
         for prefixes in prefix_lists:
             cells: list[IndexCell] = []
             held: dict[bytes, tuple[bytes, str] | None] = {}  # a match is in up to 10 buckets
-            for prefix in prefixes:
-                packed = get(prefix[4:5] + prefix[0:2], db=index)
+            keys = [prefix[4:5] + prefix[0:2] for prefix in prefixes]
+            found_buckets = buckets(txn, keys)
+            for prefix, key in zip(prefixes, keys):
+                packed = found_buckets.get(key)
                 if packed is None:
                     continue
                 lead = prefix[2:4]
@@ -238,7 +300,9 @@ class Tables:
 
     def iter_index(self, txn: Txn) -> Iterator[IndexCell]:
         get_name = txn.cursor(self.names).get
-        for bucket, packed in txn.cursor(self.index):
+        fresh = self.tier()
+        tiers = [txn.cursor(self.index)] + ([] if fresh is None else [txn.cursor(fresh)])
+        for bucket, packed in heapq.merge(*tiers, key=itemgetter(0)):
             if len(bucket) != 3 or len(packed) % CELL_BYTES:
                 raise StoreCorrupt(
                     f"the embedded index at {self.h.path} holds an index entry of "
@@ -340,6 +404,7 @@ class CompactBatch:
         with self._t.env.begin(write=True) as txn:
             commit = _Commit(self._t, txn, nums, written, self.prewritten)
             commit.run(self._ops, self._observed)
+        merge_fresh(self._t)
 
     def _fresh(self) -> list[bytes]:
         """Ids whose cells can go ahead of the last commit: ids put with many cells
@@ -363,7 +428,8 @@ class CompactBatch:
     def _parts(self) -> int:
         """How many commits a batch's new cells take: more as the index grows."""
         with self._t.env.begin() as txn:
-            cells = self._t.state(txn)["cells"]
+            state = self._t.state(txn)
+        cells = state["cells"] if self._t.fresh is None else state.get("fresh", 0)
         return int(min(MAX_PARTS, cells * (CELL_BYTES + 1) // PART_BYTES))
 
     def _reserve(self, fresh: list[bytes]) -> dict[bytes, int]:
@@ -408,7 +474,7 @@ class CompactBatch:
         for at in range(0, len(keys), step):
             part = slice(at, at + step)
             with self._t.env.begin(write=True) as txn:
-                _append_cells(txn, self._t.index, keys[part], packed[part])
+                _append_cells(txn, self._t.new_cells_tier(), keys[part], packed[part])
         self._write_fresh_docs(nums, parts)
         return len(rows)
 
@@ -438,6 +504,50 @@ class CompactBatch:
                     del chunk[raw]  # the last commit replaces it (see _Commit.run)
                 txn.cursor(self._t.docs).putmulti(chunk.items())
             self.prewritten.update(chunk)
+
+
+def merge_fresh(tables: Tables, *, force: bool = False) -> int:
+    """Move the fresh tier's cells into the index once it is due (or ``force``), in
+    up to :data:`MAX_PARTS` commits of one key range each; the cells moved.
+
+    Each commit moves whole buckets (their fresh cells deleted, appended to the
+    index's) and is atomic, so a reader sees every cell exactly once whenever it
+    looks, and a merge cut short leaves a valid file (the rest stays fresh)."""
+    if tables.fresh is None:
+        return 0
+    with tables.env.begin() as txn:
+        state = tables.state(txn)
+        held = state.get("fresh", 0)
+        due = max(FRESH_MIN_CELLS, (state["cells"] - held) // FRESH_RATIO)
+        if held == 0 or (held < due and not force):
+            return 0
+        keys = list(txn.cursor(tables.fresh).iternext(keys=True, values=False))
+    parts = int(max(1, min(MAX_PARTS, state["cells"] * (CELL_BYTES + 1) // PART_BYTES)))
+    step = max(1, -(-len(keys) // parts))
+    moved = 0
+    for at in range(0, len(keys), step):
+        with tables.env.begin(write=True) as txn:
+            moved += _merge_part(tables, txn, keys[at : at + step])
+    return moved
+
+
+def _merge_part(tables: Tables, txn: Txn, keys: list[bytes]) -> int:
+    """The fresh cells of the buckets ``keys`` (re-read here: another writer may
+    have added some since they were listed) appended to the index's."""
+    taken = txn.cursor(tables.fresh).getmulti(keys)
+    if not taken:
+        return 0
+    index = txn.cursor(tables.index)
+    old = dict(index.getmulti([key for key, _ in taken]))
+    index.putmulti([(key, old[key] + cells if key in old else cells) for key, cells in taken])
+    delete, fresh = txn.delete, tables.fresh
+    for key, _ in taken:
+        delete(key, db=fresh)
+    moved = sum(len(cells) for _, cells in taken) // CELL_BYTES
+    state = tables.state(txn)
+    state["fresh"] = state.get("fresh", 0) - moved
+    tables.put_state(txn, state)
+    return moved
 
 
 def _check_room(tables: Tables, start: int, count: int) -> None:
@@ -472,6 +582,7 @@ class _Commit:
         self._h = tables.h
         self._state = tables.state(txn)
         self._state["cells"] += written  # the reserved numbers' cells, visible from here
+        self._fresh_cells(written)
         self._reserved = reserved
         self._nums: dict[bytes, int] = {}
         self._documented: set[bytes] = set()  # ids given a docs row in this commit
@@ -479,6 +590,10 @@ class _Commit:
         self._first_new = self._state["next"]  # numbers from here on have no cells held yet
         self._rows: dict[bytes, bytes | None] = {}  # raw id -> its docs row now (None: none)
         self._named: dict[int, tuple[int, bytes]] = {}  # number -> (fp, raw id) to write
+
+    def _fresh_cells(self, count: int) -> None:
+        if self._t.fresh is not None:
+            self._state["fresh"] = self._state.get("fresh", 0) + count
 
     def run(self, ops: list[tuple[str, Any]], observed: dict[bytes, bytes | None]) -> None:
         """``observed``: the docs rows the batch read before this commit began."""
@@ -549,16 +664,19 @@ class _Commit:
         added = 0
         if new.any():
             keys, packed = grouped(rows[new], nums[new])
-            _append_cells(self._txn, self._t.index, keys, packed)
+            _append_cells(self._txn, self._t.new_cells_tier(), keys, packed)
             added += int(new.sum()) * rows.shape[1]
+            self._fresh_cells(int(new.sum()) * rows.shape[1])
         if new.all():
             return added
         keys, packed = grouped(rows[~new], nums[~new])
         cursor = self._txn.cursor(self._t.index)
+        fresh = self._t.fresh
         for key, cells in zip(keys, packed):
             old = cursor.get(key) or b""
+            both = old if fresh is None else old + (self._txn.get(key, db=fresh) or b"")
             new = [cells[i : i + CELL_BYTES] for i in range(0, len(cells), CELL_BYTES)]
-            extra = b"".join(c for c in dict.fromkeys(new) if not _holds(old, c))
+            extra = b"".join(c for c in dict.fromkeys(new) if not _holds(both, c))
             if extra:
                 cursor.put(key, old + extra)
                 added += len(extra) // CELL_BYTES
@@ -571,20 +689,11 @@ class _Commit:
         if not held:
             return
         keys, packed = grouped(rows[held], np.array([nums[i] for i in held], dtype=np.uint32))
-        cursor = self._txn.cursor(self._t.index)
-        removed = 0
-        for key, cells in zip(keys, packed):
-            old = cursor.get(key)
-            if old is None:
-                continue
-            kept = old
-            for i in range(0, len(cells), CELL_BYTES):
-                at = next((p for p in find_cells(kept, cells[i : i + CELL_BYTES])), -1)
-                if at >= 0:
-                    kept = kept[:at] + kept[at + CELL_BYTES :]
-            if kept != old:
-                removed += (len(old) - len(kept)) // CELL_BYTES
-                cursor.put(key, kept) if kept else cursor.delete()
+        removed = _remove_cells(self._txn, self._t.index, keys, packed)
+        if self._t.fresh is not None:
+            from_fresh = _remove_cells(self._txn, self._t.fresh, keys, packed)
+            self._state["fresh"] = self._state.get("fresh", 0) - from_fresh
+            removed += from_fresh
         self._state["cells"] -= removed
 
     def _docs(self, latest: dict[bytes, Document]) -> None:
@@ -656,6 +765,26 @@ class _Commit:
                     self._txn.put(self._h.fold(raw), _NUM.pack(num), db=self._t.docs)
             self._state["next"] = max(self._state["next"], nums[-1] + 1)
         self._t.put_state(self._txn, self._state)
+
+
+def _remove_cells(txn: Txn, db: Any, keys: list[bytes], packed: list[bytes]) -> int:
+    """Remove each of the cells ``packed`` (by bucket ``keys``) from the tier ``db``
+    where it is held; the cells removed."""
+    cursor = txn.cursor(db)
+    removed = 0
+    for key, cells in zip(keys, packed):
+        old = cursor.get(key)
+        if old is None:
+            continue
+        kept = old
+        for i in range(0, len(cells), CELL_BYTES):
+            at = next((p for p in find_cells(kept, cells[i : i + CELL_BYTES])), -1)
+            if at >= 0:
+                kept = kept[:at] + kept[at + CELL_BYTES :]
+        if kept != old:
+            removed += (len(old) - len(kept)) // CELL_BYTES
+            cursor.put(key, kept) if kept else cursor.delete()
+    return removed
 
 
 def _holds(packed: bytes, cell: bytes) -> bool:
@@ -744,8 +873,6 @@ def _read_run(run: Path) -> Iterator[tuple[bytes, bytes]]:
 
 def _merge_docs(tables: Tables, runs: list[Path]) -> None:
     """The sorted runs of docs rows, merged and appended in commits of 1 M rows."""
-    import heapq
-
     merged = heapq.merge(*map(_read_run, runs)) if len(runs) > 1 else _read_run(runs[0])
     last = None
     while True:

@@ -394,7 +394,7 @@ class EmbeddedStore:
             return lmdb.open(
                 str(self.path),
                 map_size=_MAP_SIZE,
-                max_dbs=len(compact.TABLES),
+                max_dbs=len(compact.ALL_TABLES),
                 create=not readonly,
                 readonly=readonly,
                 lock=lock,
@@ -420,7 +420,7 @@ class EmbeddedStore:
         untouched, an LMDB file that is not ours."""
         with self._env.begin() as txn:
             names = {bytes(key) for key, _ in txn.cursor()}
-        if names - set(compact.TABLES):
+        if names - set(compact.ALL_TABLES):
             shown = ", ".join(sorted(n.decode("utf-8", "replace") for n in names)[:8])
             raise StoreCorrupt(
                 f"{self.path} holds an LMDB database that is not an shdb index "
@@ -452,8 +452,10 @@ class EmbeddedStore:
             )
 
     def _open_compact(self, names: set[bytes], readonly: bool) -> None:
-        """Format 2 (store/compact.py); a new index records its format in meta."""
-        if names != set(compact.TABLES):
+        """Formats 2 and 3 (store/compact.py); a new index records its format in
+        meta; a format 2 file opened for writing becomes format 3 (an empty fresh
+        tier is added, nothing moves)."""
+        if not names >= set(compact.TABLES):
             if readonly:
                 raise IndexNotFound(self.url)
             with self._env.begin(write=True) as txn:
@@ -463,6 +465,10 @@ class EmbeddedStore:
                     codec.encode_json(compact.new_state()),
                     db=handles[b"meta"],
                 )
+        elif compact.FRESH not in names and not readonly:
+            with self._env.begin(write=True) as txn:
+                handles = compact.Tables.open(self._env, txn)
+                compact.Tables.upgrade(txn, handles[b"meta"])
         else:
             handles = compact.Tables.open(self._env)
         self._index, self._docs, self._meta = handles[b"index"], handles[b"docs"], handles[b"meta"]
@@ -656,8 +662,11 @@ class EmbeddedStore:
 
     @property
     def format(self) -> int:
-        """The file's layout: 1 (a key per cell) or 2 (compact, store/compact.py)."""
-        return 1 if self._compact is None else compact.FORMAT
+        """The file's layout: 1 (a key per cell), 2 (compact, store/compact.py) or 3
+        (compact with a fresh tier)."""
+        if self._compact is None:
+            return 1
+        return 2 if self._compact.tier() is None else compact.FORMAT
 
     @contextmanager
     def batch(self) -> Iterator[_LmdbBatch | compact.CompactBatch]:
