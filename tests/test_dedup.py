@@ -13,8 +13,8 @@ from hypothesis import strategies as st
 from simhash_hbase.errors import InvalidQuery
 from simhash_hbase.fingerprint.minhash import MinHasher, MinHashParams
 from simhash_hbase.fingerprint.simhash import Fingerprinter, FingerprintParams
-from simhash_hbase.jobs.ingest import _nets_graph
 from simhash_hbase.layout import codec
+from simhash_hbase.layout.groups import nets_graph
 from simhash_hbase.layout.nets import batch_pairs
 from simhash_hbase.layout.pairs import (
     Pair,
@@ -172,7 +172,7 @@ def test_both_nets_grouped_equal_every_pair(picks: list[int], limit: int) -> Non
     bands = [None if sigs[p] is None else codec.encode_bands(sigs[p].bands) for p in picks]
     scheme = SCHEMES["5x10"]
     every = batch_pairs(fps, 3, scheme, lsh, sketches, bands)
-    graph = _nets_graph(fps, 3, scheme, lsh, sketches, bands)
+    graph = nets_graph(fps, 3, scheme, lsh, sketches, bands)
     assert len(graph.unique) <= len(set(picks))
     assert clusters_of(graph) == clusters([Pair(i, j, d) for i, j, d, _ in every], len(picks))
     assert graph.pair_count() == len(every)
@@ -185,3 +185,126 @@ def test_both_nets_grouped_equal_every_pair(picks: list[int], limit: int) -> Non
     }
     want = {j: ([(i, d) for d, _, i in sorted(e)[:limit]], len(e)) for j, e in earlier.items()}
     assert got == want
+
+
+_LETTERS = "".join(map(chr, range(0x4E00, 0x4E00 + 400)))  # CJK ideographs
+
+
+@st.composite
+def _crawl_texts(draw: st.DrawFn) -> list[tuple[str, int]]:
+    """(text, fingerprint) as a crawl has them, shuffled: mass copies, one-character
+    edits of one text (fingerprint 0-1 bits off), chains of edits (each link a few
+    characters and bits from the one before, the ends far apart), near-misses (a
+    third of the text rewritten, 4-5 bits off) and unrelated texts."""
+    rng = np.random.default_rng(draw(st.integers(0, 2**32 - 1)))
+    out: list[tuple[str, int]] = []
+
+    def text(n: int = 120) -> str:
+        return "".join(rng.choice(list(_LETTERS), n).tolist())
+
+    def edit(t: str, chars: int) -> str:
+        s = list(t)
+        for at in rng.integers(0, len(s), chars).tolist():
+            s[at] = str(rng.choice(list(_LETTERS)))
+        return "".join(s)
+
+    def flip(fp: int, bits: int) -> int:
+        for bit in rng.choice(64, bits, replace=False).tolist():
+            fp ^= 1 << bit
+        return fp
+
+    for kind in draw(st.lists(st.sampled_from("mecnu"), min_size=1, max_size=6)):
+        base, fp = text(), int(rng.integers(0, 2**63))
+        if kind == "m":
+            out += [(base, fp)] * int(rng.integers(2, 60))
+        elif kind == "e":
+            out += [(edit(base, 1), flip(fp, int(rng.integers(0, 2)))) for _ in range(60)]
+        elif kind == "c":
+            for _ in range(int(rng.integers(2, 40))):
+                out.append((base, fp))
+                base, fp = edit(base, int(rng.integers(3, 12))), flip(fp, 1)
+        elif kind == "n":
+            out += [(base, fp)] + [
+                (edit(base, 40), flip(fp, int(rng.integers(4, 6))))
+                for _ in range(int(rng.integers(1, 40)))
+            ]
+        else:
+            out += [(text(), int(rng.integers(0, 2**63))) for _ in range(int(rng.integers(1, 20)))]
+    order = rng.permutation(len(out))
+    return [out[i] for i in order.tolist()]
+
+
+def _every_pair(fps: np.ndarray, sketches: list, bands: list, lsh: MinHashParams) -> list[Pair]:
+    """Brute force: every pair (i < j), matched by is_match when the pigeonhole finds
+    it (within k) or it shares a band key (the LSH net)."""
+    from simhash_hbase.fingerprint.minhash import unpack_sketch
+    from simhash_hbase.layout.nets import is_match
+
+    values = [None if s is None else unpack_sketch(s, lsh.sketch_bits) for s in sketches]
+    chance = 2.0**-lsh.sketch_bits
+    out = []
+    for j in range(len(fps)):
+        for i in range(j):
+            dist = int(fps[i] ^ fps[j]).bit_count()
+            shared = (
+                bands[i] is not None
+                and bands[j] is not None
+                and any(
+                    bands[i][at : at + 4] == bands[j][at : at + 4]
+                    for at in range(0, len(bands[i]), 4)
+                )
+            )
+            if dist > 3 and not shared:
+                continue
+            sim = None
+            if values[i] is not None and values[j] is not None:
+                agree = float((values[i] == values[j]).mean())
+                sim = round(min(max((agree - chance) / (1 - chance), 0.0), 1.0), 4)
+            if is_match(dist <= 3, sim, lsh):
+                out.append(Pair(i, j, dist))
+    return out
+
+
+@pytest.mark.parametrize("windows", ["default", "tiny"])
+@settings(max_examples=12, deadline=None)
+@given(_crawl_texts(), st.integers(1, 12))
+def test_nets_clusters_equal_brute_force(
+    windows: str, docs: list[tuple[str, int]], limit: int
+) -> None:
+    """Both nets on near-identical masses: the clusters are those of every pair by
+    brute force; each input's listed matches are true matches, nearest first, and
+    its count is exact (then equal to brute force) or a lower bound. "tiny" makes
+    every group large, so the bounded neighbours and the settling do all the work."""
+    from simhash_hbase.layout import groups
+
+    saved = groups.SMALL, groups.WINDOW, groups.BAND_WINDOW, groups._CHUNK
+    if windows == "tiny":
+        groups.SMALL, groups.WINDOW, groups.BAND_WINDOW, groups._CHUNK = 1, 1, 1, 7
+    try:
+        lsh = MinHashParams()
+        hasher = MinHasher(lsh)
+        sigs = [hasher.signature(t) for t, _ in docs]
+        fps = np.array([fp for _, fp in docs], dtype=np.uint64)
+        sketches = [None if s is None else s.sketch for s in sigs]
+        bands = [None if s is None else codec.encode_bands(s.bands) for s in sigs]
+        graph = nets_graph(fps, 3, SCHEMES["5x10"], lsh, sketches, bands)
+    finally:
+        groups.SMALL, groups.WINDOW, groups.BAND_WINDOW, groups._CHUNK = saved
+    pairs = _every_pair(fps, sketches, bands, lsh)
+    assert clusters_of(graph) == clusters(pairs, len(docs))
+    ids = [f"id{int(x) % 89:02d}-{i}" for i, x in enumerate(fps.tolist())]
+    earlier: dict[int, list[tuple[int, str, int]]] = {}
+    for i, j, d in pairs:
+        earlier.setdefault(j, []).append((d, ids[i], i))
+    truth = {(i, j) for i, j, _ in pairs}
+    for n in nearest_earlier(graph, ids, limit):
+        want = sorted(earlier[n.j])
+        got = [(d, ids[i], i) for i, d, _ in n.near]
+        if n.exact:
+            assert (got, n.total) == (want[:limit], len(want))
+        else:
+            assert all((i, n.j) in truth for _, _, i in got) and got == sorted(got)
+            assert len(got) <= limit and len(got) <= n.total <= len(want)
+    assert graph.exact() or graph.pair_count() <= len(pairs)
+    if graph.exact():
+        assert graph.pair_count() == len(pairs)

@@ -63,7 +63,9 @@ def dedup_cmd(
     {"id", "matches" (its --limit nearest earlier inputs), "total", "total_exact"}
     (--clusters: one JSON list of ids per group). Texts are matched by both nets,
     as an index does (docs/nets.md). Memory: an id, a fingerprint and a sketch
-    per input, whatever the number of copies."""
+    per input, whatever the number of copies; in a mass of near-identical texts
+    each is judged against its nearest neighbours in input order, so its count may
+    be a lower bound ("total_exact": false), while the clusters stay exact."""
     check_limit(limit)
     check_paths(paths)
     check_output("--output", output, paths)
@@ -99,14 +101,17 @@ def _write(result: DedupResult, output: str, limit: int | None) -> int | None:
             near = (
                 Match(ids[i], int(graph.unique[graph.inverse[i]]), d, s) for i, d, s in found.near
             )
-            out.write(dumps({"id": ids[found.j], **Matches(near, found.total).to_json()}) + "\n")
+            matches = Matches(near, found.total, found.exact)
+            out.write(dumps({"id": ids[found.j], **matches.to_json()}) + "\n")
     return copies
 
 
 def _summary(result: DedupResult, copies: int | None, rule: str, as_json: bool) -> None:
     pairs = result.graph.pair_count()
+    exact = result.graph.exact()
     if as_json:
         summary: dict[str, Any] = {"inputs": len(result.ids), "pairs": pairs}
+        summary["pairs_exact"] = exact
         summary["skipped"] = [skip_json(b) for b in result.skipped]
         if copies is not None:
             summary["with_near_copies"] = copies
@@ -114,7 +119,8 @@ def _summary(result: DedupResult, copies: int | None, rule: str, as_json: bool) 
         return
     listed = "" if copies is None else f", {copies} of them with earlier near-copies"
     note(
-        f"{len(result.ids)} inputs{listed}, {pairs} near-duplicate pairs ({rule}), "
+        f"{len(result.ids)} inputs{listed}, {'' if exact else 'at least '}{pairs} "
+        f"near-duplicate pairs ({rule}), "
         f"skipped {len(result.skipped)}"
     )
     print_skips(result.skipped)

@@ -40,7 +40,8 @@ from simhash_hbase.fingerprint.simhash import Fingerprinter, FingerprintParams
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.index.manifest import Wanted
 from simhash_hbase.layout import codec
-from simhash_hbase.layout.nets import batch_pairs, sketch_document
+from simhash_hbase.layout.groups import nets_graph
+from simhash_hbase.layout.nets import sketch_document
 from simhash_hbase.layout.pairs import NearGraph, near_graph
 from simhash_hbase.layout.scheme import Scheme
 from simhash_hbase.records import (
@@ -829,8 +830,10 @@ def find_duplicates(
     (and with ``lsh`` a sketch and band keys) per input, no text.
 
     With ``lsh``, texts join the LSH net too, and pairs are judged by the index's
-    predicate (:func:`~simhash_hbase.layout.nets.batch_pairs`: sorting for the
-    pigeonhole, grouping by band key for LSH) between distinct documents.
+    predicate between distinct documents; a document in a group larger than
+    :data:`~simhash_hbase.layout.groups.SMALL` (N near-identical texts) is judged
+    against its nearest neighbours in input order only, so the work is linear in
+    documents, its count a lower bound, and the clusters stay exact.
     """
     scheme.check_k(k)
     opts = dataclasses.replace(opts, html=params.html)  # pages read as the params say
@@ -846,31 +849,7 @@ def find_duplicates(
         )
     if lsh is None or not any(s is not None for s in sketches):
         return DedupResult(ids, near_graph(fps, k, scheme), skipped)
-    return DedupResult(ids, _nets_graph(fps, k, scheme, lsh, sketches, bands), skipped)
-
-
-def _nets_graph(
-    fps: np.ndarray,
-    k: int,
-    scheme: Scheme,
-    lsh: MinHashParams,
-    sketches: Sequence[bytes | None],
-    bands: Sequence[bytes | None],
-) -> NearGraph:
-    """:class:`NearGraph` by both nets: one node per distinct (fingerprint, sketch,
-    band keys), pairs of nodes by :func:`~simhash_hbase.layout.nets.batch_pairs`."""
-    node_of: dict[tuple[int, bytes | None, bytes | None], int] = {}
-    inverse = np.array(
-        [node_of.setdefault(key, len(node_of)) for key in zip(fps.tolist(), sketches, bands)],
-        dtype=np.int64,
-    )
-    keys = list(node_of)
-    nodes = np.array([fp for fp, _, _ in keys], dtype=np.uint64)
-    found = batch_pairs(nodes, k, scheme, lsh, [s for _, s, _ in keys], [b for _, _, b in keys])
-    edges = np.array([(i, j, d) for i, j, d, _ in found], dtype=np.int64).reshape(-1, 3).T
-    similarity = np.array([np.nan if s is None else s for *_, s in found], dtype=np.float64)
-    sketched = np.array([s is not None for _, s, _ in keys], dtype=bool)
-    return NearGraph(nodes, inverse, edges, similarity, sketched)
+    return DedupResult(ids, nets_graph(fps, k, scheme, lsh, sketches, bands), skipped)
 
 
 def _fingerprinted_arrays(

@@ -42,19 +42,28 @@ class NearGraph(NamedTuple):
     node match each other (identical). By the pigeonhole alone a node is a
     distinct fingerprint; with sketches (layout.nets), a distinct (fingerprint,
     sketch, bands), and ``similarity`` holds each edge's estimate (NaN: none) and
-    ``sketched`` which nodes have a sketch (their copies: similarity 1.0)."""
+    ``sketched`` which nodes have a sketch (their copies: similarity 1.0).
+    ``complete`` (None: all) marks the nodes whose edges are every match they have
+    (layout.groups bounds the edges of a node in a large group; the components
+    stay exact, and that node's count is a lower bound)."""
 
     unique: np.ndarray
     inverse: np.ndarray
     edges: np.ndarray
     similarity: np.ndarray | None = None
     sketched: np.ndarray | None = None
+    complete: np.ndarray | None = None
 
     def counts(self) -> np.ndarray:
         return np.bincount(self.inverse, minlength=len(self.unique))
 
+    def exact(self) -> bool:
+        """Whether the edges are every matching pair (else counts are lower bounds)."""
+        return self.complete is None or bool(self.complete.all())
+
     def pair_count(self) -> int:
-        """How many input pairs are within k (without listing them)."""
+        """How many input pairs match (without listing them); a lower bound unless
+        :meth:`exact`."""
         counts = self.counts().astype(object)  # Python ints: no overflow at 10^5 copies
         same = sum(c * (c - 1) // 2 for c in counts.tolist() if c > 1)
         a, b = self.edges[0].tolist(), self.edges[1].tolist()
@@ -209,7 +218,7 @@ def clusters_of(graph: NearGraph) -> list[list[int]]:
     return _components(len(graph.unique), graph.edges[:2], graph.inverse)
 
 
-def _roots(nodes: int, edges: np.ndarray) -> np.ndarray:
+def roots(nodes: int, edges: np.ndarray) -> np.ndarray:
     """Each node's component, as its smallest node: hook each edge's larger root
     under the smaller, then jump pointers, until every edge is inside a component
     (whole arrays per round; rounds grow with the log of the longest chain)."""
@@ -227,7 +236,7 @@ def _roots(nodes: int, edges: np.ndarray) -> np.ndarray:
 def _components(nodes: int, edges: np.ndarray, node_of: np.ndarray) -> list[list[int]]:
     """Components (size >= 2 in inputs) of ``nodes`` joined by ``edges`` (2, e), as
     lists of the input positions p with ``node_of[p]`` in them, by first member."""
-    label = _roots(nodes, edges)[np.asarray(node_of, dtype=np.int64)]
+    label = roots(nodes, edges)[np.asarray(node_of, dtype=np.int64)]
     order = np.argsort(label, kind="stable")  # positions grouped by root, in input order
     bounds = np.flatnonzero(np.diff(label[order])) + 1
     groups = [g.tolist() for g in np.split(order, bounds) if len(g) > 1]
@@ -236,11 +245,13 @@ def _components(nodes: int, edges: np.ndarray, node_of: np.ndarray) -> list[list
 
 class Nearest(NamedTuple):
     """Input ``j``'s nearest earlier inputs [(position, distance, similarity)], at
-    most ``limit``, by distance then id, and how many earlier inputs match in all."""
+    most ``limit``, by distance then id, and how many earlier inputs match in all
+    (``exact``; else a lower bound, and the nearest among those judged)."""
 
     j: int
     near: list[tuple[int, int, float | None]]
     total: int
+    exact: bool = True
 
 
 def nearest_earlier(graph: NearGraph, ids: Sequence[str], limit: int | None) -> Iterator[Nearest]:
@@ -254,6 +265,7 @@ def nearest_earlier(graph: NearGraph, ids: Sequence[str], limit: int | None) -> 
     a, b, d = graph.edges
     sims = np.full(len(a), np.nan) if graph.similarity is None else graph.similarity
     same = [1.0 if s else None for s in _flags(graph.sketched, n)]
+    whole = [True] * n if graph.complete is None else graph.complete.tolist()
     ends = np.concatenate([a, b])
     order = np.argsort(ends, kind="stable")
     other, dist = np.concatenate([b, a])[order], np.concatenate([d, d])[order]
@@ -279,7 +291,7 @@ def nearest_earlier(graph: NearGraph, ids: Sequence[str], limit: int | None) -> 
                 if limit is None
                 else heapq.nsmallest(limit, hits, key=_hit_key)
             )
-            yield Nearest(j, [(i, dv, s) for dv, _, i, s in top], total)
+            yield Nearest(j, [(i, dv, s) for dv, _, i, s in top], total, whole[u])
         seen[u] += 1
         bisect.insort(smallest[u], (ids[j], j))
         if limit is not None:
