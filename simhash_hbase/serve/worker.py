@@ -234,11 +234,9 @@ class StoreWorker:
             results = fn([p.op for p in group])
         except ShdbError as exc:
             self.observer.store_error(exc)
-            for p in group:
-                _resolve(p, None, exc)
+            _resolve([(p, None, exc) for p in group])
             return
-        for p, result in zip(group, results):
-            _resolve(p, result, None)
+        _resolve([(p, result, None) for p, result in zip(group, results)])
 
 
 def _probes(op: Op) -> list[list[int]]:
@@ -264,14 +262,22 @@ def _remover(doc_id: str) -> Callable[[SimhashIndex], bool]:
     return lambda index: index.remove(doc_id)
 
 
-def _resolve(p: _Pending, result: Any, error: BaseException | None) -> None:
-    def set_() -> None:
+def _resolve(outcomes: list[tuple[_Pending, Any, BaseException | None]]) -> None:
+    """Hand each pending op its result or error, on its loop: one wake-up of each
+    loop per group, not one per op (each is a write to the loop's self-pipe)."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Pending, Any, BaseException | None]]] = {}
+    for outcome in outcomes:
+        by_loop.setdefault(outcome[0].loop, []).append(outcome)
+    for loop, some in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
+            loop.call_soon_threadsafe(_settle_all, some)
+
+
+def _settle_all(outcomes: list[tuple[_Pending, Any, BaseException | None]]) -> None:
+    for p, result, error in outcomes:
         if p.future.cancelled():
-            return
+            continue
         if error is not None:
             p.future.set_exception(error)
         else:
             p.future.set_result(result)
-
-    with contextlib.suppress(RuntimeError):  # a closed loop: nobody waits any more
-        p.loop.call_soon_threadsafe(set_)
