@@ -34,11 +34,10 @@ readers see still changes all at once, at that commit.
 from __future__ import annotations
 
 import heapq
-import pickle
 import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import suppress
-from itertools import islice, pairwise
+from itertools import pairwise
 from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -792,7 +791,7 @@ def _holds(packed: bytes, cell: bytes) -> bool:
 
 
 # -- bulk load ------------------------------------------------------------------
-_SPILL = np.dtype([("bucket", "<u4"), ("lo", "<u2"), ("num", "<u4")])
+_SPILL = np.dtype([("hi", "<u2"), ("lo", "<u2"), ("num", "<u4")])  # a flag's cell
 _LOAD_CELLS = 1 << 22  # cells a commit while appending the sorted index
 
 
@@ -801,10 +800,10 @@ def bulk_load(
 ) -> int:
     """Fill an empty index from ``blocks`` of (cells, their documents) without
     a B+tree insert per cell: numbers are given in order (names rows are
-    appended), docs rows go in sorted runs merged at the end, and each flag's
-    cells are spilled to a file in ``work``, sorted there by bucket, and appended
-    to the index bucket by bucket. Pages are written full and once; the file is
-    as compact as a compacting copy. Ids must be unique across the blocks."""
+    appended), each block's docs rows are sorted and put in one sweep, and each
+    flag's cells are spilled to a file in ``work``, sorted there by bucket, and
+    appended to the index bucket by bucket. The index pages are written full and
+    once. Ids must be unique across the blocks."""
     with tables.env.begin() as txn:
         state = tables.state(txn)
         if state["next"] or txn.stat(tables.docs)["entries"]:
@@ -813,19 +812,17 @@ def bulk_load(
                 "ingest into it instead, or load into a new folder"
             )
     spills: dict[int, Any] = {}
-    runs: list[Path] = []
     count = 0
     try:
         for cells, docs in blocks:
             nums = np.arange(count, count + len(docs), dtype=np.uint32)
             _check_room(tables, count, len(docs))
             with tables.env.begin(write=True) as txn:
-                runs.append(_load_rows(tables, txn, docs, nums, work / f"docs-{len(runs)}"))
+                _load_rows(tables, txn, docs, nums)
             _spill(cells.rows, nums, spills, work)
             count += len(docs)
         for handle in spills.values():
             handle.close()
-        _merge_docs(tables, runs)
         cells_held = sum(_append_flag(tables, work / f"flag-{flag}") for flag in sorted(spills))
     finally:
         for handle in spills.values():
@@ -836,10 +833,9 @@ def bulk_load(
     return count
 
 
-def _load_rows(
-    tables: Tables, txn: Txn, docs: Sequence[Document], nums: np.ndarray, run: Path
-) -> Path:
-    """Names rows appended now; docs rows sorted into a run file for the merge."""
+def _load_rows(tables: Tables, txn: Txn, docs: Sequence[Document], nums: np.ndarray) -> None:
+    """Names rows appended; docs rows sorted and put in one sweep (appended to an
+    empty table: its pages full; the next blocks' go between them)."""
     raws = [encode_id(doc.doc_id) for doc in docs]
     heads = np.empty(len(docs), dtype=_BARE)
     heads["num"] = nums
@@ -859,38 +855,15 @@ def _load_rows(
             tables.doc_value(num, doc, raw, key)
             for doc, raw, num, key in zip(docs, raws, nums.tolist(), keys)
         ]
-    order = sorted(range(len(keys)), key=keys.__getitem__)
-    with run.open("wb") as f:
-        pickle.dump(([keys[i] for i in order], [values[i] for i in order]), f, protocol=5)
-    return run
-
-
-def _read_run(run: Path) -> Iterator[tuple[bytes, bytes]]:
-    with run.open("rb") as f:
-        keys, values = pickle.load(f)
-    return zip(keys, values)
-
-
-def _merge_docs(tables: Tables, runs: list[Path]) -> None:
-    """The sorted runs of docs rows, merged and appended in commits of 1 M rows."""
-    merged = heapq.merge(*map(_read_run, runs)) if len(runs) > 1 else _read_run(runs[0])
-    last = None
-    while True:
-        chunk = list(islice(merged, 1 << 20))
-        if not chunk:
-            break
-        if (last is not None and chunk[0][0] == last) or any(
-            a[0] == b[0] for a, b in pairwise(chunk)
-        ):
-            raise StoreError(
-                f"a bulk load into {tables.h.path} was given one id twice; ids must be "
-                "unique (ingest replaces documents, a bulk load does not)"
-            )
-        last = chunk[-1][0]
-        with tables.env.begin(write=True) as txn:
-            txn.cursor(tables.docs).putmulti(chunk, append=True)
-    for run in runs:
-        run.unlink()
+    items = sorted(zip(keys, values))
+    cursor = txn.cursor(tables.docs)
+    # A key put twice (in this block, or one before) is not added: appended, it is
+    # not past the last key; put between, it is there already.
+    if cursor.putmulti(items, overwrite=False, append=not cursor.last())[1] != len(items):
+        raise StoreError(
+            f"a bulk load into {tables.h.path} was given one id twice; ids must be "
+            "unique (ingest replaces documents, a bulk load does not)"
+        )
 
 
 def _spill(rows: np.ndarray, nums: np.ndarray, spills: dict[int, Any], work: Path) -> None:
@@ -901,7 +874,7 @@ def _spill(rows: np.ndarray, nums: np.ndarray, spills: dict[int, Any], work: Pat
         flag = int(column["flag"][0]) if len(column) else j + 1
         field = column["field"].astype(np.uint32)
         out = np.empty(len(column), dtype=_SPILL)
-        out["bucket"] = np.uint32(flag) << np.uint32(16) | field >> np.uint32(16)
+        out["hi"] = field >> np.uint32(16)
         out["lo"] = field & np.uint32(0xFFFF)
         out["num"] = nums
         if flag not in spills:
@@ -911,23 +884,27 @@ def _spill(rows: np.ndarray, nums: np.ndarray, spills: dict[int, Any], work: Pat
 
 def _append_flag(tables: Tables, spill: Path) -> int:
     """One flag's cells, grouped by bucket, appended to the index; the cells held."""
-    cells = np.fromfile(spill, dtype=_SPILL)
+    flag = int(spill.name.rsplit("-", 1)[1])
+    spilled = np.fromfile(spill, dtype=_SPILL)
     spill.unlink()
-    order = np.argsort(cells["bucket"])  # the order of cells within a bucket is free
-    cells = cells[order]
+    # A radix sort of the 16-bit bucket numbers (the order within a bucket is free).
+    order = np.argsort(spilled["hi"], kind="stable")
+    hi = spilled["hi"][order]
+    cells = np.empty(len(spilled), dtype=CELL)
+    cells["lo"] = spilled["lo"][order]
+    cells["num"] = spilled["num"][order]
+    del spilled, order
     for at in range(0, len(cells), _LOAD_CELLS):
-        part = cells[at : at + _LOAD_CELLS]
+        part, bucket = cells[at : at + _LOAD_CELLS], hi[at : at + _LOAD_CELLS]
         # A bucket cut by the part boundary continues in the next commit.
-        packed = np.empty(len(part), dtype=CELL)
-        packed["lo"] = part["lo"]
-        packed["num"] = part["num"]
-        bucket = part["bucket"]
         starts = np.flatnonzero(np.r_[True, bucket[1:] != bucket[:-1]])
-        keys = (bucket[starts] << np.uint32(8)).astype(">u4").view(np.uint8).reshape(-1, 4)
-        buf = packed.tobytes()
+        keys = np.empty(len(starts), dtype=[("flag", "u1"), ("hi", ">u2")])
+        keys["flag"] = flag
+        keys["hi"] = bucket[starts]
+        buf = part.tobytes()
         bounds = [*(starts * CELL_BYTES).tolist(), len(buf)]
         values = [buf[a:b] for a, b in pairwise(bounds)]
-        names = np.ascontiguousarray(keys[:, :3]).view("V3").reshape(-1).tolist()
+        names = keys.view("V3").tolist()
         with tables.env.begin(write=True) as txn:
             cursor = txn.cursor(tables.index)
             if at and cursor.last() and cursor.key() == names[0]:
