@@ -97,12 +97,12 @@ def test_checked_arrays_are_not_hashed_again_until_they_change(
     redone, finding the damage, once any of it changes, even with the old mtime."""
     import os
 
-    from simhash_hbase.fingerprint import idf
+    from simhash_hbase.fingerprint import cache
 
-    monkeypatch.setattr(idf, "_SETTLED_NS", 0)  # no clock-tick wait in a test
+    monkeypatch.setattr(cache, "_SETTLED_NS", 0)  # no clock-tick wait in a test
     hashed: list[Path] = []
-    digest = idf._file_digest
-    monkeypatch.setattr(idf, "_file_digest", lambda p: hashed.append(p) or digest(p))
+    digest = cache._file_digest
+    monkeypatch.setattr(cache, "_file_digest", lambda p: hashed.append(p) or digest(p))
     sparse_idf("d", lambda: (TABLE, 2.0))  # built
     for expected in (2, 2, 2):  # checked once, then by the stamp
         assert sparse_idf("d", lambda: ({}, 0.0)).median == 3.5  # the arrays' own

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 
 from simhash_hbase import EmptyDocument, Fingerprinter
 from simhash_hbase.errors import InvalidInput
-from simhash_hbase.fingerprint import segment
+from simhash_hbase.fingerprint import dictionary, segment
 from simhash_hbase.fingerprint.cache import cache_dir
 
 SHARED = Path(os.environ.get("SHDB_SHARED", Path(__file__).resolve().parents[2] / "shared"))
@@ -236,3 +236,63 @@ def test_cache_dir_follows_xdg(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) 
     assert cache_dir() == tmp_path / "shdb"
     monkeypatch.delenv("XDG_CACHE_HOME")
     assert cache_dir() == Path.home() / ".cache" / "shdb"
+
+
+@pytest.fixture(scope="module")
+def sorted_words() -> dictionary.SortedWords:
+    _require_rjieba()
+    words = dictionary.sorted_words()
+    if words is None:
+        pytest.skip("no private cache folder for the sorted dictionary")
+    return words
+
+
+def _whole_and_per_text(words: dictionary.SortedWords, text: str) -> tuple[list[str], list[str]]:
+    import rjieba
+
+    per_text = segment._rjieba_cut(words.jieba_for(text).cut, text)
+    return segment._rjieba_cut(rjieba.cut, text), per_text
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(_TEXTS, _REPEAT_TEXTS))
+def test_a_per_text_dictionary_cuts_as_the_whole_one(
+    sorted_words: dictionary.SortedWords, text: str
+) -> None:
+    """Only the words inside a text and the total decide its tokens (dictionary.py)."""
+    whole, per_text = _whole_and_per_text(sorted_words, text)
+    assert per_text == whole
+
+
+@pytest.mark.skipif(not SEEDS, reason="../shared/seeds not present")
+def test_a_per_text_dictionary_cuts_real_text_as_the_whole_one(
+    sorted_words: dictionary.SortedWords,
+) -> None:
+    for text in _real_texts():
+        whole, per_text = _whole_and_per_text(sorted_words, text)
+        assert per_text == whole, text[:80]
+
+
+def test_the_sorted_dictionary_finds_every_word_of_a_text(
+    sorted_words: dictionary.SortedWords,
+) -> None:
+    """Found are the dictionary words inside the text, with dict.txt's frequencies,
+    and nothing else (not a prefix, not a word that merely starts alike)."""
+    import jieba
+
+    with jieba.get_dict_file() as f:
+        freqs = {w.decode(): int(n) for w, n, *_ in (line.split() for line in f)}
+    text = "今天天气很好，我们去公园散步吧。C++和AT&T的T恤，B超"
+    subs = {text[i:j] for i in range(len(text)) for j in range(i + 1, len(text) + 1)}
+    assert sorted_words.words_in(text) == {w: freqs[w] for w in subs if w in freqs}
+    assert sorted_words.total == sum(freqs.values())
+
+
+def test_dictionaries_switch_to_the_whole_one_past_the_budget() -> None:
+    _require_rjieba()
+    dictionaries = dictionary.Dictionaries(budget=10)
+    first = dictionaries.cut_for("今天天气很好")
+    assert first("今天天气很好", True) == ["今天天气", "很", "好"]
+    whole = dictionaries.cut_for("我们去公园散步吧")  # 6 + 8 characters: past the budget
+    assert whole is dictionaries.whole() and whole is not first
+    assert dictionaries.cut_for("好") is whole  # and it stays

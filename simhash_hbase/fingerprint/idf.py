@@ -9,16 +9,12 @@ values are the table's own float64s, so weights, and fingerprints, are the same.
 
 from __future__ import annotations
 
-import hashlib
-import os
-import tempfile
-import time
 from collections.abc import Callable, Iterable
 from itertools import compress, filterfalse
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from simhash_hbase.fingerprint.cache import private_dir, read_entry, write_entry
+from simhash_hbase.fingerprint.cache import checked_files, private_dir, save_file, write_entry
 
 if TYPE_CHECKING:
     import numpy as np
@@ -76,61 +72,7 @@ def _save(path: Path, array: np.ndarray) -> bytes:
 
     buf = io.BytesIO()
     np.save(buf, array, allow_pickle=False)
-    data = buf.getvalue()
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, path)
-    except OSError:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return hashlib.sha256(data).digest()
-
-
-def _file_digest(path: Path) -> bytes:
-    with path.open("rb") as f:
-        return hashlib.file_digest(f, "sha256").digest()
-
-
-def _checked(name: str, paths: tuple[Path, Path]) -> bool:
-    """Whether the arrays match the SHA-256s of entry ``name.sha256``.
-
-    Hashing their ~20 MB costs ~10 ms, a thirtieth of a one-shot query: once the
-    bytes are checked, the check is remembered with the files' stamp (``name.checked``)
-    and redone only when the stamp changes.
-    """
-    sums = read_entry(f"{name}.sha256")
-    if sums is None:
-        return False
-    stamp = _stamp(paths)
-    if stamp is not None and read_entry(f"{name}.checked") == sums + stamp:
-        return True
-    if sums != b"".join(map(_file_digest, paths)):
-        return False
-    if stamp is not None:
-        write_entry(f"{name}.checked", sums + stamp)
-    return True
-
-
-#: A file changed more recently than this may change again unseen within the file
-#: system's timestamp granularity (a clock tick): its stamp is not trusted yet.
-_SETTLED_NS = 2_000_000_000
-
-
-def _stamp(paths: Iterable[Path]) -> bytes | None:
-    """The files as the file system identifies their contents: device, inode, size,
-    modification and status-change times. Any write, truncation or replacement
-    changes it (the status-change time even when the modification time is put back).
-    None while a file changed within :data:`_SETTLED_NS`."""
-    now = time.time_ns()
-    parts = []
-    for path in paths:
-        st = path.stat()
-        if now - st.st_ctime_ns < _SETTLED_NS:
-            return None
-        parts.append(f"{st.st_dev}:{st.st_ino}:{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}")
-    return ",".join(parts).encode()
+    return save_file(path, buf.getvalue())
 
 
 def sparse_idf(digest: str, table: Callable[[], tuple[dict[str, float], float]]) -> SparseIdf:
@@ -145,7 +87,7 @@ def sparse_idf(digest: str, table: Callable[[], tuple[dict[str, float], float]])
     if folder is not None:
         terms_path, values_path = folder / f"{name}.terms.npy", folder / f"{name}.values.npy"
         try:
-            if _checked(name, (terms_path, values_path)):
+            if checked_files(name, (terms_path, values_path)):
                 terms = np.load(terms_path, mmap_mode="r", allow_pickle=False)
                 values = np.load(values_path, mmap_mode="r", allow_pickle=False)
                 return SparseIdf(terms, values, _median(values))

@@ -24,6 +24,11 @@ is measured on a 16 MB corpus in docs/segmenters.md and asserted by
 tests/test_segment.py. ``$SHDB_SEGMENTER`` (``auto``, ``jieba``, ``rjieba``)
 forces one; ``auto`` takes rjieba when it is installed next to jieba 0.42.1.
 
+rjieba builds its whole dictionary when imported (~0.1 s): the first
+:data:`~simhash_hbase.fingerprint.dictionary.BUDGET` characters a process cuts get a
+dictionary of their own words instead (:mod:`simhash_hbase.fingerprint.dictionary`),
+with the same tokens.
+
 jieba's dictionary cache lives in the private per-user cache folder
 (:func:`simhash_hbase.fingerprint.cache.private_dir`), not in the system temp
 directory, where it is lost on reboot (~1 s to rebuild) and open to others.
@@ -43,6 +48,7 @@ from pathlib import Path
 
 from simhash_hbase.errors import InvalidInput
 from simhash_hbase.fingerprint.cache import private_dir
+from simhash_hbase.fingerprint.dictionary import Dictionaries, NativeCut
 from simhash_hbase.fingerprint.memo import Memo
 
 Cut = Callable[[str], Iterable[str]]
@@ -115,7 +121,7 @@ def _resplit_ascii(tokens: list[str]) -> list[str]:
     return tokens
 
 
-def _rjieba_span(cut: Callable[[str, bool], list[str]], text: str) -> list[str]:
+def _rjieba_span(cut: NativeCut, text: str) -> list[str]:
     tokens = cut(text, True)
     return tokens if _ASCII_RUN(text) is None else _resplit_ascii(tokens)
 
@@ -158,38 +164,53 @@ def _hmm_meets_repeat(route: list[str]) -> bool:
     return False
 
 
+def _fast(native_cut: NativeCut, text: str) -> list[str]:
+    if _OUTSIDE_JIEBA.search(text) is None:
+        return _rjieba_span(native_cut, text)
+    out: list[str] = []
+    last = 0
+    for m in _OUTSIDE_JIEBA.finditer(text):
+        out += _rjieba_span(native_cut, text[last : m.start()])
+        out.append(m.group())
+        last = m.end()
+    out += _rjieba_span(native_cut, text[last:])
+    return out
+
+
+def _rjieba_cut(native_cut: NativeCut, text: str) -> list[str]:
+    """jieba's tokens of ``text`` from rjieba's ``native_cut`` (a dictionary holding at
+    least the words of ``text``), corrected as the module docstring says."""
+    square = _SQUARE(text)
+    if square is None:
+        return _fast(native_cut, text)
+    out: list[str] = []
+    last = 0
+    while square is not None:  # from each repeat to the block that holds it
+        start, end = _block_around(text, square.start(), square.end())
+        if _hmm_meets_repeat(native_cut(text[start:end], False)):
+            out += _fast(native_cut, text[last:start])
+            out += segmenter("jieba")(text[start:end])
+            last = end
+        square = _SQUARE(text, end)
+    out += _fast(native_cut, text[last:])
+    return out
+
+
+#: The dictionaries rjieba cuts with: per text at first, then the whole one.
+_dictionaries = Dictionaries()
+
+
 def _rjieba() -> Cut:
-    import rjieba
-
-    def fast(text: str) -> list[str]:
-        if _OUTSIDE_JIEBA.search(text) is None:
-            return _rjieba_span(rjieba.cut, text)
-        out: list[str] = []
-        last = 0
-        for m in _OUTSIDE_JIEBA.finditer(text):
-            out += _rjieba_span(rjieba.cut, text[last : m.start()])
-            out.append(m.group())
-            last = m.end()
-        out += _rjieba_span(rjieba.cut, text[last:])
-        return out
-
     def cut(text: str) -> list[str]:
-        square = _SQUARE(text)
-        if square is None:
-            return fast(text)
-        out: list[str] = []
-        last = 0
-        while square is not None:  # from each repeat to the block that holds it
-            start, end = _block_around(text, square.start(), square.end())
-            if _hmm_meets_repeat(rjieba.cut(text[start:end], False)):
-                out += fast(text[last:start])
-                out += segmenter("jieba")(text[start:end])
-                last = end
-            square = _SQUARE(text, end)
-        out += fast(text[last:])
-        return out
+        return _rjieba_cut(_dictionaries.cut_for(text), text)
 
     return cut
+
+
+def preload() -> None:
+    """Load the whole dictionary now: before forking workers, which then share it."""
+    if resolve() == "rjieba":
+        _dictionaries.whole()
 
 
 def _jieba() -> Cut:

@@ -427,6 +427,8 @@ class Fingerprinter:
         # each). A worker that dies is an error naming the text it held (workers.py).
         from simhash_hbase.fingerprint.workers import map_chunks
 
+        if self.params.features == "words":
+            segment.preload()
         yield from map_chunks(
             ((chunk, probes) for chunk in texts),
             workers,
