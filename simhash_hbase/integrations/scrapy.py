@@ -8,9 +8,10 @@ Enable it in a Scrapy project's settings::
 Each item is checked against the index and then added to it, in batches: an item
 waits (without blocking the reactor) until its batch is written, so the answer it
 gets is the one ``shdb ingest --report`` gives for the same pages in the same order,
-and an item that went on down the pipeline is in the index. Fingerprinting and
-writes run on one worker thread, which also keeps the writes in arrival order.
-See docs/scrapy.md.
+and an item that went on down the pipeline is in the index. A separate process
+(:mod:`simhash_hbase.integrations.indexer`) holds the index and extracts,
+fingerprints, checks and writes each batch; one worker thread here hands it the
+batches in arrival order and retries a failing store. See docs/scrapy.md.
 """
 
 from __future__ import annotations
@@ -19,12 +20,10 @@ import asyncio
 import logging
 import time
 from collections.abc import Callable, Sequence
-from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
-from concurrent.futures.process import BrokenProcessPool
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from functools import partial
-from itertools import groupby
-from multiprocessing import get_context
+from itertools import count, groupby
 from typing import Any
 
 try:
@@ -42,13 +41,17 @@ from simhash_hbase.errors import (
     ShdbError,
     StoreError,
 )
-from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.index.remote import RemoteIndex
-from simhash_hbase.records import Document, Matches
+from simhash_hbase.integrations.indexer import IndexProcess
+from simhash_hbase.records import Matches
 from simhash_hbase.text.extract import decode
 
 ACTIONS = ("drop", "tag")
 STATS = "shdb/"
+# A near-copy is the pipeline's expected outcome, counted in shdb/dropped; Scrapy's
+# WARNING default would log every dropped item whole (its HTML included), every page
+# of a re-crawl.
+DROP_LOG_LEVEL = "DEBUG"
 
 
 @dataclass(frozen=True)
@@ -104,10 +107,6 @@ class _Pending:
     answer: asyncio.Future[Matches | None]
 
 
-class PreparerDied(ShdbError):
-    """The pipeline's fingerprinting process died: the crawl stops as on a store failure."""
-
-
 class IndexUnavailable(ShdbError):
     """The index named by SHDB_INDEX could not be opened: the crawl does not start."""
 
@@ -120,9 +119,10 @@ class NearDuplicatePipeline:
         self._crawler = crawler
         self._stats = crawler.stats
         self._log: Any = logging.getLogger(__name__)  # the spider's logger once open
-        self._index: SimhashIndex | None = None
+        self._index: RemoteIndex | None = None  # shdb serve, for http(s) URLs
+        self._indexer: IndexProcess | None = None  # else the index's own process
+        self._batches = count()
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shdb")
-        self._preparer: ProcessPoolExecutor | None = None  # extraction and fingerprints
         self._pending: list[_Pending] = []
         self._timer: asyncio.TimerHandle | None = None
         self._flushes: set[asyncio.Future[Any]] = set()  # flushes, and a close on failure
@@ -139,9 +139,10 @@ class NearDuplicatePipeline:
             self._log = spider.logger
         url = self.settings.index
         try:
-            self._index = await self._run(open_index, url)
-            if isinstance(self._index, SimhashIndex):
-                self._preparer = await self._run(start_preparer, url)
+            if url.startswith(("http://", "https://")):
+                self._index = await self._run(RemoteIndex, url)
+            else:
+                self._indexer = await self._run(IndexProcess, url)
         except ShdbError as exc:
             raise IndexUnavailable(
                 f"SHDB_INDEX={url!r} could not be opened: {exc}. Fix the setting, or start "
@@ -181,7 +182,8 @@ class NearDuplicatePipeline:
         nearest = matches[0]
         raise DropItem(
             f"near-duplicate of {nearest.doc_id} (distance {nearest.distance}, similarity "
-            f"{_similarity(nearest.similarity)}; {_count(matches)} held)"
+            f"{_similarity(nearest.similarity)}; {_count(matches)} held)",
+            log_level=DROP_LOG_LEVEL,
         )
 
     async def close_spider(self, spider: Any = None) -> None:
@@ -191,8 +193,8 @@ class NearDuplicatePipeline:
             await asyncio.gather(*self._flushes, return_exceptions=True)
         if self._index is not None:
             await self._run(self._index.close)
-        if self._preparer is not None:
-            self._preparer.shutdown(wait=True)
+        if self._indexer is not None:
+            await self._run(self._indexer.close)
         self._worker.shutdown(wait=True)
 
     # -- batching -------------------------------------------------------------
@@ -242,27 +244,16 @@ class NearDuplicatePipeline:
         """On the worker thread: check and add one batch in arrival order, retrying a
         failing store. An item that cannot be fingerprinted (no usable terms, a page
         that cannot be parsed) gets None and is not indexed; the others are."""
-        if self._preparer is None:  # the service extracts and fingerprints itself
+        if self._indexer is None:  # the service extracts and fingerprints itself
             return self._send_texts(batch)
-        items = [(p.doc_id, p.raw, p.fmt) for p in batch]
-        try:
-            prepared = self._preparer.submit(prepare_batch, items).result()
-        except BrokenProcessPool as exc:
-            raise PreparerDied(f"the pipeline's fingerprinting process died: {exc}") from exc
-        usable = [p for p in prepared if p is not None]
-        index = self._index
-        assert isinstance(index, SimhashIndex)
-        found = iter(
-            self._retrying(
-                lambda: index.check_and_add(
-                    [doc for doc, _ in usable],
-                    probes=[fps for _, fps in usable],
-                    always=True,
-                    limit=self.settings.limit,
-                )
-            )
+        check = partial(
+            self._indexer.call,
+            "check_batch",
+            next(self._batches),
+            [(p.doc_id, p.raw, p.fmt) for p in batch],
+            self.settings.limit,
         )
-        return [None if p is None else next(found) for p in prepared]
+        return self._retrying(check)
 
     def _send_texts(self, batch: Sequence[_Pending]) -> list[Matches | None]:
         """Runs of one format (text or HTML), one request each; a run holding an item
@@ -286,7 +277,7 @@ class NearDuplicatePipeline:
             return None
         return matches
 
-    def _retrying(self, write: Callable[[], list[Matches]]) -> list[Matches]:
+    def _retrying(self, write: Callable[[], list[Any]]) -> list[Any]:
         for attempt in range(self.settings.retries + 1):
             try:
                 return write()
@@ -319,49 +310,6 @@ class NearDuplicatePipeline:
 
     async def _run(self, fn: Any, *args: Any) -> Any:
         return await asyncio.get_running_loop().run_in_executor(self._worker, fn, *args)
-
-
-def open_index(url: str) -> SimhashIndex | RemoteIndex:
-    """The index SHDB_INDEX names: ``shdb serve`` for http(s) URLs, else a store URL."""
-    if url.startswith(("http://", "https://")):
-        return RemoteIndex(url)
-    return SimhashIndex.open(url)
-
-
-# -- the fingerprinting process: Scrapy's own work keeps the crawl process busy, so the
-# CPU-heavy part (extraction, segmentation, sketches) runs beside it on another core.
-_PREPARER: SimhashIndex | None = None
-
-
-def start_preparer(url: str) -> ProcessPoolExecutor:
-    """A process holding the index open read-only, ready before the first batch."""
-    pool = ProcessPoolExecutor(1, get_context("spawn"), _open_preparer, (url,))
-    try:
-        pool.submit(prepare_batch, []).result()
-    except BrokenProcessPool as exc:
-        pool.shutdown()
-        raise PreparerDied(f"the pipeline's fingerprinting process did not start: {exc}") from exc
-    return pool
-
-
-def _open_preparer(url: str) -> None:
-    global _PREPARER
-    _PREPARER = SimhashIndex.open(url, readonly=True)
-
-
-def prepare_batch(items: list[tuple[str, str, str]]) -> list[tuple[Document, list[int]] | None]:
-    """In the fingerprinting process: each item as a document, or None if unusable."""
-    assert _PREPARER is not None
-    return [_prepared(_PREPARER, *item) for item in items]
-
-
-def _prepared(
-    index: SimhashIndex, doc_id: str, raw: str, fmt: str
-) -> tuple[Document, list[int]] | None:
-    try:
-        return index.prepare_text(doc_id, raw, fmt)
-    except InvalidInput:  # no usable terms, or a page its parser refuses
-        return None
 
 
 def _count(matches: Matches) -> str:

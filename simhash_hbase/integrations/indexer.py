@@ -1,0 +1,171 @@
+"""The Scrapy pipeline's index process: it holds the index, and extracts, fingerprints,
+checks and writes each batch, beside the crawl on another core.
+
+Everything CPU-heavy a page costs (HTML extraction, segmentation, the fingerprint and
+sketch, the lookups and the write) runs here, so Scrapy's process spends its core on
+crawling. The process is ``python -m simhash_hbase.integrations.indexer``: it imports
+what the index needs and no more (a multiprocessing child would import Scrapy and the
+crawl's main module too, and start twice as slowly). Requests are pickled
+(function name, arguments) on its stdin, replies pickled on its stdout; errors cross
+back as :class:`StoreError` (retried) or :class:`ShdbError`, with their messages.
+"""
+
+from __future__ import annotations
+
+import pickle
+import subprocess
+import sys
+from collections.abc import Callable
+from typing import Any, BinaryIO
+
+from simhash_hbase.errors import InvalidInput, ShdbError, StoreError
+from simhash_hbase.index.client import SimhashIndex
+from simhash_hbase.records import Document, Matches
+
+# (id, raw text or HTML, "text" or "html"), as the pipeline queued it
+Item = tuple[str, str, str]
+Prepared = tuple[Document, list[int]] | None
+
+WARM_UP = "爬虫抓取的网页正文"  # a text whose fingerprint loads the segmenter's dictionary
+
+_index: SimhashIndex | None = None
+_last: tuple[int, list[Prepared]] | None = None  # the last batch prepared, for its retries
+
+
+class IndexerDied(ShdbError):
+    """The pipeline's index process died: the crawl stops as on a store failure."""
+
+
+class IndexProcess:
+    """The crawl's handle on its index process; one call at a time (the pipeline's
+    worker thread makes them all). The process has a session of its own, so Ctrl-C
+    stops the crawl only, whose graceful close still writes its last batch through it;
+    it exits when the crawl closes its stdin, or dies."""
+
+    def __init__(self, url: str) -> None:
+        self._proc = subprocess.Popen(
+            [sys.executable, "-m", "simhash_hbase.integrations.indexer"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            start_new_session=True,
+        )
+        try:
+            self.call("open_index", url)
+        except ShdbError:
+            self._end()
+            raise
+
+    def call(self, name: str, *args: Any) -> Any:
+        """``name(*args)`` in the process, its result or its error."""
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        try:
+            pickle.dump((name, args), self._proc.stdin, pickle.HIGHEST_PROTOCOL)
+            self._proc.stdin.flush()
+            kind, value = pickle.load(self._proc.stdout)
+        except (EOFError, OSError) as exc:
+            code = self._proc.poll()
+            raise IndexerDied(f"the pipeline's index process died (exit code {code})") from exc
+        if kind == "ok":
+            return value
+        raise (StoreError if kind == "store" else ShdbError)(value)
+
+    def close(self) -> None:
+        """Close the index, then end the process."""
+        try:
+            self.call("close_index")
+        finally:
+            self._end()
+
+    def _end(self) -> None:
+        assert self._proc.stdin is not None
+        self._proc.stdin.close()  # the process's loop ends at end of input
+        self._proc.wait()
+
+
+def open_index(url: str) -> None:
+    global _index
+    _index = SimhashIndex.open(url)
+
+
+def warm_up() -> None:
+    """Load the segmenter's dictionary while Scrapy fetches the first pages."""
+    _prepared(_held(), "", WARM_UP, "text")
+
+
+def check_batch(seq: int, items: list[Item], limit: int) -> list[Matches | None]:
+    """Check and add one batch, in order (``check_and_add``, the predicate ``shdb
+    ingest`` uses): each item's matches, or None for an item that cannot be
+    fingerprinted (no usable terms, a page its parser refuses), which is not indexed.
+    A retry of batch ``seq`` reuses its fingerprints."""
+    global _last
+    index = _held()
+    if _last is None or _last[0] != seq:
+        _last = (seq, [_prepared(index, *item) for item in items])
+    prepared = _last[1]
+    usable = [p for p in prepared if p is not None]
+    found = iter(
+        index.check_and_add(
+            [doc for doc, _ in usable],
+            probes=[fps for _, fps in usable],
+            always=True,
+            limit=limit,
+        )
+    )
+    return [None if p is None else next(found) for p in prepared]
+
+
+def close_index() -> None:
+    global _index
+    if _index is not None:
+        _index.close()
+        _index = None
+
+
+def _held() -> SimhashIndex:
+    if _index is None:
+        raise ShdbError("the pipeline's index process has no index open")
+    return _index
+
+
+def _prepared(index: SimhashIndex, doc_id: str, raw: str, fmt: str) -> Prepared:
+    try:
+        return index.prepare_text(doc_id, raw, fmt)
+    except InvalidInput:  # no usable terms, or a page its parser refuses
+        return None
+
+
+CALLS: dict[str, Callable[..., Any]] = {
+    "open_index": open_index,
+    "check_batch": check_batch,
+    "close_index": close_index,
+}
+
+
+def _reply(requests: BinaryIO, replies: BinaryIO) -> str | None:
+    """Answer one request; the name of the call, None at end of input."""
+    try:
+        name, args = pickle.load(requests)
+    except EOFError:
+        return None
+    try:
+        reply: tuple[str, Any] = ("ok", CALLS[name](*args))
+    except StoreError as exc:  # our errors as their kind and message: some of them
+        reply = ("store", str(exc))  # take several arguments, and would not unpickle
+    except ShdbError as exc:
+        reply = ("error", str(exc))
+    pickle.dump(reply, replies, pickle.HIGHEST_PROTOCOL)
+    replies.flush()
+    return str(name)
+
+
+def main() -> None:
+    requests, replies = sys.stdin.buffer, sys.stdout.buffer
+    sys.stdout = sys.stderr  # nothing but replies goes to the reply stream
+    while (name := _reply(requests, replies)) is not None:
+        if name == "open_index" and _index is not None:
+            warm_up()  # while Scrapy starts fetching
+    close_index()
+
+
+if __name__ == "__main__":
+    main()
