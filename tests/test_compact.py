@@ -332,3 +332,43 @@ def test_format_2_file_opens_answers_and_upgrades_in_place(tmp_path: Path) -> No
         store = writer._store
         with store._env.begin() as txn:  # type: ignore[attr-defined]
             assert store._compact.state(txn)["fresh"] > 0  # type: ignore[attr-defined]
+
+
+@settings(max_examples=10, deadline=None)
+@given(
+    removed=st.lists(st.integers(0, 399), max_size=40),
+    probes=st.lists(st.integers(0, 399), min_size=1, max_size=300),
+    merge_at=st.sampled_from([None, 100, 300]),
+)
+def test_a_wide_scan_equals_the_scan_per_prefix(
+    removed: list[int],
+    probes: list[int],
+    merge_at: int | None,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """scan_wide (a batch's lookups, no Python loop per prefix) finds what scan
+    finds: cells in either tier, removed documents' cells unseen, a prefix listed
+    twice answered twice, prefixes of nothing, and a cell of no document's number."""
+    fps = _fingerprints(400, seed=7)
+    docs = [Document(f"d{i}", fp) for i, fp in enumerate(fps.tolist())]
+    with SimhashIndex.open(str(tmp_path_factory.mktemp("wide") / "ix")) as index:
+        with pytest.MonkeyPatch.context() as mp:
+            for at in (0, 100, 200, 300):
+                if merge_at == at:
+                    mp.setattr(compact, "FRESH_MIN_CELLS", 1)
+                index.add_documents(docs[at : at + 100])
+        for i in removed:
+            index.remove(f"d{i}")
+        tables = index._store._compact  # type: ignore[attr-defined]
+        with tables.env.begin(write=True) as txn:  # a cell of no document's number
+            db = tables.index if txn.stat(tables.index)["entries"] else tables.fresh
+            key = next(iter(txn.cursor(db)))[0]
+            cell = b"\x00\x00" + compact.MAX_DOCUMENTS.to_bytes(4, "big")
+            txn.put(key, txn.get(key, db=db) + cell, db=db)
+        prefixes = [p for i in probes for p in index._prefixes([int(fps[i]) ^ 1 << 40])[0]]
+        prefixes += [key[1:3] + b"\x00\x00" + key[0:1], b"\xff\xff\xff\xff\x07"]
+        with tables.env.begin() as txn:
+            (per_prefix,) = tables.scan(txn, [prefixes])
+            wide = tables.scan_wide(txn, prefixes)
+        assert sorted(wide) == sorted(per_prefix)
+        assert len(set(prefixes)) < len(prefixes) or len(wide) == len(set(wide))

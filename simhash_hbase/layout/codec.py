@@ -112,13 +112,13 @@ def encode_rowkeys_many(fps: np.ndarray, fields: np.ndarray) -> list[bytes]:
     return rowkeys_array(fps, fields).reshape(-1).view(f"V{ROWKEY_BYTES}").tolist()
 
 
-_PREFIX_DTYPE = np.dtype([("field", ">u4"), ("flag", "u1")])
+PREFIX_DTYPE = np.dtype([("field", ">u4"), ("flag", "u1")])
 
 
 def encode_prefixes_many(fields: np.ndarray) -> list[list[bytes]]:
     """Scan prefixes (field + flag) of many fingerprints: row i holds fp i's prefixes."""
     n, c = fields.shape
-    rows = np.empty((n, c), dtype=_PREFIX_DTYPE)
+    rows = np.empty((n, c), dtype=PREFIX_DTYPE)
     rows["field"] = fields
     rows["flag"] = np.arange(1, c + 1, dtype=np.uint8)
     flat = rows.reshape(-1).view(f"V{PREFIX_BYTES}").tolist()  # bytes, made in C

@@ -49,6 +49,7 @@ _ID_COLUMN = b"_id"  # full id of a docs row whose key had to be folded
 _DATA_FILE = "data.mdb"
 _LOCK_FILE = "lock.mdb"
 _TABLES = (b"index", b"docs", b"meta")  # format 1; format 2's are compact.TABLES
+_WIDE = 256  # a list of more prefixes than this is scanned without a Python loop per prefix
 
 # LMDB's data file starts with two meta pages (mdb.c, MDB_meta after a 16-byte
 # page header, 64-bit little-endian builds). The newest by txn id is current.
@@ -764,6 +765,9 @@ class EmbeddedStore:
         prefix of all the lists once (many lookups of one batch share a hot row),
         cuts each row to its ``row_cap`` smallest ids, then hands each list its own."""
         assert self._compact is not None
+        if len(prefix_lists) == 1 and len(prefix_lists[0]) > _WIDE:
+            found = self._compact.scan_wide(txn, prefix_lists[0])
+            return [found if row_cap is None else _capped(found, row_cap)]
         if row_cap is None or len(prefix_lists) <= 1:
             found = self._compact.scan(txn, prefix_lists)
             return found if row_cap is None else [_capped(c, row_cap) for c in found]
