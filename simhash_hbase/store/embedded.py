@@ -766,8 +766,8 @@ class EmbeddedStore:
         cuts each row to its ``row_cap`` smallest ids, then hands each list its own."""
         assert self._compact is not None
         if len(prefix_lists) == 1 and len(prefix_lists[0]) > _WIDE:
-            found = self._compact.scan_wide(txn, prefix_lists[0])
-            return [found if row_cap is None else _capped(found, row_cap)]
+            wide = self._compact.scan_wide(txn, prefix_lists[0])
+            return [wide if row_cap is None else _capped(wide, row_cap)]
         if row_cap is None or len(prefix_lists) <= 1:
             found = self._compact.scan(txn, prefix_lists)
             return found if row_cap is None else [_capped(c, row_cap) for c in found]
