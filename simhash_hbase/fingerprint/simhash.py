@@ -541,7 +541,8 @@ def _heaviest(terms: list[str], weights: list[float], n: int) -> list[tuple[str,
 def normalise(text: str, fold: Callable[[str], str] | None = None) -> str:
     """v2's text normalisation: NFKC (full-width Latin and digits become ASCII words,
     ligatures and circled numbers their plain forms), then the optional folding."""
-    text = unicodedata.normalize("NFKC", text)
+    if not unicodedata.is_normalized("NFKC", text):  # most text is: a quick check, no copy
+        text = unicodedata.normalize("NFKC", text)
     return fold(text) if fold is not None else text
 
 
