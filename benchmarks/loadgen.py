@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import cast
@@ -133,7 +134,7 @@ class _Generator:
             self.idle.append(conn)
 
     def done(self, conn: _Conn | None, due: float, status: int) -> None:
-        self.outcome.latencies.append(self.loop.time() - due)
+        self.outcome.latencies.append(time.perf_counter() - due)
         self.outcome.statuses.append(status)
         if conn is not None:
             self._ready(conn)
@@ -161,10 +162,11 @@ async def open_loop(
     host, port = parts.hostname or "127.0.0.1", parts.port or 80
     gen = _Generator(host, port, requests)
     await gen.open(connections)
-    start = gen.loop.time() + 0.05
+    # Due times are kept on perf_counter: uvloop's loop.time() is libuv's cached
+    # millisecond clock, too coarse for latencies of a few ms; the timers use it.
+    start, clock = gen.loop.time() + 0.05, time.perf_counter() + 0.05
     for i in range(len(requests)):
-        due = start + i / rate
-        gen.loop.call_at(due, gen.fire, i, due)
+        gen.loop.call_at(start + i / rate, gen.fire, i, clock + i / rate)
     last = start + (len(requests) - 1) / rate
     with contextlib.suppress(TimeoutError):
         await asyncio.wait_for(asyncio.shield(gen.finished), last + grace - gen.loop.time())

@@ -28,6 +28,10 @@ def serve(settings: ServeSettings, *, access_log: bool = False) -> None:
         port=settings.port,
         lifespan="on",
         access_log=access_log,
+        # Per request work nobody reads: client addresses from X-Forwarded-* (the
+        # service logs no clients) and a Server header.
+        proxy_headers=False,
+        server_header=False,
         timeout_graceful_shutdown=DRAIN_SECONDS,
         log_level="info",
     )
