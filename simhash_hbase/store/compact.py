@@ -269,19 +269,16 @@ class Tables:
 
     def scan(self, txn: Txn, prefix_lists: Sequence[Sequence[bytes]]) -> list[list[IndexCell]]:
         """Hot path: per query one multi-get of its buckets in each tier and per
-        prefix a ``find`` of its two lead bytes; each document found costs one
-        more get (its names row), once per query."""
-        get, names, buckets = txn.get, self.names, self.buckets
+        bucket found a ``find`` of its prefix's two lead bytes; each document found
+        costs one more get (its names row), once per query."""
+        get, names = txn.get, self.names
+        fresh = self.fresh if self.fresh is not None else self.tier(txn)
+        tiers = [txn.cursor(self.index)] + ([] if fresh is None else [txn.cursor(fresh)])
         results: list[list[IndexCell]] = []
         for prefixes in prefix_lists:
             cells: list[IndexCell] = []
             held: dict[bytes, tuple[bytes, str] | None] = {}  # a match is in up to 10 buckets
-            keys = [prefix[4:5] + prefix[0:2] for prefix in prefixes]
-            found_buckets = buckets(txn, keys)
-            for prefix, key in zip(prefixes, keys):
-                packed = found_buckets.get(key)
-                if packed is None:
-                    continue
+            for prefix, packed in _buckets_of(tiers, prefixes):
                 lead = prefix[2:4]
                 pos = packed.find(lead)
                 while pos >= 0:
@@ -809,6 +806,25 @@ class _Commit:
                     self._txn.put(self._h.fold(raw), _NUM.pack(num), db=self._t.docs)
             self._state["next"] = max(self._state["next"], nums[-1] + 1)
         self._t.put_state(self._txn, self._state)
+
+
+def _buckets_of(tiers: list[Any], prefixes: Sequence[bytes]) -> Iterator[tuple[bytes, bytes]]:
+    """(prefix, cells of its bucket in one tier) for each prefix and tier holding
+    its bucket: one multi-get a tier. A prefix listed twice comes twice."""
+    keys = [prefix[4:5] + prefix[0:2] for prefix in prefixes]
+    by_key = dict(zip(keys, prefixes))
+    if len(by_key) == len(keys):  # the common case: one prefix a bucket
+        for tier in tiers:
+            for key, packed in tier.getmulti(keys):
+                yield by_key[key], packed
+        return
+    listed: dict[bytes, list[bytes]] = {}  # probes of one bucket, or a prefix listed twice
+    for key, prefix in zip(keys, prefixes):
+        listed.setdefault(key, []).append(prefix)
+    for tier in tiers:
+        for key, packed in tier.getmulti(list(listed)):
+            for prefix in listed[key]:
+                yield prefix, packed
 
 
 def _remove_cells(txn: Txn, db: Any, keys: list[bytes], packed: list[bytes]) -> int:
