@@ -11,8 +11,10 @@ import asyncio
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -255,6 +257,40 @@ def test_a_store_that_keeps_failing_is_retried_then_stops_the_crawl(tmp_path: Pa
     assert stats(pipeline)["shdb/errors"] == 3
 
 
+def test_an_index_process_that_dies_stops_the_crawl_and_its_items_are_errors(
+    tmp_path: Path,
+) -> None:
+    """The index lives in a process of its own: its death is a store failure, named."""
+    pipeline = pipeline_for(str(tmp_path / "idx"), SHDB_RETRIES=1)
+    closed: list[str] = []
+
+    class Engine:
+        async def close_spider_async(self, *, reason: str) -> None:
+            closed.append(reason)
+
+    pipeline._crawler.engine = Engine()
+
+    async def go() -> list[Any]:
+        await pipeline.open_spider()
+        first = await pipeline.process_item({"url": "a", "text": ORIGINAL})
+        assert pipeline._indexer is not None
+        pipeline._indexer._proc.kill()
+        results = await asyncio.gather(
+            *(pipeline.process_item({"url": f"x{i}", "text": OTHER}) for i in range(3)),
+            return_exceptions=True,
+        )
+        await pipeline.close_spider()
+        return [first, *results]
+
+    first, *results = asyncio.run(go())
+    assert first == {"url": "a", "text": ORIGINAL}
+    assert all(isinstance(r, DropItem) and "index process died" in str(r) for r in results)
+    assert closed == ["shdb_store_error"]
+    assert stats(pipeline)["shdb/errors"] == 3
+    with SimhashIndex.open(str(tmp_path / "idx"), readonly=True) as index:
+        assert [d.doc_id for d in index.documents()] == ["a"]
+
+
 # -- real crawls ----------------------------------------------------------------
 @pytest.fixture(scope="module")
 def site(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, list[Page]]]:
@@ -330,6 +366,38 @@ def test_a_second_crawl_with_the_same_index_drops_every_page(
     second = crawl(base, tmp_path / "second", store_url)
     assert items_of(tmp_path / "second") == []
     assert second["shdb/dropped"] == len(pages)
+
+
+def test_ctrl_c_stops_the_crawl_and_every_item_it_let_through_is_in_the_index(
+    tmp_path: Path, site: tuple[str, list[Page]]
+) -> None:
+    """Ctrl-C (SIGINT to the crawl's process group) mid-crawl: Scrapy closes gracefully,
+    the pipeline's index process (a session of its own) writes the last batch, and no
+    item is an error: every item exported is in the index, under its URL."""
+    base, pages = site
+    out, index = tmp_path / "crawl", str(tmp_path / "idx")
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    argv = [sys.executable, "-m", "benchmarks.scrapy_crawl", base, str(out),
+            f"SHDB_INDEX={index}", "SHDB_ACTION=tag", "DOWNLOAD_DELAY=0.05",
+            "SHDB_FLUSH_SECONDS=5"]  # fmt: skip
+    crawl_ = subprocess.Popen(argv, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True,
+                              start_new_session=True)  # fmt: skip
+    fetched = out / "fetched.txt"
+    deadline = time.monotonic() + 120
+    while not (fetched.exists() and len(fetched.read_text().splitlines()) >= 20):
+        assert crawl_.poll() is None and time.monotonic() < deadline, "the crawl did not start"
+        time.sleep(0.05)
+    os.killpg(crawl_.pid, signal.SIGINT)
+    _, err = crawl_.communicate(timeout=300)
+    assert crawl_.returncode == 0, err[-3000:]
+    result = json.loads((out / "stats.json").read_text("utf-8"))
+    assert result["finish_reason"] == "shutdown"
+    exported = {item["url"] for item in items_of(out)}
+    assert 20 <= len(exported) < len(pages)
+    assert "shdb/errors" not in result
+    assert result["shdb/checked"] == len(exported)
+    with SimhashIndex.open(index, readonly=True) as held:
+        assert {doc.doc_id for doc in held.documents()} == exported
 
 
 def test_two_spiders_feeding_one_index_at_once_leave_it_whole(

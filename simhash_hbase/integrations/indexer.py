@@ -16,11 +16,15 @@ import pickle
 import subprocess
 import sys
 from collections.abc import Callable
-from typing import Any, BinaryIO
+from contextlib import suppress
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from simhash_hbase.errors import InvalidInput, ShdbError, StoreError
-from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.records import Document, Matches
+
+if TYPE_CHECKING:  # the crawl imports this module for IndexProcess, not the index:
+    # numpy, the store and the fingerprint are the index process's (0.3 s of CPU)
+    from simhash_hbase.index.client import SimhashIndex
 
 # (id, raw text or HTML, "text" or "html"), as the pipeline queued it
 Item = tuple[str, str, str]
@@ -70,20 +74,24 @@ class IndexProcess:
         raise (StoreError if kind == "store" else ShdbError)(value)
 
     def close(self) -> None:
-        """Close the index, then end the process."""
+        """Close the index, then end the process (one that died has nothing to close)."""
         try:
-            self.call("close_index")
+            if self._proc.poll() is None:
+                self.call("close_index")
         finally:
             self._end()
 
     def _end(self) -> None:
         assert self._proc.stdin is not None
-        self._proc.stdin.close()  # the process's loop ends at end of input
+        with suppress(BrokenPipeError):  # it died with a request unread
+            self._proc.stdin.close()  # the process's loop ends at end of input
         self._proc.wait()
 
 
 def open_index(url: str) -> None:
     global _index
+    from simhash_hbase.index.client import SimhashIndex
+
     _index = SimhashIndex.open(url)
 
 
