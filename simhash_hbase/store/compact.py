@@ -295,40 +295,23 @@ class Tables:
         return results
 
     def scan_wide(self, txn: Txn, prefixes: Sequence[bytes]) -> list[IndexCell]:
-        """:meth:`scan` of one long list of distinct prefixes (a batch's lookups),
-        with no Python work per prefix: each distinct bucket read once per tier
-        (two multi-gets), every cell matched to its prefixes by sorting, and one
-        multi-get of the names rows of the cells matched. A cell whose number
-        is not a document's (:data:`MAX_DOCUMENTS`) leaves its prefix to :meth:`scan`."""
+        """:meth:`scan` of one long list of prefixes (a batch's lookups): each
+        distinct bucket read once per tier (two multi-gets), cells matched to
+        their prefixes (:func:`_matched`), and one multi-get of the names rows
+        of the cells matched. A cell whose number is not a document's
+        (:data:`MAX_DOCUMENTS`) leaves its prefix to :meth:`scan`."""
         want = np.frombuffer(b"".join(prefixes), dtype=codec.PREFIX_DTYPE)
         field = want["field"].astype(np.uint64)
         bucket = want["flag"].astype(np.uint64) << np.uint64(16) | field >> np.uint64(16)
-        probe = bucket << np.uint64(16) | field & np.uint64(0xFFFF)  # bucket and lead
         buckets = np.unique(bucket)
         keys = (buckets << np.uint64(8)).astype(">u4").view(np.uint8).reshape(-1, 4)[:, :3]
         found = self.buckets(txn, np.ascontiguousarray(keys).view("V3").reshape(-1).tolist())
         if not found:
             return []
-        packed = b"".join(found.values())
-        cells = np.frombuffer(packed, dtype=CELL)
-        numbers = np.frombuffer(b"".join(b"\x00" + key for key in found), dtype=">u4")
-        sizes = np.fromiter(map(len, found.values()), dtype=np.int64, count=len(found))
-        of_cell = np.repeat(numbers.astype(np.uint64), sizes // CELL_BYTES)
-        cell_key = of_cell << np.uint64(16) | cells["lo"].astype(np.uint64)
-        order = np.argsort(cell_key, kind="stable")
-        cell_key = cell_key[order]
-        lo = np.searchsorted(cell_key, probe, side="left")
-        hi = np.searchsorted(cell_key, probe, side="right")
-        count = hi - lo
-        which = np.repeat(np.arange(len(probe)), count)  # each (prefix, cell) pair
-        start = np.repeat(lo - (np.cumsum(count) - count), count)
-        cell = order[start + np.arange(len(which))]
-        nums = cells["num"][cell].astype(np.uint32)
+        which, nums = _matched(found, prefixes, bucket << np.uint64(16) | field & np.uint64(0xFFFF))
         odd = nums == MAX_DOCUMENTS  # not a document's number: the general path
         named = np.unique(nums[~odd])
-        rows = dict(
-            txn.cursor(self.names).getmulti(named.astype(">u4").view("V4").tolist())
-        )
+        rows = dict(txn.cursor(self.names).getmulti(named.astype(">u4").view("V4").tolist()))
         result: list[IndexCell] = []
         for p, num in zip(which[~odd].tolist(), nums[~odd].astype(">u4").view("V4").tolist()):
             name = rows.get(num)
@@ -806,6 +789,48 @@ class _Commit:
                     self._txn.put(self._h.fold(raw), _NUM.pack(num), db=self._t.docs)
             self._state["next"] = max(self._state["next"], nums[-1] + 1)
         self._t.put_state(self._txn, self._state)
+
+
+WIDE_SORT = 16  # cells per prefix up to which a wide scan matches by sorting
+
+
+def _matched(
+    found: dict[bytes, bytes], prefixes: Sequence[bytes], probe: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(prefix position, cell number) of each cell of ``found`` (bucket key ->
+    cells) whose bucket and lead are a prefix's (``probe``: bucket << 16 | lead).
+
+    Few cells a prefix (small buckets): all cells matched at once by sorting
+    them, no Python work per prefix. Many (big buckets, where sorting every
+    cell would cost more than reading them): a ``bytes.find`` a prefix in C."""
+    sizes = np.fromiter(map(len, found.values()), dtype=np.int64, count=len(found))
+    if sizes.sum() // CELL_BYTES > WIDE_SORT * len(prefixes):
+        at: list[int] = []
+        numbers: list[bytes] = []
+        for p, prefix in enumerate(prefixes):
+            packed = found.get(prefix[4:5] + prefix[0:2])
+            if packed is None:
+                continue
+            lead = prefix[2:4]
+            pos = packed.find(lead)
+            while pos >= 0:
+                if pos % CELL_BYTES == 0:
+                    at.append(p)
+                    numbers.append(packed[pos + 2 : pos + 6])
+                pos = packed.find(lead, pos + 1)
+        nums = np.frombuffer(b"".join(numbers), dtype=">u4").astype(np.uint32)
+        return np.array(at, dtype=np.intp), nums
+    cells = np.frombuffer(b"".join(found.values()), dtype=CELL)
+    held = np.frombuffer(b"".join(b"\x00" + key for key in found), dtype=">u4")
+    cell_key = np.repeat(held.astype(np.uint64), sizes // CELL_BYTES) << np.uint64(16)
+    cell_key |= cells["lo"].astype(np.uint64)
+    order = np.argsort(cell_key, kind="stable")
+    cell_key = cell_key[order]
+    lo = np.searchsorted(cell_key, probe, side="left")
+    count = np.searchsorted(cell_key, probe, side="right") - lo
+    which = np.repeat(np.arange(len(probe)), count)  # each (prefix, cell) pair
+    start = np.repeat(lo - (np.cumsum(count) - count), count)
+    return which, cells["num"][order[start + np.arange(len(which))]].astype(np.uint32)
 
 
 def _buckets_of(tiers: list[Any], prefixes: Sequence[bytes]) -> Iterator[tuple[bytes, bytes]]:
