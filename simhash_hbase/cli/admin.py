@@ -71,9 +71,9 @@ NewIndexArg = Annotated[str, typer.Argument(metavar="NEW", help="A new or empty 
 
 
 def migrate_cmd(old: OldIndexArg, new: NewIndexArg) -> None:
-    """Copy an embedded index into a new folder in the compact layout (format 2):
+    """Copy an embedded index into a new folder in the compact layout (format 3):
     its settings and job state, then its documents, bulk loaded. OLD is only read;
-    a format 2 index copied this way is compacted (docs/embedded.md)."""
+    a format 2 or 3 index copied this way is compacted (docs/embedded.md)."""
     copied = migrate(old, new)
     note(f"copied {copied} documents into {new}")
 

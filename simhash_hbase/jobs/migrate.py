@@ -1,8 +1,8 @@
-"""Copy an embedded index into a new folder in the compact layout (format 2).
+"""Copy an embedded index into a new folder in the compact layout (format 3).
 
 Indexes written before the compact layout (format 1: one LMDB key per cell,
 ~1,270 bytes a document) keep opening and answering as they are; this job is
-how one is moved to format 2 (~150-200 bytes a document): its meta records
+how one is moved to format 3 (~150-200 bytes a document): its meta records
 (manifest, custom IDF tables, job state) are copied, then its documents are bulk
 loaded, so the new file is written in order, every page full. The source is
 opened read-only and left as it was.

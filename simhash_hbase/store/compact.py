@@ -1,4 +1,4 @@
-"""The compact embedded layout (format 2; docs/SPEC.md, "The embedded store").
+"""The compact embedded layout (formats 2 and 3; docs/SPEC.md, "The embedded store").
 
 Format 1 wrote each index cell as its own LMDB key (13-byte row key + the
 document id): ~45 bytes of key, node and slack per cell, and a file that grew to
@@ -29,6 +29,12 @@ the whole index leaves the file ~3x the index. A batch's cells of new documents
 several commits of one key range each, and the rest of the batch (names and docs
 rows, deletions, cells of documents already numbered) in one last commit: what
 readers see still changes all at once, at that commit.
+
+Format 3 adds a second table of buckets, ``fresh`` (an LSM tree of two levels):
+new documents' cells go there, and it is merged into ``index`` once it holds
+1/FRESH_RATIO of its cells, so a batch rewrites the buckets of a small tier and
+not, as in format 2, every bucket of the whole index (its cost grew with N).
+Queries read both tiers. A format 2 file is a format 3 file with no fresh tier.
 """
 
 from __future__ import annotations
