@@ -40,9 +40,10 @@ Pairs = list[tuple[str, int]]
 SCHEME = "5x10"  # the default scheme, which every ingest here uses
 HBASE_STORE = "HBase over Thrift2"
 HBASE_PLAIN_BOUND = (
-    "4 calls per batch to the raw side's 2: a getMultiple of this and the previous "
-    "batch's docs rows (replaced documents, reconcile), the index putMultiple, then the "
-    "docs rows' deleteMultiple (columns a new version lacks) and putMultiple"
+    "4 calls per batch to the raw side's 2, and a checkAndPut per document: a "
+    "getMultiple of the batch's docs rows, a claim of each (pipelined; docs/SPEC.md, "
+    "Writers), the index putMultiple, then the docs rows' deleteMultiple (columns a "
+    "new version lacks) and putMultiple"
 )
 
 

@@ -4,6 +4,7 @@ oracle, however the submissions are grouped into calls (the group commit of
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -86,3 +87,33 @@ def test_resubmitting_a_document_is_not_new(tmp_path: Path) -> None:
 def test_always_flags_must_match_the_documents(tmp_path: Path) -> None:
     with SimhashIndex.open(str(tmp_path / "index")) as index, pytest.raises(InvalidInput):
         index.check_and_add([Document("a", 1)], always=[True, False])
+
+
+def test_identical_submissions_from_several_writers_exactly_one_new(hbase_url: str) -> None:
+    """Three index handles on one HBase index (as three processes would) check and
+    add the same document at once, 30 submissions each: exactly one is new, and
+    every other answer names it."""
+    handles = [SimhashIndex.open(hbase_url) for _ in range(3)]
+    barrier = threading.Barrier(len(handles))
+    found: dict[str, list[str]] = {}
+
+    def submit(n: int, index: SimhashIndex) -> None:
+        barrier.wait()
+        for i in range(0, 30, 3):
+            docs = [Document(f"c{n}-{i + j}", BASES[0]) for j in range(3)]
+            for doc, matches in zip(docs, index.check_and_add(docs)):
+                found[doc.doc_id] = [m.doc_id for m in matches]
+
+    threads = [threading.Thread(target=submit, args=(n, h)) for n, h in enumerate(handles)]
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        new = [doc_id for doc_id, matches in found.items() if not matches]
+        assert len(found) == 90 and len(new) == 1
+        assert all(new[0] in matches for matches in found.values() if matches)
+        assert [d.doc_id for d in handles[0].documents()] == new
+    finally:
+        for handle in handles:
+            handle.close()

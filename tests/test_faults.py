@@ -182,20 +182,10 @@ def _query_loop(index_url: str, stop: threading.Event, errors: list[str]) -> Non
             errors.append(result.stderr)
 
 
-def test_two_writers_and_a_reader(
-    store_url: str, tmp_path: Path, request: pytest.FixtureRequest
-) -> None:
+def test_two_writers_and_a_reader(store_url: str, tmp_path: Path) -> None:
     """Two ingests (one re-adding 100 of the other's ids with new text) and a
-    querying process, all at once: nothing lost, no errors, a clean verify."""
-    if store_url.startswith("hbase://"):
-        # Known race (issue 22's closing note): HBase is atomic per row only. When
-        # the losing writer re-checks its batch before the winner's docs row lands,
-        # its cells stay behind (queries never show them: hits are confirmed against
-        # the docs row; verify reports them, --repair removes them). With 35 rows a
-        # document (the LSH net) the window is wide enough to be hit in CI. The fix
-        # is a check-and-put of each docs row; until then this is a known failure,
-        # and it reports XPASS when the race is not hit.
-        request.applymarker(pytest.mark.xfail(reason="two-writer race on HBase", strict=False))
+    querying process, all at once: nothing lost, no errors, a clean verify (on
+    HBase, atomic per row only, each batch claims its docs rows: store.base)."""
     a_ids = [f"a{i}" for i in range(600)]
     b_ids = [f"b{i}" for i in range(600)]
     corpus_a = _write_corpus(tmp_path / "a.jsonl", a_ids, version=1)

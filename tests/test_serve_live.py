@@ -5,6 +5,7 @@ the RemoteIndex client, and the status page in headless Chromium."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import random
 import shutil
@@ -49,6 +50,43 @@ def test_concurrent_identical_check_and_add_exactly_one_new(store_url: str, tmp_
         assert server.terminate(), server.output()
     with SimhashIndex.open(store_url, create=False) as index:
         assert [d.doc_id for d in index.documents()] == new
+
+
+@pytest.mark.hbase
+def test_replicas_on_hbase_exactly_one_new(hbase_url: str, tmp_path: Path) -> None:
+    """Three `shdb serve` replicas of one HBase index, 1,000 concurrent check-and-adds
+    of one text spread over them: exactly one new, and every other answer names it."""
+    SimhashIndex.open(hbase_url).close()  # the replicas find the index made
+    with contextlib.ExitStack() as stack:
+        servers = [
+            stack.enter_context(live_server(hbase_url, tmp_path / f"serve{n}.log"))
+            for n in range(3)
+        ]
+
+        async def submit_all() -> list[httpx.Response]:
+            limits = httpx.Limits(max_connections=1000)
+            async with httpx.AsyncClient(limits=limits, timeout=300) as client:
+                return await asyncio.gather(
+                    *(
+                        client.post(
+                            f"{servers[i % 3].url}/v1/check-and-add",
+                            json={"id": f"c{i}", "text": TEXT},
+                        )
+                        for i in range(1000)
+                    )
+                )
+
+        responses = asyncio.run(submit_all())
+        logs = "\n".join(server.output() for server in servers)
+        assert [r.status_code for r in responses] == [200] * 1000, logs
+        answers = [r.json() for r in responses]
+        new = [a["id"] for a in answers if a["new"]]
+        assert len(new) == 1, new
+        assert all(new[0] in {m["id"] for m in a["matches"]} for a in answers if not a["new"])
+        assert all(server.terminate() for server in servers), logs
+    with SimhashIndex.open(hbase_url, create=False) as index:
+        assert [d.doc_id for d in index.documents()] == new
+        assert verify(index).clean
 
 
 async def _load(url: str, acked: set[str], stop: asyncio.Event, workers: int = 16) -> None:

@@ -188,3 +188,30 @@ def test_a_row_cap_gives_each_row_its_smallest_ids(
     sizes = store.row_sizes(rows)
     if sizes is not None:
         assert sizes == {row: sum(c[0] == row for c in cells) for row in rows}
+
+
+def test_swap_meta_writes_only_over_the_value_expected(store: Store) -> None:
+    first, second = {"by": "a", "at": 1}, {"by": "b", "at": 2}
+    assert store.swap_meta([("lock/x", None, first), ("lock/y", None, second)]) == [True, True]
+    assert store.swap_meta([("lock/x", None, second), ("lock/y", first, first)]) == [False, False]
+    assert store.swap_meta([("lock/x", first, second)]) == [True]
+    assert store.get_meta("lock/x") == second and store.get_meta("lock/y") == second
+
+
+def test_claims_return_the_held_versions_and_removals_leave_no_document(store: Store) -> None:
+    def cells_of(docs: object) -> list[tuple[bytes, str]]:
+        return []
+
+    old, new = Document("a", 1, "old"), Document("a", 2, "new")
+    with store.batch() as batch:
+        assert batch.claim_docs({"a": old, "b": None}, cells_of) == {}
+        batch.put_docs([old])
+    with store.batch() as batch:
+        assert batch.claim_docs({"a": new}, cells_of) == {"a": old}
+        batch.put_docs([new])
+    with store.batch() as batch:
+        assert batch.claim_docs({"a": None}, cells_of) == {"a": new}
+        batch.delete_docs(["a"])
+    assert store.get_docs(["a", "b"]) == {}
+    assert list(store.iter_docs()) == []
+    assert store.stats()["documents"] == 0

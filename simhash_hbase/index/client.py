@@ -14,8 +14,10 @@ from __future__ import annotations
 import bisect
 import heapq
 import os
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from itertools import islice
 from typing import Any
@@ -82,6 +84,10 @@ _SCALAR_MAX = 4  # below this many fingerprints, plain Python beats NumPy
 _SCALAR_CANDIDATES = 24  # and below this many candidates of one query (~20 breaks even)
 _STATE = "state/"  # meta records of jobs (e.g. ingest checkpoints) live under this
 _IDF = "idf/"  # custom IDF tables, by digest
+_LOCKS = "lock/"  # fingerprints being checked and added where writers are many (HBase)
+_LOCK_STALE_MS = 30_000  # a lock held longer was left by a writer that stopped
+_LOCK_WAIT_S = 60.0  # at most this long for a lock held elsewhere
+_RELEASED: dict[str, Any] = {"free": True}
 
 
 @dataclass
@@ -116,8 +122,8 @@ class SimhashIndex:
         self.lsh = lsh
         self._fingerprinter: Fingerprinter | None = None
         self._minhasher: MinHasher | None = None
-        self._unreconciled: list[Document] = []
         self.cost = QueryCost()
+        self._nonce = os.urandom(8).hex()  # names this handle's locks (_locks)
 
     # -- opening ----------------------------------------------------------------
     @classmethod
@@ -198,10 +204,7 @@ class SimhashIndex:
     def close(self) -> None:
         if self._forks != _FORKS[0]:
             return  # the parent's: closing it here would release the parent's locks
-        try:
-            self.reconcile()
-        finally:
-            self._store.close()
+        self._store.close()
 
     def discard(self) -> bool:
         """Undo this open's creation of the index when it holds no document (an
@@ -374,8 +377,9 @@ class SimhashIndex:
         held documents and the documents of this call before it that are written.
         Unlike ingest, a document's own held version counts: a re-submitted
         document (same id and text) is a near-copy of itself, so it is not new.
-        Calls must not overlap (one writer, as ``shdb serve`` has); then of many
-        identical submissions exactly one is new.
+        Of many identical submissions exactly one is new: on the embedded store
+        when calls do not overlap (one writer, as ``shdb serve`` has); on HBase
+        also across processes (:meth:`_add_exclusively`).
         """
         for doc in docs:
             codec.check_document(doc)
@@ -386,10 +390,76 @@ class SimhashIndex:
             raise InvalidInput("give one probe list and always flag per document")
         if not docs:
             return []
-        found, written = self._lookups(list(zip(docs, lists)), k, limit, keep=every)
-        if written:
-            self.add_documents([docs[j] for j in written], checked=True)
+        pairs: list[tuple[Document, Sequence[int]]] = list(zip(docs, lists))
+        if self._store.atomic_batches:
+            found, written = self._lookups(pairs, k, limit, keep=every)
+            if written:
+                self.add_documents([docs[j] for j in written], checked=True)
+        else:
+            found = self._add_exclusively(pairs, k, limit, every)
         return [m if m is not None else Matches() for m in found]
+
+    def _add_exclusively(
+        self,
+        pairs: list[tuple[Document, Sequence[int]]],
+        k: int,
+        limit: int | None,
+        every: list[bool],
+    ) -> list[Matches | None]:
+        """:meth:`check_and_add` where other processes may write at once (HBase,
+        several ``shdb serve`` replicas): documents are looked up and written while
+        this process holds the lock rows of their fingerprints, in rounds (those
+        whose locks are held elsewhere wait for the next). Of identical documents
+        submitted anywhere at once exactly one is new, and the others find it."""
+        found: list[Matches | None] = [None] * len(pairs)
+        pending = list(range(len(pairs)))
+        deadline, pause = time.monotonic() + _LOCK_WAIT_S, 0.002
+        while pending:
+            with self._locks({pairs[j][0].fingerprint for j in pending}) as held:
+                now = [j for j in pending if pairs[j][0].fingerprint in held]
+                if now:
+                    result, written = self._lookups(
+                        [pairs[j] for j in now], k, limit, keep=[every[j] for j in now]
+                    )
+                    for j, matches in zip(now, result):
+                        found[j] = matches
+                    if written:
+                        self.add_documents([pairs[now[i]][0] for i in written], checked=True)
+            pending = [j for j in pending if pairs[j][0].fingerprint not in held]
+            if pending and not now:  # every lock is held elsewhere: wait for a release
+                if time.monotonic() > deadline:
+                    raise StoreError(
+                        f"{self.url}: fingerprint {pairs[pending[0]][0].fingerprint:016x} "
+                        f"stayed locked by another writer for {_LOCK_WAIT_S:.0f} s"
+                    )
+                time.sleep(pause)
+                pause = min(pause * 2, 0.1)
+        return found
+
+    @contextmanager
+    def _locks(self, fps: set[int]) -> Iterator[set[int]]:
+        """Those of ``fps`` whose lock rows (meta ``lock/<hex>``) this process got:
+        a checkAndPut from absent, released or stale (older than
+        ``_LOCK_STALE_MS``, left by a writer that stopped) to this one's; released
+        at the end by a checkAndPut back to released."""
+        now = int(time.time() * 1000)
+        mine = {"by": self._nonce, "at": now}
+        names = {f"{_LOCKS}{fp:016x}": fp for fp in sorted(fps)}
+        tried = self._store.swap_meta([(name, None, mine) for name in names])
+        held = [name for name, ok in zip(names, tried) if ok]
+        retry = []
+        for name in (name for name, ok in zip(names, tried) if not ok):
+            value = self._store.get_meta(name)
+            if value == mine:  # a retried call whose reply was lost
+                held.append(name)
+            elif value is None or value.get("free") or now - value.get("at", 0) > _LOCK_STALE_MS:
+                retry.append((name, value, mine))
+        held += [item[0] for item, ok in zip(retry, self._store.swap_meta(retry)) if ok]
+        try:
+            yield {names[name] for name in held}
+        finally:
+            if held:
+                self._store.swap_meta([(name, mine, _RELEASED) for name in held])
 
     def check_and_add_texts(
         self,
@@ -420,11 +490,12 @@ class SimhashIndex:
         return self.sketched(Document(doc_id, fps[0]), text), fps
 
     def _write(self, latest: dict[str, Document]) -> None:
-        """One batch of documents by id (see :meth:`add_documents`)."""
-        # The previous batch is re-checked with the same read (see reconcile()).
-        previous = [d for d in self._unreconciled if d.doc_id not in latest]
+        """One batch of documents by id (see :meth:`add_documents`). The batch owns
+        the docs rows it replaces (:meth:`StoreBatch.claim_docs`), so the cells it
+        deletes are those of the version it replaces, even with other writers of the
+        same ids at work."""
         with self._store.batch() as batch:
-            state = batch.get_docs([*latest, *(d.doc_id for d in previous)])
+            state = batch.claim_docs(latest, self.cells)
             changed = [
                 state[i]
                 for i in latest
@@ -439,31 +510,15 @@ class SimhashIndex:
             if banded is not None:
                 batch.put_index(banded)
             batch.put_docs(new)
-            batch.delete_index(self.cells(_replaced(previous, state)))
-        if not self._store.atomic_batches:
-            self._unreconciled = list(latest.values())
-
-    def reconcile(self) -> None:
-        """Drop this process's cells of documents another writer replaced meanwhile.
-
-        HBase is atomic per row only: two processes re-adding one id at once both
-        delete the cells they saw, and the loser's new cells would stay behind.
-        Each batch is re-checked when the next batch reads its old versions (by
-        then the other writer's docs row has landed), and at close. Queries never
-        show such cells regardless: hits are confirmed against the docs row.
-        """
-        written, self._unreconciled = self._unreconciled, []
-        if written:
-            state = self._store.get_docs([d.doc_id for d in written])
-            with self._store.batch() as batch:
-                batch.delete_index(self.cells(_replaced(written, state)))
 
     def remove(self, doc_id: str) -> bool:
         """Delete a document and all its index cells; False if it was not there."""
         codec.encode_doc_id(doc_id)
+        if doc_id not in self._store.get_docs([doc_id]):
+            return False
         with self._store.batch() as batch:
-            old = batch.get_docs([doc_id]).get(doc_id)
-            if old is None:
+            old = batch.claim_docs({doc_id: None}, self.cells).get(doc_id)
+            if old is None:  # another writer removed it meanwhile
                 return False
             batch.delete_index(self.cells([old]))
             batch.delete_docs([doc_id])
@@ -795,8 +850,8 @@ class SimhashIndex:
         Where batches are not atomic, a hit is shown only if its docs row holds
         its fingerprint. Rows are read nearest first, only as far as it takes to
         fill ``limit`` (a hot query of 100,000 copies reads ~``limit`` rows); the
-        hits further down are counted unread, so until ``reconcile`` or
-        ``verify --repair`` drops a cell an interrupted write left, it may count.
+        hits further down are counted unread, so until ``verify --repair`` drops
+        a cell an interrupted write left, it may count.
         """
         counts = self._counts(hits, cut)
         if self._store.atomic_batches:
@@ -1094,13 +1149,6 @@ def _within(cand: int, probes: Sequence[int], k: int) -> bool:
     return dist <= k or (
         dist <= bound(k, len(probes) - 1) and any((cand ^ p).bit_count() <= k for p in probes[1:])
     )
-
-
-def _replaced(written: Sequence[Document], state: dict[str, Document]) -> list[Document]:
-    """Those of ``written`` whose docs row now holds another fingerprint, or none."""
-    return [
-        d for d in written if getattr(state.get(d.doc_id), "fingerprint", None) != d.fingerprint
-    ]
 
 
 def check_query_text(text: object) -> None:

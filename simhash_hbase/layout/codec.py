@@ -39,6 +39,7 @@ COL_TEXT = b"f:text"
 COL_META = b"f:meta"
 COL_SKETCH = b"f:s"  # the b-bit MinHash sketch (<= 64 bytes)
 COL_BANDS = b"f:b"  # the LSH band keys, 4 bytes each, big-endian
+COL_OWNER = b"f:o"  # HBase: the token of the writer that owns the row (SPEC, "Writers")
 MAX_SKETCH_BYTES = 64
 BAND_BYTES = 4
 

@@ -7,7 +7,7 @@ so a docs row (the commit record of a document) never exists without its cells.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from typing import Any, Protocol
 
@@ -41,8 +41,24 @@ class CellBlock:
         return zip(rows.tolist(), ids)
 
 
+#: The index cells of documents (a store needs them to undo a lost claim).
+CellsOf = Callable[[Sequence[Document]], Iterable[IndexCell]]
+
+
 class StoreBatch(Protocol):
     def get_docs(self, doc_ids: Sequence[str]) -> dict[str, Document]: ...
+    def claim_docs(
+        self, intents: Mapping[str, Document | None], cells_of: CellsOf
+    ) -> dict[str, Document]:
+        """The held versions of the ids of ``intents`` (id -> the version this batch
+        writes, None: a removal), whose docs rows this batch now owns: of concurrent
+        writers of one id exactly one owns it at a time, and each replaces the
+        version the one before it wrote, so the cells to delete are those of the
+        versions returned. Called before the batch writes anything. (LMDB: a write
+        transaction owns everything; HBase: a checkAndPut of each row's owner token,
+        docs/SPEC.md "Writers".)"""
+        ...
+
     def put_index(self, cells: Iterable[IndexCell]) -> None: ...
     def delete_index(self, cells: Iterable[IndexCell]) -> None: ...
     def put_docs(self, docs: Iterable[Document]) -> None: ...
@@ -63,6 +79,14 @@ class Store(Protocol):
     def put_meta_if_absent(self, name: str, value: dict[str, Any]) -> dict[str, Any]:
         """Write ``value`` only if ``name`` holds nothing, atomically (two processes
         creating one index agree on one manifest); returns what is held after."""
+        ...
+
+    def swap_meta(
+        self, items: Sequence[tuple[str, dict[str, Any] | None, dict[str, Any]]]
+    ) -> list[bool]:
+        """For each (name, expected, value): write ``value`` only if ``name`` holds
+        ``expected`` (None: nothing), atomically per name; whether each was written.
+        A False may hide a write whose reply was lost (HBase): read it back."""
         ...
 
     def delete_meta(self, name: str) -> None: ...

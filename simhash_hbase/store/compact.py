@@ -54,7 +54,7 @@ import numpy as np
 from simhash_hbase.errors import StoreCorrupt, StoreError
 from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
-from simhash_hbase.store.base import CellBlock, IndexCell
+from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell
 
 FORMAT = 3  # 2 + the fresh tier; a format 2 file is a format 3 file whose fresh tier is empty
 STATE = "store/embedded"  # meta record: format, next number, cells and documents held
@@ -393,6 +393,13 @@ class CompactBatch:
             for raw, value in found.items()
             if len(value) != _NUM.size
         }
+
+    def claim_docs(
+        self, intents: Mapping[str, Document | None], cells_of: CellsOf
+    ) -> dict[str, Document]:
+        """The rows read are the rows observed: a row another process changed by the
+        commit is handled there (see :class:`_Commit`), in the one write transaction."""
+        return self.get_docs(list(intents))
 
     def put_index(self, cells: Iterable[IndexCell]) -> None:
         if isinstance(cells, CellBlock):

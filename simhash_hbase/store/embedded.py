@@ -42,7 +42,7 @@ from simhash_hbase.errors import (
 from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
 from simhash_hbase.store import compact
-from simhash_hbase.store.base import CellBlock, IndexCell
+from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell
 
 _MAP_SIZE = 1 << 40  # address space only; the file grows as data is written
 _ID_COLUMN = b"_id"  # full id of a docs row whose key had to be folded
@@ -244,6 +244,12 @@ class _LmdbBatch:
 
     def get_docs(self, doc_ids: Sequence[str]) -> dict[str, Document]:
         return self._store._get_docs(self._txn, doc_ids)
+
+    def claim_docs(
+        self, intents: Mapping[str, Document | None], cells_of: CellsOf
+    ) -> dict[str, Document]:
+        """Read in the write transaction, which owns every row until it commits."""
+        return self.get_docs(list(intents))
 
     def put_index(self, cells: Iterable[IndexCell]) -> None:
         keys, values = self._store._index_items(cells, ordered=True)
@@ -660,6 +666,23 @@ class EmbeddedStore:
         except lmdb.Error as exc:
             raise self._error(exc, "write to") from exc
         return value if raw is None else codec.decode_json(raw)
+
+    def swap_meta(
+        self, items: Sequence[tuple[str, dict[str, Any] | None, dict[str, Any]]]
+    ) -> list[bool]:
+        """All in one write transaction, which no other writer interleaves with."""
+        done = []
+        try:
+            with self._env.begin(write=True, db=self._meta) as txn:
+                for name, old, new in items:
+                    raw = txn.get(name.encode())
+                    ok = (None if raw is None else codec.decode_json(raw)) == old
+                    if ok:
+                        txn.put(name.encode(), codec.encode_json(new))
+                    done.append(ok)
+        except lmdb.Error as exc:
+            raise self._error(exc, "write to") from exc
+        return done
 
     @property
     def format(self) -> int:

@@ -10,11 +10,13 @@ gateway when the store opens, or forced with ``?api=thrift1|thrift2``.
 
 from __future__ import annotations
 
+import os
+import random
 import re
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
@@ -23,7 +25,7 @@ from simhash_hbase.errors import IndexNotFound, InvalidIndexUrl, StoreCorrupt, S
 from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
 from simhash_hbase.store import hbase_tables
-from simhash_hbase.store.base import IndexCell
+from simhash_hbase.store.base import CellsOf, IndexCell
 from simhash_hbase.store.hbase_thrift1 import Thrift1Transport
 from simhash_hbase.store.hbase_thrift2 import Thrift2Transport, gateway_api
 from simhash_hbase.store.hbase_transport import Row, Transport
@@ -46,6 +48,10 @@ _DOC_COLUMNS = (
     codec.COL_BANDS,
 )
 _INDEX_FAMILY = b"d:"
+_OWNER = codec.COL_OWNER
+_NONCE_BYTES = 8
+_INTENT_AT = 8 + _NONCE_BYTES  # an owner token: stamp, nonce, then the version it writes
+_CLAIM_TRIES = 64  # rounds of claims lost to other writers before a batch gives up
 
 
 class _Clock:
@@ -53,12 +59,19 @@ class _Clock:
 
     HBase quirk: a delete at timestamp T masks every put at <= T, even one sent
     later. Deletes therefore get T and the puts that follow get T+1, and no two
-    flushes share a timestamp, so a remove-then-re-add in one millisecond works.
+    batches share a timestamp, so a remove-then-re-add in one millisecond works.
+    Across writers the clock is a Lamport clock: a batch's pair is above every
+    owner token it read (:meth:`_HBaseBatch.claim_docs`).
     """
 
     def __init__(self) -> None:
         self._last = 0
         self._lock = threading.Lock()
+
+    def observe(self, ts: int) -> None:
+        """A timestamp another writer used: the pairs after this exceed it."""
+        with self._lock:
+            self._last = max(self._last, ts)
 
     def pair(self) -> tuple[int, int]:
         with self._lock:
@@ -105,7 +118,11 @@ def _parse_url(url: str) -> dict[str, Any]:
 
 
 class _HBaseBatch:
-    """Buffers mutations; flushes index cells before docs rows (see store.base)."""
+    """Buffers mutations; flushes index cells before docs rows (see store.base).
+
+    The docs rows it writes it owns first (:meth:`claim_docs`), and every flush of
+    the batch uses one timestamp pair, above that of every owner token it saw.
+    """
 
     def __init__(self, store: HBaseStore) -> None:
         self._store = store
@@ -114,6 +131,74 @@ class _HBaseBatch:
         self._doc_puts: dict[bytes, list[tuple[bytes, bytes]]] = {}
         self._doc_deletes: dict[bytes, list[bytes]] = {}
         self._pending = 0
+        self._stamps: tuple[int, int] | None = None  # (deletes, puts) of every flush
+        self._nonce = os.urandom(_NONCE_BYTES)
+        self._flushed = False
+
+    def stamps(self) -> tuple[int, int]:
+        if self._stamps is None:
+            self._stamps = _clock.pair()
+        return self._stamps
+
+    def claim_docs(
+        self, intents: Mapping[str, Document | None], cells_of: CellsOf
+    ) -> dict[str, Document]:
+        """Own the docs rows of ``intents``' ids: a checkAndPut of each row's owner
+        token, from the token read with the row to one naming this batch and the
+        version it will write (None: a removal); pipelined. A row another writer
+        claimed in between is read and claimed again. The cells of the versions
+        named by the tokens replaced (writers that may not have finished) are
+        deleted here; those of the versions returned are the caller's to delete."""
+        if self._pending or self._flushed:
+            raise StoreError("docs rows must be claimed before the batch writes anything")
+        ids = {codec.encode_doc_id(i): i for i in intents}
+        unread = set(ids)
+        held: dict[bytes, Document | None] = {}
+        mine: dict[bytes, bytes] = {}  # key -> the token this batch holds on it
+        replaced: list[tuple[str, bytes]] = []  # (id, token) of the other writers claimed over
+        for attempt in range(_CLAIM_TRIES):
+            rows = self._store.read_rows("docs", sorted(unread))
+            expected = {key: rows.get(key, {}).get(_OWNER) for key in unread}
+            held.update((key, _doc_of((key, rows[key])) if key in rows else None) for key in unread)
+            if self._restamp(expected):  # claimed rows take the new stamp too
+                expected.update(mine)
+            stamp = self.stamps()[1]
+            items = [
+                (key, want, _token(stamp, self._nonce, intents[ids[key]]))
+                for key, want in expected.items()
+            ]
+            won = self._store.transport.check_and_put(self._store.tables["docs"], _OWNER, items)
+            unread = set()
+            for (key, want, token), ok in zip(items, won):
+                if not ok:
+                    # Lost to another writer (or a retried call whose reply was lost:
+                    # the re-read shows this batch's own token, claimed again).
+                    unread.add(key)
+                    continue
+                mine[key] = token
+                if want is not None and want[8:_INTENT_AT] != self._nonce:
+                    replaced.append((ids[key], want))
+            if not unread:
+                self.delete_index(cells_of(_unfinished(replaced, intents, held)))
+                return {doc.doc_id: doc for doc in held.values() if doc is not None}
+            time.sleep(random.uniform(0, 0.001 * (attempt + 1)))
+        raise StoreError(
+            f"{self._store.url}: {len(unread)} docs rows (e.g. "
+            f"{sorted(unread)[0].decode('utf-8', 'replace')!r}) were claimed by other writers "
+            f"{_CLAIM_TRIES} times in a row; too many writers replace the same ids at once"
+        )
+
+    def _restamp(self, expected: dict[bytes, bytes | None]) -> bool:
+        """Take the batch's timestamp pair above every other writer's token read;
+        True if it replaced a pair already used in tokens."""
+        seen = [t for t in expected.values() if t is not None and t[8:_INTENT_AT] != self._nonce]
+        newest = max((int.from_bytes(t[:8], "big") for t in seen), default=0)
+        if self._stamps is not None and newest < self._stamps[0]:
+            return False
+        used = self._stamps is not None
+        _clock.observe(newest)
+        self._stamps = _clock.pair()
+        return used
 
     def get_docs(self, doc_ids: Sequence[str]) -> dict[str, Document]:
         return self._store.get_docs(doc_ids)
@@ -158,9 +243,11 @@ class _HBaseBatch:
         """Stale index cells (at T), then new ones (T+1), then docs rows (T+1).
 
         A crash in between leaves cells without a docs row, never a docs row
-        without its cells; readers confirm hits against the docs row.
+        without its cells; readers confirm hits against the docs row. A docs row
+        claimed is written like any other; its token names the version it gets.
         """
-        deletes_ts, puts_ts = _clock.pair()
+        deletes_ts, puts_ts = self.stamps()
+        self._flushed = True
         transport, tables = self._store.transport, self._store.tables
         transport.mutate(tables["index"], {}, self._index_deletes, deletes_ts)
         transport.mutate(tables["index"], self._index_puts, {}, puts_ts)
@@ -240,17 +327,31 @@ class HBaseStore:
         self.transport.mutate(self.tables["meta"], {name.encode(): cells}, {}, _clock.pair()[1])
 
     def put_meta_if_absent(self, name: str, value: dict[str, Any]) -> dict[str, Any]:
-        written = self.transport.put_if_absent(
-            self.tables["meta"],
-            name.encode(),
-            _META_COL,
-            codec.encode_json(value),
-            _clock.pair()[1],
+        (written,) = self.transport.check_and_put(
+            self.tables["meta"], _META_COL, [(name.encode(), None, codec.encode_json(value))]
         )
         held = value if written else self.get_meta(name)
         if held is None:
             raise StoreError(f"meta record {name!r} of {self.url} vanished while being created")
         return held
+
+    def swap_meta(
+        self, items: Sequence[tuple[str, dict[str, Any] | None, dict[str, Any]]]
+    ) -> list[bool]:
+        """checkAndPuts of ``m:json``, pipelined; values compare as their JSON bytes,
+        which are canonical (keys sorted)."""
+        return self.transport.check_and_put(
+            self.tables["meta"],
+            _META_COL,
+            [
+                (
+                    name.encode(),
+                    None if old is None else codec.encode_json(old),
+                    codec.encode_json(new),
+                )
+                for name, old, new in items
+            ],
+        )
 
     def delete_meta(self, name: str) -> None:
         self.transport.mutate(
@@ -263,14 +364,17 @@ class HBaseStore:
         yield batch
         batch.flush()
 
-    def get_docs(self, doc_ids: Sequence[str]) -> dict[str, Document]:
-        out: dict[str, Document] = {}
-        for start in range(0, len(doc_ids), _GET_ROWS):
-            keys = [codec.encode_doc_id(d) for d in doc_ids[start : start + _GET_ROWS]]
-            for row in self.transport.get_rows(self.tables["docs"], keys):
-                doc = _doc_of(row)
-                out[doc.doc_id] = doc
+    def read_rows(self, table: str, keys: Sequence[bytes]) -> dict[bytes, dict[bytes, bytes]]:
+        """The rows that exist among ``keys``, by key (multi-gets of ``_GET_ROWS``)."""
+        out: dict[bytes, dict[bytes, bytes]] = {}
+        for start in range(0, len(keys), _GET_ROWS):
+            out.update(self.transport.get_rows(self.tables[table], keys[start : start + _GET_ROWS]))
         return out
+
+    def get_docs(self, doc_ids: Sequence[str]) -> dict[str, Document]:
+        rows = self.read_rows("docs", [codec.encode_doc_id(d) for d in doc_ids])
+        docs = (_doc_of(row) for row in rows.items())
+        return {doc.doc_id: doc for doc in docs if doc is not None}
 
     def scan_prefixes(self, prefixes: Sequence[bytes]) -> list[IndexCell]:
         return self.scan_prefixes_many([prefixes])[0]
@@ -313,18 +417,21 @@ class HBaseStore:
     ) -> Iterator[Document]:
         for row in self._scan_all("docs", keys_only=False):
             try:
-                yield _doc_of(row)
+                doc = _doc_of(row)
             except StoreCorrupt as exc:
                 if on_corrupt is None:
                     raise
                 on_corrupt(row[0].decode("utf-8", "surrogateescape"), exc)
+                continue
+            if doc is not None:
+                yield doc
 
     def iter_index(self) -> Iterator[IndexCell]:
         for key, columns in self._scan_all("index", keys_only=True):
             yield from _cells_of(key, columns)
 
     def stats(self) -> dict[str, Any]:
-        docs = sum(1 for _ in self._scan_all("docs", keys_only=True))
+        docs = sum(1 for _, cols in self._scan_all("docs", keys_only=True) if _holds_doc(cols))
         cells = sum(len(cols) for _, cols in self._scan_all("index", keys_only=True))
         return {
             "store": "hbase",
@@ -353,6 +460,51 @@ def _cells_of(key: bytes, columns: Iterable[bytes]) -> list[IndexCell]:
     return [(key, name[2:].decode("utf-8")) for name in columns]
 
 
-def _doc_of(row: Row) -> Document:
+def _holds_doc(columns: Iterable[bytes]) -> bool:
+    """False for a docs row that holds only an owner token (a removed document)."""
+    return any(c != _OWNER for c in columns)
+
+
+def _doc_of(row: Row) -> Document | None:
     key, columns = row
+    if not _holds_doc(columns):
+        return None
     return codec.doc_from_columns(key.decode("utf-8"), columns)
+
+
+def _token(ts: int, nonce: bytes, doc: Document | None) -> bytes:
+    """An owner token: the owning batch's put timestamp and nonce, then the
+    fingerprint and band keys of the version it writes (none: a removal)."""
+    token = ts.to_bytes(8, "big") + nonce
+    if doc is not None:
+        token += codec.fingerprint_to_bytes(doc.fingerprint) + (doc.bands or b"")
+    return token
+
+
+def _unfinished(
+    replaced: list[tuple[str, bytes]],
+    intents: Mapping[str, Document | None],
+    held: dict[bytes, Document | None],
+) -> list[Document]:
+    """The versions named by the tokens a batch claimed over whose cells are not
+    dealt with otherwise: not the version held (the caller deletes its cells) nor
+    the one the batch writes (its cells are put again)."""
+    out = []
+    for doc_id, token in replaced:
+        doc = _intent(doc_id, token)
+        if doc is None:
+            continue
+        others = (intents[doc_id], held.get(codec.encode_doc_id(doc_id)))
+        if all(
+            o is None or (o.fingerprint, o.bands) != (doc.fingerprint, doc.bands) for o in others
+        ):
+            out.append(doc)
+    return out
+
+
+def _intent(doc_id: str, token: bytes) -> Document | None:
+    """The version an owner token says its batch writes (None: a removal)."""
+    if len(token) < _INTENT_AT + 8:
+        return None
+    fp = codec.fingerprint_from_bytes(token[_INTENT_AT : _INTENT_AT + 8])
+    return Document(doc_id, fp, bands=token[_INTENT_AT + 8 :] or None)

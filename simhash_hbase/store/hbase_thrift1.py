@@ -26,6 +26,7 @@ from simhash_hbase.layout import codec
 from simhash_hbase.store import hbase_tables
 from simhash_hbase.store.hbase_transport import (
     NETWORK_ERRORS,
+    CheckAndPut,
     ClientPool,
     Deletes,
     Puts,
@@ -97,16 +98,25 @@ class Thrift1Transport:
             batch = [_IDL.BatchMutation(key, muts) for key, muts in rows.items()]
             self._call(f"write to {table.decode()}", lambda c: c.mutateRowsTs(table, batch, ts, {}))
 
-    def put_if_absent(self, table: bytes, key: bytes, column: bytes, value: bytes, ts: int) -> bool:
-        """checkAndPut with no expected value: put only if the cell is absent. Thrift1's
+    def check_and_put(
+        self, table: bytes, column: bytes, items: Sequence[CheckAndPut]
+    ) -> list[bool]:
+        """One checkAndPut per item, on pooled connections at once. Thrift1's
         checkAndPut takes no timestamp (the server's clock stamps the cell)."""
-        mutation = _IDL.Mutation(column=column, value=value)
-        return bool(
-            self._call(
-                f"write to {table.decode()}",
-                lambda c: c.checkAndPut(table, key, column, None, mutation, {}),
+        action = f"write to {table.decode()}"
+
+        def one(item: CheckAndPut) -> bool:
+            key, expected, value = item
+            mutation = _IDL.Mutation(column=column, value=value)
+            return bool(
+                self._call(
+                    action, lambda c: c.checkAndPut(table, key, column, expected, mutation, {})
+                )
             )
-        )
+
+        if len(items) == 1:  # no thread hop for one
+            return [one(items[0])]
+        return list(self._executor.map(one, items))
 
     def scan_prefixes(
         self, table: bytes, prefixes: Sequence[bytes], row_cap: int | None = None

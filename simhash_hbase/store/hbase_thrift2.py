@@ -36,6 +36,7 @@ from simhash_hbase.layout import codec
 from simhash_hbase.store import hbase_filters, hbase_tables
 from simhash_hbase.store.hbase_filters import RowRange
 from simhash_hbase.store.hbase_transport import (
+    CheckAndPut,
     ClientPool,
     Deletes,
     Puts,
@@ -171,20 +172,32 @@ class Thrift2Transport:
             ]
             self._call(f"write to {table.decode()}", lambda c: c.putMultiple(table, tputs))
 
-    def put_if_absent(self, table: bytes, key: bytes, column: bytes, value: bytes, ts: int) -> bool:
-        """checkAndPut with no expected value: put only if the cell is absent."""
+    def check_and_put(
+        self, table: bytes, column: bytes, items: Sequence[CheckAndPut]
+    ) -> list[bool]:
+        """One checkAndPut per item, up to a pool's worth in flight at once (no
+        timestamp: the server stamps the cell, as Thrift1's checkAndPut does)."""
         family, qualifier = _split(column)
-        put = _IDL.TPut(
-            row=key,
-            columnValues=[_IDL.TColumnValue(family, qualifier, value, timestamp=ts)],
-            timestamp=ts,
-        )
-        return bool(
-            self._call(
-                f"write to {table.decode()}",
-                lambda c: c.checkAndPut(table, key, family, qualifier, None, put),
+
+        def send(client: Client, item: CheckAndPut) -> None:
+            key, expected, value = item
+            put = _IDL.TPut(row=key, columnValues=[_IDL.TColumnValue(family, qualifier, value)])
+            client.send(
+                "checkAndPut",
+                table=table,
+                row=key,
+                family=family,
+                qualifier=qualifier,
+                value=expected,
+                tput=put,
             )
-        )
+
+        def receive(client: Client, item: CheckAndPut) -> tuple[bool, None]:
+            return bool(client.receive("checkAndPut")), None
+
+        action = f"write to {table.decode()}"
+        with _translate(self._where, action):
+            return self._pool.call_many(action, items, send, receive)
 
     # -- scans ----------------------------------------------------------------
     def scan_prefixes(

@@ -34,6 +34,8 @@ Row = tuple[bytes, dict[bytes, bytes]]
 Puts = Mapping[bytes, Sequence[tuple[bytes, bytes]]]
 #: Columns to delete per row key (every version up to the timestamp).
 Deletes = Mapping[bytes, Sequence[bytes]]
+#: One conditional put: (row key, the value expected or None for absent, the new value).
+CheckAndPut = tuple[bytes, bytes | None, bytes]
 
 #: Errors of a socket that could not be used; translated to StoreUnavailable.
 NETWORK_ERRORS = (TTransportException, socket.error)
@@ -58,8 +60,15 @@ class Transport(Protocol):
         """Write ``puts`` and ``deletes`` with timestamp ``ts``; idempotent."""
         ...
 
-    def put_if_absent(self, table: bytes, key: bytes, column: bytes, value: bytes, ts: int) -> bool:
-        """Put one cell only if it does not exist, atomically; True if it was written."""
+    def check_and_put(
+        self, table: bytes, column: bytes, items: Sequence[CheckAndPut]
+    ) -> list[bool]:
+        """For each (row key, expected value or None, value): put ``value`` in
+        ``column`` only if it holds ``expected`` (None: only if it is absent),
+        atomically; whether each was written. The calls are pipelined; the region
+        server stamps the cells, so writes through either gateway order alike. A
+        call retried after a dropped connection may say False for a put it made:
+        read the cell back to know."""
         ...
 
     def scan_prefixes(
