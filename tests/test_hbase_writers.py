@@ -20,6 +20,13 @@ from simhash_hbase.store import hbase
 
 STEPS = 2  # claim, write (the batch's flush)
 FPS = (0x0123_4567_89AB_CDEF, 0x0123_4567_89AB_CDEE, 0xFEDC_BA98_7654_3210)
+HELD = 0x5555_5555_5555_5555
+
+
+def version(doc_id: str, w: int) -> Document:
+    """Writer ``w``'s version: versions differ in their columns too (a replaced
+    row keeps none of the columns its new version lacks)."""
+    return Document(doc_id, FPS[w], f"text {w}" if w != 1 else None, {"w": w} if w else None)
 
 
 class Stopped(Exception):
@@ -98,7 +105,7 @@ def test_any_interleaving_of_writers_leaves_one_version_and_its_cells(
 ) -> None:
     doc_id = f"x{next(_count)}"
     if held:
-        writers[0].add_documents([Document(doc_id, 0x5555_5555_5555_5555)])
+        writers[0].add_documents([Document(doc_id, HELD, "held", {"held": True})])
     order = data.draw(st.permutations([w for w in range(n) for _ in range(STEPS)]))
     stops = data.draw(st.dictionaries(st.integers(0, n - 1), st.integers(0, STEPS - 1)))
     turns = Turns(list(order), stops)
@@ -108,7 +115,7 @@ def test_any_interleaving_of_writers_leaves_one_version_and_its_cells(
     def write(w: int) -> None:
         turns.writer.n = w
         try:
-            writers[w].add_documents([Document(doc_id, FPS[w])])
+            writers[w].add_documents([version(doc_id, w)])
         except Stopped:
             pass
         except BaseException as exc:  # reported below, in the test's thread
@@ -129,7 +136,7 @@ def test_any_interleaving_of_writers_leaves_one_version_and_its_cells(
     if not wrote:
         assert (doc is None) == (not held)
     else:
-        assert doc is not None and doc.fingerprint == FPS[wrote[-1]]
+        assert doc == version(doc_id, wrote[-1])
     cells = {c for c in reader.index_cells() if c[1] == doc_id}
     mine = set(reader.cells([doc])) if doc is not None else set()
     assert cells >= mine

@@ -134,6 +134,9 @@ class _HBaseBatch:
         self._stamps: tuple[int, int] | None = None  # (deletes, puts) of every flush
         self._nonce = os.urandom(_NONCE_BYTES)
         self._flushed = False
+        # Rows no writer had ever claimed, read empty: no columns to delete from them
+        # (a later claimant writes above this batch anyway).
+        self._fresh: set[bytes] = set()
 
     def stamps(self) -> tuple[int, int]:
         if self._stamps is None:
@@ -174,9 +177,12 @@ class _HBaseBatch:
                     # Lost to another writer (or a retried call whose reply was lost:
                     # the re-read shows this batch's own token, claimed again).
                     unread.add(key)
+                    self._fresh.discard(key)
                     continue
                 mine[key] = token
-                if want is not None and want[8:_INTENT_AT] != self._nonce:
+                if want is None and held[key] is None:
+                    self._fresh.add(key)
+                elif want is not None and want[8:_INTENT_AT] != self._nonce:
                     replaced.append((ids[key], want))
             if not unread:
                 self.delete_index(cells_of(_unfinished(replaced, intents, held)))
@@ -219,7 +225,9 @@ class _HBaseBatch:
             cols = codec.doc_to_columns(doc)
             # Columns the new version lacks are deleted, so a row is replaced whole.
             self._doc_puts[key] = list(cols.items())
-            self._doc_deletes[key] = [c for c in _DOC_COLUMNS if c not in cols]
+            self._doc_deletes[key] = (
+                [] if key in self._fresh else [c for c in _DOC_COLUMNS if c not in cols]
+            )
             self._count(len(_DOC_COLUMNS))
 
     def delete_docs(self, doc_ids: Iterable[str]) -> None:
