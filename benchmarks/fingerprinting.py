@@ -29,6 +29,10 @@ _CHUNK_DOCS = 16  # small chunks: many interleaving points, and balance across 2
 # Segmentation plus counting its tokens into terms: the part of a fingerprint before
 # the weighting (it splits the time beyond segmentation in two).
 _COUNTING = "shdb Fingerprinter.term_counts"
+#: The version 1 recipe (no NFKC, no folding, no v2 filters), beside the default (v2).
+_V1 = "shdb Fingerprinter, version 1"
+#: Issue 24's floor: the default Fingerprinter at least this many times jieba.lcut's speed.
+_FLOOR_VS_LCUT = 10.0
 
 
 def _chunks(texts: Sequence[str], size: int) -> list[list[str]]:
@@ -40,11 +44,15 @@ def _per_chunk_tasks(fingerprinter: Any, seg: str) -> dict[str, Callable[[list[s
     from simhash import Simhash
 
     from simhash_hbase.fingerprint import segment
+    from simhash_hbase.fingerprint.simhash import Fingerprinter, FingerprintParams
+
+    v1 = Fingerprinter(FingerprintParams(version=1))
 
     cut = segment.segmenter(seg)
     tasks: dict[str, Callable[[list[str]], Any]] = {
         "jieba.lcut": lambda chunk: [jieba.lcut(t) for t in chunk],
         "shdb Fingerprinter": lambda chunk: [fingerprinter.fingerprint_or_error(t) for t in chunk],
+        _V1: lambda chunk: [v1.fingerprint_or_error(t) for t in chunk],
         _COUNTING: lambda chunk: [fingerprinter.term_counts(t) for t in chunk],
         "jieba.lcut + PyPI Simhash": lambda chunk: [Simhash(jieba.lcut(t)).value for t in chunk],
     }
@@ -182,6 +190,8 @@ def run(ctx: Context) -> dict[str, Any]:
         "tokens_per_doc": tokens / len(texts),
         "overhead_vs_segmenter_totals": shdb / segmented - 1,
         "speed_vs_lcut": totals["jieba.lcut"] / shdb,
+        "speed_vs_lcut_v1": totals["jieba.lcut"] / totals[_V1],
+        "segmenter_vs_lcut": totals["jieba.lcut"] / segmented,
         "chunks": len(ratios["fingerprint"]),
         "speed_vs_pypi_simhash": totals["jieba.lcut + PyPI Simhash"] / shdb,
         "map": mapped,
@@ -216,6 +226,14 @@ def figures(fp: dict[str, Any]) -> list[Figure]:
             bound=f"2 processes of pure-Python work got {m['ceiling_speedup']:.2f}x "
             "at the same time (what the shared cores offered)",
         ),
+        Figure.judge(
+            "Fingerprinter (default: v2, tw2sp folding) speed / jieba.lcut on the same documents",
+            fp.get("speed_vs_lcut", float("nan")),
+            Target.at_least(_FLOOR_VS_LCUT),
+            measured=f"{report.fmt(rates['shdb Fingerprinter']['mb_per_s'])} MB/s",
+            baseline=f"jieba.lcut {report.fmt(rates['jieba.lcut']['mb_per_s'])} MB/s",
+            bound=_versions_bound(fp),
+        ),
         Figure.report(
             "Fingerprinter speed vs jieba.lcut alone, and vs PyPI Simhash(jieba.lcut(text))",
             f"{fp.get('speed_vs_lcut', float('nan')):.2f}x jieba.lcut; "
@@ -223,6 +241,18 @@ def figures(fp: dict[str, Any]) -> list[Figure]:
             f"jieba.lcut {report.fmt(rates['jieba.lcut']['mb_per_s'])} MB/s",
         ),
     ]
+
+
+def _versions_bound(fp: dict[str, Any]) -> str:
+    """Version 1 beside the default, and where identity with jieba is measured."""
+    v1 = fp.get("speed_vs_lcut_v1")
+    head = "" if v1 is None else f"version 1: {v1:.2f}x jieba.lcut; "
+    seg = fp.get("segmenter_vs_lcut")
+    alone = "" if seg is None else f" ({seg:.2f}x jieba.lcut)"
+    return (
+        f"{head}segmentation alone ({fp.get('segmenter_task', 'jieba.lcut')}){alone} bounds "
+        "any fingerprint; fingerprints identical to jieba's: the segmenter section"
+    )
 
 
 def _fingerprint_bound(fp: dict[str, Any], overhead: float) -> str:

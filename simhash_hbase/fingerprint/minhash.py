@@ -44,6 +44,7 @@ import numpy as np
 
 from simhash_hbase.errors import InvalidSetting
 from simhash_hbase.fingerprint.cache import cached
+from simhash_hbase.version import dist_version
 
 BINS = 128
 _BIN_SHIFT = np.uint64(64 - 7)
@@ -170,10 +171,8 @@ def _converter(config: str) -> Callable[[str], str]:
 
 
 def _opencc_version() -> str:
-    from importlib.metadata import version
-
     _converter("t2s")
-    return version("opencc")
+    return dist_version("opencc")
 
 
 @cache

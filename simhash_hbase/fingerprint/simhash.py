@@ -28,6 +28,7 @@ from simhash_hbase.fingerprint.idf import SparseIdf, sparse_idf
 from simhash_hbase.fingerprint.memo import Memo
 from simhash_hbase.fingerprint.probes import probe_fingerprints
 from simhash_hbase.text.html import HTML_MODES
+from simhash_hbase.version import dist_version
 
 if TYPE_CHECKING:
     import numpy as np
@@ -608,11 +609,9 @@ def _folder(fold: str) -> Callable[[str], str] | None:
 
 def _fold_converter_version(fold: str = "t2s") -> str:
     """What the manifest records of the converter: OpenCC's release and its configs."""
-    from importlib.metadata import version
-
     _opencc()
     configs = "t2s, tw2sp on Traditional lines" if fold == "tw2sp" else "t2s"
-    return f"opencc {version('opencc')} {configs}"
+    return f"opencc {dist_version('opencc')} {configs}"
 
 
 def hamming(a: int, b: int) -> int:
