@@ -38,7 +38,9 @@ def _state(index: SimhashIndex) -> tuple[object, ...]:
     docs = sorted((d.doc_id, d.fingerprint) for d in index.documents())
     cells = sorted(index.index_cells())
     answers = [sorted(m.doc_id for m in index.query_fingerprint(fp, 3)) for fp in (0, 1 << 63)]
-    return docs, cells, answers, index.stats()["documents"], index.stats()["index_cells"]
+    capped = [index.query_fingerprint(fp, 3, limit=2) for fp in (0, 1, 1 << 63)]
+    firsts = [([m.doc_id for m in got], got.total, got.total_exact) for got in capped]
+    return docs, cells, answers, firsts, index.stats()["documents"], index.stats()["index_cells"]
 
 
 def _apply(index: SimhashIndex, ops: list[tuple[str, object]]) -> None:
@@ -49,6 +51,7 @@ def _apply(index: SimhashIndex, ops: list[tuple[str, object]]) -> None:
             index.remove(arg)  # type: ignore[arg-type]
 
 
+@pytest.mark.parametrize("hot", [False, True])
 @pytest.mark.parametrize("parts", [False, True])
 @pytest.mark.parametrize("merges", [False, True])
 @settings(max_examples=40)
@@ -57,13 +60,16 @@ def test_any_batches_leave_what_format_1_leaves(
     ops: list[tuple[str, object]],
     parts: bool,
     merges: bool,
+    hot: bool,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
     """Adds (replacing, re-adding), removals, long and non-ASCII ids: the compact
     layout ends in the same documents, cells, answers and counts as format 1; with
     ``parts``, every batch's new cells take the path of a large index (commits in
     parts); with ``merges``, the fresh tier is merged into the index whenever it
-    holds half as many cells, so cells of one bucket sit in both tiers."""
+    holds half as many cells, so cells of one bucket sit in both tiers; with
+    ``hot``, a lead of two cells is hot: every bucket that grows spills its
+    committed cells to keys of their own (docs/SPEC.md, "Hot rows")."""
     base = tmp_path_factory.mktemp("ops")
     EmbeddedStore(base / "one", format=1).close()
     with pytest.MonkeyPatch.context() as mp:
@@ -73,6 +79,9 @@ def test_any_batches_leave_what_format_1_leaves(
         if merges:
             mp.setattr(compact, "FRESH_MIN_CELLS", 1)
             mp.setattr(compact, "FRESH_RATIO", 2)
+        if hot:
+            mp.setattr(compact, "HOT", 2)
+            mp.setattr(compact, "CHECK_BYTES", 1)
         with (
             SimhashIndex.open(str(base / "one")) as one,
             SimhashIndex.open(str(base / "two")) as two,
@@ -196,6 +205,67 @@ def test_format_3_bytes_decode_by_spec_alone(tmp_path: Path, merged: bool) -> No
         assert row_b[12:] == b"\x06\x00\x00\x00\x01f:textt"  # u8 name length, u32 value length
     env.close()
     assert sorted(cells) == expected and len(expected) == 20
+
+
+def test_hot_rows_decode_by_spec_alone(tmp_path: Path) -> None:
+    """docs/SPEC.md's hot rows, decoded with plain lmdb: a lead of HOT cells or more
+    is marked in its bucket (number ffffffff) and its committed cells are keys of
+    ``hot`` (flag, field, fingerprint, id -> number), read in id order to a limit
+    and counted exactly; and a file without ``hot`` gets it when opened to write."""
+    import lmdb
+
+    hot_fp = 0x0F0F_1234_5678_9ABC
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(compact, "HOT", 3)
+        mp.setattr(compact, "CHECK_BYTES", 1)
+        with SimhashIndex.open(str(tmp_path / "ix")) as index:
+            for batch in range(4):  # a batch's own cells are not committed while it writes
+                index.add_documents(
+                    [Document(f"c{9 - batch}{i}", hot_fp) for i in range(2)]
+                    + [Document(f"o{batch}", batch)]
+                )
+            expected = sorted(index.index_cells())
+            got = index.query_fingerprint(hot_fp, 0, limit=3)
+            assert [m.doc_id for m in got] == ["c60", "c61", "c70"]
+            assert got.total == 8 and got.total_exact
+    env = lmdb.open(str(tmp_path / "ix"), max_dbs=6, readonly=True, lock=False)
+    tables = (b"index", b"fresh", b"hot", b"docs", b"names", b"meta")
+    db = {name: env.open_db(name, create=False) for name in tables}
+    with env.begin() as txn:
+        names = {
+            int.from_bytes(k, "big"): (int.from_bytes(v[:8], "big"), v[8:].decode())
+            for k, v in txn.cursor(db[b"names"])
+        }
+        cells, marked = [], set()
+        for bucket, packed in [*txn.cursor(db[b"index"]), *txn.cursor(db[b"fresh"])]:
+            flag, hi = bucket[0], int.from_bytes(bucket[1:3], "big")
+            for at in range(0, len(packed), 6):
+                lo = int.from_bytes(packed[at : at + 2], "big")
+                num = int.from_bytes(packed[at + 2 : at + 6], "big")
+                if num == 0xFFFF_FFFF:
+                    marked.add(bucket + packed[at : at + 2])
+                    continue
+                fp, doc_id = names[num]
+                row = (hi << 16 | lo).to_bytes(4, "big") + bytes([flag]) + fp.to_bytes(8, "big")
+                cells.append((row, doc_id))
+        spilled = list(txn.cursor(db[b"hot"]))
+        for key, value in spilled:
+            assert key[:5] in marked and names[int.from_bytes(value, "big")][1] == key[13:].decode()
+            cells.append((key[1:5] + key[0:1] + key[5:13], key[13:].decode()))
+    env.close()
+    assert sorted(cells) == expected and len(spilled) >= 10 * 4
+    old = tmp_path / "before-hot"
+    with SimhashIndex.open(str(old)) as index:
+        index.add_documents([Document("a", 1)])
+    env = lmdb.open(str(old), max_dbs=6)
+    with env.begin(write=True) as txn:
+        txn.drop(env.open_db(b"hot", txn=txn), delete=True)  # a format 3 file before hot rows
+    env.close()
+    with SimhashIndex.open(str(old), readonly=True) as index:
+        assert [m.doc_id for m in index.query_fingerprint(1, 0)] == ["a"]
+    with SimhashIndex.open(str(old)) as index:
+        index.add_documents([Document("b", 1)])
+        assert [m.doc_id for m in index.query_fingerprint(1, 0)] == ["a", "b"]
 
 
 def test_cli_migrate(tmp_path: Path) -> None:

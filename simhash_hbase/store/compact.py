@@ -17,6 +17,9 @@ databases:
   columns packed as in format 1 (text, meta, sketch, bands; the full id of a folded
   key). A row of 4 bytes numbers an id that has cells but no document.
 - ``meta``: as in format 1, plus the store's own record :data:`STATE`.
+- ``hot`` (format 3): the cells of a lead holding :data:`HOT` cells or more (mass
+  copies of one fingerprint), a key each in id order, so that a batch or a bounded
+  query never reads such a row whole; its bucket keeps a mark (docs/SPEC.md).
 
 Document numbers are exact: an id keeps its number until its row is deleted; a
 folded id (over LMDB's 511-byte key limit) is compared in full with the id its
@@ -60,7 +63,8 @@ FORMAT = 3  # 2 + the fresh tier; a format 2 file is a format 3 file whose fresh
 STATE = "store/embedded"  # meta record: format, next number, cells and documents held
 TABLES = (b"index", b"docs", b"names", b"meta")  # format 2's; format 3 adds FRESH
 FRESH = b"fresh"
-ALL_TABLES = (*TABLES, FRESH)
+HOT_ROWS = b"hot"  # the cells of hot leads, a key each (see HOT)
+ALL_TABLES = (*TABLES, FRESH, HOT_ROWS)
 CELL = np.dtype([("lo", ">u2"), ("num", ">u4")])
 CELL_BYTES = CELL.itemsize
 MAX_DOCUMENTS = (1 << 32) - 1
@@ -81,6 +85,17 @@ PART_MIN_CELLS = 1 << 16  # fewer new cells than this go in the batch's one comm
 # small tier, and the big buckets are rewritten once per ~FRESH_RATIO-th growth.
 FRESH_MIN_CELLS = 1 << 23
 FRESH_RATIO = 8
+#: A bucket's cells of one lead (two bytes of the field) past this many move to keys
+#: of their own in ``hot`` (a hot row: mass copies of one fingerprint), so that no
+#: batch or query reads or rewrites them whole (docs/SPEC.md, "Hot rows").
+HOT = 2048
+#: A bucket is checked for hot leads each time it grows past a multiple of this
+#: many bytes (amortised: one check per CHECK_BYTES / 6 cells appended to it).
+CHECK_BYTES = HOT * CELL_BYTES // 2
+#: The number of a bucket cell that marks its lead as spilled (never a document's:
+#: numbers stop at MAX_DOCUMENTS - 1).
+SPILLED = b"\xff\xff\xff\xff"
+_HEAD_BYTES = 5  # a spilled cell's key: flag, field (4), fingerprint (8), id
 
 
 class Helpers(NamedTuple):
@@ -141,11 +156,21 @@ def cell_rows(cells: Sequence[IndexCell]) -> np.ndarray:
 
 def find_cells(packed: bytes, lead: bytes) -> Iterator[int]:
     """Offsets of the cells of ``packed`` whose first two bytes are ``lead``."""
-    pos = packed.find(lead)
+    return find_cells_at(packed, lead, 0)
+
+
+def find_cells_at(packed: bytes, part: bytes, offset: int) -> Iterator[int]:
+    """Offsets of ``part`` in ``packed`` that start ``offset`` bytes into a cell."""
+    pos = packed.find(part)
     while pos >= 0:
-        if pos % CELL_BYTES == 0:
+        if pos % CELL_BYTES == offset:
             yield pos
-        pos = packed.find(lead, pos + 1)
+        pos = packed.find(part, pos + 1)
+
+
+def spilled_leads(packed: bytes) -> set[bytes]:
+    """The leads a bucket's cells mark as spilled."""
+    return {packed[pos - 2 : pos] for pos in find_cells_at(packed, SPILLED, 2)}
 
 
 class Tables:
@@ -158,26 +183,38 @@ class Tables:
         self.names = handles[b"names"]
         self.meta = handles[b"meta"]
         self.fresh: Any = handles.get(FRESH)  # None: a format 2 file opened read-only
+        self.hot: Any = handles.get(HOT_ROWS)  # None: a file without hot rows, read-only
         self.catalog = env.open_db(None)  # LMDB's main database: the named ones' records
         self.h = helpers
 
     @staticmethod
     def open(env: lmdb.Environment, txn: Txn | None = None) -> dict[bytes, Any]:
         """The handles of the databases; with ``txn``, created in it (the fresh
-        tier too); without, the fresh tier only if the file has one (format 3)."""
+        tier and the hot rows too); without, those only if the file has them."""
         handles = {name: env.open_db(name, txn=txn, create=txn is not None) for name in TABLES}
-        with suppress(lmdb.NotFoundError):  # format 2, read-only: none yet (see tier())
-            handles[FRESH] = env.open_db(FRESH, txn=txn, create=txn is not None)
+        for name in (FRESH, HOT_ROWS):
+            with suppress(lmdb.NotFoundError):  # read-only: none yet (see tier(), hot_rows())
+                handles[name] = env.open_db(name, txn=txn, create=txn is not None)
         return handles
 
     @staticmethod
     def upgrade(txn: Txn, meta: Any) -> None:
-        """Record a format 2 file as format 3 (its fresh tier, empty, made in ``txn``)."""
+        """Record a format 2 file as format 3 (its fresh tier and hot rows, empty,
+        made in ``txn``; a format 3 file given its hot rows keeps its record)."""
         raw = txn.get(STATE.encode(), db=meta)
         if raw is not None:
             state = codec.decode_json(raw)
-            state.update(format=FORMAT, fresh=0)
+            state["format"] = FORMAT
+            state.setdefault("fresh", 0)
             txn.put(STATE.encode(), codec.encode_json(state), db=meta)
+
+    def hot_rows(self) -> Any:
+        """The hot rows' handle, or None if the file has none (then no bucket marks a
+        lead as spilled: the marks and the table are written in one commit)."""
+        if self.hot is None:
+            with suppress(lmdb.NotFoundError):
+                self.hot = self.env.open_db(HOT_ROWS, create=False)
+        return self.hot
 
     def new_cells_tier(self) -> Any:
         """Where new cells go: the fresh tier (the index itself in a file without one,
@@ -273,10 +310,14 @@ class Tables:
                 found[key] = found[key] + packed if key in found else packed
         return found
 
-    def scan(self, txn: Txn, prefix_lists: Sequence[Sequence[bytes]]) -> list[list[IndexCell]]:
+    def scan(
+        self, txn: Txn, prefix_lists: Sequence[Sequence[bytes]], row_cap: int | None = None
+    ) -> list[list[IndexCell]]:
         """Hot path: per query one multi-get of its buckets in each tier and per
         bucket found a ``find`` of its prefix's two lead bytes; each document found
-        costs one more get (its names row), once per query."""
+        costs one more get (its names row), once per query. A lead marked spilled
+        also reads its own keys, in id order: with ``row_cap``, each row's first
+        ``row_cap`` visible ones."""
         get, names = txn.get, self.names
         fresh = self.fresh if self.fresh is not None else self.tier(txn)
         tiers = [txn.cursor(self.index)] + ([] if fresh is None else [txn.cursor(fresh)])
@@ -284,6 +325,7 @@ class Tables:
         for prefixes in prefix_lists:
             cells: list[IndexCell] = []
             held: dict[bytes, tuple[bytes, str] | None] = {}  # a match is in up to 10 buckets
+            spilled: dict[bytes, None] = {}  # prefixes whose lead a bucket marks, in order
             for prefix, packed in _buckets_of(tiers, prefixes):
                 lead = prefix[2:4]
                 pos = packed.find(lead)
@@ -296,16 +338,24 @@ class Tables:
                         found = held[num]
                         if found is not None:  # else not committed, or its document removed
                             cells.append((prefix + found[0], found[1]))
+                        elif num == SPILLED:
+                            spilled[prefix] = None
                     pos = packed.find(lead, pos + 1)
+            for prefix in spilled:
+                head = prefix[4:5] + prefix[0:4]
+                cells += self._spilled(txn, head, prefix, row_cap, held)
             results.append(cells)
         return results
 
-    def scan_wide(self, txn: Txn, prefixes: Sequence[bytes]) -> list[IndexCell]:
+    def scan_wide(
+        self, txn: Txn, prefixes: Sequence[bytes], row_cap: int | None = None
+    ) -> list[IndexCell]:
         """:meth:`scan` of one long list of prefixes (a batch's lookups): each
         distinct bucket read once per tier (two multi-gets), cells matched to
         their prefixes (:func:`_matched`), and one multi-get of the names rows
         of the cells matched. A cell whose number is not a document's
-        (:data:`MAX_DOCUMENTS`) leaves its prefix to :meth:`scan`."""
+        (:data:`MAX_DOCUMENTS`: a hot row's mark, :data:`SPILLED`) leaves its
+        prefix wholly to :meth:`scan` (with ``row_cap``)."""
         want = np.frombuffer(b"".join(prefixes), dtype=codec.PREFIX_DTYPE)
         field = want["field"].astype(np.uint64)
         bucket = want["flag"].astype(np.uint64) << np.uint64(16) | field >> np.uint64(16)
@@ -315,7 +365,7 @@ class Tables:
         if not found:
             return []
         which, nums = _matched(found, prefixes, bucket << np.uint64(16) | field & np.uint64(0xFFFF))
-        odd = nums == MAX_DOCUMENTS  # not a document's number: the general path
+        odd = np.isin(which, which[nums == MAX_DOCUMENTS])  # a marked prefix: scan's
         named = np.unique(nums[~odd])
         rows = dict(txn.cursor(self.names).getmulti(named.astype(">u4").view("V4").tolist()))
         result: list[IndexCell] = []
@@ -324,9 +374,66 @@ class Tables:
             if name is not None:  # else not committed, or its document removed
                 result.append((prefixes[p] + name[:8], decode_id(name[8:])))
         for p in dict.fromkeys(which[odd].tolist()):
-            (more,) = self.scan(txn, [[prefixes[p]]])
+            (more,) = self.scan(txn, [[prefixes[p]]], row_cap)
             result += more
         return result
+
+    def _spilled(
+        self,
+        txn: Txn,
+        head: bytes,
+        prefix: bytes,
+        row_cap: int | None,
+        held: dict[bytes, tuple[bytes, str] | None],
+    ) -> list[IndexCell]:
+        """The visible cells of a spilled lead (keys ``head`` + fingerprint + id),
+        each row's first ``row_cap`` of them (its smallest ids)."""
+        cursor = txn.cursor(self.hot_rows())
+        cells: list[IndexCell] = []
+        found = cursor.set_range(head)
+        row, taken = b"", 0
+        while found:
+            key = cursor.key()
+            if not key.startswith(head):
+                break
+            fp = key[_HEAD_BYTES : _HEAD_BYTES + 8]
+            if fp != row:
+                row, taken = fp, 0
+            elif row_cap is not None and taken >= row_cap:  # the rest of a hot row
+                found = cursor.set_range(codec.prefix_stop(key[: _HEAD_BYTES + 8]))
+                continue
+            num = cursor.value()
+            if num not in held:
+                name = txn.get(num, db=self.names)
+                held[num] = None if name is None else (name[:8], decode_id(name[8:]))
+            visible = held[num]
+            if visible is not None:
+                cells.append((prefix + visible[0], visible[1]))
+                taken += 1
+            found = cursor.next()
+        return cells
+
+    def row_size(self, txn: Txn, row: bytes) -> int:
+        """Cells held in an index row: its bucket cells, and its spilled keys
+        counted by walking them undecoded (as format 1 counts a row)."""
+        prefix, fp = row[: codec.PREFIX_BYTES], row[codec.PREFIX_BYTES :]
+        bucket, lead = prefix[4:5] + prefix[0:2], prefix[2:4]
+        packed = self.buckets(txn, [bucket]).get(bucket, b"")
+        count = 0
+        for pos in find_cells(packed, lead):
+            name = txn.get(packed[pos + 2 : pos + 6], db=self.names)
+            count += name is not None and name[:8] == fp
+        head = bucket + lead + fp
+        hot = self.hot_rows()
+        if hot is None:
+            return count
+        cursor = txn.cursor(hot)
+        if cursor.set_range(head):
+            for key in cursor.iternext(keys=True, values=False):
+                if not key.startswith(head):
+                    break
+                count += 1
+        return count
 
     def iter_index(self, txn: Txn) -> Iterator[IndexCell]:
         get_name = txn.cursor(self.names).get
@@ -343,6 +450,16 @@ class Tables:
                 if name is not None:
                     row = bucket[1:3] + packed[pos : pos + 2] + bucket[0:1] + name[:8]
                     yield row, decode_id(name[8:])
+        hot = self.hot_rows()
+        for key, num in [] if hot is None else txn.cursor(hot):
+            if len(key) <= _HEAD_BYTES + 8 or len(num) != _NUM.size:
+                raise StoreCorrupt(
+                    f"the embedded index at {self.h.path} holds a hot-row entry of "
+                    f"{len(key)}+{len(num)} bytes; {self.h.rebuild}"
+                )
+            name = get_name(num)
+            if name is not None:
+                yield key[1:5] + key[0:1] + name[:8], decode_id(name[8:])
 
     def iter_docs(self, txn: Txn) -> Iterator[tuple[bytes, Document | StoreCorrupt]]:
         for key, value in txn.cursor(self.docs):
@@ -511,7 +628,14 @@ class CompactBatch:
         for at in range(0, len(keys), step):
             part = slice(at, at + step)
             with self._t.env.begin(write=True) as txn:
-                _append_cells(txn, self._t.new_cells_tier(), keys[part], packed[part])
+                tier = self._t.new_cells_tier()
+                dropped, moved = _append_cells(self._t, txn, tier, keys[part], packed[part])
+                if dropped or moved:  # hot leads spilled: the counts, in the same commit
+                    state = self._t.state(txn)
+                    state["cells"] -= dropped
+                    if tier is self._t.fresh:
+                        state["fresh"] = state.get("fresh", 0) - moved
+                    self._t.put_state(txn, state)
         self._write_fresh_docs(nums, parts)
         return len(rows)
 
@@ -576,13 +700,21 @@ def _merge_part(tables: Tables, txn: Txn, keys: list[bytes]) -> int:
         return 0
     index = txn.cursor(tables.index)
     old = dict(index.getmulti([key for key, _ in taken]))
-    index.putmulti([(key, old[key] + cells if key in old else cells) for key, cells in taken])
+    merged, dropped = [], 0
+    for key, cells in taken:
+        before = old.get(key, b"")
+        value, gone, _ = _grown(tables, txn, key, before, before + cells)
+        merged.append((key, value))
+        dropped += gone
+    index.putmulti(merged)
     delete, fresh = txn.delete, tables.fresh
     for key, _ in taken:
         delete(key, db=fresh)
-    moved = sum(len(cells) for _, cells in taken) // CELL_BYTES
+    marks = sum(len(spilled_leads(cells)) for _, cells in taken)  # counted in no tier
+    moved = sum(len(cells) for _, cells in taken) // CELL_BYTES - marks
     state = tables.state(txn)
     state["fresh"] = state.get("fresh", 0) - moved
+    state["cells"] -= dropped
     tables.put_state(txn, state)
     return moved
 
@@ -595,11 +727,71 @@ def _check_room(tables: Tables, start: int, count: int) -> None:
         )
 
 
-def _append_cells(txn: Txn, db: Any, keys: list[bytes], packed: list[bytes]) -> None:
-    """Add cells that cannot be held yet (new numbers) to their buckets, in key order."""
+def _append_cells(
+    tables: Tables, txn: Txn, db: Any, keys: list[bytes], packed: list[bytes]
+) -> tuple[int, int]:
+    """Add cells that cannot be held yet (new numbers) to their buckets in the tier
+    ``db``, in key order; a bucket grown past a multiple of CHECK_BYTES moves its hot
+    leads out (:func:`_spill_hot`). (cells dropped, cells moved out of ``db``)."""
     cursor = txn.cursor(db)
     old = dict(cursor.getmulti(keys))
-    cursor.putmulti(zip(keys, [old[k] + p if k in old else p for k, p in zip(keys, packed)]))
+    values = []
+    dropped = moved = 0
+    for key, cells in zip(keys, packed):
+        before = old.get(key, b"")
+        value, gone, out = _grown(tables, txn, key, before, before + cells)
+        values.append(value)
+        dropped += gone
+        moved += out
+    cursor.putmulti(zip(keys, values))
+    return dropped, moved
+
+
+def _grown(
+    tables: Tables, txn: Txn, bucket: bytes, before: bytes, value: bytes
+) -> tuple[bytes, int, int]:
+    """``value``, the bucket grown from ``before``, with its hot leads spilled if it
+    has just grown past a multiple of CHECK_BYTES (see :func:`_spill_hot`)."""
+    if len(value) // CHECK_BYTES <= len(before) // CHECK_BYTES:
+        return value, 0, 0
+    return _spill_hot(tables, txn, bucket, value)
+
+
+def _spill_hot(tables: Tables, txn: Txn, bucket: bytes, value: bytes) -> tuple[bytes, int, int]:
+    """Move the committed cells of each lead holding HOT cells or more to keys of
+    their own in ``hot`` (flag, field, fingerprint, id -> number: a row in id
+    order, read to its cap and counted by walking keys), and mark the lead with a
+    SPILLED cell. Cells not committed yet (no names row) and ids too long for a key
+    stay. (the bucket's new value, cells dropped: an id's older spilled cell
+    replaced by its newer, cells moved)."""
+    cells = np.frombuffer(value, dtype=CELL)
+    lo, nums = cells["lo"], cells["num"]
+    leads, counts = np.unique(lo, return_counts=True)
+    hot = leads[counts >= HOT]
+    if not len(hot):
+        return value, 0, 0
+    mark = np.uint32(_NUM.unpack(SPILLED)[0])
+    marked = set(lo[nums == mark].tolist())
+    move = np.flatnonzero(np.isin(lo, hot) & (nums != mark))
+    num_keys = [_NUM.pack(num) for num in nums[move].tolist()]
+    names = dict(txn.cursor(tables.names).getmulti(sorted(set(num_keys))))
+    room = tables.h.max_key - _HEAD_BYTES - 8
+    keep = np.ones(len(cells), dtype=bool)
+    items: list[tuple[bytes, bytes]] = []
+    moved: set[int] = set()
+    for at, lead, num in zip(move.tolist(), lo[move].tolist(), num_keys):
+        name = names.get(num)
+        if name is None or len(name) - 8 > room:
+            continue
+        keep[at] = False
+        moved.add(lead)
+        items.append((bucket + lead.to_bytes(2, "big") + name, num))  # name: fingerprint, id
+    if not items:
+        return value, 0, 0
+    items.sort()
+    consumed, added = txn.cursor(tables.hot_rows()).putmulti(items)
+    marks = b"".join(lead.to_bytes(2, "big") + SPILLED for lead in sorted(moved - marked))
+    return cells[keep].tobytes() + marks, consumed - added, len(items)
 
 
 class _Commit:
@@ -701,9 +893,11 @@ class _Commit:
         added = 0
         if new.any():
             keys, packed = grouped(rows[new], nums[new])
-            _append_cells(self._txn, self._t.new_cells_tier(), keys, packed)
-            added += int(new.sum()) * rows.shape[1]
-            self._fresh_cells(int(new.sum()) * rows.shape[1])
+            tier = self._t.new_cells_tier()
+            dropped, moved = _append_cells(self._t, self._txn, tier, keys, packed)
+            appended = int(new.sum()) * rows.shape[1]
+            added += appended - dropped
+            self._fresh_cells(appended - moved)
         if new.all():
             return added
         keys, packed = grouped(rows[~new], nums[~new])
@@ -713,7 +907,12 @@ class _Commit:
             old = cursor.get(key) or b""
             both = old if fresh is None else old + (self._txn.get(key, db=fresh) or b"")
             new = [cells[i : i + CELL_BYTES] for i in range(0, len(cells), CELL_BYTES)]
-            extra = b"".join(c for c in dict.fromkeys(new) if not _holds(both, c))
+            spilled = spilled_leads(both)
+            extra = b"".join(
+                c
+                for c in dict.fromkeys(new)
+                if not _holds(both, c) and not (c[:2] in spilled and self._spilled_holds(key, c))
+            )
             if extra:
                 cursor.put(key, old + extra)
                 added += len(extra) // CELL_BYTES
@@ -726,12 +925,39 @@ class _Commit:
         if not held:
             return
         keys, packed = grouped(rows[held], np.array([nums[i] for i in held], dtype=np.uint32))
+        spilled = {
+            key: spilled_leads(cells) for key, cells in self._t.buckets(self._txn, keys).items()
+        }
         removed = _remove_cells(self._txn, self._t.index, keys, packed)
         if self._t.fresh is not None:
             from_fresh = _remove_cells(self._txn, self._t.fresh, keys, packed)
             self._state["fresh"] = self._state.get("fresh", 0) - from_fresh
             removed += from_fresh
+        for key, cells in zip(keys, packed):
+            leads = spilled.get(key)
+            if leads:
+                for at in range(0, len(cells), CELL_BYTES):
+                    if cells[at : at + 2] in leads:
+                        removed += self._unspill(key, cells[at : at + CELL_BYTES])
         self._state["cells"] -= removed
+
+    def _spilled_key(self, bucket: bytes, cell: bytes) -> bytes | None:
+        """The key ``cell`` (lead, number) has if its lead is spilled (None: its
+        number has no names row)."""
+        name = self._txn.get(cell[2:], db=self._t.names)
+        return None if name is None else bucket + cell[:2] + name
+
+    def _spilled_holds(self, bucket: bytes, cell: bytes) -> bool:
+        key = self._spilled_key(bucket, cell)
+        hot = self._t.hot_rows()
+        return key is not None and hot is not None and self._txn.get(key, db=hot) == cell[2:]
+
+    def _unspill(self, bucket: bytes, cell: bytes) -> int:
+        """Delete a cell held under a spilled lead; 1 if it was there."""
+        if not self._spilled_holds(bucket, cell):
+            return 0
+        key = self._spilled_key(bucket, cell)
+        return int(self._txn.delete(key, db=self._t.hot_rows()))
 
     def _docs(self, latest: dict[bytes, Document]) -> None:
         short = max(map(len, latest)) < self._h.max_key  # keys are the ids themselves

@@ -461,7 +461,8 @@ class EmbeddedStore:
     def _open_compact(self, names: set[bytes], readonly: bool) -> None:
         """Formats 2 and 3 (store/compact.py); a new index records its format in
         meta; a format 2 file opened for writing becomes format 3 (an empty fresh
-        tier is added, nothing moves)."""
+        tier and empty hot rows are added, nothing moves), and a format 3 file
+        written before hot rows existed gets its empty hot rows."""
         if not names >= set(compact.TABLES):
             if readonly:
                 raise IndexNotFound(self.url)
@@ -472,7 +473,7 @@ class EmbeddedStore:
                     codec.encode_json(compact.new_state()),
                     db=handles[b"meta"],
                 )
-        elif compact.FRESH not in names and not readonly:
+        elif not names >= {compact.FRESH, compact.HOT_ROWS} and not readonly:
             with self._env.begin(write=True) as txn:
                 handles = compact.Tables.open(self._env, txn)
                 compact.Tables.upgrade(txn, handles[b"meta"])
@@ -789,13 +790,13 @@ class EmbeddedStore:
         cuts each row to its ``row_cap`` smallest ids, then hands each list its own."""
         assert self._compact is not None
         if len(prefix_lists) == 1 and len(prefix_lists[0]) > _WIDE:
-            wide = self._compact.scan_wide(txn, prefix_lists[0])
+            wide = self._compact.scan_wide(txn, prefix_lists[0], row_cap)
             return [wide if row_cap is None else _capped(wide, row_cap)]
         if row_cap is None or len(prefix_lists) <= 1:
-            found = self._compact.scan(txn, prefix_lists)
+            found = self._compact.scan(txn, prefix_lists, row_cap)
             return found if row_cap is None else [_capped(c, row_cap) for c in found]
         distinct = list(dict.fromkeys(p for prefixes in prefix_lists for p in prefixes))
-        (cells,) = self._compact.scan(txn, [distinct])
+        (cells,) = self._compact.scan(txn, [distinct], row_cap)
         by_prefix: dict[bytes, list[IndexCell]] = {}
         for cell in _capped(cells, row_cap):
             by_prefix.setdefault(cell[0][: codec.PREFIX_BYTES], []).append(cell)
@@ -808,8 +809,7 @@ class EmbeddedStore:
         try:
             with self._env.begin(db=self._index) as txn:
                 if self._compact is not None:
-                    found = self._compact.scan(txn, [[row[: codec.PREFIX_BYTES]] for row in rows])
-                    return {row: sum(r == row for r, _ in c) for row, c in zip(rows, found)}
+                    return {row: self._compact.row_size(txn, row) for row in rows}
                 cursor = txn.cursor()
                 for row in rows:
                     n = 0
