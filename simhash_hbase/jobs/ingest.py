@@ -123,10 +123,47 @@ def _text_of(record: Record | BadRecord) -> str:
 def fingerprint_chunks(
     records: Iterable[Record | BadRecord], fingerprinter: Fingerprinter, workers: int, size: int
 ) -> Iterator[tuple[list[Record | BadRecord], list[int | EmptyDocument]]]:
-    """Chunks of records with their fingerprints, in input order (``workers`` processes)."""
+    """Chunks of records with their fingerprints, in input order (``workers``
+    processes); a text repeated within a chunk (mass copies) is fingerprinted once."""
     pending: deque[list[Record | BadRecord]] = deque()
-    results = fingerprinter.map(_texts(records, size, pending), workers)
-    return _with_records(results, pending)
+    firsts: deque[list[int]] = deque()
+    spread: deque[list[int]] = deque()
+    texts = _distinct(_texts(records, size, pending), firsts, spread)
+    return _with_records(_spread(fingerprinter.map(texts, workers), firsts, spread), pending)
+
+
+def _distinct(
+    chunks: Iterator[list[str]], firsts: deque[list[int]], spread: deque[list[int]]
+) -> Iterator[list[str]]:
+    """Each chunk's distinct texts; per chunk, where each distinct text first is
+    (``firsts``) and which distinct text each position holds (``spread``)."""
+    for texts in chunks:
+        slot: dict[str, int] = {}
+        first: list[int] = []
+        where = []
+        for at, text in enumerate(texts):
+            if text not in slot:
+                slot[text] = len(first)
+                first.append(at)
+            where.append(slot[text])
+        firsts.append(first)
+        spread.append(where)
+        yield list(slot)
+
+
+def _spread(
+    results: Iterator[list[Any]], firsts: deque[list[int]], spread: deque[list[int]]
+) -> Iterator[list[Any]]:
+    """Each chunk's results back at every position; a worker that died holding a
+    distinct text is said to hold its first position."""
+    given = 0
+    try:
+        for found in results:
+            firsts.popleft()
+            yield [found[d] for d in spread.popleft()]
+            given += 1
+    except WorkerDied as exc:
+        raise WorkerDied(exc.chunk, firsts[exc.chunk - given][exc.item], exc.how) from None
 
 
 def probe_chunks(
@@ -884,7 +921,20 @@ def _fingerprinted(
     workers: int,
     hasher: MinHasher | None,
 ) -> Iterator[Document | BadRecord]:
-    sketched = None if hasher is None else partial(sketch_document, hasher)
     for chunk, fps in fingerprint_chunks(records, fingerprinter, workers, _DEDUP_CHUNK):
+        sketched = None if hasher is None else _sketcher(hasher)
         for record, fp in zip(chunk, fps):
             yield to_document(record, fp, False, sketched)
+
+
+def _sketcher(hasher: MinHasher) -> Callable[[Document, str], Document]:
+    """:func:`sketch_document` that sketches each distinct text once (mass copies)."""
+    done: dict[str, Document] = {}
+
+    def sketched(doc: Document, text: str) -> Document:
+        if text not in done:
+            done[text] = sketch_document(hasher, doc, text)
+        held = done[text]
+        return dataclasses.replace(doc, sketch=held.sketch, bands=held.bands)
+
+    return sketched
