@@ -8,12 +8,14 @@ bounded query reads each row only to its limit and still counts what it holds
 from __future__ import annotations
 
 import numpy as np
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.jobs.ingest import IngestOptions, _record_chunks, index_fingerprints
 from simhash_hbase.records import DEFAULT_LIMIT, Lookup, Record
+from simhash_hbase.store import compact
 
 BASE = 0x5A5A_1234_9876_F00D
 
@@ -62,10 +64,20 @@ def test_a_bounded_query_is_the_nearest_of_all_and_counts_them(
             assert list(many) == list(got) and many.total == got.total
 
 
-def test_ingest_of_mass_copies_reports_each_document_once_bounded(store_url: str) -> None:
+@pytest.mark.parametrize("hot", [False, True])
+def test_ingest_of_mass_copies_reports_each_document_once_bounded(
+    store_url: str, hot: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Identical and one-bit-off copies, across batches: one line per copy, the
-    limit nearest earlier ones, and the count of all earlier ones."""
-    copies = [(f"c{i:04d}", BASE if i % 3 else BASE ^ 1 << 9) for i in range(260)]
+    limit nearest earlier ones, and the count of all earlier ones. ``hot``: the
+    embedded store spills a lead of 8 cells to its hot rows (a batch's lookups then
+    meet marked buckets in the wide scan)."""
+    if hot:
+        monkeypatch.setattr(compact, "HOT", 8)
+        monkeypatch.setattr(compact, "CHECK_BYTES", 6)
+    copies = [
+        (f"c{(i * 7919) % 1000:04d}-{i}", BASE if i % 3 else BASE ^ 1 << 9) for i in range(260)
+    ]
     found: list[Lookup] = []
     with SimhashIndex.open(store_url) as index:
         summary = index_fingerprints(
@@ -81,6 +93,13 @@ def test_ingest_of_mass_copies_reports_each_document_once_bounded(store_url: str
         mine = copies[n][1]
         want = sorted(((fp ^ mine).bit_count(), i) for i, fp in copies[:n])[:DEFAULT_LIMIT]
         assert [(m.distance, m.doc_id) for m in lookup.matches] == want
+    queries = [BASE ^ 1 << bit for bit in range(30)]  # 300 prefixes: one wide scan
+    with SimhashIndex.open(store_url) as index:
+        for query, got in zip(queries, index.query_fingerprints(queries, 3)):
+            near = sorted(((fp ^ query).bit_count(), i) for i, fp in copies)
+            want = [(d, i) for d, i in near if d <= 3]
+            assert [(m.distance, m.doc_id) for m in got] == want[:DEFAULT_LIMIT]
+            assert got.total == len(want) or not got.total_exact
 
 
 def test_a_cut_count_is_exact_on_the_embedded_store(tmp_path) -> None:
