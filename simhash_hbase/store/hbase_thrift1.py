@@ -25,6 +25,7 @@ from simhash_hbase.errors import ShdbError, StoreError
 from simhash_hbase.layout import codec
 from simhash_hbase.store import hbase_tables
 from simhash_hbase.store.hbase_transport import (
+    CHECK_AND_PUT_WIDTH,
     NETWORK_ERRORS,
     CheckAndPut,
     ClientPool,
@@ -55,6 +56,10 @@ class Thrift1Transport:
 
         self._pool: ClientPool[Any] = ClientPool(open_client, lambda c: c.close(), pool)
         self._executor = ThreadPoolExecutor(max_workers=pool, thread_name_prefix="shdb-t1")
+        self._cas_pool: ClientPool[Any] = ClientPool(
+            open_client, lambda c: c.close(), CHECK_AND_PUT_WIDTH
+        )
+        self._cas_executor = ThreadPoolExecutor(CHECK_AND_PUT_WIDTH, thread_name_prefix="shdb-cas")
 
     # -- the one place Thrift1 errors are translated -------------------------------
     def _translate(self, action: str) -> AbstractContextManager[None]:
@@ -101,22 +106,23 @@ class Thrift1Transport:
     def check_and_put(
         self, table: bytes, column: bytes, items: Sequence[CheckAndPut]
     ) -> list[bool]:
-        """One checkAndPut per item, on pooled connections at once. Thrift1's
+        """One checkAndPut per item, ``CHECK_AND_PUT_WIDTH`` at once. Thrift1's
         checkAndPut takes no timestamp (the server's clock stamps the cell)."""
         action = f"write to {table.decode()}"
 
         def one(item: CheckAndPut) -> bool:
             key, expected, value = item
             mutation = _IDL.Mutation(column=column, value=value)
-            return bool(
-                self._call(
-                    action, lambda c: c.checkAndPut(table, key, column, expected, mutation, {})
+            with self._translate(action):
+                return bool(
+                    self._cas_pool.call(
+                        action, lambda c: c.checkAndPut(table, key, column, expected, mutation, {})
+                    )
                 )
-            )
 
         if len(items) == 1:  # no thread hop for one
             return [one(items[0])]
-        return list(self._executor.map(one, items))
+        return list(self._cas_executor.map(one, items))
 
     def scan_prefixes(
         self, table: bytes, prefixes: Sequence[bytes], row_cap: int | None = None
@@ -176,7 +182,9 @@ class Thrift1Transport:
 
     def close(self) -> None:
         self._executor.shutdown(wait=True)
+        self._cas_executor.shutdown(wait=True)
         self._pool.close()
+        self._cas_pool.close()
 
 
 def _row(result: Any) -> Row:

@@ -36,6 +36,7 @@ from simhash_hbase.layout import codec
 from simhash_hbase.store import hbase_filters, hbase_tables
 from simhash_hbase.store.hbase_filters import RowRange
 from simhash_hbase.store.hbase_transport import (
+    CHECK_AND_PUT_WIDTH,
     CheckAndPut,
     ClientPool,
     Deletes,
@@ -112,6 +113,9 @@ class Thrift2Transport:
         self._pool: ClientPool[Client] = ClientPool(
             lambda: open_client(host, port, timeout), lambda c: c.close(), pool
         )
+        self._cas_pool: ClientPool[Client] = ClientPool(
+            lambda: open_client(host, port, timeout), lambda c: c.close(), CHECK_AND_PUT_WIDTH
+        )
         self._regions: dict[bytes, tuple[float, list[bytes]]] = {}
         self._regions_lock = threading.Lock()
 
@@ -175,7 +179,7 @@ class Thrift2Transport:
     def check_and_put(
         self, table: bytes, column: bytes, items: Sequence[CheckAndPut]
     ) -> list[bool]:
-        """One checkAndPut per item, up to a pool's worth in flight at once (no
+        """One checkAndPut per item, ``CHECK_AND_PUT_WIDTH`` in flight at once (no
         timestamp: the server stamps the cell, as Thrift1's checkAndPut does)."""
         family, qualifier = _split(column)
 
@@ -197,7 +201,7 @@ class Thrift2Transport:
 
         action = f"write to {table.decode()}"
         with _translate(self._where, action):
-            return self._pool.call_many(action, items, send, receive)
+            return self._cas_pool.call_many(action, items, send, receive)
 
     # -- scans ----------------------------------------------------------------
     def scan_prefixes(
@@ -267,6 +271,7 @@ class Thrift2Transport:
 
     def close(self) -> None:
         self._pool.close()
+        self._cas_pool.close()
 
 
 class _Page(NamedTuple):

@@ -37,6 +37,11 @@ Deletes = Mapping[bytes, Sequence[bytes]]
 #: One conditional put: (row key, the value expected or None for absent, the new value).
 CheckAndPut = tuple[bytes, bytes | None, bytes]
 
+#: checkAndPuts in flight at once, on connections of their own: each is a row lock
+#: and a WAL sync of its own on the server, which groups the syncs of concurrent
+#: ones, so width is what makes them cheap (a putMultiple syncs once per call).
+CHECK_AND_PUT_WIDTH = 48
+
 #: Errors of a socket that could not be used; translated to StoreUnavailable.
 NETWORK_ERRORS = (TTransportException, socket.error)
 
