@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from simhash_hbase import Fingerprinter, FingerprintParams, InvalidSetting, SimhashIndex
 from simhash_hbase.errors import ManifestMismatch
-from simhash_hbase.fingerprint.simhash import V2_WEIGHT_CAP, normalise, v2_keeps
+from simhash_hbase.fingerprint.simhash import V2_WEIGHT_CAP, _folder, normalise, v2_keeps
 
 V1 = FingerprintParams(version=1)
 #: Version 2 as first built (no folding, the "word" term rule): what its pins hold.
@@ -173,6 +173,64 @@ def test_simplified_text_is_never_rewritten_by_the_phrase_table() -> None:
     text = "请把文件保存到软件的目录，并打开内存设置。"
     assert Fingerprinter().features(text) == Fingerprinter(V2).features(text)
     assert "文件" in Fingerprinter().features(text)  # not tw2sp's 文档
+
+
+def _fold_line_by_line(text: str) -> str:
+    """The tw2sp folding as defined: each line that t2s changes goes through tw2sp."""
+    import opencc
+
+    t2s, tw2sp = opencc.OpenCC("t2s").convert, opencc.OpenCC("tw2sp").convert
+    return "\n".join(tw2sp(line) if t2s(line) != line else line for line in text.split("\n"))
+
+
+_FOLD_PIECES = st.one_of(
+    st.sampled_from(
+        [
+            "軟體",
+            "檔案",
+            "記憶體",
+            "滑鼠",
+            "網路",
+            "資訊",
+            "程式設計",
+            "這個",
+            "與",
+            "裡",
+            "點選",
+            "文件",
+            "软件",
+            "内存",
+            "鼠标",
+            "乾隆",
+            "頭髮",
+            "皇后",
+            "後來",
+            "\n",
+            "\r\n",
+            "\n\n",
+            " ",
+            "，",
+            "。",
+            "abc",
+            "C++",
+            "😀",
+            "\u3000",
+        ]
+    ),
+    st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF),
+    st.characters(min_codepoint=0x3400, max_codepoint=0x4DBF),
+    st.text(max_size=3),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(_FOLD_PIECES, max_size=60).map("".join))
+def test_batched_folding_is_the_line_by_line_folding(text: str) -> None:
+    """tw2sp folding converts all Traditional lines in one OpenCC call: the same text as
+    converting them one by one (no OpenCC dictionary entry holds a newline)."""
+    fold = _folder("tw2sp")
+    assert fold is not None
+    assert fold(text) == _fold_line_by_line(text)
 
 
 _SYMBOLS = st.characters(

@@ -598,11 +598,25 @@ def _folder(fold: str) -> Callable[[str], str] | None:
         convert: Callable[[str], str] = _opencc().OpenCC("tw2sp").convert
         return convert
 
-    def by_phrase(text: str) -> str:
-        if t2s(text) == text:
-            return text
+    def by_line(text: str) -> str:
         lines = text.split("\n")
         return "\n".join(tw2sp()(line) if t2s(line) != line else line for line in lines)
+
+    def by_phrase(text: str) -> str:
+        """:func:`by_line`, with one OpenCC call per converter: no dictionary key or value
+        holds a newline, so OpenCC converts newline-joined lines line by line
+        (tests/test_fingerprint_v2.py), and the lines t2s changes are the Traditional ones."""
+        folded = t2s(text)
+        if folded == text:
+            return text
+        lines, simple = text.split("\n"), folded.split("\n")
+        changed = [i for i, (line, to) in enumerate(zip(lines, simple)) if line != to]
+        converted = tw2sp()("\n".join([lines[i] for i in changed])).split("\n")
+        if len(lines) != len(simple) or len(converted) != len(changed):
+            return by_line(text)  # never seen: a converter that joined or split lines
+        for i, line in zip(changed, converted):
+            lines[i] = line
+        return "\n".join(lines)
 
     return by_phrase
 
