@@ -131,10 +131,12 @@ def _offered(
 ) -> dict[str, Any]:
     """Open-loop load at ``rate`` for ``seconds`` (benchmarks/loadgen.py): latency
     from each request's due time; what is unanswered STEP_GRACE s after the last is
-    due fails. With the server's CPU per answered request."""
+    due fails. With the server's CPU per answered request, and the cores the server
+    and the generator got together (of the machine's, shared with its other work)."""
     requests = _requests(texts, max(1, int(rate * seconds)), tag)
-    cpu = server.cpu_seconds()
+    cpu, own, wall = server.cpu_seconds(), time.process_time(), time.perf_counter()
     outcome = _run(loadgen.open_loop(server.url, requests, rate, grace=STEP_GRACE))
+    server_cpu = server.cpu_seconds() - cpu
     ok = outcome.ok()
     return {
         "rate": rate,
@@ -142,7 +144,8 @@ def _offered(
         "ok": len(ok),
         "achieved": round(len(ok) / outcome.wall, 1),
         # CPU per answered request: what the service costs, whatever else runs here
-        "server_cpu_ms": (server.cpu_seconds() - cpu) * 1e3 / max(1, len(ok)),
+        "server_cpu_ms": server_cpu * 1e3 / max(1, len(ok)),
+        "cores": (server_cpu + time.process_time() - own) / (time.perf_counter() - wall),
         **latency_summary(ok),
     }
 
@@ -185,7 +188,8 @@ def _load_steps(
                 log(
                     f"serve ({name}): offered {rate}/s -> {step['achieved']}/s, "
                     f"p50 {step['p50_ms']:.1f} ms, p99 {step['p99_ms']:.1f} ms, "
-                    f"server CPU {step['server_cpu_ms']:.2f} ms/request"
+                    f"server CPU {step['server_cpu_ms']:.2f} ms/request, "
+                    f"{step['cores']:.2f} cores used"
                 )
                 steps[name].append(step)
     finally:
@@ -367,7 +371,8 @@ def figures(r: dict[str, Any]) -> list[Figure]:
                 measured=f"p99 {step['p99_ms']:.1f} ms, p50 {step['p50_ms']:.1f} ms, "
                 f"{step['achieved']}/s served ({step['ok']} of {step['requests']} answered "
                 "200), server CPU "
-                f"{step.get('server_cpu_ms', float('nan')):.2f} ms/request",
+                f"{step.get('server_cpu_ms', float('nan')):.2f} ms/request, "
+                f"{step.get('cores', float('nan')):.2f} of 2 cores got",
                 baseline=f"the floor, {FLOOR_P99_MS:.0f} ms",
                 bound="; ".join(
                     x
@@ -428,6 +433,7 @@ def render(results: dict[str, Any]) -> str:
             report.fmt(s["p50_ms"], 1),
             report.fmt(s["p99_ms"], 1),
             report.fmt(s.get("server_cpu_ms"), 2),
+            report.fmt(s.get("cores"), 2),
         )
         for i in range(len(r["load"]))
         for name in where
@@ -447,6 +453,7 @@ def render(results: dict[str, Any]) -> str:
                 "p50 ms",
                 "p99 ms",
                 "server CPU ms/req",
+                "cores used",
             ),
             rows,
         ),
