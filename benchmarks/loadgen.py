@@ -2,7 +2,8 @@
 
 Why not httpx or locust: on the bench machine the generator shares the two cores
 with the service, and a client that spends a millisecond of Python per request
-takes that millisecond from the server it measures. This one uses asyncio
+takes that millisecond from the server it measures (httpx with a task per request:
+2.6-6.1 ms of CPU a request, measured beside this one at 0.10-0.14 ms). This one uses asyncio
 protocols and callbacks only (no task or future per request): every request is
 built before the step starts, sent by a timer at its due time ``start + i /
 rate`` on an idle keep-alive connection (a new one when none is idle), and its
