@@ -64,12 +64,17 @@ class _Worker:
                     future.set_result(pickle.loads(message))
         except (asyncio.IncompleteReadError, ConnectionError, IndexError):
             pass
-        self.alive = False
+        self.alive = False  # no request is sent to it from now on
         while self.waiting:
             future = self.waiting.popleft()
             if not future.done():
                 future.set_exception(_gone("a fingerprinting worker exited; retry"))
         on_exit(self)
+        try:  # reap it (it exits on EOF; one that lingers is killed)
+            await asyncio.to_thread(self.proc.wait, 10)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            await asyncio.to_thread(self.proc.wait)
 
     def send(self, texts: Sequence[str], probes: int) -> asyncio.Future[list[Prepared]]:
         future: asyncio.Future[list[Prepared]] = asyncio.get_running_loop().create_future()
@@ -83,12 +88,7 @@ class _Worker:
         with contextlib.suppress(ConnectionError):
             await self.writer.wait_closed()
         if self.task is not None:
-            await self.task
-        try:
-            await asyncio.to_thread(self.proc.wait, 10)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            await asyncio.to_thread(self.proc.wait)
+            await self.task  # it reaps the process
 
 
 class Preparers:
@@ -119,8 +119,10 @@ class Preparers:
 
     async def prepare(self, texts: Sequence[str], probes: int) -> list[Prepared]:
         """Each text's probe list and sketch (or its EmptyDocument message)."""
-        worker = min(self._workers, key=lambda w: len(w.waiting))
-        return await worker.send(texts, probes)
+        alive = [w for w in self._workers if w.alive]
+        if not alive:
+            raise _gone("no fingerprinting worker is running")
+        return await min(alive, key=lambda w: len(w.waiting)).send(texts, probes)
 
     async def stop(self) -> None:
         workers, self._workers = self._workers, []
