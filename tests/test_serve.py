@@ -330,6 +330,23 @@ def test_fingerprinting_workers_answer_as_the_event_loop_does(
             assert answer["fingerprint"] == fingerprint_to_hex(want[0][0])
 
 
+def test_a_batch_larger_than_a_worker_chunk_keeps_its_order(
+    pooled: tuple[TestClient, Starlette],
+) -> None:
+    """A batch goes to the workers in chunks; the answers come back in item order."""
+    from simhash_hbase.serve.prepare import CHUNK_TEXTS
+
+    client, app = pooled
+    svc = app.state.service
+    texts = [" " if i % 37 == 0 else TEXT[i % 50 :] + OTHER[: i % 70] for i in range(150)]
+    assert len(texts) > 2 * CHUNK_TEXTS
+    got = client.post("/v1/check?probes=2", json=[{"text": t} for t in texts]).json()
+    here = prepare(svc.index, [to_text(t, "auto", html=svc.index.params.html) for t in texts], 2)
+    assert [a.get("fingerprint") or a["error"]["code"] for a in got] == [
+        "no_terms" if isinstance(w, str) else fingerprint_to_hex(w[0][0]) for w in here
+    ]
+
+
 def test_a_dead_fingerprinting_worker_leaves_the_pool(tmp_path: Path) -> None:
     """kill -9 of the worker: the service fingerprints in process from then on."""
     app = create_app(ServeSettings(index=str(tmp_path / "ix"), fingerprint_workers=1))

@@ -39,6 +39,7 @@ from simhash_hbase.serve.wire import ApiError
 log = logging.getLogger("shdb.serve")
 _LENGTH = struct.Struct("!I")
 _READY = b"ready"
+CHUNK_TEXTS = 64  # texts per message to a worker: ~40 ms of work
 #: Per text: its probe list, sketch and band keys; or its EmptyDocument message.
 Prepared = tuple[list[int], bytes | None, bytes | None] | str
 
@@ -118,11 +119,17 @@ class Preparers:
             log.error("fingerprinting worker %d exited (%s left)", worker.proc.pid, self.size)
 
     async def prepare(self, texts: Sequence[str], probes: int) -> list[Prepared]:
-        """Each text's probe list and sketch (or its EmptyDocument message)."""
-        alive = [w for w in self._workers if w.alive]
-        if not alive:
-            raise _gone("no fingerprinting worker is running")
-        return await min(alive, key=lambda w: len(w.waiting)).send(texts, probes)
+        """Each text's probe list and sketch (or its EmptyDocument message). A large
+        batch goes in chunks, one at a time, so that other requests' texts are not
+        queued behind all of it."""
+        out: list[Prepared] = []
+        for at in range(0, len(texts), CHUNK_TEXTS):
+            alive = [w for w in self._workers if w.alive]
+            if not alive:
+                raise _gone("no fingerprinting worker is running")
+            worker = min(alive, key=lambda w: len(w.waiting))
+            out += await worker.send(texts[at : at + CHUNK_TEXTS], probes)
+        return out
 
     async def stop(self) -> None:
         workers, self._workers = self._workers, []
