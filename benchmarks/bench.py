@@ -175,11 +175,30 @@ def all_figures(results: dict[str, Any], sections: list[Section]) -> list[Figure
     return [f for s in sections for f in registry.figures_of(s, results.get(s.name))]
 
 
+def _readable(results: dict[str, Any], sections: list[Section]) -> tuple[dict[str, Any], list[str]]:
+    """The results each section's current code can read, and a note per section whose
+    stored results predate its code (a key it reads now is missing): left out, to re-run,
+    instead of stopping the whole report (an --add-to run keeps other sections' results)."""
+    usable, stale = dict(results), []
+    for s in sections:
+        if not results.get(s.name):
+            continue
+        try:
+            registry.figures_of(s, results[s.name])
+            if s.render is not None:
+                s.render({**results, "_plots": {}})
+        except KeyError as exc:
+            del usable[s.name]
+            stale.append(f"Section `{s.name}` left out: its stored results lack {exc}; re-run it")
+    return usable, stale
+
+
 def render(results: dict[str, Any], docs_dir: Path = DOCS_DIR) -> list[Figure]:
     """docs/benchmarks.md (and plots) from a results dict; returns the figures."""
     from . import plots
 
     sections = all_sections()
+    results, stale = _readable(results, sections)
     docs_dir.mkdir(parents=True, exist_ok=True)
     made = plots.bench_plots(results, docs_dir)
     bodies = []
@@ -196,6 +215,7 @@ def render(results: dict[str, Any], docs_dir: Path = DOCS_DIR) -> list[Figure]:
     errors += [
         f"Section `{name}` did not run: {why}" for name, why in results.get("skipped", {}).items()
     ]
+    errors += stale
     page = report.fill(
         "benchmarks.md",
         command=f"python -m benchmarks.bench{flag}",

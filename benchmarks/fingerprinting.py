@@ -248,10 +248,10 @@ def _versions_bound(fp: dict[str, Any]) -> str:
     v1 = fp.get("speed_vs_lcut_v1")
     head = "" if v1 is None else f"version 1: {v1:.2f}x jieba.lcut; "
     seg = fp.get("segmenter_vs_lcut")
-    alone = "" if seg is None else f" ({seg:.2f}x jieba.lcut)"
+    alone = "" if seg is None else f": {seg:.2f}x jieba.lcut"
     return (
-        f"{head}segmentation alone ({fp.get('segmenter_task', 'jieba.lcut')}){alone} bounds "
-        "any fingerprint; fingerprints identical to jieba's: the segmenter section"
+        f"{head}the segmenter alone ({fp.get('segmenter_task', 'jieba.lcut')}){alone}, "
+        "the bound of any fingerprint; fingerprints identical to jieba's: the segmenter section"
     )
 
 

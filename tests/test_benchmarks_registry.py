@@ -129,3 +129,17 @@ def test_add_to_keeps_only_the_sections_this_run_did_not_run() -> None:
     notes = bench.origin_notes(now)
     assert any("`b`" in n and "run of D2" in n for n in notes)
     assert any("`d`" in n and "run of D1" in n for n in notes)
+
+
+def test_results_older_than_their_sections_code_are_left_out_with_a_note() -> None:
+    from benchmarks.bench import _readable
+
+    def figures(r: dict[str, object]) -> list[Figure]:
+        return [Figure.report("new", str(r["new_key"]))]
+
+    fresh = Section("fresh", "Fresh", lambda ctx: {}, figures, None)
+    stale = Section("stale", "Stale", lambda ctx: {}, figures, None)
+    results = {"fresh": {"new_key": 1}, "stale": {"old_key": 1}, "meta": {}}
+    usable, notes = _readable(results, [fresh, stale])
+    assert set(usable) == {"fresh", "meta"}
+    assert notes == ["Section `stale` left out: its stored results lack 'new_key'; re-run it"]
