@@ -43,6 +43,7 @@ import mmh3
 import numpy as np
 
 from simhash_hbase.errors import InvalidSetting
+from simhash_hbase.fingerprint import opencc_cache
 from simhash_hbase.fingerprint.cache import cached
 from simhash_hbase.version import dist_version
 
@@ -158,16 +159,13 @@ def _build_tables() -> tuple[bytes, bytes]:
     return mapped.tobytes(), keep.tobytes()
 
 
-@cache
 def _converter(config: str) -> Callable[[str], str]:
     try:
-        import opencc
+        return opencc_cache.converter(config)
     except ImportError:
         raise InvalidSetting(
             "fold", "the LSH net folds Traditional Chinese with OpenCC: pip install opencc"
         ) from None
-    convert: Callable[[str], str] = opencc.OpenCC(config).convert
-    return convert
 
 
 def _opencc_version() -> str:
@@ -226,10 +224,9 @@ class MinHasher:
 
     def __init__(self, params: MinHashParams | None = None) -> None:
         self.params = params or MinHashParams()
-        self._fold: Callable[[str], str] | None = None
-        if self.params.fold != "none":
-            self._fold = _converter(self.params.fold)
-            self._folds = _folded_chars()
+        self._fold = self.params.fold != "none"
+        if self._fold:
+            self._folds = _folded_chars()  # the converter itself: for the first Traditional text
         self._mapped, self._keep = _tables()
         self._donors = _donors(self.params.seed)
         self._key = _seed_key(self.params.seed)
@@ -248,8 +245,8 @@ class MinHasher:
         """The normalised text as code points (step 1)."""
         raw = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
         low = np.minimum(raw, _BMP - 1)  # U+FFFF: a non-character, never folded or kept
-        if self._fold is not None and self._folds[low].any():  # else it folds to itself
-            text = self._fold(text)
+        if self._fold and self._folds[low].any():  # else it folds to itself
+            text = _converter(self.params.fold)(text)
             raw = np.frombuffer(text.encode("utf-32-le", "surrogatepass"), dtype=np.uint32)
             low = np.minimum(raw, _BMP - 1)
         cps = self._mapped[low]

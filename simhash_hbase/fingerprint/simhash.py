@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from simhash_hbase.errors import EmptyDocument, InvalidInput, InvalidSetting
-from simhash_hbase.fingerprint import segment
+from simhash_hbase.fingerprint import opencc_cache, segment
 from simhash_hbase.fingerprint.cache import cached
 from simhash_hbase.fingerprint.idf import SparseIdf, sparse_idf
 from simhash_hbase.fingerprint.memo import Memo
@@ -589,14 +589,13 @@ def _folder(fold: str) -> Callable[[str], str] | None:
     """
     if fold == "none":
         return None
-    t2s: Callable[[str], str] = _opencc().OpenCC("t2s").convert
+    _opencc()  # the error that names the missing converter, if it is missing
+    t2s = opencc_cache.converter("t2s")
     if fold == "t2s":
         return t2s
 
-    @cache
     def tw2sp() -> Callable[[str], str]:  # loaded for the first Traditional text only
-        convert: Callable[[str], str] = _opencc().OpenCC("tw2sp").convert
-        return convert
+        return opencc_cache.converter("tw2sp")
 
     def by_line(text: str) -> str:
         lines = text.split("\n")
