@@ -1,7 +1,7 @@
 """The Scrapy pipeline on a real local crawl, against ``shdb ingest`` of the same pages.
 
 A generated templated site (``benchmarks.site``) is served on 127.0.0.1 (keep-alive,
-from a thread of this process) and crawled by Scrapy (``benchmarks.scrapy_crawl``,
+by a process of its own) and crawled by Scrapy (``benchmarks.scrapy_crawl``,
 CONCURRENT_REQUESTS 16, the settings a crawl team uses: ``CRAWL_SETTINGS``) timed
 ways, exporting no items: with no pipeline; with the pipeline (drop mode, a fresh
 embedded index); with the pipeline under Scrapy's default settings; and with a
@@ -15,6 +15,7 @@ both sides; CPU is the crawl's, its fingerprinting process's, and the server's.
 from __future__ import annotations
 
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -23,9 +24,10 @@ import time
 from pathlib import Path
 from typing import Any
 
+from . import report
 from .context import Context
 from .registry import Figure, Section, Target, register
-from .site import Page, build_pages, serve, write_site
+from .site import Page, build_pages, serving, write_site
 
 
 def _children_cpu() -> float:
@@ -33,24 +35,27 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def _own_cpu() -> float:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_utime + usage.ru_stime
-
-
-def _timed(argv: list[str]) -> tuple[float, float, float]:
-    """Wall and CPU seconds of one subprocess (start-up included), and the CPU
-    seconds this process spent meanwhile: the site's server, while a crawl runs."""
-    cpu, own, began = _children_cpu(), _own_cpu(), time.perf_counter()
+def _timed(argv: list[str]) -> tuple[float, float]:
+    """Wall and CPU seconds of one subprocess (start-up included)."""
+    cpu, began = _children_cpu(), time.perf_counter()
     subprocess.run(argv, check=True, capture_output=True)
-    return time.perf_counter() - began, _children_cpu() - cpu, _own_cpu() - own
+    return time.perf_counter() - began, _children_cpu() - cpu
 
 
-def _crawl(base: str, out: Path, *settings: str) -> tuple[float, float, dict[str, Any]]:
+def _process_cpu(pid: int) -> float:
+    """User + system CPU seconds of a running process (Linux's /proc/PID/stat)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _crawl(site: tuple[str, int], out: Path, *settings: str) -> tuple[float, float, dict[str, Any]]:
+    """One crawl: its wall and CPU seconds, and its stats with the site server's CPU."""
+    base, server = site
     argv = [sys.executable, "-m", "benchmarks.scrapy_crawl", base, str(out)]
-    wall, cpu, server = _timed([*argv, *settings])
+    served = _process_cpu(server)
+    wall, cpu = _timed([*argv, *settings])
     stats = json.loads((out / "stats.json").read_text("utf-8"))
-    stats["server_cpu_seconds"] = server
+    stats["server_cpu_seconds"] = _process_cpu(server) - served
     return wall, cpu, stats
 
 
@@ -68,7 +73,7 @@ def _crawl_pairs(out: Path, base: str) -> set[frozenset[str]]:
 def _ingest(root: Path, work: Path) -> tuple[float, float, set[frozenset[str]]]:
     report = work / "report.jsonl"
     index = str(work / "ingest-index")
-    wall, cpu, _ = _timed(["shdb", "ingest", str(root), "-i", index, "--report", str(report)])
+    wall, cpu = _timed(["shdb", "ingest", str(root), "-i", index, "--report", str(report)])
     pairs = set()
     for line in report.read_text("utf-8").splitlines():
         row = json.loads(line)
@@ -108,20 +113,21 @@ def run_scrapy(ctx: Context) -> dict[str, Any]:
             target = articles / page.path
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_bytes((root / page.path).read_bytes())
-        with serve(root) as base:
+        with serving(root) as site:
+            base = site[0]
             # Timed crawls export nothing (a feed of every page's HTML is Scrapy's cost,
             # not the pipeline's); the tagged crawl's items give the pairs.
-            plain = _crawl(base, work / "plain", "ITEM_PIPELINES={}", "FEEDS={}")
+            plain = _crawl(site, work / "plain", "ITEM_PIPELINES={}", "FEEDS={}")
             index = f"SHDB_INDEX={work / 'crawl-index'}"
-            piped = _crawl(base, work / "piped", index, "FEEDS={}")
+            piped = _crawl(site, work / "piped", index, "FEEDS={}")
             defaults = f"SHDB_INDEX={work / 'defaults-index'}"
-            defaulted = _crawl(base, work / "defaults", defaults, "FEEDS={}", *SCRAPY_DEFAULTS)
+            defaulted = _crawl(site, work / "defaults", defaults, "FEEDS={}", *SCRAPY_DEFAULTS)
             each = f"SHDB_INDEX={work / 'each-index'}"
-            one_by_one = _crawl(base, work / "each", each, HAND_WRITTEN, "FEEDS={}")
+            one_by_one = _crawl(site, work / "each", each, HAND_WRITTEN, "FEEDS={}")
             tagged = f"SHDB_INDEX={work / 'tag-index'}"
-            _crawl(base, work / "tagged", tagged, "SHDB_ACTION=tag")
+            _crawl(site, work / "tagged", tagged, "SHDB_ACTION=tag")
             pairs = _crawl_pairs(work / "tagged", base)
-            again = _crawl(base, work / "again", index, "FEEDS={}")[2]
+            again = _crawl(site, work / "again", index, "FEEDS={}")[2]
         ingest = _ingest(articles, work)
     n = len(pages)
     return {
@@ -221,5 +227,26 @@ def figures_scrapy(r: dict[str, Any]) -> list[Figure]:
     ]
 
 
+def render_scrapy(results: dict[str, Any]) -> str:
+    r = results["scrapy"]
+    ingest = r["ingest_pages_per_s"]
+    rows = [
+        (
+            title,
+            report.fmt(r[f"{name}_pages_per_s"], 0),
+            f"{r[f'{name}_pages_per_s'] / ingest:.2f}x",
+            *(
+                "-" if name == "ingest" else f"{r[f'{name}_{part}_cpu_ms_per_page']:.2f}"
+                for part in ("crawl", "preparer", "server")
+            ),
+            f"{r[f'{name}_cpu_ms_per_page'] + r.get(f'{name}_server_cpu_ms_per_page', 0):.2f}",
+        )
+        for name, title in CRAWLS.items()
+    ]
+    header = ("run", "pages/s", "vs ingest", "CPU ms a page: crawl process", "index process",
+              "site server", "all")  # fmt: skip
+    return report.fill("bench/scrapy.md", pages=f"{r['pages']:,}", table=report.table(header, rows))
+
+
 register(Section("scrapy", "Scrapy pipeline on a local crawl", run_scrapy, figures_scrapy,
-                 order=80))  # fmt: skip
+                 render_scrapy, order=80))  # fmt: skip

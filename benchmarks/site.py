@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import functools
 import random
-import threading
+import subprocess
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -150,12 +151,41 @@ class _Quiet(SimpleHTTPRequestHandler):
 @contextmanager
 def serve(root: Path) -> Iterator[str]:
     """Serve ``root`` on 127.0.0.1 (a free port) for the duration; yields the base URL."""
-    handler = functools.partial(_Quiet, directory=str(root))
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
+    with serving(root) as (url, _):
+        yield url
+
+
+@contextmanager
+def serving(root: Path) -> Iterator[tuple[str, int]]:
+    """:func:`serve`, yielding the server's pid too. The server is a process in a
+    session of its own: a site stands for servers elsewhere, and with the kernel's
+    autogroup scheduling a thread or child of the crawler's session would take its
+    CPU from the crawler's share of a busy machine (its CPU is measured apart)."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "benchmarks.site", str(root)],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=Path(__file__).resolve().parent.parent,
+        start_new_session=True,
+    )
     try:
-        yield f"http://127.0.0.1:{server.server_address[1]}"
+        assert proc.stdout is not None
+        url = proc.stdout.readline().strip()
+        if not url:
+            raise RuntimeError(f"the site server did not start (exit code {proc.wait()})")
+        yield url, proc.pid
     finally:
-        server.shutdown()
-        server.server_close()
+        proc.terminate()
+        proc.wait()
+
+
+def main() -> None:
+    """``python -m benchmarks.site ROOT``: serve ROOT, print the base URL, until killed."""
+    handler = functools.partial(_Quiet, directory=sys.argv[1])
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    print(f"http://127.0.0.1:{server.server_address[1]}", flush=True)
+    server.serve_forever()
+
+
+if __name__ == "__main__":
+    main()
