@@ -446,3 +446,26 @@ def test_a_wide_scan_equals_the_scan_per_prefix(
             wide = tables.scan_wide(txn, prefixes)
         assert sorted(wide) == sorted(per_prefix)
         assert len(set(prefixes)) < len(prefixes) or len(wide) == len(set(wide))
+
+
+def test_compact_moves_the_fresh_tier_and_changes_no_answer(tmp_path: Path) -> None:
+    """SimhashIndex.compact merges the fresh tier into the index now: every cell
+    then sits in the index, and documents, cells, answers and counts are the same."""
+    fps = _fingerprints(2_000)
+    with SimhashIndex.open(str(tmp_path / "ix")) as index:
+        index_fingerprints(index, enumerate_ids(fps), IngestOptions(find_k=None))
+        index.remove("d7")
+        before = _state(index)
+        answers = [index.query_fingerprint(fp, 3) for fp in fps[:30].tolist()]
+        assert index.compact() == 10 * (len(fps) - 1)
+        assert index.compact() == 0
+        store = index._store
+        with store._env.begin() as txn:  # type: ignore[attr-defined]
+            tables = store._compact  # type: ignore[attr-defined]
+            assert tables.state(txn)["fresh"] == 0 and not txn.stat(tables.fresh)["entries"]
+        assert _state(index) == before
+        assert [index.query_fingerprint(fp, 3) for fp in fps[:30].tolist()] == answers
+    EmbeddedStore(tmp_path / "one", format=1).close()
+    with SimhashIndex.open(str(tmp_path / "one")) as one:
+        one.add_fingerprint("a", 1)
+        assert one.compact() == 0

@@ -579,6 +579,15 @@ class SimhashIndex:
 
         return int(load(blocks()))
 
+    def compact(self) -> int:
+        """Merge an embedded index's fresh tier into its main one (docs/embedded.md,
+        "Two tiers"): after a backfill or a burst of ingest, each query then reads
+        one tier, not two. The index cells moved (0 where there is no fresh tier:
+        format 1 or 2, HBase). Ingest merges by itself as the tier grows; this
+        only chooses the moment."""
+        merge = getattr(self._store, "merge_fresh", None)
+        return 0 if merge is None else int(merge())
+
     # -- reading ----------------------------------------------------------------
     def get(self, doc_id: str) -> Document | None:
         return self.get_many([doc_id]).get(doc_id)

@@ -706,6 +706,16 @@ class EmbeddedStore:
         except lmdb.Error as exc:
             raise self._error(exc, "write to") from exc
 
+    def merge_fresh(self) -> int:
+        """Merge the fresh tier into the index now (format 3; see
+        :func:`compact.merge_fresh`): the cells moved, 0 in other formats."""
+        if self._compact is None or self._compact.fresh is None:
+            return 0
+        try:
+            return compact.merge_fresh(self._compact, force=True)
+        except lmdb.Error as exc:
+            raise self._error(exc, "write to") from exc
+
     def load(self, blocks: Iterable[tuple[CellBlock, Sequence[Document]]]) -> int:
         """Bulk load an empty index (a backfill): see :func:`compact.bulk_load`.
         Scratch files go in a folder inside the index, removed at the end."""
