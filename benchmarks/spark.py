@@ -18,7 +18,7 @@ import re
 import subprocess
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -101,7 +101,7 @@ def run_dedup(ctx: Context) -> dict[str, Any]:
     expected = [json.loads(line) for line in want.read_text(encoding="utf-8").splitlines()]
     res["pairs"] = len(expected)
     res["wrong"] = sum(
-        _rows(ctx.work / f"spark-dedup-{m[6]}-{r}" / "pairs.jsonl") != expected
+        _rows(ctx.work / f"spark-dedup-{m[6]}-{r}" / "matches.jsonl") != expected
         for m in MASTERS
         for r in range(rounds)
     )
@@ -173,6 +173,135 @@ def ingest_figures(r: dict[str, Any]) -> list[Figure]:
     return _figures(r, "spark ingest (HBase)", "shdb ingest --no-dedup", True)
 
 
+def short_documents(n: int, seed: int = 0) -> Iterator[tuple[str, str]]:
+    """``n`` short Chinese documents (20-60 words of jieba's dictionary by frequency,
+    ~60-180 characters), as a crawl of short posts has them: 2 % are copies of
+    one of 200 hot texts (mass copies), 4 % a small edit of an earlier document,
+    1 % an earlier document in Traditional script; the rest distinct."""
+    import numpy as np
+    import opencc
+
+    from .corpus import _vocabulary
+
+    vocab, freqs = _vocabulary()
+    cdf = np.cumsum(np.asarray(freqs, dtype=np.float64))
+    rng = np.random.default_rng(seed)
+    words = np.asarray(vocab, dtype=object)
+    lengths = rng.integers(20, 61, n + 200)
+    drawn = words[np.searchsorted(cdf, rng.random(int(lengths.sum())) * cdf[-1])]
+    ends = np.cumsum(lengths).tolist()
+    s2t = opencc.OpenCC("s2t")
+    made: list[str] = []
+    texts = ("".join(drawn[end - size : end]) for end, size in zip(ends, lengths.tolist()))
+
+    def fresh() -> str:
+        return next(texts)
+
+    hot = [fresh() for _ in range(200)]
+    kinds = rng.random(n)
+    for i in range(n):
+        kind = kinds[i]
+        if kind < 0.02:
+            text = hot[int(rng.integers(len(hot)))]
+        elif kind < 0.06 and made:
+            old = made[int(rng.integers(len(made)))]
+            cut = int(rng.integers(len(old)))
+            text = old[:cut] + str(drawn[int(rng.integers(len(drawn)))]) + old[cut + 2 :]
+        elif kind < 0.07 and made:
+            text = s2t.convert(made[int(rng.integers(len(made)))])
+        else:
+            text = fresh()
+        made.append(text)
+        yield f"s{i}", text
+
+
+def _cpu_of(args: list[str]) -> dict[str, float]:
+    """Wall and CPU seconds of one shdb command and every process under it (Spark's
+    JVM and its Python workers are not all reaped by the command, so the tree is
+    sampled every 0.2 s; a process loses at most its last 0.2 s)."""
+    import psutil
+
+    path = os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])
+    start = time.perf_counter()
+    child = subprocess.Popen(
+        [sys.executable, "-m", "simhash_hbase", *args],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        env={**os.environ, "PYTHONPATH": path},
+    )
+    used: dict[int, float] = {}
+    root = psutil.Process(child.pid)
+    while child.poll() is None:
+        try:
+            tree = [root, *root.children(recursive=True)]
+        except psutil.NoSuchProcess:
+            break
+        for proc in tree:
+            try:
+                times = proc.cpu_times()
+            except psutil.NoSuchProcess:
+                continue
+            used[proc.pid] = times.user + times.system
+        time.sleep(0.2)
+    _, err = child.communicate()
+    wall = time.perf_counter() - start
+    if child.returncode not in (0, 3):
+        raise RuntimeError(f"shdb {' '.join(args[:2])} failed: {err.decode()[-2000:]}")
+    return {"wall_s": wall, "cpu_s": sum(used.values())}
+
+
+def run_scale(ctx: Context) -> dict[str, Any]:
+    """`shdb spark dedup --clusters` with local[2] against `shdb dedup --workers 2
+    --clusters` on the same generated short documents; clusters must be identical."""
+    _require_pyspark()
+    n = int(
+        os.environ.get("SHDB_SPARK_DOCS") or ctx.pick(smoke=5_000, quick=100_000, full=1_000_000)
+    )
+    data = ctx.work / f"spark-scale-{n}.jsonl"
+    size = write_corpus(list(short_documents(n)), data)
+    log(f"spark scale: {n} short docs, {size / 1e6:.1f} MB")
+    local_out, spark_out = ctx.work / "scale-clusters.jsonl", ctx.work / "scale-spark"
+    local = _cpu_of(["dedup", str(data), "--workers", "2", "--clusters", "-o", str(local_out)])
+    log(f"spark scale: shdb dedup {local}")
+    args = ["spark", "dedup", str(data), "--clusters", "-o", str(spark_out)]
+    spark = _cpu_of([*args, "--master", "local[2]"])
+    log(f"spark scale: spark dedup {spark}")
+    want = [json.loads(line) for line in local_out.read_text(encoding="utf-8").splitlines()]
+    got = [row["ids"] for row in _rows(spark_out / "clusters.jsonl")]
+    return {
+        "docs": n,
+        "bytes": size,
+        "shdb": local,
+        "spark": spark,
+        "clusters": len(want),
+        "clustered": sum(len(c) for c in want),
+        "identical": got == want,
+    }
+
+
+def scale_figures(r: dict[str, Any]) -> list[Figure]:
+    local, spark = r["shdb"], r["spark"]
+    return [
+        Figure.judge(
+            f"spark dedup --clusters, local[2], wall / shdb dedup --workers 2 ({r['docs']:,} docs)",
+            spark["wall_s"] / local["wall_s"],
+            Target.at_most(2.0),
+            measured=f"{spark['wall_s']:.0f} s wall, {spark['cpu_s']:.0f} s CPU",
+            baseline=f"{local['wall_s']:.0f} s wall, {local['cpu_s']:.0f} s CPU",
+            exact=r["identical"],
+            bound=f"CPU ratio {spark['cpu_s'] / local['cpu_s']:.2f}x; "
+            f"{r['clusters']:,} clusters of {r['clustered']:,} documents, "
+            + ("identical" if r["identical"] else "NOT identical"),
+        )
+    ]
+
+
+register(
+    Section(
+        "spark_scale", "Spark dedup at scale: local[2] against shdb dedup --workers 2",
+        run_scale, scale_figures, order=36, modes=("smoke", "quick", "full"),
+    )
+)  # fmt: skip
 register(
     Section(
         "spark_dedup", "Spark dedup, local mode", run_dedup, dedup_figures,

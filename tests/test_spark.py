@@ -22,17 +22,15 @@ from typer.testing import CliRunner
 
 from simhash_hbase.cli.app import app
 from simhash_hbase.errors import StoreUnavailable
-from simhash_hbase.fingerprint.minhash import MinHasher, MinHashParams, similarity
 from simhash_hbase.layout import codec
-from simhash_hbase.layout.pairs import clusters, near_duplicate_pairs
 from simhash_hbase.layout.scheme import SCHEMES, get_scheme
-from simhash_hbase.records import DEFAULT_LIMIT, Record
+from simhash_hbase.records import DEFAULT_LIMIT
 from simhash_hbase.text.readers import SourceOptions, read_sources
 
 pyspark = pytest.importorskip("pyspark", reason="the spark extra is not installed")
 
 from simhash_hbase.spark import inputs  # noqa: E402
-from simhash_hbase.spark.dedup import DedupJob, block_keys, run  # noqa: E402
+from simhash_hbase.spark.dedup import block_keys  # noqa: E402
 from simhash_hbase.spark.executor import FAULT_ENV  # noqa: E402
 
 runner = CliRunner()
@@ -70,53 +68,6 @@ def test_block_keys_are_the_scan_prefixes(name: str) -> None:
     prefixes = codec.encode_prefixes_many(scheme.fields_many(fps))
     want = [[int.from_bytes(p, "big") for p in row] for row in prefixes]
     assert block_keys(fps, scheme).tolist() == want
-
-
-# -- exactness on fingerprints, skew included ----------------------------------
-def _skewed_fingerprints(seed: int) -> list[int]:
-    """Random fps, near copies at distances 0..4, a group of 120 exact copies,
-    and a block of 60 distinct fps sharing their first 26 bits (one 5x10 block)."""
-    rng = random.Random(seed)
-    fps = [rng.getrandbits(64) for _ in range(600)]
-    for _ in range(150):
-        fp = fps[rng.randrange(len(fps))]
-        for bit in rng.sample(range(64), rng.randrange(0, 5)):
-            fp ^= 1 << bit
-        fps.append(fp)
-    fps += [fps[3]] * 120
-    head = fps[9] >> 38 << 38
-    crowd = [head | rng.getrandbits(38) for _ in range(60)]
-    fps += [*crowd, crowd[0] ^ 0b101, crowd[1] ^ 1 << 40]
-    rng.shuffle(fps)
-    return fps
-
-
-@pytest.mark.parametrize("name", sorted(SCHEMES))
-def test_pairs_and_clusters_equal_the_in_memory_dedup(spark, name: str) -> None:
-    scheme = get_scheme(name)
-    fps = _skewed_fingerprints(7)
-    ids = [f"doc{i}" for i in range(len(fps))]
-    rdd = spark.sparkContext.parallelize([(i, ids[i], fp) for i, fp in enumerate(fps)], 3)
-    # A tile of 16 cuts both the exact-copy group and the crowded block into many units.
-    result = run(spark, rdd, DedupJob(scheme, 3, tile=16, partitions=3), with_clusters=True)
-    want = near_duplicate_pairs(np.array(fps, dtype=np.uint64), 3, scheme)
-    got = [(r.near_id, r.id, r.distance) for r in result.pairs.collect()]
-    assert got == [(ids[i], ids[j], d) for i, j, d in want]
-    assert len(got) > 120 * 119 // 2
-    assert result.clusters is not None
-    got_clusters = [list(r.ids) for r in result.clusters.collect()]
-    assert got_clusters == [[ids[i] for i in g] for g in clusters(want, len(fps))]
-
-
-def test_exact_duplicate_group_does_not_land_in_one_block(spark) -> None:
-    """1000 copies of one fingerprint are one row in the block shuffle."""
-    scheme = get_scheme("5x10")
-    fps = [0x0123456789ABCDEF] * 1000 + [0x0123456789ABCDEE]
-    job = DedupJob(scheme, 3, tile=64, partitions=2)
-    groups = job.distinct(spark.sparkContext.parallelize(list(enumerate(fps)), 2))
-    near = job.near_pairs(groups).collect()
-    assert len(near) == 1 and near[0][2] == 1 and near[0][4] == 1000
-    assert job.pairs(groups, job.near_pairs(groups)).count() == 1001 * 1000 // 2
 
 
 # -- reading: JSONL ranges give exactly what read_sources gives ----------------
@@ -197,95 +148,106 @@ def _dedup_corpus(folder: Path) -> list[str]:
     return [str(folder / "a.jsonl"), str(texts)]
 
 
-def test_spark_dedup_cli_equals_shdb_dedup(spark, tmp_path: Path) -> None:
-    paths = _dedup_corpus(tmp_path)
-    out = tmp_path / "out"
-    local = runner.invoke(app, ["dedup", *paths, "-o", str(tmp_path / "pairs.jsonl")])
+def _mixed_corpus(folder: Path, seed: int) -> list[str]:
+    """JSONL of every kind `shdb dedup` must get right, shuffled: mass copies, a
+    chain of edits (each version near the one before, not the first), near-misses
+    (half of one text, half of another), Traditional reposts, small edits in
+    several copies, distinct texts; bad records; and a text folder."""
+    import opencc
+
+    rng = random.Random(seed)
+    words = [
+        "数据", "近似", "重复", "检测", "方法", "文本", "网页", "索引", "指纹", "分布式",
+        "集群", "存储", "查询", "分片", "海量", "文档", "去重", "相似", "哈希", "鸽巢",
+        "原理", "行键", "区域", "服务器", "批量", "写入", "读取", "压缩", "编码", "网络",
+        "时间", "问题", "系统", "用户", "发现", "结果", "计算", "模型", "算法", "测试",
+    ]  # fmt: skip
+
+    def text(n: int) -> str:
+        return "".join(rng.choice(words) + ("。" if rng.random() < 0.1 else "") for _ in range(n))
+
+    base = [text(rng.randint(60, 120)) for _ in range(40)]
+    rows = [(f"b{i}", t) for i, t in enumerate(base)]
+    rows += [(f"m{i}", base[0]) for i in range(rng.randint(120, 200))]
+    chain = base[1]
+    for i in range(10):
+        cut = rng.randrange(len(chain))
+        chain = chain[:cut] + text(2) + chain[cut + 4 :]
+        rows.append((f"c{i}", chain))
+    for i in range(2, 10):
+        half = len(base[i]) // 2
+        rows.append((f"h{i}", base[i][:half] + base[i + 20][half:]))
+    s2t = opencc.OpenCC("s2t")
+    rows += [(f"t{i}", s2t.convert(base[i])) for i in range(10, 16)]
+    rows += [(f"e{i}.{r}", base[i] + text(r + 1)) for i in range(16, 20) for r in range(3)]
+    rng.shuffle(rows)
+    lines = [json.dumps({"id": i, "text": t}, ensure_ascii=False) for i, t in rows]
+    lines.insert(17, "not json")
+    lines.insert(30, json.dumps({"id": "empty", "text": "。。。"}, ensure_ascii=False))
+    (folder / "a.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    texts = folder / "texts"
+    texts.mkdir()
+    (texts / "one.txt").write_text(base[5], encoding="utf-8")
+    (texts / "two.txt").write_text(base[6] + "完", encoding="utf-8")
+    (texts / "bad.txt").write_bytes(b"bad \xc3\x28 bytes")  # not UTF-8
+    return [str(folder / "a.jsonl"), str(texts)]
+
+
+def _lines(path: Path) -> list[object]:
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()]
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+def test_spark_dedup_equals_shdb_dedup(spark, tmp_path: Path, seed: int) -> None:
+    """The same lines (matches by both nets, similarity and fingerprint included,
+    totals) and the same clusters as `shdb dedup`, on every kind of near-copy."""
+    paths = _mixed_corpus(tmp_path, seed)
+    limit = ["--limit", "4"] if seed == 2 else []
+    local = runner.invoke(app, ["dedup", *paths, *limit, "-o", str(tmp_path / "want.jsonl")])
     assert local.exit_code == 3, local.output
-    got = runner.invoke(
-        app, ["spark", "dedup", *paths, "-o", str(out), "--clusters", "--tile", "32"]
-    )
+    grouped = runner.invoke(app, ["dedup", *paths, "--clusters", "-o", str(tmp_path / "c.jsonl")])
+    assert grouped.exit_code == 3, grouped.output
+    out = tmp_path / "out"
+    args = ["spark", "dedup", *paths, *limit, "-o", str(out), "--clusters", "--partitions", "3"]
+    got = runner.invoke(app, args)
     assert got.exit_code == 3, got.output
-    want = [json.loads(line) for line in (tmp_path / "pairs.jsonl").read_text().splitlines()]
-    pairs = _read_parts(out / "pairs.jsonl")
-    # shdb dedup matches by both nets (docs/nets.md): a pigeonhole pair whose
-    # sketches estimate under the floor is not a near-copy. Spark's job is the
-    # pigeonhole alone; its pairs, less those, imply shdb dedup's lines.
-    under = _under_floor(paths, pairs)
-    kept = [p for p in pairs if p not in under]
-    assert _nearest_earlier(kept) == {row["id"]: _distances(row) for row in want}
-    assert len(pairs) > 100 * 99 // 2
+    want = _lines(tmp_path / "want.jsonl")
+    assert _read_parts(out / "matches.jsonl") == want
+    kinds = {m["id"][0] for row in want for m in row["matches"]}  # type: ignore[index]
+    assert {"m", "c", "t", "e"} <= kinds  # the corpus exercises every kind
+    assert any(m["similarity"] < 0.9 for r in want for m in r["matches"])  # type: ignore[index]
+    assert [r["ids"] for r in _read_parts(out / "clusters.jsonl")] == _lines(tmp_path / "c.jsonl")
+    # The summaries agree on the counts too.
+    assert local.output.split(", skipped")[0] in got.output
     rejects = _read_parts(out / "rejects.jsonl")
     assert [r["source"] for r in rejects] == [
         f"{paths[0]}:18",
         f"{paths[0]}:31",
         f"{paths[1]}/bad.txt:1",
     ]
-    assert all(r["reason"] for r in rejects)
-    local_clusters = runner.invoke(app, ["dedup", *paths, "--clusters", "-o", str(tmp_path / "c")])
-    want_clusters = [json.loads(line) for line in (tmp_path / "c").read_text().splitlines()]
-    assert local_clusters.exit_code == 3
-    got_clusters = [r["ids"] for r in _read_parts(out / "clusters.jsonl")]
-    assert {frozenset(c) for c in got_clusters} == _components(pairs)
-    assert {frozenset(c) for c in want_clusters} == _components(kept)
-    table = spark.read.parquet(str(out / "pairs.parquet"))
-    assert table.count() == len(pairs)
+    table = spark.read.parquet(str(out / "matches.parquet"))
+    assert table.count() == len(want)
 
 
-def _nearest_earlier(pairs: list[dict], limit: int = DEFAULT_LIMIT) -> dict[str, dict]:
-    """`shdb dedup`'s line (without similarity) of each input with earlier
-    near-copies, implied by Spark's pairs: its ``limit`` nearest earlier inputs by
-    (distance, id), and the number of all of them."""
-    earlier: dict[str, list[tuple[int, str]]] = {}
-    for pair in pairs:
-        earlier.setdefault(pair["id"], []).append((pair["distance"], pair["near_id"]))
-    return {
-        doc_id: {
-            "id": doc_id,
-            "matches": [{"id": n, "distance": d} for d, n in sorted(near)[:limit]],
-            "total": len(near),
-        }
-        for doc_id, near in earlier.items()
-    }
-
-
-def _components(pairs: list[dict]) -> set[frozenset[str]]:
-    """The connected components of the pairs' graph (union-find)."""
-    parent: dict[str, str] = {}
-
-    def root(x: str) -> str:
-        while parent.setdefault(x, x) != x:
-            x = parent[x]
-        return x
-
-    for pair in pairs:
-        parent[root(pair["id"])] = root(pair["near_id"])
-    groups: dict[str, set[str]] = {}
-    for x in parent:
-        groups.setdefault(root(x), set()).add(x)
-    return {frozenset(g) for g in groups.values()}
-
-
-def _under_floor(paths: list[str], pairs: list[dict]) -> list[dict]:
-    """The pairs whose two texts' sketches estimate less than the LSH net's floor."""
-    params = MinHashParams()
-    hasher = MinHasher(params)
-    sketches = {}
-    for record in read_sources(paths, SourceOptions()):
-        if isinstance(record, Record):
-            signature = hasher.signature(record.text)
-            sketches[record.doc_id] = None if signature is None else signature.sketch
-    return [
-        p
-        for p in pairs
-        if similarity(sketches[p["id"]], sketches[p["near_id"]], params.sketch_bits) < params.floor
-    ]
-
-
-def _distances(row: dict) -> dict:
-    assert row["total_exact"] is True
-    matches = [{"id": m["id"], "distance": m["distance"]} for m in row["matches"]]
-    return {"id": row["id"], "matches": matches, "total": row["total"]}
+def test_spark_dedup_output_is_bounded_on_mass_copies(spark, tmp_path: Path) -> None:
+    """3,000 copies of one text and a near-copy of it: one line per later input
+    with at most --limit matches and the exact count, never the 4.5 M pairs."""
+    text = "海量文档去重的方法很多，我们的目标是找到近似副本并且只报告最近的几个。" * 4
+    n = 3000
+    rows = [{"id": f"x{i:04d}", "text": text} for i in range(n)]
+    rows.append({"id": "near", "text": text + "转载"})
+    path = tmp_path / "mass.jsonl"
+    path.write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), "utf-8")
+    out = tmp_path / "out"
+    got = runner.invoke(app, ["spark", "dedup", str(path), "-o", str(out), "--clusters"])
+    assert got.exit_code == 0, got.output
+    lines = _read_parts(out / "matches.jsonl")
+    assert len(lines) == n
+    assert all(len(r["matches"]) <= DEFAULT_LIMIT for r in lines)  # type: ignore[arg-type]
+    assert [r["total"] for r in lines] == list(range(1, n + 1))
+    assert [m["id"] for m in lines[-1]["matches"]] == [f"x{i:04d}" for i in range(DEFAULT_LIMIT)]
+    assert f"{n * (n + 1) // 2} near-duplicate pairs" in got.output
+    assert [r["size"] for r in _read_parts(out / "clusters.jsonl")] == [n + 1]
 
 
 # -- HBase backfill --------------------------------------------------------------
@@ -412,12 +374,12 @@ def test_parquet_input_gives_the_pairs_of_the_same_rows_as_jsonl(spark, tmp_path
     args = ["spark", "dedup", str(jsonl), "--text-field", "body", "-o", str(from_jsonl)]
     local = runner.invoke(app, args)
     assert local.exit_code == 0, local.output
-    want = _read_parts(from_jsonl / "pairs.jsonl")
+    want = _read_parts(from_jsonl / "matches.jsonl")
     out = tmp_path / "out"
     args = ["spark", "dedup", str(tmp_path / "in.parquet"), "--text-field", "body"]
     got = runner.invoke(app, [*args, "-o", str(out)])
     assert got.exit_code == 3, got.output
-    assert _read_parts(out / "pairs.jsonl") == want and len(want) >= 3
+    assert _read_parts(out / "matches.jsonl") == want and len(want) >= 3
     (reject,) = _read_parts(out / "rejects.jsonl")
     assert reject["source"].endswith(":10") and "'body' is null" in reject["reason"]
 
@@ -435,7 +397,7 @@ def test_a_reused_output_folder_keeps_no_stale_outputs(spark, tmp_path: Path) ->
     again = runner.invoke(app, ["spark", "dedup", str(clean), "-o", str(out)])
     assert again.exit_code == 0, again.output
     left = sorted(p.name for p in out.iterdir() if not p.name.startswith((".", "_")))
-    assert left == ["pairs.jsonl", "pairs.parquet"]
+    assert left == ["matches.jsonl", "matches.parquet"]
 
 
 def test_executors_run_the_drivers_python_not_the_first_on_path(tmp_path: Path) -> None:
@@ -465,4 +427,4 @@ def test_executors_run_the_drivers_python_not_the_first_on_path(tmp_path: Path) 
         env=env, capture_output=True, text=True, timeout=300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
-    assert _read_parts(tmp_path / "out" / "pairs.jsonl")
+    assert _read_parts(tmp_path / "out" / "matches.jsonl")

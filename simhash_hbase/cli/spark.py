@@ -20,6 +20,7 @@ from simhash_hbase.cli.options import (
     IndexOpt,
     JsonOpt,
     KOpt,
+    LimitOpt,
     MaxBytesOpt,
     SchemeOpt,
     StoreTextOpt,
@@ -27,12 +28,14 @@ from simhash_hbase.cli.options import (
     fingerprint_settings,
     uses,
 )
-from simhash_hbase.cli.render import EXIT_SKIPPED, echo_json, group, note
+from simhash_hbase.cli.render import EXIT_SKIPPED, echo_json, group, note, predicate
 from simhash_hbase.errors import InvalidInput
+from simhash_hbase.fingerprint.minhash import MinHashParams
 from simhash_hbase.fingerprint.simhash import FingerprintParams
 from simhash_hbase.index.client import DEFAULT_K
 from simhash_hbase.layout.scheme import DEFAULT_SCHEME, get_scheme
-from simhash_hbase.spark import DEFAULT_TILE, inputs
+from simhash_hbase.records import DEFAULT_LIMIT, check_limit
+from simhash_hbase.spark import inputs
 from simhash_hbase.store import resolve_url
 from simhash_hbase.text.readers import DEFAULT_MAX_BYTES, SourceOptions
 
@@ -71,13 +74,10 @@ PartitionsOpt = Annotated[
     typer.Option(help="Shuffle partitions. Default: Spark's default parallelism."),
 ]
 DedupOutputOpt = Annotated[
-    str, typer.Option("--output", "-o", help="Folder for pairs.{parquet,jsonl}/ and more.")
+    str, typer.Option("--output", "-o", help="Folder for matches.{parquet,jsonl}/ and more.")
 ]
 SparkClustersOpt = Annotated[
     bool, typer.Option("--clusters", help="Also write clusters.{parquet,jsonl}/.")
-]
-TileOpt = Annotated[
-    int, typer.Option(help="Largest block compared by one unit of work (skew control).")
 ]
 ReportOpt = Annotated[
     str | None, typer.Option(help="Folder for duplicates.{parquet,jsonl}/: near-copies found.")
@@ -144,13 +144,17 @@ def dedup_cmd(
     scheme: BatchSchemeOpt = DEFAULT_SCHEME,
     wanted: dict[str, Any],
     spark: Callable[[], SparkSession],
+    limit: LimitOpt = DEFAULT_LIMIT,
     partitions: PartitionsOpt = None,
-    tile: TileOpt = DEFAULT_TILE,
     as_json: JsonOpt = False,
 ) -> None:
-    """All near-duplicate pairs of the input, as `shdb dedup` finds them, on Spark."""
+    """Near-duplicates of the input by both nets, as `shdb dedup` finds them, on
+    Spark: matches.{parquet,jsonl}/ holds one row per input that has near-copies
+    before it, {"id", "matches" (its --limit nearest earlier inputs), "total",
+    "total_exact"}, in input order (--clusters: also clusters.{parquet,jsonl}/)."""
     from simhash_hbase.spark.jobs import dedup
 
+    check_limit(limit)
     with _job_errors():
         summary = dedup(
             spark(),
@@ -160,13 +164,15 @@ def dedup_cmd(
             k=k,
             params=FingerprintParams(**wanted),
             with_clusters=as_clusters,
-            tile=tile,
+            limit=limit,
             partitions=partitions,
         )
     clusters = "" if summary.clusters is None else f", {summary.clusters} clusters"
     _finish(
         summary,
-        f"{summary.documents} inputs, {summary.pairs} near-duplicate pairs (k<={k}){clusters}, "
+        f"{summary.documents} inputs, {summary.with_near_copies} of them with earlier "
+        f"near-copies, {summary.pairs} near-duplicate pairs ({predicate(k, MinHashParams())})"
+        f"{clusters}, "
         f"skipped {summary.rejected} in {summary.seconds:.1f} s; written to {output}",
         as_json,
     )

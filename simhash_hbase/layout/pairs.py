@@ -164,6 +164,17 @@ def near_graph(fps: np.ndarray, k: int, scheme: Scheme) -> NearGraph:
     return NearGraph(unique, inverse, np.concatenate(found, axis=1))
 
 
+def pairs_in_groups(
+    fps: np.ndarray, keys: np.ndarray, k: int, earlier: Sequence[np.ndarray] = ()
+) -> np.ndarray:
+    """(3, p) pairs (a < b row indices, distance) of rows with equal ``keys`` within
+    ``k``, less those equal in any ``earlier`` key array (found there already): one
+    combination of :func:`near_graph`, for callers that hold only some rows (Spark)."""
+    order = np.argsort(keys, kind="stable")
+    found = _near_in_combo(fps, _Combo(keys, list(earlier)), order, k)
+    return np.concatenate([np.empty((3, 0), dtype=np.int64), *found], axis=1)
+
+
 def near_duplicate_pairs(fps: np.ndarray, k: int, scheme: Scheme) -> list[Pair]:
     """Every pair of input positions whose fingerprints differ in at most ``k`` bits.
 

@@ -3,7 +3,3 @@
 Needs the ``spark`` extra (PySpark 4, Java 17+). Nothing here imports PySpark at
 module import time, so ``shdb --help`` stays fast without it.
 """
-
-#: Largest block (distinct fingerprints) one unit of dedup work compares; bigger
-#: blocks are cut into tiles (see :mod:`simhash_hbase.spark.dedup`).
-DEFAULT_TILE = 1024

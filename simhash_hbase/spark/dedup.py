@@ -1,59 +1,59 @@
-"""All near-duplicate pairs of a corpus on Spark: the pigeonhole as a shuffle.
+"""Near-duplicates of a corpus on Spark, by both nets, as `shdb dedup` finds them.
 
-The same scheme as the index and as :func:`simhash_hbase.layout.pairs.near_duplicate_pairs`,
-which this job matches pair for pair:
+The same graph as :func:`simhash_hbase.jobs.ingest.find_duplicates`, and the same
+bounded answer (:func:`simhash_hbase.layout.pairs.nearest_earlier`):
 
-1. **Exact duplicates first.** Records are grouped by fingerprint (one shuffle);
-   each distinct fingerprint goes on with one representative (its first input
-   position) and a count. Thousands of copies of a boilerplate page become one
-   row, so they cannot make one block huge. Their own pairs (distance 0) are
-   emitted from the group's position list, in tiles (step 4).
-2. **Blocks.** Each distinct fingerprint is exploded into its (flag, field) block
-   keys, one per segment combination (:meth:`Scheme.fields_many`; the key is the
-   integer of the index's 5-byte scan prefix). Rows are shuffled by block key and
-   each partition sorts its rows and compares, with NumPy, the members of each
-   block. A block still larger than ``tile`` distinct fingerprints (planted near
-   copies, adversarial input) is cut into chunks by a hash of the fingerprint;
-   every chunk pair is its own group, so no group compares more than
-   ``(2*tile)**2 / 2`` pairs and the work spreads over partitions.
-3. **Each pair once.** Two fingerprints within k share several blocks; a pair
-   is kept only in the first block (lowest flag) the two share, so no
-   ``distinct`` shuffle is needed.
-4. **Back to records.** A pair of distinct fingerprints stands for every pair of
-   their records; products larger than ``tile**2`` are cut into tiles that are
-   spread over partitions before they are expanded.
-
-Clusters are the connected components of the distinct-fingerprint graph, by
-min-label propagation (each round: every node takes the smallest label among
-itself and its neighbours; rounds = the graph's diameter); the label is the
-first input position, so clusters come out ordered as `shdb dedup` orders them.
-Exact copies join their fingerprint's cluster without any edge between them.
+1. **Nodes.** Documents with equal fingerprint, sketch and band keys are one node
+   (one shuffle, keyed by fingerprint); its ``rep`` is its first input position.
+   A million copies of a login wall are one node: no step below sees them apart.
+2. **Candidates, as NumPy blocks.** Each task cuts its nodes' keys into
+   ``buckets`` arrays by a hash of the key, and a bucket's arrays meet in one
+   task: a shuffle of a few records per task, never a Python object per key.
+   - Pigeonhole: the key is the index's scan prefix (combination field, flag);
+     rows with equal keys within k are pairs, each kept in the first combination
+     the two share (:func:`~simhash_hbase.layout.pairs.pairs_in_groups`).
+   - LSH: the key is (band, band key); rows sharing one are candidate pairs.
+3. **Confirm.** Each candidate meets the fingerprint and sketch of its two nodes
+   (two bucket joins) and is kept by :func:`~simhash_hbase.layout.nets.is_match`:
+   the edges (a, b, distance, similarity) of distinct nodes.
+4. **Answers.** The edges come to the driver (24 bytes a near pair of distinct
+   nodes; copies never make one). Clusters are their union-find components; each
+   node that has an edge or a copy gets its neighbours' summaries (positions, and
+   the members that can be among the ``limit`` smallest ids) and sweeps its members
+   in input order: each gets its ``limit`` nearest earlier documents and the count
+   of all of them, the line `shdb dedup` prints.
 """
 
 from __future__ import annotations
 
+import bisect
+import heapq
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from simhash_hbase.fingerprint.minhash import MinHashParams, unpack_sketch
+from simhash_hbase.layout.nets import is_match, pair_similarities
+from simhash_hbase.layout.pairs import pairs_in_groups, roots
 from simhash_hbase.layout.scheme import Scheme
-from simhash_hbase.spark import DEFAULT_TILE
+from simhash_hbase.records import fingerprint_to_hex
 
 if TYPE_CHECKING:
-    from pyspark import RDD
+    from pyspark import RDD, Broadcast
     from pyspark.sql import DataFrame, SparkSession
 
-_TILE_BITS = 20  # shuffle key = block key << 20 | tile number
-_MAX_CHUNKS = 1 << (_TILE_BITS // 2)  # chunks per block: tile numbers fit in 20 bits
 _MASK64 = (1 << 64) - 1
 _GOLDEN = 0x9E3779B97F4A7C15
 _FLAG_BITS = 8
+_BIG_GROUP = 64  # band-key groups larger than this are paired one by one
 
-# Members of a block: side 0 = all pairs among them; in a tile between two
-# chunks, side 1 (first chunk) pairs only with side 2 (second chunk).
-_WITHIN, _LEFT, _RIGHT = 0, 1, 2
+#: (position, id, fingerprint, sketch, band keys) of one input document.
+Doc = tuple[int, str, int, bytes | None, bytes | None]
+#: One document's answer: (position, id, [(id, distance, similarity, fp hex)], total).
+Answer = tuple[int, str, list[tuple[str, int, float | None, str]], int]
+Blob = tuple[np.ndarray, ...]
 
 
 def spread(key: int) -> int:
@@ -62,17 +62,49 @@ def spread(key: int) -> int:
     return ((key * _GOLDEN) & _MASK64) >> 32
 
 
+def _bucket(b: int) -> int:
+    """Partition of a bucket number: itself (one bucket per partition)."""
+    return b
+
+
+def _by_fp(key: tuple[int, bytes | None, bytes | None]) -> int:
+    return spread(key[0])
+
+
+def _buckets_of(keys: np.ndarray, buckets: int) -> np.ndarray:
+    mixed = (keys.astype(np.uint64) * np.uint64(_GOLDEN)) >> np.uint64(32)
+    return (mixed % np.uint64(buckets)).astype(np.int64)  # type: ignore[no-any-return]
+
+
+def _split(where: np.ndarray, buckets: int, *cols: np.ndarray) -> Iterator[tuple[int, Blob]]:
+    """(bucket, the rows of ``cols`` in it) for each bucket with rows."""
+    order = np.argsort(where, kind="stable")
+    bounds = np.searchsorted(where[order], np.arange(buckets + 1)).tolist()
+    for b in range(buckets):
+        if bounds[b + 1] > bounds[b]:
+            rows = order[bounds[b] : bounds[b + 1]]
+            yield b, tuple(c[rows] for c in cols)
+
+
+def _joined(blobs: Iterable[Blob]) -> Blob:
+    return tuple(np.concatenate(c) for c in zip(*blobs, strict=True))
+
+
 @dataclass(frozen=True)
-class Distinct:
-    """One distinct fingerprint: its first input position and how many records hold it."""
+class Node:
+    """Distinct (fingerprint, sketch, band keys) and its documents in input order."""
 
-    fp: int
     rep: int
-    count: int
+    fp: int
+    sketch: bytes | None
+    bands: bytes | None
+    members: list[tuple[int, str]]
 
 
-def _chunk_of(fp: int, chunks: int) -> int:
-    return spread(fp ^ 0x5BD1E995) % chunks
+def _node(kv: tuple[tuple[int, bytes | None, bytes | None], Iterable[tuple[int, str]]]) -> Node:
+    (fp, sketch, bands), members = kv
+    ordered = sorted(members)
+    return Node(ordered[0][0], fp, sketch, bands, ordered)
 
 
 def block_keys(fps: np.ndarray, scheme: Scheme) -> np.ndarray:
@@ -82,97 +114,285 @@ def block_keys(fps: np.ndarray, scheme: Scheme) -> np.ndarray:
     return (fields << np.uint64(_FLAG_BITS)) | flags  # type: ignore[no-any-return]
 
 
-def _block_rows(
-    items: Iterable[Distinct], scheme: Scheme, big: dict[int, int]
-) -> Iterator[tuple[int, tuple[int, int, int, int]]]:
-    """(shuffle key, (side, fp, rep, count)) rows of a partition of distinct fingerprints."""
-    batch = list(items)
-    if not batch:
-        return
-    fps = np.fromiter((d.fp for d in batch), dtype=np.uint64, count=len(batch))
-    for d, keys in zip(batch, block_keys(fps, scheme).tolist()):
-        for block in keys:
-            chunks = big.get(block)
-            if chunks is None:
-                yield block << _TILE_BITS, (_WITHIN, d.fp, d.rep, d.count)
-                continue
-            mine = _chunk_of(d.fp, chunks)
-            for other in range(chunks):
-                lo, hi = min(mine, other), max(mine, other)
-                side = _WITHIN if lo == hi else (_LEFT if mine == lo else _RIGHT)
-                yield (block << _TILE_BITS) | (lo * chunks + hi), (side, d.fp, d.rep, d.count)
+def _arrays(nodes: list[Node]) -> tuple[np.ndarray, np.ndarray]:
+    fps = np.fromiter((n.fp for n in nodes), dtype=np.uint64, count=len(nodes))
+    reps = np.fromiter((n.rep for n in nodes), dtype=np.int64, count=len(nodes))
+    return fps, reps
 
 
-def _compare_blocks(
-    rows: Iterable[tuple[int, tuple[int, int, int, int]]], k: int, scheme: Scheme
-) -> Iterator[tuple[int, int, int, int, int, int, int]]:
-    """Pairs within ``k`` of each block group in a partition, each pair in its first
-    common block only: (fp_a, fp_b, distance, rep_a, count_a, rep_b, count_b)."""
-    data = list(rows)
-    if not data:
+def _block_rows(nodes: Iterable[Node], scheme: Scheme, buckets: int) -> Iterator[tuple[int, Blob]]:
+    """Pigeonhole rows of a partition: (bucket, (block keys, fps, reps))."""
+    batch = list(nodes)
+    if batch:
+        fps, reps = _arrays(batch)
+        combos = len(scheme.combos)
+        keys = block_keys(fps, scheme).ravel()
+        rows = (keys, np.repeat(fps, combos), np.repeat(reps, combos))
+        yield from _split(_buckets_of(keys, buckets), buckets, *rows)
+
+
+def _block_pairs(part: Iterable[tuple[int, Blob]], scheme: Scheme, k: int) -> Iterator[Blob]:
+    """(a, b, True) rep pairs within k of a bucket's blocks, each in its first block."""
+    blobs = [blob for _, blob in part]
+    if not blobs:
         return
-    n = len(data)
-    keys = np.fromiter((r[0] for r in data), dtype=np.uint64, count=n)
-    cols = np.array([r[1] for r in data], dtype=np.uint64).reshape(n, 4)
+    keys, fps, reps = _joined(blobs)
+    flags = (keys & np.uint64(0xFF)).astype(np.int64)
+    for flag in np.unique(flags).tolist():
+        rows = np.flatnonzero(flags == flag)
+        fields = scheme.fields_many(fps[rows])
+        earlier = [fields[:, e] for e in range(flag - 1)]
+        a, b, _ = pairs_in_groups(fps[rows], keys[rows], k, earlier)
+        x, y = reps[rows][a], reps[rows][b]
+        yield np.minimum(x, y), np.maximum(x, y), np.ones(len(x), dtype=bool)
+
+
+def _band_rows(nodes: Iterable[Node], buckets: int) -> Iterator[tuple[int, Blob]]:
+    """LSH rows of a partition's sketched nodes: (bucket, (band << 32 | key, reps))."""
+    batch = [n for n in nodes if n.bands is not None and n.sketch is not None]
+    if batch:
+        _, reps = _arrays(batch)
+        raw = b"".join(n.bands for n in batch)  # type: ignore[misc]
+        keys = np.frombuffer(raw, dtype=">u4").reshape(len(batch), -1).astype(np.uint64)
+        band = np.arange(keys.shape[1], dtype=np.uint64) << np.uint64(32)
+        flat = (keys | band[None, :]).ravel()
+        rows = (flat, np.repeat(reps, keys.shape[1]))
+        yield from _split(_buckets_of(flat, buckets), buckets, *rows)
+
+
+def _band_pairs(part: Iterable[tuple[int, Blob]]) -> Iterator[Blob]:
+    """(a, b, False) rep pairs sharing a band key in a bucket (LSH candidates; the
+    pigeonhole's verdict on them comes from its own net)."""
+    blobs = [blob for _, blob in part]
+    if not blobs:
+        return
+    keys, reps = _joined(blobs)
     order = np.argsort(keys, kind="stable")
-    keys, cols = keys[order], cols[order]
-    sides, fps = cols[:, 0], cols[:, 1]
+    keys, reps = keys[order], reps[order]
     starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
-    sizes = np.diff(np.r_[starts, n])
-    size_of = np.repeat(sizes, sizes)
-    rank = np.arange(n) - np.repeat(starts, sizes)
-    flags = ((keys >> np.uint64(_TILE_BITS)) & np.uint64(0xFF)).astype(np.int64)
-    combos = np.arange(len(scheme.combos))
-    active = np.flatnonzero(size_of > 1)
-    offset = 1
-    while True:
-        # Row i and row i+offset are in one group iff i's rank + offset < group size.
-        active = active[rank[active] + offset < size_of[active]]
-        if not active.size:
-            return
-        i, j = active, active + offset
-        dist = np.bitwise_count(fps[i] ^ fps[j])
-        keep = ((sides[i] == _WITHIN) | (sides[i] != sides[j])) & (dist <= k)
-        i, j, dist = i[keep], j[keep], dist[keep]
-        if i.size:
-            # Drop the pair here if the two already share a block of a lower flag.
-            same = block_keys(fps[i], scheme) == block_keys(fps[j], scheme)
-            earlier = (same & (combos[None, :] < flags[i][:, None] - 1)).any(axis=1)
-            i, j, dist = i[~earlier], j[~earlier], dist[~earlier]
-            for a, b, d in zip(cols[i].tolist(), cols[j].tolist(), dist.tolist()):
-                first, second = (a, b) if a[2] < b[2] else (b, a)
-                yield first[1], second[1], d, first[2], first[3], second[2], second[3]
-        offset += 1
+    sizes = np.diff(np.r_[starts, len(keys)])
+    big = sizes > _BIG_GROUP
+    found: list[tuple[np.ndarray, np.ndarray]] = []
+    for start, size in zip(starts[big].tolist(), sizes[big].tolist()):
+        i, j = np.triu_indices(size, 1)
+        found.append((reps[start + i], reps[start + j]))
+    small = np.repeat(~big, sizes)
+    keys, reps = keys[small], reps[small]
+    for offset in range(1, _BIG_GROUP):
+        same = np.flatnonzero(keys[offset:] == keys[:-offset])
+        if not same.size:
+            break
+        found.append((reps[same], reps[same + offset]))
+    for x, y in found:
+        yield np.minimum(x, y), np.maximum(x, y), np.zeros(len(x), dtype=bool)
 
 
-def _tiles(
-    left: list[int], right: list[int] | None, distance: int, tile: int
-) -> Iterator[tuple[list[int], list[int] | None, int]]:
-    """Cut the product of two position lists (``right`` None: pairs within ``left``)."""
-    lefts = [left[s : s + tile] for s in range(0, len(left), tile)]
-    if right is None:
-        for x, a in enumerate(lefts):
-            yield a, None, distance
-            for b in lefts[x + 1 :]:
-                yield a, b, distance
+def _table_rows(nodes: Iterable[Node], buckets: int, width: int) -> Iterator[tuple[int, Blob]]:
+    """What the confirm reads of each node: (bucket, (reps, fps, sketches, has))."""
+    batch = list(nodes)
+    if batch:
+        fps, reps = _arrays(batch)
+        blank = bytes(width)
+        raw = b"".join(n.sketch or blank for n in batch)
+        sketches = np.frombuffer(raw, dtype=np.uint8).reshape(len(batch), width)
+        has = np.array([n.sketch is not None for n in batch], dtype=bool)
+        yield from _split(_buckets_of(reps, buckets), buckets, reps, fps, sketches, has)
+
+
+def _by_first(blob: Blob, buckets: int) -> Iterator[tuple[int, Blob]]:
+    return _split(_buckets_of(blob[0], buckets), buckets, *blob)
+
+
+def _tagged(rows: Iterable[tuple[int, Blob]], tag: int) -> Iterator[tuple[int, tuple[int, Blob]]]:
+    for b, blob in rows:
+        yield b, (tag, blob)
+
+
+def _lookup(part: Iterable[tuple[int, tuple[int, Blob]]]) -> tuple[Blob | None, Blob | None]:
+    """A bucket's (candidate pairs, node table) from the tagged union."""
+    pairs: list[Blob] = []
+    table: list[Blob] = []
+    for _, (tag, blob) in part:
+        (pairs if tag == 0 else table).append(blob)
+    return (_joined(pairs) if pairs else None), (_joined(table) if table else None)
+
+
+def _rows_of(table: Blob, reps: np.ndarray) -> np.ndarray:
+    order = np.argsort(table[0])
+    return order[np.searchsorted(table[0], reps, sorter=order)]  # type: ignore[no-any-return]
+
+
+def _first_side(part: Iterable[tuple[int, tuple[int, Blob]]], buckets: int) -> Iterator[Any]:
+    """Distinct candidates of a bucket with their first node's fp and sketch, sent on
+    to the second node's bucket."""
+    pairs, table = _lookup(part)
+    if pairs is None or table is None:
         return
-    rights = [right[s : s + tile] for s in range(0, len(right), tile)]
-    for a in lefts:
-        for b in rights:
-            yield a, b, distance
+    a, b, near = pairs
+    both = np.stack([a, b], axis=1)
+    uniq, inverse = np.unique(both, axis=0, return_inverse=True)
+    inverse = inverse.ravel()
+    found = np.zeros(len(uniq), dtype=bool)
+    np.logical_or.at(found, inverse, near)
+    at = _rows_of(table, uniq[:, 0])
+    cols = (uniq[:, 0], uniq[:, 1], found, table[1][at], table[2][at], table[3][at])
+    yield from _split(_buckets_of(uniq[:, 1], buckets), buckets, *cols)
 
 
-def _expand(unit: tuple[list[int], list[int] | None, int]) -> Iterator[tuple[int, int, int]]:
-    """Record-position pairs (i < j) of one tile."""
-    left, right, distance = unit
-    if right is None:
-        for n, a in enumerate(left):
-            for b in left[n + 1 :]:
-                yield a, b, distance
+def _confirm(
+    part: Iterable[tuple[int, tuple[int, Blob]]], lsh: MinHashParams | None
+) -> Iterator[Blob]:
+    """The edges of a bucket: candidates that pass :func:`is_match`, as
+    (a, b, distance, similarity (NaN: none))."""
+    pairs, table = _lookup(part)
+    if pairs is None or table is None:
         return
-    for a in left:
-        for b in right:
-            yield (a, b, distance) if a < b else (b, a, distance)
+    a, b, near, fp_a, sk_a, has_a = pairs
+    at = _rows_of(table, b)
+    dist = np.bitwise_count(fp_a ^ table[1][at]).astype(np.int64)
+    both = has_a & table[3][at]
+    sims = np.full(len(a), np.nan)
+    if lsh is not None and both.any():
+        n = len(a)
+        packed = np.concatenate([sk_a, table[2][at]]).tobytes()
+        values = unpack_sketch(packed, lsh.sketch_bits).reshape(2 * n, -1)
+        index = np.stack([np.arange(n), np.arange(n) + n], axis=1)
+        sims = np.where(both, pair_similarities(values, index, lsh.sketch_bits), np.nan)
+    keep = np.array(
+        [
+            is_match(bool(f), None if s != s else float(s), lsh)
+            for f, s in zip(near.tolist(), sims.tolist())
+        ],
+        dtype=bool,
+    ).reshape(-1)
+    yield a[keep], b[keep], dist[keep], sims[keep]
+
+
+@dataclass(frozen=True)
+class Near:
+    """What a node tells a neighbour: its fingerprint, its members' positions, and
+    the members that were among the ``limit`` smallest ids up to their position
+    (no other member can ever be among a later document's nearest)."""
+
+    fp: int
+    positions: np.ndarray
+    smallest: list[tuple[int, str]]
+
+
+def _summary(node: Node, limit: int) -> Near:
+    kept: list[tuple[int, str]] = []
+    top: list[tuple[str, int]] = []
+    for pos, doc_id in node.members:
+        if len(top) < limit or (doc_id, pos) < top[-1]:
+            kept.append((pos, doc_id))
+            bisect.insort(top, (doc_id, pos))
+            del top[limit:]
+    positions = np.fromiter((p for p, _ in node.members), dtype=np.int64)
+    return Near(node.fp, positions, kept)
+
+
+@dataclass(frozen=True)
+class Graph:
+    """The edges of distinct nodes (on the driver), sorted by each end in turn."""
+
+    a: np.ndarray
+    b: np.ndarray
+    dist: np.ndarray
+    sim: np.ndarray
+
+    def touched(self) -> np.ndarray:
+        return np.unique(np.concatenate([self.a, self.b]))
+
+    def labels(self) -> tuple[np.ndarray, np.ndarray]:
+        """(nodes with an edge, sorted; the first rep of each one's component)."""
+        nodes = self.touched()
+        edges = np.stack([np.searchsorted(nodes, self.a), np.searchsorted(nodes, self.b)])
+        return nodes, nodes[roots(len(nodes), edges)]
+
+    def neighbours(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(ends, others, distances, similarities), both directions, sorted by end."""
+        ends = np.concatenate([self.a, self.b])
+        order = np.argsort(ends, kind="stable")
+        others = np.concatenate([self.b, self.a])[order]
+        dist = np.concatenate([self.dist, self.dist])[order]
+        return ends[order], others, dist, np.concatenate([self.sim, self.sim])[order]
+
+
+def _has(sorted_ids: np.ndarray, rep: int) -> int | None:
+    at = int(np.searchsorted(sorted_ids, rep))
+    return at if at < len(sorted_ids) and sorted_ids[at] == rep else None
+
+
+def _messages(nodes: Iterable[Node], graph: Broadcast[Any], limit: int) -> Iterator[Any]:
+    """Each node that has an edge or a copy, keyed by its rep; and its summary,
+    sent to each neighbour with the edge's distance and similarity."""
+    ends, others, dist, sims = graph.value
+    for node in nodes:
+        lo = int(np.searchsorted(ends, node.rep))
+        hi = int(np.searchsorted(ends, node.rep, side="right"))
+        if hi == lo and len(node.members) < 2:
+            continue
+        yield node.rep, (0, node)
+        if hi > lo:
+            near = _summary(node, limit)
+            for other, d, s in zip(
+                others[lo:hi].tolist(), dist[lo:hi].tolist(), sims[lo:hi].tolist()
+            ):
+                yield other, (1, (d, None if s != s else s, near))
+
+
+def _answers(part: Iterable[tuple[int, tuple[int, Any]]], limit: int) -> Iterator[Answer]:
+    nodes: dict[int, Node] = {}
+    heard: dict[int, list[tuple[int, float | None, Near]]] = {}
+    for rep, (tag, value) in part:
+        if tag == 0:
+            nodes[rep] = value
+        else:
+            heard.setdefault(rep, []).append(value)
+    for rep, node in nodes.items():
+        yield from _sweep(node, heard.get(rep, []), limit)
+
+
+def _hit_key(hit: tuple[int, str, int, float | None, int]) -> tuple[int, str, int]:
+    return hit[0], hit[1], hit[2]
+
+
+def _sweep(node: Node, heard: list[tuple[int, float | None, Near]], limit: int) -> Iterator[Answer]:
+    """Each member's ``limit`` nearest earlier documents (distance, then id) and how
+    many there are: its earlier copies, and each neighbour's earlier members."""
+    same = 1.0 if node.sketch is not None else None
+    own: list[tuple[str, int]] = []
+    tops: list[list[tuple[str, int]]] = [[] for _ in heard]
+    seen = [0] * len(heard)
+    for copies, (pos, doc_id) in enumerate(node.members):
+        total = copies
+        hits = [(0, i, p, same, node.fp) for i, p in own]
+        for n, (d, s, near) in enumerate(heard):
+            while seen[n] < len(near.smallest) and near.smallest[seen[n]][0] < pos:
+                p, i = near.smallest[seen[n]]
+                bisect.insort(tops[n], (i, p))
+                del tops[n][limit:]
+                seen[n] += 1
+            total += int(np.searchsorted(near.positions, pos))
+            hits += [(d, i, p, s, near.fp) for i, p in tops[n]]
+        if total:
+            best = heapq.nsmallest(limit, hits, key=_hit_key)
+            found = [(i, d, s, fingerprint_to_hex(fp)) for d, i, _, s, fp in best]
+            yield pos, doc_id, found, total
+        bisect.insort(own, (doc_id, pos))
+        del own[limit:]
+
+
+def _cluster_rows(nodes: Iterable[Node], labels: Broadcast[Any]) -> Iterator[tuple[int, int, str]]:
+    """(cluster label, position, id) of each document in a cluster of two or more."""
+    touched, label = labels.value
+    for node in nodes:
+        at = _has(touched, node.rep)
+        if at is None and len(node.members) < 2:
+            continue
+        own = node.rep if at is None else int(label[at])
+        for pos, doc_id in node.members:
+            yield own, pos, doc_id
 
 
 @dataclass
@@ -181,174 +401,97 @@ class DedupJob:
 
     scheme: Scheme
     k: int
-    tile: int = DEFAULT_TILE
+    lsh: MinHashParams | None = None
+    limit: int = 10
     partitions: int | None = None
 
-    def _partitions(self, rdd: RDD[Any]) -> int:
+    def _parts(self, rdd: RDD[Any]) -> int:
         return self.partitions or rdd.context.defaultParallelism
 
-    def distinct(self, records: RDD[tuple[int, int]]) -> RDD[tuple[int, list[int]]]:
-        """(fp, sorted positions) of (position, fp) records: the exact-duplicate groups."""
+    def nodes(self, docs: RDD[Doc]) -> RDD[Node]:
+        """Documents grouped into nodes (one shuffle, by fingerprint)."""
         return (
-            records.map(lambda r: (r[1], r[0]))
-            .groupByKey(self._partitions(records), partitionFunc=spread)
-            .mapValues(sorted)
+            docs.map(lambda d: ((d[2], d[3], d[4]), (d[0], d[1])))
+            .groupByKey(self._parts(docs), partitionFunc=_by_fp)
+            .map(_node)
         )
 
-    def near_pairs(
-        self, groups: RDD[tuple[int, list[int]]]
-    ) -> RDD[tuple[int, int, int, int, int, int, int]]:
-        """Pairs of distinct fingerprints within k (each once), with their reps and counts."""
-        scheme, k, tile = self.scheme, self.k, self.tile
-        distinct = groups.map(lambda g: Distinct(g[0], g[1][0], len(g[1])))
-        distinct.persist()
-        counts = distinct.mapPartitions(
-            lambda ds: ((int(b), 1) for b in _keys_of(ds, scheme))
-        ).reduceByKey(lambda a, b: a + b, partitionFunc=spread)
-        big = {
-            block: min(_MAX_CHUNKS, -(-size // tile))
-            for block, size in counts.filter(lambda kv: kv[1] > tile).collect()
-        }
-        shared = groups.context.broadcast(big)
-        rows = distinct.mapPartitions(lambda ds: _block_rows(ds, scheme, shared.value))
-        return rows.partitionBy(self._partitions(groups) * 2, spread).mapPartitions(
-            lambda part: _compare_blocks(part, k, scheme)
+    def edges(self, nodes: RDD[Node]) -> Graph:
+        """The confirmed edges of distinct nodes, by both nets, on the driver."""
+        scheme, k, lsh, buckets = self.scheme, self.k, self.lsh, self._parts(nodes) * 2
+        blocks = nodes.mapPartitions(lambda ns: _block_rows(ns, scheme, buckets))
+        cands = blocks.partitionBy(buckets, _bucket).mapPartitions(
+            lambda part: _block_pairs(part, scheme, k)
+        )
+        if lsh is not None:
+            bands = nodes.mapPartitions(lambda ns: _band_rows(ns, buckets))
+            cands = cands.union(bands.partitionBy(buckets, _bucket).mapPartitions(_band_pairs))
+        width = (lsh or MinHashParams()).sketch_bytes
+        table = nodes.mapPartitions(lambda ns: _table_rows(ns, buckets, width))
+        table.persist()
+        keyed = cands.flatMap(lambda blob: _tagged(_by_first(blob, buckets), 0))
+        tagged = table.mapPartitions(lambda rows: _tagged(rows, 1))
+        first = keyed.union(tagged).partitionBy(buckets, _bucket)
+        second = first.mapPartitions(lambda part: _tagged(_first_side(part, buckets), 0))
+        confirmed = second.union(tagged).partitionBy(buckets, _bucket)
+        found = confirmed.mapPartitions(lambda part: _confirm(part, lsh)).collect()
+        table.unpersist()
+        if not found:
+            empty = np.zeros(0, dtype=np.int64)
+            return Graph(empty, empty, empty, np.zeros(0))
+        a, b, dist, sim = _joined(found)
+        return Graph(a, b, dist, sim)
+
+    def answers(self, nodes: RDD[Node], graph: Graph) -> RDD[Answer]:
+        """Each document with earlier near-copies: its ``limit`` nearest and the count."""
+        shared = nodes.context.broadcast(graph.neighbours())
+        limit = self.limit
+        messages = nodes.mapPartitions(lambda ns: _messages(ns, shared, limit))
+        return messages.partitionBy(self._parts(nodes), spread).mapPartitions(
+            lambda part: _answers(part, limit)
         )
 
-    def pairs(
-        self, groups: RDD[tuple[int, list[int]]], near: RDD[tuple[int, ...]]
-    ) -> RDD[tuple[int, int, int]]:
-        """Every (position i < j, distance) pair of records within k."""
-        tile = self.tile
-        parts = self._partitions(groups)
-        multi = groups.filter(lambda g: len(g[1]) > 1)
-        singles = near.filter(lambda p: p[4] == 1 and p[6] == 1).map(lambda p: (p[3], p[5], p[2]))
-        # Pairs touching an exact-duplicate group need the group's positions.
-        crowded = (
-            near.filter(lambda p: p[4] > 1 or p[6] > 1)
-            .map(lambda p: (p[0], (p[1], p[2], p[3], p[5], p[6])))
-            .leftOuterJoin(multi)
-            .map(lambda kv: (kv[1][0][0], (kv[1][1] or [kv[1][0][2]], kv[1][0])))
-            .leftOuterJoin(multi)
-            .map(lambda kv: (kv[1][0][0], kv[1][1] or [kv[1][0][1][3]], kv[1][0][1][1]))
-        )
-        units = crowded.union(multi.map(lambda g: (g[1], None, 0)))
-        small = units.filter(lambda u: _product(u) <= tile * tile).flatMap(_expand)
-        large = (
-            units.filter(lambda u: _product(u) > tile * tile)
-            .flatMap(lambda u: _tiles(u[0], u[1], u[2], tile))
-            .repartition(parts)
-            .flatMap(_expand)
-        )
-        return singles.union(small).union(large)
-
-    def cluster_labels(
-        self, groups: RDD[tuple[int, list[int]]], near: RDD[tuple[int, ...]]
-    ) -> RDD[tuple[int, int]]:
-        """(position, cluster label) of every record in a cluster of two or more;
-        the label is the cluster's first position."""
-        parts = self._partitions(groups)
-        edges = near.flatMap(lambda p: ((p[0], p[1]), (p[1], p[0]))).partitionBy(parts, spread)
-        edges.persist()
-        labels = near.flatMap(lambda p: ((p[0], p[3]), (p[1], p[5]))).reduceByKey(
-            min, parts, spread
-        )
-        rounds = 0
-        while True:
-            labels.persist()
-            proposed = (
-                edges.join(labels)
-                .map(lambda kv: (kv[1][0], kv[1][1]))
-                .union(labels)
-                .reduceByKey(min, parts, spread)
-            )
-            proposed.persist()
-            rounds += 1
-            if rounds % 8 == 0:
-                proposed.localCheckpoint()  # keeps the lineage short on long chains
-            changed = proposed.join(labels).filter(lambda kv: kv[1][0] != kv[1][1]).count()
-            labels.unpersist()
-            labels = proposed
-            if not changed:
-                break
-        edges.unpersist()
-        return groups.leftOuterJoin(labels).flatMap(_member_labels)
-
-
-def _product(unit: tuple[list[int], list[int] | None, int]) -> int:
-    left, right, _ = unit
-    return len(left) * (len(left) if right is None else len(right))
-
-
-def _keys_of(items: Iterable[Distinct], scheme: Scheme) -> Iterator[int]:
-    batch = list(items)
-    if batch:
-        fps = np.fromiter((d.fp for d in batch), dtype=np.uint64, count=len(batch))
-        yield from block_keys(fps, scheme).ravel().tolist()
-
-
-def _member_labels(kv: tuple[int, tuple[list[int], int | None]]) -> Iterator[tuple[int, int]]:
-    positions, label = kv[1]
-    if label is None and len(positions) < 2:
-        return  # a record with no near copy and no exact copy is in no cluster
-    own = positions[0] if label is None else label
-    for pos in positions:
-        yield pos, own
+    def cluster_rows(self, nodes: RDD[Node], graph: Graph) -> RDD[tuple[int, int, str]]:
+        shared = nodes.context.broadcast(graph.labels())
+        return nodes.mapPartitions(lambda ns: _cluster_rows(ns, shared))
 
 
 @dataclass
 class DedupResult:
-    """DataFrames of the run (lazily computed until written)."""
+    """DataFrames of the run (lazily computed until written), and the graph's size."""
 
-    pairs: DataFrame
+    matches: DataFrame
     clusters: DataFrame | None
+    edges: int
+
+
+MATCHES_SCHEMA = (
+    "pos long, id string, matches array<struct<id: string, distance: int, "
+    "similarity: double, fingerprint: string>>, total long, total_exact boolean"
+)
 
 
 def run(
-    spark: SparkSession,
-    records: RDD[tuple[int, str, int]],
-    job: DedupJob,
-    *,
-    with_clusters: bool = False,
+    spark: SparkSession, docs: RDD[Doc], job: DedupJob, *, with_clusters: bool = False
 ) -> DedupResult:
-    """Pairs (and clusters) of (position, id, fingerprint) records, with ids, in
-    input order: the rows `shdb dedup` prints, in its order (``id`` the later
-    record, ``near_id`` the earlier one)."""
+    """Each document's nearest earlier near-copies (and the clusters), in input
+    order: the lines `shdb dedup` prints, as DataFrames."""
+    from pyspark import StorageLevel
     from pyspark.sql import functions as F
-    from pyspark.sql.types import LongType, StringType, StructField, StructType
 
     job.scheme.check_k(job.k)
-    records.persist()
-    ids = spark.createDataFrame(
-        records.map(lambda r: (r[0], r[1])),
-        StructType([StructField("pos", LongType(), False), StructField("id", StringType(), False)]),
-    )
-    groups = job.distinct(records.map(lambda r: (r[0], r[2])))
-    groups.persist()
-    near = job.near_pairs(groups)
-    near.persist()
-    pair_schema = StructType(
-        [StructField(name, LongType(), False) for name in ("a_pos", "b_pos", "distance")]
-    )
-    positions = spark.createDataFrame(job.pairs(groups, near), pair_schema)
-    a, b = ids.alias("a"), ids.alias("b")
-    pairs = (
-        positions.join(a, F.col("a_pos") == F.col("a.pos"))
-        .join(b, F.col("b_pos") == F.col("b.pos"))
-        .orderBy("a_pos", "b_pos")
-        .select(
-            F.col("b.id").alias("id"), F.col("a.id").alias("near_id"), F.col("distance").cast("int")
-        )
-    )
+    nodes = job.nodes(docs)
+    nodes.persist(StorageLevel.MEMORY_AND_DISK)
+    graph = job.edges(nodes)
+    answers = job.answers(nodes, graph).map(lambda r: (*r, True))
+    matches = spark.createDataFrame(answers, MATCHES_SCHEMA).orderBy("pos").drop("pos")
     clusters = None
     if with_clusters:
-        label_schema = StructType(
-            [StructField("pos", LongType(), False), StructField("cluster", LongType(), False)]
+        labels = spark.createDataFrame(
+            job.cluster_rows(nodes, graph), "cluster long, pos long, id string"
         )
-        labels = spark.createDataFrame(job.cluster_labels(groups, near), label_schema)
         clusters = (
-            labels.join(ids, "pos")
-            .groupBy("cluster")
+            labels.groupBy("cluster")
             .agg(F.array_sort(F.collect_list(F.struct("pos", "id"))).alias("members"))
             .orderBy("cluster")
             .select(
@@ -357,4 +500,4 @@ def run(
                 F.col("members.id").alias("ids"),
             )
         )
-    return DedupResult(pairs, clusters)
+    return DedupResult(matches, clusters, len(graph.a))

@@ -14,13 +14,14 @@ from typing import TYPE_CHECKING
 from urllib.parse import urlsplit
 
 from simhash_hbase.errors import InvalidInput
+from simhash_hbase.fingerprint.minhash import MinHashParams
 from simhash_hbase.fingerprint.simhash import FingerprintParams, idf_table
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.index.manifest import Wanted
 from simhash_hbase.layout.scheme import Scheme
-from simhash_hbase.records import BadRecord, Document
-from simhash_hbase.spark import DEFAULT_TILE, inputs
-from simhash_hbase.spark.dedup import DedupJob, run
+from simhash_hbase.records import DEFAULT_LIMIT, BadRecord, Document
+from simhash_hbase.spark import inputs
+from simhash_hbase.spark.dedup import DedupJob, Doc, run
 from simhash_hbase.spark.executor import (
     FAULT_ENV,
     DocItem,
@@ -51,16 +52,18 @@ class Summary:
     records: int = 0  # read, good and bad
     documents: int = 0  # fingerprinted (dedup) or written (ingest)
     rejected: int = 0
-    pairs: int = 0  # dedup: near-duplicate pairs; ingest: near-duplicates reported
+    pairs: int = 0  # dedup: near-duplicate pairs (counted); ingest: report rows
+    with_near_copies: int = 0  # dedup: documents with earlier near-copies (lines written)
     clusters: int | None = None
     seconds: float = 0.0
     rejects_path: str | None = None
 
 
 def write_both(df: DataFrame, folder: str, name: str) -> None:
-    """``folder/name.parquet`` and ``folder/name.jsonl`` (replaced if present)."""
+    """``folder/name.parquet`` and ``folder/name.jsonl`` (replaced if present; a
+    null is written as null, as `shdb` prints it)."""
     df.write.mode("overwrite").parquet(f"{folder}/{name}.parquet")
-    df.write.mode("overwrite").json(f"{folder}/{name}.jsonl")
+    df.write.mode("overwrite").option("ignoreNullFields", "false").json(f"{folder}/{name}.jsonl")
 
 
 def remove_outputs(spark: SparkSession, paths: list[str]) -> None:
@@ -119,6 +122,11 @@ def _write_rejects(
     return count
 
 
+def _doc(item: tuple[int, Document]) -> Doc:
+    pos, doc = item
+    return pos, doc.doc_id, doc.fingerprint, doc.sketch, doc.bands
+
+
 def dedup(
     spark: SparkSession,
     reading: Reading,
@@ -128,20 +136,26 @@ def dedup(
     k: int,
     params: FingerprintParams,
     with_clusters: bool = False,
-    tile: int = DEFAULT_TILE,
+    limit: int = DEFAULT_LIMIT,
     partitions: int | None = None,
 ) -> Summary:
-    """All near-duplicate pairs of the input (and clusters), written under ``output``."""
+    """Each document's nearest earlier near-copies by both nets (``matches``, the
+    lines of `shdb dedup`) and the clusters, written under ``output``."""
+    from pyspark.sql import functions as F
+
     scheme.check_k(k)
     started = time.perf_counter()
-    items = _documents(spark, reading, Fingerprinting(params, _idf_bytes(params)))
+    lsh = MinHashParams()
+    items = _documents(spark, reading, Fingerprinting(params, _idf_bytes(params), lsh=lsh))
     rejects = f"{output}/rejects.jsonl"
     summary = Summary(rejects_path=rejects, rejected=_write_rejects(spark, items, rejects))
-    good = items.flatMap(_accepted).map(lambda item: (item[0], item[1].doc_id, item[1].fingerprint))
-    result = run(spark, good, DedupJob(scheme, k, tile, partitions), with_clusters=with_clusters)
-    result.pairs.persist()
-    write_both(result.pairs, output, "pairs")
-    summary.pairs = result.pairs.count()
+    good = items.flatMap(_accepted).map(_doc)
+    job = DedupJob(scheme, k, lsh, limit, partitions)
+    result = run(spark, good, job, with_clusters=with_clusters)
+    result.matches.persist()
+    write_both(result.matches, output, "matches")
+    (lines, pairs), *_ = result.matches.agg(F.count("*"), F.sum("total")).collect()
+    summary.with_near_copies, summary.pairs = int(lines), int(pairs or 0)
     if result.clusters is not None:
         result.clusters.persist()
         write_both(result.clusters, output, "clusters")
@@ -205,7 +219,7 @@ def ingest(
     docs.persist()
     summary.records = items.count()
     if report is not None:
-        summary.pairs = _report(spark, docs, url, held_scheme, k, batch_size, report)
+        summary.pairs = _report(spark, docs, url, (held_scheme, k, held_lsh), batch_size, report)
     fault = parse_fault(os.environ.get(FAULT_ENV))
     summary.documents = docs.mapPartitions(
         lambda part: write_partition(url, part, batch_size, fault)
@@ -218,16 +232,18 @@ def _report(
     spark: SparkSession,
     docs: RDD[tuple[int, Document]],
     url: str,
-    scheme: Scheme,
-    k: int,
+    nets: tuple[Scheme, int, MinHashParams | None],
     batch_size: int,
     folder: str,
 ) -> int:
     """Write ``duplicates.{parquet,jsonl}``: (id, near_id, distance, similarity) rows,
-    ``id`` the new document. Held documents are judged by the index's predicate (both
-    nets where it has them); pairs within the input by the pigeonhole alone
-    (similarity null: the distributed dedup has no LSH net yet)."""
+    ``id`` the new document, all judged by the index's predicate (both nets where it
+    has them): near-copies among the documents held (the index's bounded queries)
+    and, among the input, each document's ``limit`` nearest earlier ones
+    (:mod:`simhash_hbase.spark.dedup`, the answer of `shdb dedup`)."""
+    from pyspark.sql import functions as F
 
+    scheme, k, lsh = nets
     held = spark.createDataFrame(
         docs.mapPartitions(lambda part: held_duplicates(url, part, k, batch_size)).map(
             lambda hit: (
@@ -247,14 +263,13 @@ def _report(
         "near_id string, near_fp long",
     )
     held = held.join(new, ["near_id", "near_fp"], "left_anti")
-    within = run(
-        spark,
-        docs.map(lambda item: (item[0], item[1].doc_id, item[1].fingerprint)),
-        DedupJob(scheme, k),
-    ).pairs
-    from pyspark.sql import functions as F
-
-    within = within.withColumn("similarity", F.lit(None).cast("double"))
+    found = run(spark, docs.map(_doc), DedupJob(scheme, k, lsh)).matches
+    within = found.select("id", F.explode("matches").alias("m")).select(
+        "id",
+        F.col("m.id").alias("near_id"),
+        F.col("m.distance").alias("distance"),
+        F.col("m.similarity").alias("similarity"),
+    )
     rows = held.select("id", "near_id", "distance", "similarity").unionByName(within)
     rows.persist()
     write_both(rows, folder, "duplicates")
