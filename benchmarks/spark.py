@@ -234,8 +234,8 @@ def _cpu_of(args: list[str]) -> dict[str, float]:
     while child.poll() is None:
         try:
             tree = [root, *root.children(recursive=True)]
-        except psutil.NoSuchProcess:
-            break
+        except psutil.NoSuchProcess:  # one of them ended while listed: look again
+            continue
         for proc in tree:
             try:
                 times = proc.cpu_times()

@@ -67,7 +67,10 @@ ConfOpt = Annotated[
     list[str] | None, typer.Option("--conf", help="Spark setting KEY=VALUE (repeatable).")
 ]
 SplitOpt = Annotated[
-    int, typer.Option("--split-mb", help="JSONL files are cut into ranges of this many MiB.")
+    int,
+    typer.Option(
+        "--split-mb", help="JSONL files are cut into ranges of at most this many MiB (2 a core)."
+    ),
 ]
 PartitionsOpt = Annotated[
     int | None,

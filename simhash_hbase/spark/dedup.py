@@ -318,18 +318,15 @@ class Graph:
         return ends[order], others, dist, np.concatenate([self.sim, self.sim])[order]
 
 
-def _has(sorted_ids: np.ndarray, rep: int) -> int | None:
-    at = int(np.searchsorted(sorted_ids, rep))
-    return at if at < len(sorted_ids) and sorted_ids[at] == rep else None
-
-
 def _messages(nodes: Iterable[Node], graph: Broadcast[Any], limit: int) -> Iterator[Any]:
     """Each node that has an edge or a copy, keyed by its rep; and its summary,
     sent to each neighbour with the edge's distance and similarity."""
     ends, others, dist, sims = graph.value
-    for node in nodes:
-        lo = int(np.searchsorted(ends, node.rep))
-        hi = int(np.searchsorted(ends, node.rep, side="right"))
+    batch = list(nodes)
+    _, reps = _arrays(batch)
+    los = np.searchsorted(ends, reps).tolist()
+    his = np.searchsorted(ends, reps, side="right").tolist()
+    for node, lo, hi in zip(batch, los, his):
         if hi == lo and len(node.members) < 2:
             continue
         yield node.rep, (0, node)
@@ -386,11 +383,14 @@ def _sweep(node: Node, heard: list[tuple[int, float | None, Near]], limit: int) 
 def _cluster_rows(nodes: Iterable[Node], labels: Broadcast[Any]) -> Iterator[tuple[int, int, str]]:
     """(cluster label, position, id) of each document in a cluster of two or more."""
     touched, label = labels.value
-    for node in nodes:
-        at = _has(touched, node.rep)
-        if at is None and len(node.members) < 2:
+    batch = list(nodes)
+    _, reps = _arrays(batch)
+    at = np.minimum(np.searchsorted(touched, reps), max(len(touched) - 1, 0))
+    found = (touched[at] == reps) if len(touched) else np.zeros(len(reps), dtype=bool)
+    owns = np.where(found, label[at] if len(touched) else reps, reps).tolist()
+    for node, has, own in zip(batch, found.tolist(), owns):
+        if not has and len(node.members) < 2:
             continue
-        own = node.rep if at is None else int(label[at])
         for pos, doc_id in node.members:
             yield own, pos, doc_id
 
@@ -463,6 +463,7 @@ class DedupResult:
     matches: DataFrame
     clusters: DataFrame | None
     edges: int
+    documents: int
 
 
 MATCHES_SCHEMA = (
@@ -484,6 +485,7 @@ def run(
     nodes.persist(StorageLevel.MEMORY_AND_DISK)
     graph = job.edges(nodes)
     answers = job.answers(nodes, graph).map(lambda r: (*r, True))
+    answers.persist(StorageLevel.MEMORY_AND_DISK)  # the sort samples it, then reads it
     matches = spark.createDataFrame(answers, MATCHES_SCHEMA).orderBy("pos").drop("pos")
     clusters = None
     if with_clusters:
@@ -500,4 +502,5 @@ def run(
                 F.col("members.id").alias("ids"),
             )
         )
-    return DedupResult(matches, clusters, len(graph.a))
+    documents = nodes.map(lambda node: len(node.members)).sum()
+    return DedupResult(matches, clusters, len(graph.a), documents)

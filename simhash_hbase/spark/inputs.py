@@ -14,6 +14,7 @@ must sit on a file system every node mounts at the same path (Parquet need not).
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
@@ -43,6 +44,7 @@ if TYPE_CHECKING:
 
 POSITION_BITS = 40  # records per file < 2**40; file ordinals < 2**23
 DEFAULT_SPLIT_BYTES = 64 << 20
+_MIN_SPLIT = 1 << 20
 PARQUET = "parquet"
 FORMATS = ("auto", "text", "jsonl", "csv", PARQUET)
 _SKIP_CHUNK = 1 << 20
@@ -84,11 +86,13 @@ def plan(
     opts: SourceOptions,
     split_bytes: int = DEFAULT_SPLIT_BYTES,
     parquet_files: Callable[[str], list[str]] = lambda path: [path],
+    tasks: int = 1,
 ) -> Plan:
     """List the input on the driver; fails at once on a path that does not exist.
 
     ``parquet_files`` lists the files of a Parquet input (a file, a dataset folder
-    or a URL); each file gets its own ordinal, in name order.
+    or a URL); each file gets its own ordinal, in name order. JSONL files are cut
+    into ranges of ``split_bytes``, or smaller to make ``tasks`` ranges in all.
     """
     if fmt not in FORMATS:
         raise InvalidInput(f"unknown format {fmt!r}; one of: {', '.join(FORMATS)}")
@@ -102,6 +106,7 @@ def plan(
     if local:
         check_paths(local)
     out = Plan([], {}, [])
+    listed: list[tuple[int, Path, str]] = []
     ordinal = 0
     for path in paths:
         if _is_parquet(path, fmt):
@@ -123,9 +128,25 @@ def plan(
                 out.problems.append(doc_id)
                 continue
             assert isinstance(item, Path)
-            out.units += _units(ordinal, item, doc_id, opts, split_bytes)
+            listed.append((ordinal, item, doc_id))
             ordinal += 1
+    split = _split_for(listed, opts, split_bytes, tasks)
+    for ordinal, item, doc_id in listed:
+        out.units += _units(ordinal, item, doc_id, opts, split)
     return out
+
+
+def _split_for(
+    listed: list[tuple[int, Path, str]], opts: SourceOptions, split_bytes: int, tasks: int
+) -> int:
+    """``split_bytes``, or less so that the JSONL input makes at least ``tasks``
+    ranges (one small file must not leave all but one core idle); >= 1 MiB."""
+    total = 0
+    for _, path, _ in listed:
+        if format_of(path, opts) == "jsonl":
+            with contextlib.suppress(OSError):  # the reader reports why it cannot be read
+                total += path.stat().st_size
+    return max(min(split_bytes, -(-total // max(tasks, 1))), min(split_bytes, _MIN_SPLIT))
 
 
 def _units(
@@ -236,9 +257,9 @@ def records(
         parquet_inputs.append(path)
         return list(spark.read.parquet(path).inputFiles())
 
-    found = plan(paths, fmt, opts, split_bytes, parquet_files)
-    units = number_lines(spark, found.units)
     sc = spark.sparkContext
+    found = plan(paths, fmt, opts, split_bytes, parquet_files, sc.defaultParallelism * 2)
+    units = number_lines(spark, found.units)
     parts = max(1, min(len(units), sc.defaultParallelism * 4))
     # Consecutive units per partition: a folder of small files is read in batches.
     rdd: RDD[Item] = sc.parallelize(units, parts).mapPartitions(lambda us: read_units(us, opts))

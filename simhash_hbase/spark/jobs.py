@@ -10,7 +10,7 @@ import os
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from simhash_hbase.errors import InvalidInput
@@ -93,7 +93,31 @@ def _documents(
     return items
 
 
-def _rejected(item: DocItem) -> list[tuple[int, str, str, str]]:
+def _dedup_items(
+    spark: SparkSession, reading: Reading, fingerprinting: Fingerprinting
+) -> RDD[tuple[int, BadRecord | Doc]]:
+    """What dedup keeps of each record, held between its two passes (rejects, then
+    the graph): a bad record, or a plain tuple (position, id, fp, sketch, bands)
+    that pickles several times faster than a Document."""
+    from pyspark import StorageLevel
+
+    items = inputs.records(
+        spark, reading.paths, reading.fmt, reading.opts, reading.split_bytes
+    ).mapPartitions(lambda part: map(_compact, fingerprinting.documents(part)))
+    items.persist(StorageLevel.MEMORY_AND_DISK)
+    return items
+
+
+def _compact(item: DocItem) -> tuple[int, BadRecord | Doc]:
+    pos, record = item
+    return (pos, record) if isinstance(record, BadRecord) else (pos, _doc(item))  # type: ignore[arg-type]
+
+
+def _good(item: tuple[int, BadRecord | Doc]) -> list[Doc]:
+    return [] if isinstance(item[1], BadRecord) else [item[1]]
+
+
+def _rejected(item: tuple[int, Any]) -> list[tuple[int, str, str, str]]:
     pos, record = item
     if isinstance(record, BadRecord):
         return [(pos, record.where, record.reason, record.problem.value)]
@@ -105,9 +129,7 @@ def _accepted(item: DocItem) -> list[tuple[int, Document]]:
     return [(pos, record)] if isinstance(record, Document) else []
 
 
-def _write_rejects(
-    spark: SparkSession, items: RDD[tuple[int, Document | BadRecord]], path: str
-) -> int:
+def _write_rejects(spark: SparkSession, items: RDD[tuple[int, Any]], path: str) -> int:
     """Bad records with their source (file:line) and reason, in input order."""
     rows = spark.createDataFrame(
         items.flatMap(_rejected), "pos long, source string, reason string, problem string"
@@ -146,10 +168,10 @@ def dedup(
     scheme.check_k(k)
     started = time.perf_counter()
     lsh = MinHashParams()
-    items = _documents(spark, reading, Fingerprinting(params, _idf_bytes(params), lsh=lsh))
+    items = _dedup_items(spark, reading, Fingerprinting(params, _idf_bytes(params), lsh=lsh))
     rejects = f"{output}/rejects.jsonl"
     summary = Summary(rejects_path=rejects, rejected=_write_rejects(spark, items, rejects))
-    good = items.flatMap(_accepted).map(_doc)
+    good = items.flatMap(_good)
     job = DedupJob(scheme, k, lsh, limit, partitions)
     result = run(spark, good, job, with_clusters=with_clusters)
     result.matches.persist()
@@ -162,7 +184,7 @@ def dedup(
         summary.clusters = result.clusters.count()
     else:
         remove_outputs(spark, [f"{output}/clusters.parquet", f"{output}/clusters.jsonl"])
-    summary.documents = good.count()
+    summary.documents = result.documents
     summary.records = summary.documents + summary.rejected
     summary.seconds = time.perf_counter() - started
     return summary
