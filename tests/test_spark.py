@@ -424,7 +424,7 @@ def test_executors_run_the_drivers_python_not_the_first_on_path(tmp_path: Path) 
     proc = subprocess.run(
         [sys.executable, "-m", "simhash_hbase", "spark", "dedup", str(corpus), "-o",
          str(tmp_path / "out"), "--master", "local[1]"],
-        env=env, capture_output=True, text=True, timeout=300,
+        env=env, capture_output=True, text=True, timeout=900,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert _read_parts(tmp_path / "out" / "matches.jsonl")
