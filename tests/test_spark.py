@@ -200,7 +200,8 @@ def _lines(path: Path) -> list[object]:
 @pytest.mark.parametrize("seed", [1, 2])
 def test_spark_dedup_equals_shdb_dedup(spark, tmp_path: Path, seed: int) -> None:
     """The same lines (matches by both nets, similarity and fingerprint included,
-    totals) and the same clusters as `shdb dedup`, on every kind of near-copy."""
+    totals) and the same clusters as `shdb dedup`, on every kind of near-copy (in
+    groups of at most 33 nodes, which `shdb dedup` judges whole: docs/spark.md)."""
     paths = _mixed_corpus(tmp_path, seed)
     limit = ["--limit", "4"] if seed == 2 else []
     local = runner.invoke(app, ["dedup", *paths, *limit, "-o", str(tmp_path / "want.jsonl")])

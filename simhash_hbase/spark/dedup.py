@@ -22,6 +22,11 @@ bounded answer (:func:`simhash_hbase.layout.pairs.nearest_earlier`):
    the members that can be among the ``limit`` smallest ids) and sweeps its members
    in input order: each gets its ``limit`` nearest earlier documents and the count
    of all of them, the line `shdb dedup` prints.
+
+Every candidate pair is judged: in a group of more than
+:data:`~simhash_hbase.layout.groups.SMALL` + 1 nodes sharing a key, where `shdb
+dedup` judges each node's nearest neighbours only (a lower-bound count), this job
+counts exactly, in work quadratic in the group; clusters are the same.
 """
 
 from __future__ import annotations
