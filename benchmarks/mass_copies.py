@@ -130,9 +130,8 @@ def _cycled(text: str, n: int) -> list[str]:
 
 
 def _identical(work: Path, text: str, n: int) -> dict[str, Any]:
-    """Ingest of n identical texts, then a query of the text held n times."""
-    same = _ingest(work, "identical", [text] * n)
-    return {**same, "query": _query_wall(same.pop("index"), text)}
+    """Ingest of n identical texts (its index is queried once the runs are done)."""
+    return _ingest(work, "identical", [text] * n)
 
 
 def _edited_ingest(work: Path, text: str, n: int) -> dict[str, Any]:
@@ -165,20 +164,17 @@ def run(ctx: Context) -> dict[str, Any]:
         edits = {n: pool.submit(_edited_ingest, work, text, n) for n in largest if n <= EDITS_MAX}
         same = {n: pool.submit(_identical, work, text, n) for n in largest}
         edited = {n: pool.submit(_edit_clusters, work, text, n) for n in near_sizes}
-        bits = pool.submit(
-            _dedup, work, ["--fingerprints", "--clusters"], _shared_bits(work, shared)
-        )
-        steps = []
+        steps: list[dict[str, Any]] = []
         for n in sizes:
-            held = same[n].result()
-            query = held.pop("query")
             edited_n = edits[n].result() if n in edits else None
-            steps.append({"n": n, "identical": held, "edited": edited_n, "query": query})
+            steps.append({"n": n, "identical": same[n].result(), "edited": edited_n})
         edit_clusters = [edited[n].result() for n in near_sizes]
-        fingerprints = bits.result()
     copies = ctx.pick(smoke=1000, quick=100_000, full=100_000)
     short = _write(work / f"short-{copies}.jsonl", ["登录后查看全文"] * copies)
-    clusters = _dedup(work, ["--clusters"], short)  # alone: its floor is on wall time
+    for step in steps:  # alone, as the floors on wall time below
+        step["query"] = _query_wall(step["identical"].pop("index"), text)
+    clusters = _dedup(work, ["--clusters"], short)
+    fingerprints = _dedup(work, ["--fingerprints", "--clusters"], _shared_bits(work, shared))
     return {
         "steps": steps,
         "clusters": {"n": copies, **clusters},
@@ -226,13 +222,13 @@ def figures(r: dict[str, Any]) -> list[Figure]:
     q = large["query"]
     out.append(
         Figure.judge(
-            f"CLI query of a text held {large['n']:,} times: CPU time",
-            q["cpu_seconds"],
+            f"CLI query of a text held {large['n']:,} times: wall time",
+            q["seconds"],
             Target.at_most(1.0, " s"),
-            measured=f"{q['cpu_seconds']:.2f} s CPU ({q['seconds']:.2f} s wall), "
+            measured=f"{q['seconds']:.2f} s wall ({q['cpu_seconds']:.2f} s CPU), "
             f"{q['shown']} shown of "
             f"{'' if q['total_exact'] else '>= '}{q['total']:,}",
-            baseline="1 s",
+            baseline="1 s wall (the issue's floor; the machine is shared)",
             exact=q["shown"] <= 10 and q["total"] >= q["shown"],
             bound="start-up + one query reading each hot row to its limit",
         )
