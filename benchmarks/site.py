@@ -17,6 +17,7 @@ import functools
 import random
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -163,6 +164,7 @@ def serving(root: Path) -> Iterator[tuple[str, int]]:
     CPU from the crawler's share of a busy machine (its CPU is measured apart)."""
     proc = subprocess.Popen(
         [sys.executable, "-m", "benchmarks.site", str(root)],
+        stdin=subprocess.PIPE,  # closed when this process ends, however it ends
         stdout=subprocess.PIPE,
         text=True,
         cwd=Path(__file__).resolve().parent.parent,
@@ -180,11 +182,19 @@ def serving(root: Path) -> Iterator[tuple[str, int]]:
 
 
 def main() -> None:
-    """``python -m benchmarks.site ROOT``: serve ROOT, print the base URL, until killed."""
+    """``python -m benchmarks.site ROOT``: serve ROOT, print the base URL, until killed
+    or until its stdin ends (the test or benchmark that started it is gone: a server
+    in a session of its own would otherwise outlive a killed test run)."""
     handler = functools.partial(_Quiet, directory=sys.argv[1])
     server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    threading.Thread(target=_stop_at_end_of_input, args=(server,), daemon=True).start()
     print(f"http://127.0.0.1:{server.server_address[1]}", flush=True)
     server.serve_forever()
+
+
+def _stop_at_end_of_input(server: ThreadingHTTPServer) -> None:
+    sys.stdin.read()
+    server.shutdown()
 
 
 if __name__ == "__main__":
