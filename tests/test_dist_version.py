@@ -24,8 +24,9 @@ from simhash_hbase.version import dist_version
         "typer",
         "pytest",
         "hypothesis",
-        "simhash-hbase",
-        "simhash_hbase",
+        "markdown-it-py",
+        "Markdown_IT.py",
+        "typing-extensions",
     ],
 )
 def test_the_same_version_as_importlib_metadata(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -39,6 +40,12 @@ def test_the_same_version_as_importlib_metadata(name: str, monkeypatch: pytest.M
 
     monkeypatch.setattr(metadata, "version", refused)  # a plain dist-info: read directly
     assert dist_version(name) == expected
+
+
+def test_our_own_version_whatever_the_install() -> None:
+    """An editable install leaves an egg-info in the checkout, which is first on the
+    path when tests run from it: then importlib.metadata is asked, and agrees."""
+    assert dist_version("simhash-hbase") == metadata.version("simhash-hbase")
 
 
 def test_a_missing_distribution_is_importlib_metadatas_error() -> None:
