@@ -429,3 +429,38 @@ def test_executors_run_the_drivers_python_not_the_first_on_path(tmp_path: Path) 
     )  # fmt: skip
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert _read_parts(tmp_path / "out" / "matches.jsonl")
+
+
+@pytest.mark.parametrize(
+    ("master", "conf", "env", "expected"),
+    [
+        (None, {}, {}, "--driver-memory {local}m pyspark-shell"),
+        ("local[2]", {}, {}, "--driver-memory {local}m pyspark-shell"),
+        ("local[2]", {"spark.driver.memory": "3g"}, {}, "--driver-memory 3g pyspark-shell"),
+        ("spark://h:7077", {"spark.driver.memory": "2g"}, {}, "--driver-memory 2g pyspark-shell"),
+        ("spark://h:7077", {}, {}, None),
+        (None, {}, {"PYSPARK_SUBMIT_ARGS": "--driver-memory 5g pyspark-shell"}, "set by the user"),
+        (None, {"spark.driver.memory": "3g"}, {"PYSPARK_GATEWAY_PORT": "1"}, None),
+    ],
+)
+def test_the_driver_heap_reaches_the_jvm_launch(
+    master: str | None,
+    conf: dict[str, str],
+    env: dict[str, str],
+    expected: str | None,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """spark.driver.memory set on the builder after the JVM started is ignored: it
+    goes to the launch (local mode's 1 GB default heap ran out at 1 M documents)."""
+    from simhash_hbase.spark import session
+
+    for name in ("PYSPARK_SUBMIT_ARGS", "PYSPARK_GATEWAY_PORT"):
+        monkeypatch.delenv(name, raising=False)
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    session._launch_args(master, conf)
+    want = expected.format(local=session.local_driver_memory_mb()) if expected else None
+    if expected == "set by the user":
+        want = env["PYSPARK_SUBMIT_ARGS"]
+    assert os.environ.get("PYSPARK_SUBMIT_ARGS") == want
+    assert 1024 <= session.local_driver_memory_mb() <= 8192

@@ -42,6 +42,29 @@ def _local_python(base: SparkConf) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", python)
 
 
+def _launch_args(master: str | None, conf: Mapping[str, str]) -> None:
+    """The driver's heap is fixed when its JVM starts, so ``spark.driver.memory``
+    set on the builder afterwards is ignored: pass it to the launch instead
+    (``$PYSPARK_SUBMIT_ARGS``), unless spark-submit already started the JVM or the
+    variable is set. Local mode runs every task in that one JVM, and Spark's 1 GB
+    default ran out of heap at 1 M documents, so local mode gets a quarter of the
+    machine's memory (1-8 GB) unless told otherwise."""
+    if "PYSPARK_GATEWAY_PORT" in os.environ or "PYSPARK_SUBMIT_ARGS" in os.environ:
+        return
+    memory = conf.get("spark.driver.memory")
+    if memory is None and (master is None or master.startswith("local")):
+        memory = f"{local_driver_memory_mb()}m"
+    if memory is not None:
+        os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {memory} pyspark-shell"
+
+
+def local_driver_memory_mb() -> int:
+    """A quarter of physical memory, at least 1 GB and at most 8 GB: the heap is a
+    ceiling the JVM grows into, not an allocation."""
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") // 2**20
+    return max(1024, min(total // 4, 8192))
+
+
 # The last Python exception in an executor's traceback, as Spark relays it.
 _PYTHON_ERROR = re.compile(r"^([A-Za-z_][\w.]*(?:Error|Exception|Unavailable)): (.+)$", re.M)
 
@@ -100,6 +123,7 @@ def get_session(master: str | None = None, conf: Mapping[str, str] | None = None
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
+    _launch_args(master, conf or {})
     SparkContext._ensure_initialized()  # the JVM; under spark-submit it holds its settings
     base = SparkConf()
     if master is None:
