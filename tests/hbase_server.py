@@ -67,7 +67,22 @@ class ExternalHBase(HBaseServer):
         self.address = address
 
     def kill(self) -> None:
+        self._check_it_is_scripts_hbase()
         subprocess.run([str(ROOT / "scripts" / "hbase"), "kill"], check=True)
+
+    def _check_it_is_scripts_hbase(self) -> None:
+        """``scripts/hbase kill/start`` act on the instance its environment names; an
+        external HBase at another port is someone else's, never to be killed (nor a
+        second one started beside it)."""
+        port = self.address.rpartition(":")[2]
+        ours = os.environ.get("SHDB_HBASE_THRIFT_PORT", "9090")
+        if port != ours:
+            raise HBaseUnavailable(
+                f"this test kills and restarts HBase, but SHDB_TEST_HBASE={self.address} is "
+                f"not the scripts/hbase instance of this environment (Thrift port {ours}): "
+                "set SHDB_HBASE_HOME and SHDB_HBASE_THRIFT_PORT to that instance's, "
+                "or use SHDB_TEST_HBASE=container"
+            )
 
     def restart(self) -> None:
         subprocess.run([str(ROOT / "scripts" / "hbase"), "start"], check=True)
