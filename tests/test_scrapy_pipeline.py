@@ -228,9 +228,8 @@ class FailingIndex:
         pass
 
 
-def test_a_store_that_keeps_failing_is_retried_then_stops_the_crawl(tmp_path: Path) -> None:
-    pipeline = pipeline_for(str(tmp_path / "idx"), SHDB_RETRIES=2)
-    failing = FailingIndex()
+def _record_closes(pipeline: Any) -> list[str]:
+    """The reasons the pipeline asks the engine to close the spider with, in order."""
     closed: list[str] = []
 
     class Engine:
@@ -238,6 +237,13 @@ def test_a_store_that_keeps_failing_is_retried_then_stops_the_crawl(tmp_path: Pa
             closed.append(reason)
 
     pipeline._crawler.engine = Engine()
+    return closed
+
+
+def test_a_store_that_keeps_failing_is_retried_then_stops_the_crawl(tmp_path: Path) -> None:
+    pipeline = pipeline_for(str(tmp_path / "idx"), SHDB_RETRIES=2)
+    failing = FailingIndex()
+    closed = _record_closes(pipeline)
 
     async def go() -> list[Any]:
         pipeline._index = failing  # type: ignore[assignment]
@@ -262,13 +268,7 @@ def test_an_index_process_that_dies_stops_the_crawl_and_its_items_are_errors(
 ) -> None:
     """The index lives in a process of its own: its death is a store failure, named."""
     pipeline = pipeline_for(str(tmp_path / "idx"), SHDB_RETRIES=1)
-    closed: list[str] = []
-
-    class Engine:
-        async def close_spider_async(self, *, reason: str) -> None:
-            closed.append(reason)
-
-    pipeline._crawler.engine = Engine()
+    closed = _record_closes(pipeline)
 
     async def go() -> list[Any]:
         await pipeline.open_spider()

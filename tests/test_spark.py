@@ -137,14 +137,22 @@ def _dedup_corpus(folder: Path) -> list[str]:
     rows += [{"id": f"c{n}", "text": base[n] + " 转载"} for n in range(0, 40, 3)]
     rows += [{"id": f"x{n}", "text": base[0]} for n in range(100)]
     lines = [json.dumps(r, ensure_ascii=False) for r in rows]
+    return _with_bad_records_and_texts(folder, lines, base[5], base[6] + " 完")
+
+
+def _with_bad_records_and_texts(folder: Path, lines: list[str], one: str, two: str) -> list[str]:
+    """``lines`` as a.jsonl with a line that is not JSON and a record with no terms among
+    them, beside a text folder of two texts and one that is not UTF-8
+    (``\\xff\\xfe`` would read as UTF-16): the inputs both dedups are given."""
+    lines = [*lines]
     lines.insert(17, "not json")
     lines.insert(30, json.dumps({"id": "empty", "text": "。。。"}, ensure_ascii=False))
     (folder / "a.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
     texts = folder / "texts"
     texts.mkdir()
-    (texts / "one.txt").write_text(base[5], encoding="utf-8")
-    (texts / "two.txt").write_text(base[6] + " 完", encoding="utf-8")
-    (texts / "bad.txt").write_bytes(b"bad \xc3\x28 bytes")  # not UTF-8 (\xff\xfe: UTF-16)
+    (texts / "one.txt").write_text(one, encoding="utf-8")
+    (texts / "two.txt").write_text(two, encoding="utf-8")
+    (texts / "bad.txt").write_bytes(b"bad \xc3\x28 bytes")
     return [str(folder / "a.jsonl"), str(texts)]
 
 
@@ -182,15 +190,7 @@ def _mixed_corpus(folder: Path, seed: int) -> list[str]:
     rows += [(f"e{i}.{r}", base[i] + text(r + 1)) for i in range(16, 20) for r in range(3)]
     rng.shuffle(rows)
     lines = [json.dumps({"id": i, "text": t}, ensure_ascii=False) for i, t in rows]
-    lines.insert(17, "not json")
-    lines.insert(30, json.dumps({"id": "empty", "text": "。。。"}, ensure_ascii=False))
-    (folder / "a.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
-    texts = folder / "texts"
-    texts.mkdir()
-    (texts / "one.txt").write_text(base[5], encoding="utf-8")
-    (texts / "two.txt").write_text(base[6] + "完", encoding="utf-8")
-    (texts / "bad.txt").write_bytes(b"bad \xc3\x28 bytes")  # not UTF-8
-    return [str(folder / "a.jsonl"), str(texts)]
+    return _with_bad_records_and_texts(folder, lines, base[5], base[6] + "完")
 
 
 def _lines(path: Path) -> list[object]:
