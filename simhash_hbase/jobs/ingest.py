@@ -282,6 +282,16 @@ def checked(doc: Document, where: str = "", size: int = 0) -> Document | BadReco
     return doc
 
 
+def _checked_pairs(chunk: list[tuple[str, int] | BadRecord]) -> list[Document | BadRecord]:
+    """(id, fingerprint) pairs as documents, each :func:`checked`: a chunk of valid
+    ones in a few C-level passes, else one by one (each bad one its BadRecord)."""
+    items = [i if isinstance(i, BadRecord) else Document(*i) for i in chunk]
+    docs: list[Document] = [i for i in items if not isinstance(i, BadRecord)]
+    if len(docs) == len(items) and codec.plain_documents_valid(docs):
+        return items
+    return [i if isinstance(i, BadRecord) else checked(i) for i in items]
+
+
 def _split(
     chunk: list[Document | BadRecord], summary: IngestSummary, on_error: OnError
 ) -> tuple[list[Document], RejectedRecord | None]:
@@ -477,7 +487,7 @@ def index_fingerprints(
     if options.probes:
         raise InvalidInput("precomputed fingerprints cannot be probed: margins come from text")
     chunks = (
-        ([i if isinstance(i, BadRecord) else checked(Document(*i)) for i in chunk], 0, None)
+        (_checked_pairs(chunk), 0, None)
         for chunk in _chunks(iter(items), options.batch_size or DEFAULT_FINGERPRINT_BATCH)
     )
     return _write_stream(index, chunks, options, on_duplicate, on_progress, journal)

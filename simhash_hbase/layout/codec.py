@@ -213,9 +213,18 @@ def check_documents(docs: Sequence[Document]) -> None:
     """:func:`check_document` of each of ``docs``; a batch of the common kind
     (string ids, int fingerprints, no other column) is checked in a few C-level
     passes, anything else document by document (so errors read the same)."""
+    if not plain_documents_valid(docs):
+        for doc in docs:
+            check_document(doc)
+
+
+def plain_documents_valid(docs: Sequence[Document]) -> bool:
+    """True if ``docs`` are all of the common kind (string ids, int fingerprints,
+    no other column) and all valid, found in a few C-level passes; False says
+    nothing (check them one by one)."""
     ids = [doc.doc_id for doc in docs]
     fps = [doc.fingerprint for doc in docs]
-    if (
+    if not (
         docs
         and set(map(type, ids)) == {str}
         and set(map(type, fps)) == {int}
@@ -223,15 +232,12 @@ def check_documents(docs: Sequence[Document]) -> None:
         and min(fps) >= 0
         and max(fps) < 1 << 64
     ):
-        try:
-            sizes = [len(i.encode("utf-8")) for i in ids]
-        except UnicodeEncodeError:
-            pass
-        else:
-            if min(sizes) > 0 and max(sizes) <= MAX_DOC_ID_BYTES:
-                return
-    for doc in docs:
-        check_document(doc)
+        return False
+    try:
+        sizes = [len(i.encode("utf-8")) for i in ids]
+    except UnicodeEncodeError:
+        return False
+    return min(sizes) > 0 and max(sizes) <= MAX_DOC_ID_BYTES
 
 
 def _utf8(text: str, what: str) -> bytes:

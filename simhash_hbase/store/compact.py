@@ -46,7 +46,7 @@ import heapq
 import struct
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import suppress
-from itertools import pairwise
+from itertools import pairwise, repeat
 from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -698,25 +698,32 @@ def _merge_part(tables: Tables, txn: Txn, keys: list[bytes]) -> int:
     taken = txn.cursor(tables.fresh).getmulti(keys)
     if not taken:
         return 0
+    held, cells = map(list, zip(*taken))
     index = txn.cursor(tables.index)
-    old = dict(index.getmulti([key for key, _ in taken]))
-    merged, dropped = [], 0
-    for key, cells in taken:
-        before = old.get(key, b"")
-        value, gone, _ = _grown(tables, txn, key, before, before + cells)
-        merged.append((key, value))
-        dropped += gone
-    index.putmulti(merged)
+    old = dict(index.getmulti(held))
+    values, dropped, _ = _grown_all(tables, txn, held, list(map(old.get, held, repeat(b""))), cells)
+    index.putmulti(zip(held, values))
     delete, fresh = txn.delete, tables.fresh
-    for key, _ in taken:
+    for key in held:
         delete(key, db=fresh)
-    marks = sum(len(spilled_leads(cells)) for _, cells in taken)  # counted in no tier
-    moved = sum(len(cells) for _, cells in taken) // CELL_BYTES - marks
+    moved = sum(map(len, cells)) // CELL_BYTES - _marks(cells)  # marks: counted in no tier
     state = tables.state(txn)
     state["fresh"] = state.get("fresh", 0) - moved
     state["cells"] -= dropped
     tables.put_state(txn, state)
     return moved
+
+
+def _marks(buckets: list[bytes]) -> int:
+    """The leads marked spilled in ``buckets`` (each bucket's cells), found in one
+    NumPy pass; only a bucket that holds a mark is searched for its leads."""
+    sizes = np.fromiter(map(len, buckets), dtype=np.int64, count=len(buckets)) // CELL_BYTES
+    nums = np.frombuffer(b"".join(buckets), dtype=CELL)["num"]
+    marked = np.flatnonzero(nums == _NUM.unpack(SPILLED)[0])
+    if not len(marked):
+        return 0
+    owners = np.unique(np.searchsorted(np.cumsum(sizes), marked, side="right"))
+    return sum(len(spilled_leads(buckets[i])) for i in owners.tolist())
 
 
 def _check_room(tables: Tables, start: int, count: int) -> None:
@@ -735,26 +742,29 @@ def _append_cells(
     leads out (:func:`_spill_hot`). (cells dropped, cells moved out of ``db``)."""
     cursor = txn.cursor(db)
     old = dict(cursor.getmulti(keys))
-    values = []
-    dropped = moved = 0
-    for key, cells in zip(keys, packed):
-        before = old.get(key, b"")
-        value, gone, out = _grown(tables, txn, key, before, before + cells)
-        values.append(value)
-        dropped += gone
-        moved += out
+    values, dropped, moved = _grown_all(
+        tables, txn, keys, list(map(old.get, keys, repeat(b""))), packed
+    )
     cursor.putmulti(zip(keys, values))
     return dropped, moved
 
 
-def _grown(
-    tables: Tables, txn: Txn, bucket: bytes, before: bytes, value: bytes
-) -> tuple[bytes, int, int]:
-    """``value``, the bucket grown from ``before``, with its hot leads spilled if it
-    has just grown past a multiple of CHECK_BYTES (see :func:`_spill_hot`)."""
-    if len(value) // CHECK_BYTES <= len(before) // CHECK_BYTES:
-        return value, 0, 0
-    return _spill_hot(tables, txn, bucket, value)
+def _grown_all(
+    tables: Tables, txn: Txn, keys: list[bytes], befores: list[bytes], added: list[bytes]
+) -> tuple[list[bytes], int, int]:
+    """Each bucket ``keys[i]`` grown from ``befores[i]`` by ``added[i]``, with no
+    Python work per bucket: only those that have just grown past a multiple of
+    CHECK_BYTES are checked for hot leads (:func:`_spill_hot`). (the buckets'
+    new values, cells dropped, cells moved out)."""
+    values = list(map(bytes.__add__, befores, added))
+    before = np.fromiter(map(len, befores), dtype=np.int64, count=len(befores))
+    after = np.fromiter(map(len, values), dtype=np.int64, count=len(values))
+    dropped = moved = 0
+    for i in np.flatnonzero(after // CHECK_BYTES > before // CHECK_BYTES).tolist():
+        values[i], gone, out = _spill_hot(tables, txn, keys[i], values[i])
+        dropped += gone
+        moved += out
+    return values, dropped, moved
 
 
 def _spill_hot(tables: Tables, txn: Txn, bucket: bytes, value: bytes) -> tuple[bytes, int, int]:
