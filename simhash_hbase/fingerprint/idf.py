@@ -36,6 +36,14 @@ class SparseIdf:
         self._longest = terms.dtype.itemsize // 4
         self._absent: set[str] = set()
 
+    def arrays(self) -> tuple[np.ndarray, np.ndarray, int]:
+        """The sorted terms (NUL-padded UCS4 records of ``width`` code points, native
+        byte order), their IDFs (float64) and ``width``: what the C path searches."""
+        import numpy as np
+
+        terms = np.ascontiguousarray(self._terms, self._terms.dtype.newbyteorder("="))
+        return terms, np.ascontiguousarray(self._values, np.float64), self._longest
+
     def resolve(self, terms: Iterable[str]) -> None:
         """Make ``idf`` hold those of ``terms`` that the table has."""
         unresolved = filterfalse(self.idf.__contains__, terms)  # C speed: no Python call a term

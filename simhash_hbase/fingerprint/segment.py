@@ -47,6 +47,7 @@ from functools import cache
 from pathlib import Path
 
 from simhash_hbase.errors import InvalidInput
+from simhash_hbase.fingerprint import native
 from simhash_hbase.fingerprint.cache import private_dir
 from simhash_hbase.fingerprint.dictionary import Dictionaries, NativeCut
 from simhash_hbase.fingerprint.memo import Memo
@@ -164,7 +165,9 @@ def _hmm_meets_repeat(route: list[str]) -> bool:
     return False
 
 
-def _fast(native_cut: NativeCut, text: str) -> list[str]:
+def _fast_py(native_cut: NativeCut, text: str) -> list[str]:
+    """rjieba's tokens of ``text``, cut around CJK outside jieba's range and with ASCII
+    runs re-split: the reference of ``_native.fast_cut`` (native.py)."""
     if _OUTSIDE_JIEBA.search(text) is None:
         return _rjieba_span(native_cut, text)
     out: list[str] = []
@@ -177,22 +180,32 @@ def _fast(native_cut: NativeCut, text: str) -> list[str]:
     return out
 
 
-def _rjieba_cut(native_cut: NativeCut, text: str) -> list[str]:
+FastCut = Callable[[NativeCut, str], list[str]]
+
+
+def _fast_cut() -> FastCut:
+    """The C ``fast_cut`` when the extension is built (native.py), else :func:`_fast_py`."""
+    compiled = native.module()
+    return _fast_py if compiled is None else compiled.fast_cut  # type: ignore[no-any-return]
+
+
+def _rjieba_cut(native_cut: NativeCut, text: str, fast: FastCut = _fast_py) -> list[str]:
     """jieba's tokens of ``text`` from rjieba's ``native_cut`` (a dictionary holding at
-    least the words of ``text``), corrected as the module docstring says."""
+    least the words of ``text``), corrected as the module docstring says; ``fast``
+    cuts the text between the blocks that jieba cuts itself."""
     square = _SQUARE(text)
     if square is None:
-        return _fast(native_cut, text)
+        return fast(native_cut, text)
     out: list[str] = []
     last = 0
     while square is not None:  # from each repeat to the block that holds it
         start, end = _block_around(text, square.start(), square.end())
         if _hmm_meets_repeat(native_cut(text[start:end], False)):
-            out += _fast(native_cut, text[last:start])
+            out += fast(native_cut, text[last:start])
             out += segmenter("jieba")(text[start:end])
             last = end
         square = _SQUARE(text, end)
-    out += _fast(native_cut, text[last:])
+    out += fast(native_cut, text[last:])
     return out
 
 
@@ -201,8 +214,10 @@ _dictionaries = Dictionaries()
 
 
 def _rjieba() -> Cut:
+    fast = _fast_cut()
+
     def cut(text: str) -> list[str]:
-        return _rjieba_cut(_dictionaries.cut_for(text), text)
+        return _rjieba_cut(_dictionaries.cut_for(text), text, fast)
 
     return cut
 

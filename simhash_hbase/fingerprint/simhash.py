@@ -22,10 +22,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from simhash_hbase.errors import EmptyDocument, InvalidInput, InvalidSetting
-from simhash_hbase.fingerprint import opencc_cache, segment
+from simhash_hbase.fingerprint import native, opencc_cache, segment
 from simhash_hbase.fingerprint.cache import cached
 from simhash_hbase.fingerprint.idf import SparseIdf, sparse_idf
-from simhash_hbase.fingerprint.memo import Memo
+from simhash_hbase.fingerprint.memo import MAX_ENTRIES, Memo
 from simhash_hbase.fingerprint.probes import probe_fingerprints
 from simhash_hbase.text.html import HTML_MODES
 from simhash_hbase.version import dist_version
@@ -306,6 +306,16 @@ class Fingerprinter:
             _builtin_sparse() if self.params.idf is None else idf_table(self.params.idf)
         )
         self._cut = segment.segmenter()
+        ours = native.module() is not None and self.params.features == "words"
+        self._native = _native_terms(self.params) if ours and self._recipe_is_ours() else None
+
+    def _recipe_is_ours(self) -> bool:
+        """Whether the terms are this class's own: a subclass that changes how they are
+        counted or filtered keeps its methods (the C path would bypass them)."""
+        cls = type(self)
+        return cls.term_counts is Fingerprinter.term_counts and (
+            cls.features is Fingerprinter.features
+        )
 
     def term_counts(self, text: str) -> Counter[str]:
         """Usable terms and their counts: no whitespace, punctuation or stop words."""
@@ -339,10 +349,14 @@ class Fingerprinter:
         character n-grams weigh their count. Version 2 reshapes both
         (:func:`_v2_count`, :func:`v2_cap`).
         """
+        v2 = self.params.version >= 2
+        if self._native is not None:  # the same pairs in C (native.py)
+            tokens = self._cut(normalise(text, self._fold) if v2 else text)
+            top = self._native.top(tokens, self.params.top_n)
+            return v2_cap(top) if v2 else top
         counts = self.features(text)
         if not counts:
             return []
-        v2 = self.params.version >= 2
         terms = list(counts)
         factors = map(_V2_COUNT.__getitem__, counts.values()) if v2 else counts.values()
         if self.params.features == "chars":
@@ -507,6 +521,38 @@ def v2_cap(terms: list[tuple[str, float]]) -> list[tuple[str, float]]:
 def has_letter(term: str) -> bool:
     """The "letter" term rule: a letter or digit (Unicode L* or N*) in ``term``."""
     return any(unicodedata.category(c)[0] in "LN" for c in term)
+
+
+def _native_terms(params: FingerprintParams) -> Any:
+    """The C path's term table for ``params`` (words; the extension is built)."""
+    return _terms_table(params.version >= 2, params.terms == "letter", params.idf)
+
+
+@cache
+def _terms_table(v2: bool, letter: bool, idf_digest: str | None) -> Any:
+    """One table per recipe and process: its memory of tokens is shared."""
+    compiled = native.module()
+    assert compiled is not None, "called with the extension built"
+    idf = _builtin_sparse() if idf_digest is None else idf_table(idf_digest)
+    keys: Any = b""
+    values: Any = b""
+    width, table = 0, None
+    if isinstance(idf, SparseIdf):
+        keys, values, width = idf.arrays()
+    else:
+        table = idf.idf
+    return compiled.Terms(
+        _stopwords()[0],
+        has_letter,
+        table,
+        keys,
+        values,
+        width,
+        idf.median,
+        v2,
+        letter,
+        MAX_ENTRIES,
+    )
 
 
 _V2_KEEPS = Memo(v2_keeps)

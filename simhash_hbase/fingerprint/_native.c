@@ -1,0 +1,809 @@
+/* The per-token work of a fingerprint in C (simhash_hbase/fingerprint/native.py).
+ *
+ * Two things, each the exact counterpart of pure-Python code that stays the
+ * reference (tests/test_native.py compares them on arbitrary text):
+ *
+ * - fast_cut(native_cut, text): segment._fast, the corrections that make
+ *   rjieba's tokens jieba's (cut around CJK outside U+4E00-U+9FD5, ASCII runs
+ *   re-split as jieba's HMM splits them).
+ * - Terms(...).top(tokens, n): Fingerprinter.weighted_terms before v2's cap:
+ *   token -> term (strip, lower, stop words, \w), v2's term filters, counts,
+ *   count factor x IDF, the n heaviest by (weight, term). What Python decides
+ *   per distinct token (str.strip, str.lower, rare Unicode categories) is asked
+ *   of Python's own str methods or functions, once per token, and remembered.
+ *
+ * Compiled with -ffp-contract=off (setup.py): no fused multiply-add, so each
+ * product and square root rounds as Python's floats do.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+/* ------------------------------------------------------------------ */
+/* Segmentation corrections: segment._fast                             */
+/* ------------------------------------------------------------------ */
+
+/* segment._OUTSIDE_JIEBA: Chinese to jieba-rs but not to jieba. */
+static int
+outside_jieba(Py_UCS4 c)
+{
+    return (c >= 0x3400 && c <= 0x4DBF) || (c >= 0x9FD6 && c <= 0x9FFF) ||
+           (c >= 0xF900 && c <= 0xFAFF) || (c >= 0x20000 && c <= 0x3FFFF);
+}
+
+static int
+ascii_alnum(Py_UCS4 c)
+{
+    return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z');
+}
+
+/* [+#&._%\-] */
+static int
+ascii_sign(Py_UCS4 c)
+{
+    return c == '+' || c == '#' || c == '&' || c == '.' || c == '_' || c == '%' || c == '-';
+}
+
+static int
+ascii_piece_char(Py_UCS4 c)
+{
+    return ascii_alnum(c) || ascii_sign(c);
+}
+
+/* segment._ASCII_RUN(text) is not None: two adjacent [a-zA-Z0-9+#&._%\-]. */
+static int
+has_ascii_run(PyObject *text)
+{
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    int prev = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        int cur = ascii_piece_char(PyUnicode_READ(kind, data, i));
+        if (cur && prev) {
+            return 1;
+        }
+        prev = cur;
+    }
+    return 0;
+}
+
+/* The end of _HMM_SKIP's match [a-zA-Z0-9]+(?:\.\d+)?%? at `at` (an alnum). */
+static Py_ssize_t
+hmm_match_end(const Py_UCS1 *s, Py_ssize_t n, Py_ssize_t at)
+{
+    Py_ssize_t i = at;
+    while (i < n && ascii_alnum(s[i])) {
+        i++;
+    }
+    if (i + 1 < n && s[i] == '.' && s[i + 1] >= '0' && s[i + 1] <= '9') {
+        i += 2;
+        while (i < n && s[i] >= '0' && s[i] <= '9') {
+            i++;
+        }
+    }
+    if (i < n && s[i] == '%') {
+        i++;
+    }
+    return i;
+}
+
+/* segment._run_kind: 0 none, 1 a piece jieba's HMM stage gives alone, 2 another. */
+static int
+run_kind(PyObject *token)
+{
+    if (!PyUnicode_IS_ASCII(token)) {
+        return 0;
+    }
+    const Py_UCS1 *s = PyUnicode_1BYTE_DATA(token);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(token);
+    if (n == 0) {
+        return 0;
+    }
+    int signs_only = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!ascii_piece_char(s[i])) {
+            return 0;
+        }
+        if (ascii_alnum(s[i])) {
+            signs_only = 0;
+        }
+    }
+    static const char *words[] = {"AT&T", "c#", "C#", "c++", "C++"}; /* _ASCII_WORDS */
+    for (size_t w = 0; w < sizeof(words) / sizeof(*words); w++) {
+        if ((size_t)n == strlen(words[w]) && memcmp(s, words[w], (size_t)n) == 0) {
+            return 0;
+        }
+    }
+    if (signs_only) {
+        return 1; /* [+#&._%\-]+ */
+    }
+    return ascii_alnum(s[0]) && hmm_match_end(s, n, 0) == n ? 1 : 2;
+}
+
+/* Appends _HMM_SKIP.split(joined) without its empty pieces to `out`. */
+static int
+hmm_split(PyObject *joined, PyObject *out)
+{
+    const Py_UCS1 *s = PyUnicode_1BYTE_DATA(joined);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(joined);
+    Py_ssize_t gap = 0, i = 0;
+    while (i < n) {
+        if (!ascii_alnum(s[i])) {
+            i++;
+            continue;
+        }
+        Py_ssize_t end = hmm_match_end(s, n, i);
+        Py_ssize_t bounds[2][2] = {{gap, i}, {i, end}};
+        for (int k = 0; k < 2; k++) {
+            if (bounds[k][1] > bounds[k][0]) {
+                PyObject *piece = PyUnicode_Substring(joined, bounds[k][0], bounds[k][1]);
+                if (piece == NULL || PyList_Append(out, piece) < 0) {
+                    Py_XDECREF(piece);
+                    return -1;
+                }
+                Py_DECREF(piece);
+            }
+        }
+        gap = i = end;
+    }
+    if (n > gap) {
+        PyObject *piece = PyUnicode_Substring(joined, gap, n);
+        if (piece == NULL || PyList_Append(out, piece) < 0) {
+            Py_XDECREF(piece);
+            return -1;
+        }
+        Py_DECREF(piece);
+    }
+    return 0;
+}
+
+/* Appends tokens[start:end], re-split, to out. */
+static int
+append_resplit(PyObject *tokens, Py_ssize_t start, Py_ssize_t end, PyObject *out)
+{
+    PyObject *run = PyList_GetSlice(tokens, start, end);
+    if (run == NULL) {
+        return -1;
+    }
+    PyObject *empty = PyUnicode_New(0, 0);
+    PyObject *joined = empty ? PyUnicode_Join(empty, run) : NULL;
+    Py_XDECREF(empty);
+    Py_DECREF(run);
+    if (joined == NULL) {
+        return -1;
+    }
+    int rc = hmm_split(joined, out);
+    Py_DECREF(joined);
+    return rc;
+}
+
+/* segment._resplit_ascii(tokens), appended to out. */
+static int
+append_resplit_ascii(PyObject *tokens, PyObject *out)
+{
+    Py_ssize_t n = PyList_GET_SIZE(tokens);
+    Py_ssize_t i = 0;
+    while (i < n) {
+        int kind = run_kind(PyList_GET_ITEM(tokens, i));
+        if (kind == 0) {
+            if (PyList_Append(out, PyList_GET_ITEM(tokens, i)) < 0) {
+                return -1;
+            }
+            i++;
+            continue;
+        }
+        Py_ssize_t end = i + 1;
+        while (end < n && run_kind(PyList_GET_ITEM(tokens, end)) != 0) {
+            end++;
+        }
+        /* _CHANGED_RUN: a run of two pieces or more, or a lone kind 2 */
+        if (end - i >= 2 || kind == 2) {
+            if (append_resplit(tokens, i, end, out) < 0) {
+                return -1;
+            }
+        }
+        else if (PyList_Append(out, PyList_GET_ITEM(tokens, i)) < 0) {
+            return -1;
+        }
+        i = end;
+    }
+    return 0;
+}
+
+/* segment._rjieba_span(native_cut, text[start:end]), appended to out. */
+static int
+append_span(PyObject *native_cut, PyObject *text, Py_ssize_t start, Py_ssize_t end,
+            PyObject *out)
+{
+    PyObject *span = PyUnicode_Substring(text, start, end);
+    if (span == NULL) {
+        return -1;
+    }
+    PyObject *tokens = PyObject_CallFunctionObjArgs(native_cut, span, Py_True, NULL);
+    if (tokens == NULL) {
+        Py_DECREF(span);
+        return -1;
+    }
+    int rc;
+    if (!PyList_Check(tokens)) {
+        PyErr_SetString(PyExc_TypeError, "the native cut must return a list");
+        rc = -1;
+    }
+    else if (has_ascii_run(span)) {
+        rc = append_resplit_ascii(tokens, out);
+    }
+    else {
+        Py_ssize_t n = PyList_GET_SIZE(out);
+        rc = PyList_SetSlice(out, n, n, tokens);
+    }
+    Py_DECREF(tokens);
+    Py_DECREF(span);
+    return rc;
+}
+
+static PyObject *
+fast_cut(PyObject *module, PyObject *args)
+{
+    PyObject *native_cut, *text;
+    if (!PyArg_ParseTuple(args, "OU:fast_cut", &native_cut, &text)) {
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    if (out == NULL) {
+        return NULL;
+    }
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), last = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (!outside_jieba(PyUnicode_READ(kind, data, i))) {
+            continue;
+        }
+        PyObject *one = NULL;
+        if (append_span(native_cut, text, last, i, out) < 0 ||
+            (one = PyUnicode_Substring(text, i, i + 1)) == NULL || PyList_Append(out, one) < 0) {
+            Py_XDECREF(one);
+            Py_DECREF(out);
+            return NULL;
+        }
+        Py_DECREF(one);
+        last = i + 1;
+    }
+    if (append_span(native_cut, text, last, n, out) < 0) {
+        Py_DECREF(out);
+        return NULL;
+    }
+    return out;
+}
+
+/* ------------------------------------------------------------------ */
+/* Terms: token -> term, counts, weights, top-N                        */
+/* ------------------------------------------------------------------ */
+
+/* One term: its IDF, and its count in the text being counted (stamp). */
+typedef struct {
+    PyObject_HEAD
+    PyObject *term; /* NULL: the token makes no term */
+    double idf;
+    Py_ssize_t stamp;
+    Py_ssize_t count;
+} Entry;
+
+static void
+entry_dealloc(Entry *self)
+{
+    Py_XDECREF(self->term);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyTypeObject EntryType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "simhash_hbase.fingerprint._native.Entry",
+    .tp_basicsize = sizeof(Entry),
+    .tp_dealloc = (destructor)entry_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+};
+
+static Entry *
+entry_new(PyObject *term, double idf)
+{
+    Entry *e = PyObject_New(Entry, &EntryType);
+    if (e != NULL) {
+        Py_XINCREF(term);
+        e->term = term;
+        e->idf = idf;
+        e->stamp = 0;
+        e->count = 0;
+    }
+    return e;
+}
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *stop;       /* frozenset of stop words */
+    PyObject *has_letter; /* simhash.has_letter, for characters decided in Python */
+    PyObject *idf;        /* dict term -> IDF, or None (then the sorted arrays) */
+    Py_buffer keys;       /* sorted UCS4 records of `width` code points (SparseIdf) */
+    Py_buffer values;     /* their float64 IDFs */
+    Py_ssize_t width;
+    double median;
+    int v2;      /* version 2: v2_keeps, count ** 1.75 */
+    int letter;  /* the "letter" term rule */
+    Py_ssize_t max_entries;
+    PyObject *tokens; /* token -> Entry */
+    PyObject *terms;  /* term -> Entry: one Entry a term */
+    Entry *dropped;
+    Py_ssize_t stamp;
+} Terms;
+
+static void
+terms_dealloc(Terms *self)
+{
+    Py_XDECREF(self->stop);
+    Py_XDECREF(self->has_letter);
+    Py_XDECREF(self->idf);
+    if (self->keys.obj != NULL) {
+        PyBuffer_Release(&self->keys);
+    }
+    if (self->values.obj != NULL) {
+        PyBuffer_Release(&self->values);
+    }
+    Py_XDECREF(self->tokens);
+    Py_XDECREF(self->terms);
+    Py_XDECREF(self->dropped);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static int
+terms_init(Terms *self, PyObject *args, PyObject *kwds)
+{
+    static char *names[] = {"stop", "has_letter", "idf", "keys", "values", "width",
+                            "median", "v2", "letter", "max_entries", NULL};
+    PyObject *stop, *has_letter, *idf, *keys, *values;
+    Py_ssize_t width, max_entries;
+    double median;
+    int v2, letter;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "O!OOOOndppn:Terms", names, &PyFrozenSet_Type,
+                                     &stop, &has_letter, &idf, &keys, &values, &width, &median,
+                                     &v2, &letter, &max_entries)) {
+        return -1;
+    }
+    if (self->tokens != NULL) {
+        PyErr_SetString(PyExc_RuntimeError, "Terms is initialised once");
+        return -1;
+    }
+    if (idf != Py_None && !PyDict_Check(idf)) {
+        PyErr_SetString(PyExc_TypeError, "idf must be a dict or None");
+        return -1;
+    }
+    if (idf == Py_None) {
+        if (width <= 0 || PyObject_GetBuffer(keys, &self->keys, PyBUF_SIMPLE) < 0) {
+            PyErr_SetString(PyExc_ValueError, "keys must be a buffer of width > 0 records");
+            return -1;
+        }
+        if (PyObject_GetBuffer(values, &self->values, PyBUF_SIMPLE) < 0) {
+            return -1;
+        }
+        if (self->keys.len % (4 * width) != 0 ||
+            self->values.len != (Py_ssize_t)(self->keys.len / (4 * width) * sizeof(double))) {
+            PyErr_SetString(PyExc_ValueError, "keys and values do not match");
+            return -1;
+        }
+    }
+    Py_INCREF(stop);
+    self->stop = stop;
+    Py_INCREF(has_letter);
+    self->has_letter = has_letter;
+    Py_INCREF(idf);
+    self->idf = idf;
+    self->width = width;
+    self->median = median;
+    self->v2 = v2;
+    self->letter = letter;
+    self->max_entries = max_entries;
+    self->tokens = PyDict_New();
+    self->terms = PyDict_New();
+    self->dropped = entry_new(NULL, 0.0);
+    if (self->tokens == NULL || self->terms == NULL || self->dropped == NULL) {
+        return -1;
+    }
+    return 0;
+}
+
+/* simhash._HAS_WORD_CHAR: re's \w, Py_UNICODE_ISALNUM or "_" (sre.c SRE_UNI_IS_WORD). */
+static int
+has_word_char(PyObject *s)
+{
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (Py_UNICODE_ISALNUM(c) || c == '_') {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* simhash.v2_keeps: not one ASCII character, not a number [0-9][0-9.,:/_-]*. */
+static int
+v2_keeps(PyObject *s)
+{
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    if (n == 1 && PyUnicode_READ(kind, data, 0) < 128) {
+        return 0;
+    }
+    if (n == 0) {
+        return 1;
+    }
+    Py_UCS4 first = PyUnicode_READ(kind, data, 0);
+    if (first < '0' || first > '9') {
+        return 1;
+    }
+    for (Py_ssize_t i = 1; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (!((c >= '0' && c <= '9') || c == '.' || c == ',' || c == ':' || c == '/' ||
+              c == '_' || c == '-')) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
+/* simhash.has_letter (a character of category L* or N*): 1, 0, or -1 on error.
+ * Letters (Py_UNICODE_ISALPHA: Lu Ll Lt Lm Lo) and decimal digits (Nd) decide
+ * here, as does an all-ASCII term; anything else asks the Python function. */
+static int
+has_letter(Terms *self, PyObject *s)
+{
+    int kind = PyUnicode_KIND(s);
+    const void *data = PyUnicode_DATA(s);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(s);
+    int ascii = 1;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c < 128 ? ascii_alnum(c) : (Py_UNICODE_ISALPHA(c) || Py_UNICODE_ISDECIMAL(c))) {
+            return 1;
+        }
+        ascii = ascii && c < 128;
+    }
+    if (ascii) {
+        return 0;
+    }
+    PyObject *r = PyObject_CallOneArg(self->has_letter, s);
+    if (r == NULL) {
+        return -1;
+    }
+    int truth = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    return truth;
+}
+
+/* term vs a NUL-padded UCS4 record, as numpy compares them (code points). */
+static int
+compare_record(PyObject *term, const uint32_t *record, Py_ssize_t width)
+{
+    int kind = PyUnicode_KIND(term);
+    const void *data = PyUnicode_DATA(term);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(term);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c != record[i]) {
+            return c < record[i] ? -1 : 1;
+        }
+    }
+    return n < width && record[n] != 0 ? -1 : 0;
+}
+
+/* The term's IDF: the table's value, or the median (SparseIdf.resolve, idf.get). */
+static int
+idf_of(Terms *self, PyObject *term, double *out)
+{
+    *out = self->median;
+    if (self->idf != Py_None) {
+        PyObject *v = PyDict_GetItemWithError(self->idf, term);
+        if (v == NULL) {
+            return PyErr_Occurred() ? -1 : 0;
+        }
+        *out = PyFloat_AsDouble(v);
+        return *out == -1.0 && PyErr_Occurred() ? -1 : 0;
+    }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(term);
+    if (n > self->width || PyUnicode_FindChar(term, 0, 0, n, 1) != -1) {
+        return 0; /* longer than any entry, or with a NUL: not in the table */
+    }
+    const uint32_t *keys = self->keys.buf;
+    Py_ssize_t lo = 0, hi = self->keys.len / (4 * self->width);
+    while (lo < hi) { /* numpy.searchsorted, side "left" */
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (compare_record(term, keys + mid * self->width, self->width) > 0) {
+            lo = mid + 1;
+        }
+        else {
+            hi = mid;
+        }
+    }
+    if (lo < self->keys.len / (4 * self->width) &&
+        compare_record(term, keys + lo * self->width, self->width) == 0) {
+        *out = ((const double *)self->values.buf)[lo];
+    }
+    return 0;
+}
+
+/* The Entry of a term that is kept (v2's filters passed), made once per term. */
+static Entry *
+entry_of_term(Terms *self, PyObject *term)
+{
+    Entry *e = (Entry *)PyDict_GetItemWithError(self->terms, term);
+    if (e != NULL || PyErr_Occurred()) {
+        return e;
+    }
+    int keep = 1;
+    if (self->v2) {
+        keep = v2_keeps(term);
+        if (keep && self->letter) {
+            keep = has_letter(self, term);
+            if (keep < 0) {
+                return NULL;
+            }
+        }
+    }
+    double idf = 0.0;
+    if (keep && idf_of(self, term, &idf) < 0) {
+        return NULL;
+    }
+    e = keep ? entry_new(term, idf) : self->dropped;
+    if (e == NULL) {
+        return NULL;
+    }
+    if (!keep) {
+        Py_INCREF(e);
+    }
+    int rc = PyDict_SetItem(self->terms, term, (PyObject *)e);
+    Py_DECREF(e);
+    return rc < 0 ? NULL : e;
+}
+
+/* simhash._term_of()[token], then the term's Entry (borrowed); NULL on error. */
+static Entry *
+entry_of_token(Terms *self, PyObject *token)
+{
+    Entry *e = (Entry *)PyDict_GetItemWithError(self->tokens, token);
+    if (e != NULL || PyErr_Occurred()) {
+        return e;
+    }
+    PyObject *stripped = PyObject_CallMethod(token, "strip", NULL);
+    PyObject *term = stripped ? PyObject_CallMethod(stripped, "lower", NULL) : NULL;
+    Py_XDECREF(stripped);
+    if (term == NULL) {
+        return NULL;
+    }
+    int stop = PyUnicode_GET_LENGTH(term) == 0 ? 1 : PySet_Contains(self->stop, term);
+    if (stop < 0) {
+        Py_DECREF(term);
+        return NULL;
+    }
+    e = !stop && has_word_char(term) ? entry_of_term(self, term) : self->dropped;
+    Py_DECREF(term);
+    if (e == NULL || PyDict_SetItem(self->tokens, token, (PyObject *)e) < 0) {
+        return NULL;
+    }
+    return e;
+}
+
+typedef struct {
+    Entry *entry;
+    double weight;
+} Weighted;
+
+/* Heavier first; equal weights: the greater term first (keys are unique). */
+static int
+heavier(const Weighted *a, const Weighted *b)
+{
+    if (a->weight != b->weight) {
+        return a->weight > b->weight;
+    }
+    return PyUnicode_Compare(a->entry->term, b->entry->term) > 0;
+}
+
+static int
+weighted_order(const void *a, const void *b)
+{
+    return heavier(a, b) ? -1 : heavier(b, a) ? 1 : 0;
+}
+
+/* The count factor: v2's n ** 1.75 as n * sqrt(n * sqrt(n)) (simhash._v2_count). */
+static double
+factor(const Terms *self, Py_ssize_t count)
+{
+    double n = (double)count;
+    return self->v2 ? n * sqrt(n * sqrt(n)) : n;
+}
+
+/* The n heaviest of the counted entries, heaviest first, into `out` (has room for n). */
+static Py_ssize_t
+heaviest(const Terms *self, Entry **seen, Py_ssize_t k, Py_ssize_t n, Weighted *out)
+{
+    Py_ssize_t have = 0;
+    for (Py_ssize_t i = 0; i < k; i++) {
+        Weighted w = {seen[i], factor(self, seen[i]->count) * seen[i]->idf};
+        if (!(0.0 < w.weight)) {
+            continue; /* a term weighing 0 carries no signal (weighted_terms) */
+        }
+        if (n > 64) { /* large N: sort them all below */
+            out[have++] = w;
+            continue;
+        }
+        if (have == n && !heavier(&w, &out[n - 1])) {
+            continue;
+        }
+        Py_ssize_t at = have < n ? have++ : n - 1;
+        while (at > 0 && heavier(&w, &out[at - 1])) {
+            out[at] = out[at - 1];
+            at--;
+        }
+        out[at] = w;
+    }
+    if (n > 64) {
+        qsort(out, (size_t)have, sizeof(*out), weighted_order);
+        if (have > n) {
+            have = n;
+        }
+    }
+    return have;
+}
+
+/* Counts the kept terms of `tokens` (an iterable of str) into seen[*k]. */
+static int
+count_tokens(Terms *self, PyObject *tokens, Entry ***seen, Py_ssize_t *k, Py_ssize_t *room)
+{
+    PyObject *fast = PySequence_Fast(tokens, "tokens must be a sequence of str");
+    if (fast == NULL) {
+        return -1;
+    }
+    Py_ssize_t len = PySequence_Fast_GET_SIZE(fast);
+    PyObject **items = PySequence_Fast_ITEMS(fast);
+    for (Py_ssize_t i = 0; i < len; i++) {
+        if (!PyUnicode_Check(items[i])) {
+            PyErr_SetString(PyExc_TypeError, "a token is not a str");
+            Py_DECREF(fast);
+            return -1;
+        }
+        Entry *e = entry_of_token(self, items[i]);
+        if (e == NULL) {
+            Py_DECREF(fast);
+            return -1;
+        }
+        if (e->term == NULL) {
+            continue;
+        }
+        if (e->stamp != self->stamp) {
+            if (*k == *room) {
+                Py_ssize_t grow = *room * 2 + 64;
+                Entry **more = PyMem_Realloc(*seen, (size_t)grow * sizeof(Entry *));
+                if (more == NULL) {
+                    Py_DECREF(fast);
+                    PyErr_NoMemory();
+                    return -1;
+                }
+                *seen = more;
+                *room = grow;
+            }
+            Py_INCREF(e); /* held: the caches may be cleared by the next text only */
+            (*seen)[(*k)++] = e;
+            e->stamp = self->stamp;
+            e->count = 0;
+        }
+        e->count++;
+    }
+    Py_DECREF(fast);
+    return 0;
+}
+
+static PyObject *
+terms_top(Terms *self, PyObject *args)
+{
+    PyObject *tokens;
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "On:top", &tokens, &n)) {
+        return NULL;
+    }
+    if (n < 1) {
+        PyErr_SetString(PyExc_ValueError, "n must be at least 1");
+        return NULL;
+    }
+    if (PyDict_GET_SIZE(self->tokens) >= self->max_entries) { /* bounded, like Memo */
+        PyDict_Clear(self->tokens);
+        PyDict_Clear(self->terms);
+    }
+    self->stamp++;
+    Entry **seen = NULL;
+    Py_ssize_t k = 0, room = 0;
+    Weighted *top = NULL;
+    PyObject *result = NULL;
+    if (count_tokens(self, tokens, &seen, &k, &room) < 0) {
+        goto done;
+    }
+    Py_ssize_t cap = n > 64 ? k : n;
+    top = PyMem_Malloc((size_t)(cap > 0 ? cap : 1) * sizeof(Weighted));
+    if (top == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_ssize_t have = heaviest(self, seen, k, n, top);
+    result = PyList_New(have);
+    for (Py_ssize_t i = 0; result != NULL && i < have; i++) {
+        PyObject *pair = Py_BuildValue("(Od)", top[i].entry->term, top[i].weight);
+        if (pair == NULL) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyList_SET_ITEM(result, i, pair);
+    }
+done:
+    for (Py_ssize_t i = 0; i < k; i++) {
+        Py_DECREF(seen[i]);
+    }
+    PyMem_Free(seen);
+    PyMem_Free(top);
+    return result;
+}
+
+static PyObject *
+terms_size(Terms *self, PyObject *Py_UNUSED(ignored))
+{
+    return PyLong_FromSsize_t(PyDict_GET_SIZE(self->tokens));
+}
+
+static PyMethodDef terms_methods[] = {
+    {"top", (PyCFunction)terms_top, METH_VARARGS,
+     "top(tokens, n): the n heaviest (term, weight) pairs of the tokens, heaviest first."},
+    {"size", (PyCFunction)terms_size, METH_NOARGS, "Tokens remembered."},
+    {NULL, NULL, 0, NULL},
+};
+
+static PyTypeObject TermsType = {
+    PyVarObject_HEAD_INIT(NULL, 0).tp_name = "simhash_hbase.fingerprint._native.Terms",
+    .tp_basicsize = sizeof(Terms),
+    .tp_dealloc = (destructor)terms_dealloc,
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "Token -> term, counts, TF-IDF weights and top-N of a fingerprint.",
+    .tp_methods = terms_methods,
+    .tp_init = (initproc)terms_init,
+    .tp_new = PyType_GenericNew,
+};
+
+static PyMethodDef module_methods[] = {
+    {"fast_cut", fast_cut, METH_VARARGS,
+     "fast_cut(native_cut, text): segment._fast, the corrections of rjieba's tokens."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef module_def = {
+    PyModuleDef_HEAD_INIT, "_native", "The per-token work of a fingerprint in C.", -1,
+    module_methods,
+};
+
+PyMODINIT_FUNC
+PyInit__native(void)
+{
+    if (PyType_Ready(&EntryType) < 0 || PyType_Ready(&TermsType) < 0) {
+        return NULL;
+    }
+    PyObject *m = PyModule_Create(&module_def);
+    if (m == NULL) {
+        return NULL;
+    }
+    Py_INCREF(&TermsType);
+    if (PyModule_AddObject(m, "Terms", (PyObject *)&TermsType) < 0) {
+        Py_DECREF(&TermsType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    return m;
+}

@@ -1,0 +1,150 @@
+"""The C fast path (``_native``) gives what the pure-Python path gives, bit for bit.
+
+Tokens (``fast_cut`` vs ``segment._fast_py``), weighted terms, fingerprints and
+margins, on arbitrary text and on the real seeds, for every term recipe. Where a C
+compiler is installed the extension must have been built (CI); elsewhere the C side
+of these tests skips and the pure-Python path is what runs.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Callable
+from types import ModuleType
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from simhash_hbase import EmptyDocument, FingerprintParams
+from simhash_hbase.fingerprint import native, segment, simhash
+from simhash_hbase.fingerprint.simhash import Fingerprinter, register_idf
+from tests.test_segment import _REPEAT_TEXTS, _TEXTS, SEEDS, _real_texts
+
+#: Anything at all, and the edge families of the segmenter (CJK outside jieba's
+#: range, emoji, kana, full-width forms, CRLF, zero-width spaces), mixed.
+_ANY = st.one_of(_TEXTS, _REPEAT_TEXTS, st.text(max_size=60))
+_SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+@pytest.fixture(scope="module")
+def compiled() -> ModuleType:
+    module = native.module()
+    if module is None:
+        if os.environ.get("CI") and (shutil.which("cc") or shutil.which("gcc")):
+            pytest.fail("a C compiler is installed but the extension was not built (setup.py)")
+        pytest.skip("the C extension is not built (no C compiler at install)")
+    return module
+
+
+@pytest.fixture(scope="module")
+def native_cut() -> Callable[[str, bool], list[str]]:
+    if segment.resolve() != "rjieba":
+        pytest.skip("rjieba is not installed")
+    return segment._dictionaries.whole()
+
+
+def _pair(params: FingerprintParams, compiled: ModuleType) -> tuple[Fingerprinter, Fingerprinter]:
+    """The C path and the pure-Python path of ``params`` (same segmenter)."""
+    fast, slow = Fingerprinter(params), Fingerprinter(params)
+    assert fast._native is not None
+    slow._native = None
+    return fast, slow
+
+
+def _outputs(fp: Fingerprinter, text: str) -> object:
+    try:
+        fingerprint, margins = fp.fingerprint_margins(text)
+    except EmptyDocument:
+        return None
+    return fp.weighted_terms(text), fingerprint, margins.tobytes()
+
+
+_RECIPES = [
+    FingerprintParams(),
+    FingerprintParams(version=1),
+    FingerprintParams(version=2, terms="word", fold="none"),
+    FingerprintParams(top_n=100),  # the sorted branch (N > 64)
+    FingerprintParams(top_n=1),
+]
+
+
+@pytest.mark.parametrize("params", _RECIPES, ids=lambda p: f"v{p.version}-{p.terms}-{p.top_n}")
+@_SETTINGS
+@given(text=_ANY)
+def test_same_terms_fingerprints_and_margins_on_random_text(
+    compiled: ModuleType, params: FingerprintParams, text: str
+) -> None:
+    fast, slow = _pair(params, compiled)
+    assert _outputs(fast, text) == _outputs(slow, text)
+
+
+@_SETTINGS
+@given(text=_ANY)
+def test_same_tokens_as_the_python_corrections(
+    compiled: ModuleType, native_cut: Callable[[str, bool], list[str]], text: str
+) -> None:
+    assert compiled.fast_cut(native_cut, text) == segment._fast_py(native_cut, text)
+    slow = segment._rjieba_cut(native_cut, text, segment._fast_py)
+    assert segment._rjieba_cut(native_cut, text, compiled.fast_cut) == slow
+
+
+@pytest.mark.skipif(not SEEDS, reason="../shared/seeds not present")
+def test_same_on_real_text(compiled: ModuleType) -> None:
+    texts = list(_real_texts())
+    assert len(texts) > 20
+    for params in _RECIPES[:3]:
+        fast, slow = _pair(params, compiled)
+        for text in texts:
+            assert _outputs(fast, text) == _outputs(slow, text), text[:80]
+
+
+def test_a_custom_idf_table_and_zero_weights(compiled: ModuleType) -> None:
+    """A dict table (not the sorted arrays), with terms weighing 0 and below."""
+    table = register_idf("中文 0\n文本 -1\n去重 2.5\nhello 3\n".encode())
+    fast, slow = _pair(FingerprintParams(idf=table.digest), compiled)
+    for text in ["中文文本", "中文文本去重", "hello 中文", "去重去重 hello hello 文本"]:
+        assert _outputs(fast, text) == _outputs(slow, text), text
+
+
+def test_the_token_memory_is_bounded_and_starts_afresh(compiled: ModuleType) -> None:
+    params = FingerprintParams()
+    fast, slow = _pair(params, compiled)
+    small = compiled.Terms(
+        simhash._stopwords()[0], simhash.has_letter, None,
+        *simhash._builtin_sparse().arrays(), simhash._builtin_sparse().median,
+        True, True, 8,
+    )  # fmt: skip
+    fast._native = small
+    for text in ["海量文本去重与指纹，抽屉原理", "汉明距离 and near-duplicate 网页", "中文 " * 20]:
+        assert _outputs(fast, text) == _outputs(slow, text)
+        assert small.size() < 8 + 40
+
+
+def test_idf_lookup_finds_every_entry_of_the_sorted_table(compiled: ModuleType) -> None:
+    """The C binary search over the memory-mapped table against numpy's own."""
+    sparse = simhash._builtin_sparse()
+    terms, values, _ = sparse.arrays()
+    picked = [str(t) for t in terms[:: max(len(terms) // 3000, 1)]]
+    table = simhash._terms_table(False, False, None)  # v1: no filters, weight = count x IDF
+    for term in picked:
+        if simhash._term_of()[term] != term:
+            continue  # a stop word, or not a term as it stands
+        top = table.top([term], 1)
+        want = float(values[np.searchsorted(terms, term)])
+        assert top == ([(term, want)] if want > 0 else []), term
+
+
+def test_version_names_the_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    out = subprocess.run(
+        [sys.executable, "-m", "simhash_hbase", "--version"],
+        capture_output=True, text=True, check=True, env={**os.environ, native.ENV: "0"},
+    ).stdout  # fmt: skip
+    assert "fingerprinting: pure Python ($SHDB_NATIVE=0)" in out
+    monkeypatch.setenv(native.ENV, "0")
+    assert native.module() is None
+    assert Fingerprinter()._native is None
