@@ -469,3 +469,37 @@ def test_compact_moves_the_fresh_tier_and_changes_no_answer(tmp_path: Path) -> N
     with SimhashIndex.open(str(tmp_path / "one")) as one:
         one.add_fingerprint("a", 1)
         assert one.compact() == 0
+
+
+def test_cli_compact(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`shdb compact` merges the fresh tier (progress a line a commit on stderr) and
+    changes no answer; an index with nothing to compact, or no tier, says why."""
+    from .test_cli import shdb
+
+    fps = _fingerprints(2_000)
+    path = str(tmp_path / "ix")
+    with SimhashIndex.open(path) as index:
+        index_fingerprints(index, enumerate_ids(fps), IngestOptions(find_k=None))
+        before = _state(index)
+        assert index.stats()["fresh_cells"] == 10 * len(fps)
+    monkeypatch.setattr(compact, "PART_BYTES", 10_000)  # several commits: several lines
+    result = shdb("compact", "--index", path, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout) == {"moved": 10 * len(fps), "fresh_cells": 0}
+    parts = [line for line in result.stderr.splitlines() if line.startswith("compact: part ")]
+    assert len(parts) > 1 and parts[-1].startswith(f"compact: part {len(parts)} of {len(parts)},")
+    assert parts[-1].endswith(f", {10 * len(fps):,} cells moved")
+    assert f"moved {10 * len(fps):,} index cells into the main tier" in result.stderr
+    with SimhashIndex.open(path, readonly=True) as index:
+        assert _state(index) == before and index.stats()["fresh_cells"] == 0
+    again = shdb("compact", "--index", path)
+    assert again.exit_code == 0 and "the fresh tier is empty" in again.stderr
+    EmbeddedStore(tmp_path / "one", format=1).close()
+    with SimhashIndex.open(str(tmp_path / "one")) as one:
+        one.add_fingerprint("a", 1)
+    old = shdb("compact", "--index", str(tmp_path / "one"))
+    assert old.exit_code == 0 and "format 1, with one tier" in old.stderr
+    assert "shdb migrate" in old.stderr
+    missing = shdb("compact", "--index", str(tmp_path / "nowhere"))
+    assert missing.exit_code != 0 and "nowhere" in missing.stderr
+    assert not (tmp_path / "nowhere").exists()  # compact never creates an index

@@ -1,9 +1,10 @@
-"""Looking after an index and its inputs: `shdb remove`, `verify`, `schema`, `idf build`."""
+"""Looking after an index and its inputs: `shdb remove`, `verify`, `compact`, `migrate`,
+`schema`, `idf build`."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -76,6 +77,41 @@ def migrate_cmd(old: OldIndexArg, new: NewIndexArg) -> None:
     a format 2 or 3 index copied this way is compacted (docs/embedded.md)."""
     copied = migrate(old, new)
     note(f"copied {copied} documents into {new}")
+
+
+def compact_cmd(index: IndexOpt = None, as_json: JsonOpt = False) -> None:
+    """Merge an embedded index's fresh tier into its main one now, so that each
+    query reads one tier (docs/embedded.md, "Two tiers"). Ingest merges by itself
+    as the tier grows; run this after a backfill or a burst of ingest. Readers keep
+    answering throughout; a compaction cut short leaves a valid index (run it again)."""
+    with SimhashIndex.open(index, create=False) as ix:
+        before = ix.stats()
+        why = _not_compactable(before)
+        moved = 0
+        if why is None:
+            moved = ix.compact(on_part=_merge_note)
+        after = ix.stats()
+    if as_json:
+        echo_json({"moved": moved, "fresh_cells": after.get("fresh_cells", 0)})
+    note(why or f"moved {moved:,} index cells into the main tier; queries read one tier")
+
+
+def _not_compactable(stats: dict[str, Any]) -> str | None:
+    """Why an index has nothing to compact (None: it may have)."""
+    if stats.get("format") is None:
+        return "an HBase index has one tier: there is nothing to compact"
+    if "fresh_cells" not in stats:
+        return (
+            f"this embedded index is in format {stats['format']}, with one tier: nothing to "
+            "compact (shdb migrate OLD NEW copies it into the current format)"
+        )
+    if not stats["fresh_cells"]:
+        return "the fresh tier is empty: nothing to compact"
+    return None
+
+
+def _merge_note(done: int, parts: int, moved: int) -> None:
+    note(f"compact: part {done} of {parts}, {moved:,} cells moved")
 
 
 def schema_cmd(prefix: PrefixOpt = "shdb") -> None:

@@ -30,6 +30,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "remove": ("simhash_hbase.cli.admin", "remove_cmd"),
     "verify": ("simhash_hbase.cli.admin", "verify_cmd"),
     "migrate": ("simhash_hbase.cli.admin", "migrate_cmd"),
+    "compact": ("simhash_hbase.cli.admin", "compact_cmd"),
     "dedup": ("simhash_hbase.cli.dedup", "dedup_cmd"),
     "idf": ("simhash_hbase.cli.admin", "idf_app"),
     "schema": ("simhash_hbase.cli.admin", "schema_cmd"),

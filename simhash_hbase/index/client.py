@@ -579,14 +579,15 @@ class SimhashIndex:
 
         return int(load(blocks()))
 
-    def compact(self) -> int:
+    def compact(self, on_part: Callable[[int, int, int], None] | None = None) -> int:
         """Merge an embedded index's fresh tier into its main one (docs/embedded.md,
         "Two tiers"): after a backfill or a burst of ingest, each query then reads
         one tier, not two. The index cells moved (0 where there is no fresh tier:
         format 1 or 2, HBase). Ingest merges by itself as the tier grows; this
-        only chooses the moment."""
+        only chooses the moment. ``on_part(done, parts, moved)`` is called after
+        each of the merge's commits (it moves one key range at a time)."""
         merge = getattr(self._store, "merge_fresh", None)
-        return 0 if merge is None else int(merge())
+        return 0 if merge is None else int(merge(on_part))
 
     # -- reading ----------------------------------------------------------------
     def get(self, doc_id: str) -> Document | None:

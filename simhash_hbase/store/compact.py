@@ -667,7 +667,13 @@ class CompactBatch:
             self.prewritten.update(chunk)
 
 
-def merge_fresh(tables: Tables, *, force: bool = False) -> int:
+#: Called after each commit of a merge with (parts done, parts, cells moved so far).
+OnMergePart = Callable[[int, int, int], None]
+
+
+def merge_fresh(
+    tables: Tables, *, force: bool = False, on_part: OnMergePart | None = None
+) -> int:
     """Move the fresh tier's cells into the index once it is due (or ``force``), in
     up to :data:`MAX_PARTS` commits of one key range each; the cells moved.
 
@@ -686,9 +692,12 @@ def merge_fresh(tables: Tables, *, force: bool = False) -> int:
     parts = int(max(1, min(MAX_PARTS, state["cells"] * (CELL_BYTES + 1) // PART_BYTES)))
     step = max(1, -(-len(keys) // parts))
     moved = 0
-    for at in range(0, len(keys), step):
+    starts = range(0, len(keys), step)
+    for done, at in enumerate(starts, 1):
         with tables.env.begin(write=True) as txn:
             moved += _merge_part(tables, txn, keys[at : at + step])
+        if on_part is not None:
+            on_part(done, len(starts), moved)
     return moved
 
 

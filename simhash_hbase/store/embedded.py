@@ -706,13 +706,13 @@ class EmbeddedStore:
         except lmdb.Error as exc:
             raise self._error(exc, "write to") from exc
 
-    def merge_fresh(self) -> int:
+    def merge_fresh(self, on_part: compact.OnMergePart | None = None) -> int:
         """Merge the fresh tier into the index now (format 3; see
         :func:`compact.merge_fresh`): the cells moved, 0 in other formats."""
         if self._compact is None or self._compact.fresh is None:
             return 0
         try:
-            return compact.merge_fresh(self._compact, force=True)
+            return compact.merge_fresh(self._compact, force=True, on_part=on_part)
         except lmdb.Error as exc:
             raise self._error(exc, "write to") from exc
 
@@ -873,8 +873,11 @@ class EmbeddedStore:
     def stats(self) -> dict[str, Any]:
         try:
             with self._env.begin() as txn:
+                fresh = None
                 if self._compact is not None:
                     docs, cells = self._compact.counts(txn)
+                    if self._compact.tier(txn) is not None:
+                        fresh = self._compact.state(txn).get("fresh", 0)
                 else:
                     docs = txn.stat(self._docs)["entries"]
                     cells = txn.stat(self._index)["entries"]
@@ -886,6 +889,8 @@ class EmbeddedStore:
             "path": str(self.path),
             "documents": docs,
             "index_cells": cells,
+            # format 3: cells in the fresh tier, merged by ingest or `shdb compact`
+            **({} if fresh is None else {"fresh_cells": fresh}),
             "disk_bytes": (self.path / _DATA_FILE).stat().st_size,
         }
 
