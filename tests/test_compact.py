@@ -503,3 +503,63 @@ def test_cli_compact(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     missing = shdb("compact", "--index", str(tmp_path / "nowhere"))
     assert missing.exit_code != 0 and "nowhere" in missing.stderr
     assert not (tmp_path / "nowhere").exists()  # compact never creates an index
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    copies=st.integers(0, 13),
+    flips=st.lists(st.lists(st.integers(0, 63), max_size=5), max_size=12),
+    limit=st.sampled_from([None, 1, 2, 10]),
+    merged=st.booleans(),
+    hot=st.booleans(),
+)
+def test_the_one_query_path_answers_as_the_scan(
+    copies: int,
+    flips: list[list[int]],
+    limit: int | None,
+    merged: bool,
+    hot: bool,
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """query_fingerprint's path (Tables.scan_documents: documents, not cells)
+    gives what the plain scan gives (query_probed without probes): copies of one
+    fingerprint past the limit (a row the cap cuts, counted whole), neighbours in
+    both tiers, hot rows, removed documents."""
+    q = 0x0123_4567_89AB_CDEF
+    docs = [Document(f"c{i}", q) for i in range(copies)]
+    docs += [Document(f"n{i}", q ^ sum(1 << b for b in set(bits))) for i, bits in enumerate(flips)]
+    docs += [Document(f"x{i}", int(fp)) for i, fp in enumerate(_fingerprints(50, seed=11))]
+    with pytest.MonkeyPatch.context() as mp:
+        if hot:
+            mp.setattr(compact, "HOT", 2)
+            mp.setattr(compact, "CHECK_BYTES", 1)
+        with SimhashIndex.open(str(tmp_path_factory.mktemp("one") / "ix")) as index:
+            index.add_documents(docs[::2])
+            if merged:
+                mp.setattr(compact, "FRESH_MIN_CELLS", 1)
+            index.add_documents(docs[1::2])
+            index.remove("c1")
+            for x in (q, q ^ 1, q ^ 1 << 63 ^ 1 << 20):
+                for k in range(4):
+                    got = index.query_fingerprint(x, k, limit=limit)
+                    (want,) = index.query_probed([[x]], k, limit=limit)
+                    assert (got, got.total, got.total_exact) == (
+                        want,
+                        want.total,
+                        want.total_exact,
+                    )
+
+
+@pytest.mark.skipif(not Path("/proc/self/maps").exists(), reason="warm() maps pages on Linux")
+def test_warm_maps_the_whole_file_and_changes_no_answer(tmp_path: Path) -> None:
+    """SimhashIndex.open(warm=True) maps every page of data.mdb into the process
+    (the page faults of a reader's first queries, paid at once), for a reader and
+    a writer alike; answers are unchanged."""
+    fps = _fingerprints(3_000)
+    folder = tmp_path / "ix"
+    with SimhashIndex.open(str(folder)) as index:
+        index_fingerprints(index, enumerate_ids(fps), IngestOptions(find_k=None))
+        answers = [index.query_fingerprint(fp, 3) for fp in fps[:50].tolist()]
+        assert 0 < index.warm() <= (folder / "data.mdb").stat().st_size
+    with SimhashIndex.open(str(folder), readonly=True, warm=True) as reader:
+        assert [reader.query_fingerprint(fp, 3) for fp in fps[:50].tolist()] == answers

@@ -136,6 +136,7 @@ class SimhashIndex:
         params: Wanted = None,
         readonly: bool = False,
         nets: str | None = None,
+        warm: bool = False,
     ) -> SimhashIndex:
         """Open (or create) the index at ``url``.
 
@@ -145,7 +146,8 @@ class SimhashIndex:
         or, for a new index, are its settings (validated before anything is
         written; the manifest is written only if no other process was first).
         ``nets``: ``"simhash"`` (the pigeonhole only) or ``"simhash+lsh"`` (the
-        default of a new index; docs/SPEC.md, "Nets").
+        default of a new index; docs/SPEC.md, "Nets"). ``warm``: :meth:`warm` it
+        (a long-lived reader of a big embedded index).
         """
         validate(scheme, params)  # every setting given is valid, before any write
         if nets is not None:
@@ -162,6 +164,8 @@ class SimhashIndex:
             found_scheme, held = settle(manifest, store.url, scheme, params)
             index = cls(store, found_scheme, manifest, held, nets_of(manifest, store.url, nets))
             index.created = created
+            if warm:
+                index.warm()
             return index
         except BaseException:
             store.close()
@@ -589,6 +593,14 @@ class SimhashIndex:
         merge = getattr(self._store, "merge_fresh", None)
         return 0 if merge is None else int(merge(on_part))
 
+    def warm(self) -> int:
+        """Map an embedded index's file into this process now, so that its first
+        queries pay no page faults (docs/embedded.md, "Warm readers"): worth it in
+        a reader that serves many queries, not in a one-shot CLI query. The bytes
+        mapped (0 for HBase)."""
+        warm = getattr(self._store, "warm", None)
+        return 0 if warm is None else int(warm())
+
     # -- reading ----------------------------------------------------------------
     def get(self, doc_id: str) -> Document | None:
         return self.get_many([doc_id]).get(doc_id)
@@ -676,6 +688,10 @@ class SimhashIndex:
         self.scheme.check_k(k)
         check_limit(limit)
         fps = [check_fingerprint(fp) for fp in fps]
+        if len(fps) <= _SCALAR_MAX:
+            quick = [self._query_one(fp, k, limit) for fp in fps]
+            if all(result is not None for result in quick):
+                return quick  # type: ignore[return-value]
         if len(fps) > _SCALAR_MAX:
             hits, cells = self._near_many(fps, k, limit)
             cut = _cut_rows(cells, limit)
@@ -689,6 +705,26 @@ class SimhashIndex:
         self.cost.scans += len(fps) * self.scheme.rows_per_fingerprint
         self.cost.candidates += candidates
         return self._confirm(hits, limit, cut)
+
+    def _query_one(self, fp: int, k: int, limit: int | None) -> Matches | None:
+        """One query on the store's one-query path (:meth:`Store.scan_documents`:
+        the documents found, not a cell tuple each) where it has one and batches
+        are atomic (no confirming read); None: take the plain path."""
+        store = self._store
+        terms = self.scheme.prefix_terms
+        if terms is None or not store.atomic_batches:
+            return None
+        found = store.scan_documents(codec.encode_prefixes(fp, terms), limit)
+        if found is None:
+            return None
+        docs, cells = found
+        cost = self.cost
+        cost.queries += 1
+        cost.scans += self.scheme.rows_per_fingerprint
+        cost.candidates += cells
+        hits = [(i, cand, dist) for i, cand in docs if (dist := (cand ^ fp).bit_count()) <= k]
+        hits.sort(key=_by_distance)
+        return Matches([Match(*hit) for hit in hits[:limit]], len(hits))
 
     def _near_many(
         self, fps: list[int], k: int, row_cap: int | None

@@ -105,6 +105,15 @@ class Store(Protocol):
         ``row_cap`` cells may hold more (:meth:`row_sizes`)."""
         ...
 
+    def scan_documents(
+        self, prefixes: Sequence[bytes], row_cap: int | None = None
+    ) -> tuple[list[tuple[str, int]], int] | None:
+        """One query's :meth:`scan_prefixes_many`, as the distinct documents its
+        cells name ((id, fingerprint)) and how many cells that is: the one-query
+        hot path without a tuple per cell. None: the store has no such path, or
+        its answer would differ (a row the cap may cut); call the plain scan."""
+        ...
+
     def row_sizes(self, rows: Sequence[bytes]) -> dict[bytes, int] | None:
         """How many cells each index row holds, where the store can count without
         reading them (None: it cannot, and a cut row's count is a lower bound)."""

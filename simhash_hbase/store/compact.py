@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import heapq
 import struct
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import suppress
 from itertools import pairwise, repeat
@@ -346,6 +347,45 @@ class Tables:
                 cells += self._spilled(txn, head, prefix, row_cap, held)
             results.append(cells)
         return results
+
+    def scan_documents(
+        self, txn: Txn, prefixes: Sequence[bytes], row_cap: int | None
+    ) -> tuple[list[tuple[str, int]], int] | None:
+        """:meth:`scan` of one query's prefixes, as the distinct documents found
+        ((id, fingerprint), in no order) and the count of visible cells, without
+        a tuple per cell: a multi-get of the buckets a tier, a ``find`` of each
+        lead, one names get per document. None (use :meth:`scan`) where that
+        would differ: two prefixes of one bucket, a lead marked spilled, or a
+        prefix with ``row_cap`` cells or more (a capped scan may cut its row)."""
+        leads = {prefix[4:5] + prefix[0:2]: prefix[2:4] for prefix in prefixes}
+        if len(leads) != len(prefixes):
+            return None
+        keys = list(leads)
+        fresh = self.fresh if self.fresh is not None else self.tier(txn)
+        found = txn.cursor(self.index).getmulti(keys)
+        if fresh is not None:
+            found += txn.cursor(fresh).getmulti(keys)
+        where: list[bytes] = []  # the bucket of each cell of a lead
+        nums: list[bytes] = []  # and its number
+        for key, packed in found:
+            lead = leads[key]
+            pos = packed.find(lead)
+            while pos >= 0:
+                if not pos % CELL_BYTES:
+                    where.append(key)
+                    nums.append(packed[pos + 2 : pos + 6])
+                pos = packed.find(lead, pos + 1)
+        if SPILLED in nums or (row_cap is not None and _crowded(where, row_cap)):
+            return None
+        get, names = txn.get, self.names
+        docs: list[tuple[str, int]] = []
+        cells = 0
+        for num in dict.fromkeys(nums):  # a document is in up to 10 of the buckets
+            name = get(num, db=names)
+            if name is not None:  # else not committed, or its document removed
+                docs.append((decode_id(name[8:]), int.from_bytes(name[:8], "big")))
+                cells += nums.count(num)
+        return docs, cells
 
     def scan_wide(
         self, txn: Txn, prefixes: Sequence[bytes], row_cap: int | None = None
@@ -1089,6 +1129,14 @@ def _matched(
     which = np.repeat(np.arange(len(probe)), count)  # each (prefix, cell) pair
     start = np.repeat(lo - (np.cumsum(count) - count), count)
     return which, cells["num"][order[start + np.arange(len(which))]].astype(np.uint32)
+
+
+def _crowded(buckets: list[bytes], cap: int) -> bool:
+    """Whether one bucket is listed ``cap`` times or more (a prefix's row that a
+    scan capped at ``cap`` cells may cut); most often each is listed once."""
+    if len(buckets) < cap or (cap > 1 and len(set(buckets)) == len(buckets)):
+        return False
+    return max(Counter(buckets).values()) >= cap
 
 
 def _buckets_of(tiers: list[Any], prefixes: Sequence[bytes]) -> Iterator[tuple[bytes, bytes]]:

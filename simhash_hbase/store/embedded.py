@@ -20,6 +20,7 @@ from __future__ import annotations
 import errno
 import hashlib
 import heapq
+import mmap
 import os
 import struct
 import tempfile
@@ -45,6 +46,7 @@ from simhash_hbase.store import compact
 from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell
 
 _MAP_SIZE = 1 << 40  # address space only; the file grows as data is written
+_MADV_POPULATE_READ = 22  # Linux 5.14+: map the pages of a range now (EINVAL before)
 _ID_COLUMN = b"_id"  # full id of a docs row whose key had to be folded
 _DATA_FILE = "data.mdb"
 _LOCK_FILE = "lock.mdb"
@@ -706,6 +708,28 @@ class EmbeddedStore:
         except lmdb.Error as exc:
             raise self._error(exc, "write to") from exc
 
+    def warm(self) -> int:
+        """Map every page of the file into this process now; the bytes mapped (0
+        where the OS does not say where the file is mapped: Linux only).
+
+        LMDB reads through mmap, and a process's first touch of each page costs a
+        page fault (and a disk read where the page is not in the page cache): a
+        reader that just opened a big index pays them on its first thousands of
+        queries (docs/embedded.md, "Warm readers"). Linux 5.14+ maps them all in
+        one ``madvise(MADV_POPULATE_READ)``; before it, one byte of each is read.
+        """
+        import ctypes  # only a reader that warms up pays for the import
+
+        start = _mapped_at(self.path / _DATA_FILE)
+        if start is None:
+            return 0
+        size = (self._env.info()["last_pgno"] + 1) * self._env.stat()["psize"]
+        madvise = ctypes.CDLL(None, use_errno=True).madvise
+        if madvise(ctypes.c_void_p(start), ctypes.c_size_t(size), _MADV_POPULATE_READ):
+            pages = (ctypes.c_char * size).from_address(start)
+            _ = pages[:: mmap.PAGESIZE]  # one byte a page, read in C
+        return size
+
     def merge_fresh(self, on_part: compact.OnMergePart | None = None) -> int:
         """Merge the fresh tier into the index now (format 3; see
         :func:`compact.merge_fresh`): the cells moved, 0 in other formats."""
@@ -791,6 +815,19 @@ class EmbeddedStore:
         except lmdb.Error as exc:
             raise self._error(exc, "read") from exc
         return results
+
+    def scan_documents(
+        self, prefixes: Sequence[bytes], row_cap: int | None = None
+    ) -> tuple[list[tuple[str, int]], int] | None:
+        """One query's hot path in formats 2 and 3 (:meth:`compact.Tables.scan_documents`);
+        None in format 1 or where the plain scan is needed."""
+        if self._compact is None:
+            return None
+        try:
+            with self._env.begin() as txn:
+                return self._compact.scan_documents(txn, prefixes, row_cap)
+        except lmdb.Error as exc:
+            raise self._error(exc, "read") from exc
 
     def _compact_scan(
         self, txn: lmdb.Transaction, prefix_lists: Sequence[Sequence[bytes]], row_cap: int | None
@@ -903,3 +940,19 @@ class EmbeddedStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _mapped_at(data: Path) -> int | None:
+    """Where this process maps ``data`` (LMDB maps its file once), from
+    /proc/self/maps; None where there is no such file (not Linux)."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="surrogateescape") as maps:
+            lines = maps.read().splitlines()
+    except OSError:
+        return None
+    path = os.path.realpath(data)
+    for line in lines:
+        fields = line.split(maxsplit=5)
+        if len(fields) == 6 and fields[5] == path and int(fields[2], 16) == 0:
+            return int(fields[0].split("-")[0], 16)
+    return None

@@ -404,6 +404,11 @@ class HBaseStore:
                     by_prefix[key[:n]].extend(cells)
         return [[c for p in prefixes for c in by_prefix.get(p, ())] for prefixes in prefix_lists]
 
+    def scan_documents(self, prefixes: Sequence[bytes], row_cap: int | None = None) -> None:
+        """No one-query path of its own: a query's scan is one batched request
+        either way (:meth:`scan_prefixes_many`)."""
+        return None
+
     def row_sizes(self, rows: Sequence[bytes]) -> None:
         """HBase counts a row's columns only by reading them: a cut row's count is
         a lower bound."""
