@@ -39,7 +39,7 @@ CRAWL_SETTINGS: dict[str, Any] = {
     "LOG_LEVEL": "INFO",
     "TELNETCONSOLE_ENABLED": False,
     # Scrapy 2.19's remote-control HTTP server, a debugging aid like the telnet console
-    # (None: not even imported)
+    # (None: not started; Scrapy still imports it, and aiohttp, to resolve the setting)
     "EXTENSIONS": {"scrapy.extensions.remote_control.RemoteControl": None},
     "ROBOTSTXT_OBEY": False,
 }

@@ -14,6 +14,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -212,6 +213,51 @@ def test_matches_are_bounded_by_the_limit(tmp_path: Path) -> None:
     pipeline = pipeline_for(str(tmp_path / "idx"), SHDB_ACTION="tag", SHDB_LIMIT=2)
     results = run(pipeline, [{"url": f"m{i}", "text": ORIGINAL} for i in range(6)])
     assert [len(r["near_duplicates"]) for r in results] == [0, 1, 2, 2, 2, 2]
+
+
+async def _until(done: Any, seconds: float = 20) -> None:
+    async def poll() -> None:
+        while not done():
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(poll(), seconds)
+
+
+def test_an_idle_index_takes_an_item_at_once_and_a_busy_one_what_arrived_meanwhile(
+    tmp_path: Path,
+) -> None:
+    """Group commit: no item waits for SHDB_FLUSH_SECONDS (a minute here) while the
+    index process idles; the items that arrive while it writes go as the next batch."""
+    pipeline = pipeline_for(str(tmp_path / "idx"), SHDB_ACTION="tag", SHDB_FLUSH_SECONDS=60)
+    sizes: list[int] = []
+    gate = threading.Event()
+    write = pipeline._write_with_retries
+
+    def held_open(batch: Any) -> Any:
+        sizes.append(len(batch))
+        gate.wait(30)
+        return write(batch)
+
+    pipeline._write_with_retries = held_open  # type: ignore[method-assign]
+
+    async def go() -> list[Any]:
+        await pipeline.open_spider()
+        try:
+            first = asyncio.ensure_future(pipeline.process_item({"url": "a", "text": ORIGINAL}))
+            await _until(lambda: sizes)
+            later = [asyncio.ensure_future(pipeline.process_item(item))
+                     for item in ({"url": "b", "text": COPY}, {"url": "c", "text": OTHER})]  # fmt: skip
+            await asyncio.sleep(0.05)
+            gate.set()
+            return await asyncio.wait_for(asyncio.gather(first, *later), 30)
+        finally:
+            gate.set()
+            await pipeline.close_spider()
+
+    original, copy, other = asyncio.run(go())
+    assert sizes == [1, 2]
+    assert near(original) == [] and near(other) == []
+    assert [m["id"] for m in near(copy)] == ["a"]
 
 
 class FailingIndex:

@@ -214,16 +214,25 @@ class NearDuplicatePipeline:
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[Matches | None] = loop.create_future()
         self._pending.append(_Pending(doc_id, raw, fmt, answer))
-        if len(self._pending) >= self.settings.batch_size:
+        if len(self._pending) >= self.settings.batch_size or not self._flushes:
             self._start_flush()
         elif self._timer is None:
             self._timer = loop.call_later(self.settings.flush_seconds, self._start_flush)
         return answer
 
     def _start_flush(self) -> None:
+        """Group commit: a batch goes as soon as the index is free (what arrived while
+        it wrote the previous one), else at SHDB_BATCH_SIZE items or SHDB_FLUSH_SECONDS.
+        Batches then grow with the load, and no item waits on a timer while the index
+        process idles (the last pages of a crawl waited SHDB_FLUSH_SECONDS for it)."""
         task = asyncio.ensure_future(self._flush())
         self._flushes.add(task)
-        task.add_done_callback(self._flushes.discard)
+        task.add_done_callback(self._flushed)
+
+    def _flushed(self, task: asyncio.Future[Any]) -> None:
+        self._flushes.discard(task)
+        if self._pending and not self._flushes and self._failed is None:
+            self._start_flush()
 
     async def _flush(self) -> None:
         if self._timer is not None:
