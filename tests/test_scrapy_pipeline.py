@@ -245,8 +245,8 @@ def test_an_idle_index_takes_an_item_at_once_and_a_busy_one_what_arrived_meanwhi
         try:
             first = asyncio.ensure_future(pipeline.process_item({"url": "a", "text": ORIGINAL}))
             await _until(lambda: sizes)
-            later = [asyncio.ensure_future(pipeline.process_item(item))
-                     for item in ({"url": "b", "text": COPY}, {"url": "c", "text": OTHER})]  # fmt: skip
+            meanwhile = ({"url": "b", "text": COPY}, {"url": "c", "text": OTHER})
+            later = [asyncio.ensure_future(pipeline.process_item(item)) for item in meanwhile]
             await asyncio.sleep(0.05)
             gate.set()
             return await asyncio.wait_for(asyncio.gather(first, *later), 30)
