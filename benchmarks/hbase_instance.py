@@ -201,9 +201,10 @@ class BenchHBase:
         return result.stdout
 
     def jvm_cpu_seconds(self) -> float:
-        """CPU time used so far by the master (region server) and Thrift JVMs."""
+        """CPU time used so far by the master (region server) and both Thrift JVMs
+        (the store speaks Thrift2; the raw Thrift1 baselines go through the other)."""
         total = 0.0
-        for role in ("master", "thrift"):
+        for role in ("master", "thrift", "thrift2"):
             try:
                 pid = (HOME / "run" / f"{role}.pid").read_text().strip()
                 fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()

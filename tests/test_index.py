@@ -169,6 +169,14 @@ def test_stale_cells_never_surface(hbase_url: str) -> None:
         index.write_cells(put=index.cells([Document("a", 0xFFFF_0000_0000_0000)]))
         assert index.query_fingerprint(0xFFFF_0000_0000_0000) == []
         assert index.query_fingerprint(0x1000) == [Match("a", 0x1000, 0)]
+        # The confirming read takes the fingerprint alone: a row's text and meta do
+        # not hide it, and a removed document's row (its owner token only) shows nothing.
+        index.add("b", ARTICLE, meta={"url": "http://x/b"}, store_text=True)
+        fp = index.get("b").fingerprint  # type: ignore[union-attr]
+        assert [m.doc_id for m in index.query_fingerprint(fp)] == ["b"]
+        index.remove("a")
+        index.write_cells(put=index.cells([Document("a", 0x1000)]))  # a crash left them
+        assert index.query_fingerprint(0x1000) == []
 
 
 def test_stats(store_url: str) -> None:

@@ -48,11 +48,15 @@ def test_docs_put_get_delete(store: Store) -> None:
         batch.put_docs(docs)
     got = store.get_docs(["a", "b", LONG_ID, "é/路径.txt", "missing"])
     assert got == {d.doc_id: d for d in docs}
+    # A query's confirming read: the fingerprints alone, whatever else the rows hold.
+    fps = store.doc_fingerprints(["a", "b", LONG_ID, "é/路径.txt", "missing"])
+    assert fps == {d.doc_id: d.fingerprint for d in docs}
     assert sorted(d.doc_id for d in store.iter_docs()) == sorted(d.doc_id for d in docs)
     with store.batch() as batch:
         assert batch.get_docs(["a"]) == {"a": docs[0]}
         batch.delete_docs(["a", LONG_ID, "never-there"])
     assert set(store.get_docs(["a", "b", LONG_ID])) == {"b"}
+    assert store.doc_fingerprints(["a", "b", LONG_ID]) == {"b": 2}
 
 
 def test_prefix_scans_are_exact_and_keys_only(store: Store) -> None:
@@ -209,9 +213,11 @@ def test_claims_return_the_held_versions_and_removals_leave_no_document(store: S
     with store.batch() as batch:
         assert batch.claim_docs({"a": new}, cells_of) == {"a": old}
         batch.put_docs([new])
+    assert store.doc_fingerprints(["a", "b"]) == {"a": 2}
     with store.batch() as batch:
         assert batch.claim_docs({"a": None}, cells_of) == {"a": new}
         batch.delete_docs(["a"])
     assert store.get_docs(["a", "b"]) == {}
+    assert store.doc_fingerprints(["a", "b"]) == {}  # rows holding only a token
     assert list(store.iter_docs()) == []
     assert store.stats()["documents"] == 0

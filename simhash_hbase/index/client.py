@@ -907,8 +907,8 @@ class SimhashIndex:
         ranked = [sorted(near, key=_hit_order(near)) for near in hits]
         held: dict[str, int | None] = {}  # id -> fingerprint in its docs row (None: no row)
         while ask := sorted({i for order in ranked for i, _ in _unsure_head(order, held, limit)}):
-            docs = self._store.get_docs(ask)
-            held.update((i, docs[i].fingerprint if i in docs else None) for i in ask)
+            fps = self._store.doc_fingerprints(ask)
+            held.update((i, fps.get(i)) for i in ask)
         results = []
         for near, order, (total, exact) in zip(hits, ranked, counts):
             stale = sum(1 for i, fp in order if i in held and held[i] != fp)

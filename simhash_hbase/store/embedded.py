@@ -756,6 +756,9 @@ class EmbeddedStore:
         except OSError as exc:
             raise StoreError(f"cannot bulk load {self.path}: {exc}") from exc
 
+    def doc_fingerprints(self, doc_ids: Sequence[str]) -> dict[str, int]:
+        return {doc_id: doc.fingerprint for doc_id, doc in self.get_docs(doc_ids).items()}
+
     def get_docs(self, doc_ids: Sequence[str]) -> dict[str, Document]:
         try:
             with self._env.begin() as txn:

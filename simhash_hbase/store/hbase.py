@@ -372,17 +372,31 @@ class HBaseStore:
         yield batch
         batch.flush()
 
-    def read_rows(self, table: str, keys: Sequence[bytes]) -> dict[bytes, dict[bytes, bytes]]:
-        """The rows that exist among ``keys``, by key (multi-gets of ``_GET_ROWS``)."""
+    def read_rows(
+        self, table: str, keys: Sequence[bytes], columns: Sequence[bytes] = ()
+    ) -> dict[bytes, dict[bytes, bytes]]:
+        """The rows that exist among ``keys``, by key (multi-gets of ``_GET_ROWS``);
+        with ``columns``, only those (a row holding none of them is not returned)."""
         out: dict[bytes, dict[bytes, bytes]] = {}
         for start in range(0, len(keys), _GET_ROWS):
-            out.update(self.transport.get_rows(self.tables[table], keys[start : start + _GET_ROWS]))
+            chunk = keys[start : start + _GET_ROWS]
+            out.update(self.transport.get_rows(self.tables[table], chunk, columns))
         return out
 
     def get_docs(self, doc_ids: Sequence[str]) -> dict[str, Document]:
         rows = self.read_rows("docs", [codec.encode_doc_id(d) for d in doc_ids])
         docs = (_doc_of(row) for row in rows.items())
         return {doc.doc_id: doc for doc in docs if doc is not None}
+
+    def doc_fingerprints(self, doc_ids: Sequence[str]) -> dict[str, int]:
+        """One multi-get of the ``f:h`` cells alone: a removed document's row (an
+        owner token only) has none, and a row's text never crosses the wire."""
+        keys = [codec.encode_doc_id(d) for d in doc_ids]
+        rows = self.read_rows("docs", keys, (codec.COL_FINGERPRINT,))
+        return {
+            key.decode("utf-8"): codec.fingerprint_from_bytes(cols[codec.COL_FINGERPRINT])
+            for key, cols in rows.items()
+        }
 
     def scan_prefixes(self, prefixes: Sequence[bytes]) -> list[IndexCell]:
         return self.scan_prefixes_many([prefixes])[0]

@@ -87,9 +87,16 @@ class Thrift1Transport:
 
         self._call(f"create table {name.decode()}", create)
 
-    def get_rows(self, table: bytes, keys: Sequence[bytes]) -> list[Row]:
-        results = self._call(f"read {table.decode()}", lambda c: c.getRows(table, list(keys), {}))
-        return [_row(r) for r in results]
+    def get_rows(
+        self, table: bytes, keys: Sequence[bytes], columns: Sequence[bytes] = ()
+    ) -> list[Row]:
+        def read(c: Any) -> Any:
+            if columns:
+                return c.getRowsWithColumns(table, list(keys), list(columns), {})
+            return c.getRows(table, list(keys), {})
+
+        results = self._call(f"read {table.decode()}", read)
+        return [_row(r) for r in results if r.columns]
 
     def mutate(self, table: bytes, puts: Puts, deletes: Deletes, ts: int) -> None:
         mutation = _IDL.Mutation

@@ -18,6 +18,7 @@ The interface is our own minimal IDL, ``hbase_thrift2.thrift``.
 from __future__ import annotations
 
 import bisect
+import functools
 import logging
 import threading
 import time
@@ -142,8 +143,11 @@ class Thrift2Transport:
         self._call(f"create table {name.decode()}", create)
 
     # -- point reads and writes ---------------------------------------------------
-    def get_rows(self, table: bytes, keys: Sequence[bytes]) -> list[Row]:
-        gets = [_IDL.TGet(row=key) for key in keys]
+    def get_rows(
+        self, table: bytes, keys: Sequence[bytes], columns: Sequence[bytes] = ()
+    ) -> list[Row]:
+        wanted = [_IDL.TColumn(*_split(c)) for c in columns] or None
+        gets = [_IDL.TGet(row=key, columns=wanted) for key in keys]
         results = self._call(f"read {table.decode()}", lambda c: c.getMultiple(table, gets))
         return [_row(r) for r in results if r.row is not None]
 
@@ -279,15 +283,26 @@ class _Page(NamedTuple):
 
     start: bytes
     stop: bytes
-    filter: bytes
+    filter: bytes | None
 
     @staticmethod
     def first(ranges: list[RowRange], row_cap: int | None = None) -> _Page:
-        # index values are empty: no KeyOnlyFilter (see hbase_filters.filter_list)
+        """Index values are empty: no KeyOnlyFilter (see hbase_filters.filter_list).
+        One range is the scan's own start and stop: no MultiRowRangeFilter, nor the
+        FilterList around it (each costs the region server work per cell)."""
+        cap = None if row_cap is None else _column_cap(row_cap)
+        if len(ranges) == 1:
+            return _Page(ranges[0][0], ranges[0][1], cap)
         rows = hbase_filters.multi_row_range(ranges)
-        if row_cap is not None:  # a hot row sends its first row_cap columns, not 100,000
-            rows = hbase_filters.filter_list([rows, hbase_filters.column_pagination(row_cap)])
+        if cap is not None:  # a hot row sends its first row_cap columns, not 100,000
+            rows = hbase_filters.filter_list([rows, cap])
         return _Page(ranges[0][0], ranges[-1][1], rows)
+
+
+@functools.lru_cache(maxsize=64)
+def _column_cap(row_cap: int) -> bytes:
+    """The ColumnPaginationFilter of a row cap (a query's limit: a handful of values)."""
+    return hbase_filters.column_pagination(row_cap)
 
 
 def _merged(ranges: list[RowRange]) -> list[RowRange]:

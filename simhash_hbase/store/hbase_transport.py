@@ -57,8 +57,11 @@ class Transport(Protocol):
         """Create ``name`` as schema table ``table``; one that exists already is fine."""
         ...
 
-    def get_rows(self, table: bytes, keys: Sequence[bytes]) -> list[Row]:
-        """The rows that exist among ``keys`` (at most a few thousand keys)."""
+    def get_rows(
+        self, table: bytes, keys: Sequence[bytes], columns: Sequence[bytes] = ()
+    ) -> list[Row]:
+        """The rows that exist among ``keys`` (at most a few thousand keys); with
+        ``columns`` (``b"family:qualifier"``), only those cells."""
         ...
 
     def mutate(self, table: bytes, puts: Puts, deletes: Deletes, ts: int) -> None:
