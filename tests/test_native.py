@@ -12,6 +12,7 @@ import os
 import shutil
 import subprocess
 import sys
+import unicodedata
 from collections.abc import Callable
 from types import ModuleType
 
@@ -91,6 +92,33 @@ def test_same_tokens_as_the_python_corrections(
     assert compiled.fast_cut(native_cut, text) == segment._fast_py(native_cut, text)
     slow = segment._rjieba_cut(native_cut, text, segment._fast_py)
     assert segment._rjieba_cut(native_cut, text, compiled.fast_cut) == slow
+
+
+@pytest.mark.skipif(not SEEDS, reason="../shared/seeds not present")
+@_SETTINGS
+@given(text=_ANY, pos=st.integers(0, 80))
+def test_same_repeats_found(compiled: ModuleType, text: str, pos: int) -> None:
+    assert compiled.find_square(text, pos) == segment._square_py(text, pos)
+
+
+_WIDE = [chr(c) for c in (*range(0xFF01, 0xFF5F), 0x3000)]
+
+
+def test_unwiden_maps_each_form_to_its_compatibility_decomposition(compiled: ModuleType) -> None:
+    for c in _WIDE:
+        assert unicodedata.decomposition(c).startswith("<wide>")
+        assert compiled.unwiden(c) == unicodedata.normalize("NFKD", c)
+
+
+@_SETTINGS
+@given(
+    text=st.one_of(
+        _ANY, st.lists(st.sampled_from([*_WIDE, "\u0301", "\u3099", "a", "中"])).map("".join)
+    )
+)
+def test_normalise_is_nfkc(compiled: ModuleType, text: str) -> None:
+    """Full-width forms next to combining marks too (they compose after NFKD)."""
+    assert simhash.normalise(text) == unicodedata.normalize("NFKC", text)
 
 
 @pytest.mark.skipif(not SEEDS, reason="../shared/seeds not present")

@@ -244,6 +244,47 @@ append_span(PyObject *native_cut, PyObject *text, Py_ssize_t start, Py_ssize_t e
     return rc;
 }
 
+/* segment._SQUARE.search(text, pos).span(): the leftmost repeat xx of 1 to 16
+ * characters of U+4E00-U+9FD5, the longest x at that start (a greedy {1,16}). */
+static PyObject *
+find_square(PyObject *module, PyObject *args)
+{
+    PyObject *text;
+    Py_ssize_t pos = 0;
+    if (!PyArg_ParseTuple(args, "U|n:find_square", &text, &pos)) {
+        return NULL;
+    }
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), bad = pos < 0 ? 0 : pos;
+    for (Py_ssize_t i = pos < 0 ? 0 : pos; i + 1 < n; i++) {
+        if (bad < i) {
+            bad = i;
+        }
+        while (bad < n && bad - i < 16) { /* bad: the end of the run of Han from i */
+            Py_UCS4 c = PyUnicode_READ(kind, data, bad);
+            if (c < 0x4E00 || c > 0x9FD5) {
+                break;
+            }
+            bad++;
+        }
+        Py_ssize_t longest = bad - i < 16 ? bad - i : 16;
+        for (Py_ssize_t p = longest; p >= 1; p--) {
+            if (i + 2 * p > n) {
+                continue;
+            }
+            Py_ssize_t k = 0;
+            while (k < p && PyUnicode_READ(kind, data, i + k) == PyUnicode_READ(kind, data, i + p + k)) {
+                k++;
+            }
+            if (k == p) {
+                return Py_BuildValue("(nn)", i, i + 2 * p);
+            }
+        }
+    }
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 fast_cut(PyObject *module, PyObject *args)
 {
@@ -275,6 +316,63 @@ fast_cut(PyObject *module, PyObject *args)
     if (append_span(native_cut, text, last, n, out) < 0) {
         Py_DECREF(out);
         return NULL;
+    }
+    return out;
+}
+
+/* ------------------------------------------------------------------ */
+/* NFKC's full-width forms: simhash.normalise                          */
+/* ------------------------------------------------------------------ */
+
+/* The compatibility decomposition of U+FF01-U+FF5E (<wide> ASCII) and U+3000
+ * (<wide> space), or 0. Replacing a character by its full compatibility
+ * decomposition leaves NFKD, and so NFKC, of the text as it is; NFKC then has
+ * nothing left to do in most Chinese text (tests/test_native.py). */
+static Py_UCS4
+wide_ascii(Py_UCS4 c)
+{
+    if (c >= 0xFF01 && c <= 0xFF5E) {
+        return c - 0xFEE0;
+    }
+    return c == 0x3000 ? ' ' : 0;
+}
+
+static PyObject *
+unwiden(PyObject *module, PyObject *args)
+{
+    PyObject *text;
+    if (!PyArg_ParseTuple(args, "U:unwiden", &text)) {
+        return NULL;
+    }
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), first = -1;
+    for (Py_ssize_t i = 0; i < n && first < 0; i++) {
+        if (wide_ascii(PyUnicode_READ(kind, data, i))) {
+            first = i;
+        }
+    }
+    if (first < 0) {
+        Py_INCREF(text);
+        return text;
+    }
+    Py_UCS4 max = 0; /* the narrowest form: str equality compares the kind first */
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        Py_UCS4 narrow = wide_ascii(c);
+        c = narrow ? narrow : c;
+        max = c > max ? c : max;
+    }
+    PyObject *out = PyUnicode_New(n, max);
+    if (out == NULL) {
+        return NULL;
+    }
+    int out_kind = PyUnicode_KIND(out);
+    void *out_data = PyUnicode_DATA(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        Py_UCS4 narrow = i >= first ? wide_ascii(c) : 0;
+        PyUnicode_WRITE(out_kind, out_data, i, narrow ? narrow : c);
     }
     return out;
 }
@@ -336,6 +434,7 @@ typedef struct {
     PyObject *terms;  /* term -> Entry: one Entry a term */
     Entry *dropped;
     Py_ssize_t stamp;
+    Entry **single; /* the Entry of each one-character token of the BMP (borrowed) */
 } Terms;
 
 static void
@@ -353,6 +452,7 @@ terms_dealloc(Terms *self)
     Py_XDECREF(self->tokens);
     Py_XDECREF(self->terms);
     Py_XDECREF(self->dropped);
+    PyMem_Free(self->single);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -407,6 +507,11 @@ terms_init(Terms *self, PyObject *args, PyObject *kwds)
     self->terms = PyDict_New();
     self->dropped = entry_new(NULL, 0.0);
     if (self->tokens == NULL || self->terms == NULL || self->dropped == NULL) {
+        return -1;
+    }
+    self->single = PyMem_Calloc(0x10000, sizeof(Entry *));
+    if (self->single == NULL) {
+        PyErr_NoMemory();
         return -1;
     }
     return 0;
@@ -569,7 +674,39 @@ entry_of_term(Terms *self, PyObject *term)
     return rc < 0 ? NULL : e;
 }
 
+/* Only characters of jieba's Chinese range (U+4E00-U+9FD5), and some. */
+static int
+all_han(PyObject *s)
+{
+    if (PyUnicode_KIND(s) != PyUnicode_2BYTE_KIND || PyUnicode_GET_LENGTH(s) == 0) {
+        return 0;
+    }
+    const Py_UCS2 *data = PyUnicode_2BYTE_DATA(s);
+    for (Py_ssize_t i = 0; i < PyUnicode_GET_LENGTH(s); i++) {
+        if (data[i] < 0x4E00 || data[i] > 0x9FD5) {
+            return 0;
+        }
+    }
+    return 1;
+}
+
 /* simhash._term_of()[token], then the term's Entry (borrowed); NULL on error. */
+static Entry *entry_of_token(Terms *self, PyObject *token);
+
+/* entry_of_token, with one-character tokens (most of them) found without a hash. */
+static Entry *
+entry_of(Terms *self, PyObject *token)
+{
+    if (PyUnicode_GET_LENGTH(token) != 1 || PyUnicode_KIND(token) == PyUnicode_4BYTE_KIND) {
+        return entry_of_token(self, token);
+    }
+    Py_UCS4 c = PyUnicode_READ_CHAR(token, 0);
+    if (self->single[c] == NULL) {
+        self->single[c] = entry_of_token(self, token);
+    }
+    return self->single[c];
+}
+
 static Entry *
 entry_of_token(Terms *self, PyObject *token)
 {
@@ -577,11 +714,18 @@ entry_of_token(Terms *self, PyObject *token)
     if (e != NULL || PyErr_Occurred()) {
         return e;
     }
-    PyObject *stripped = PyObject_CallMethod(token, "strip", NULL);
-    PyObject *term = stripped ? PyObject_CallMethod(stripped, "lower", NULL) : NULL;
-    Py_XDECREF(stripped);
-    if (term == NULL) {
-        return NULL;
+    PyObject *term;
+    if (all_han(token)) { /* no space, no case: str.strip and str.lower keep it */
+        Py_INCREF(token);
+        term = token;
+    }
+    else {
+        PyObject *stripped = PyObject_CallMethod(token, "strip", NULL);
+        term = stripped ? PyObject_CallMethod(stripped, "lower", NULL) : NULL;
+        Py_XDECREF(stripped);
+        if (term == NULL) {
+            return NULL;
+        }
     }
     int stop = PyUnicode_GET_LENGTH(term) == 0 ? 1 : PySet_Contains(self->stop, term);
     if (stop < 0) {
@@ -674,7 +818,7 @@ count_tokens(Terms *self, PyObject *tokens, Entry ***seen, Py_ssize_t *k, Py_ssi
             Py_DECREF(fast);
             return -1;
         }
-        Entry *e = entry_of_token(self, items[i]);
+        Entry *e = entry_of(self, items[i]);
         if (e == NULL) {
             Py_DECREF(fast);
             return -1;
@@ -720,6 +864,7 @@ terms_top(Terms *self, PyObject *args)
     if (PyDict_GET_SIZE(self->tokens) >= self->max_entries) { /* bounded, like Memo */
         PyDict_Clear(self->tokens);
         PyDict_Clear(self->terms);
+        memset(self->single, 0, 0x10000 * sizeof(Entry *));
     }
     self->stamp++;
     Entry **seen = NULL;
@@ -779,6 +924,10 @@ static PyTypeObject TermsType = {
 };
 
 static PyMethodDef module_methods[] = {
+    {"unwiden", unwiden, METH_VARARGS,
+     "unwiden(text): full-width ASCII and U+3000 as their NFKC forms (same NFKC)."},
+    {"find_square", find_square, METH_VARARGS,
+     "find_square(text, pos=0): segment._SQUARE.search(text, pos).span(), or None."},
     {"fast_cut", fast_cut, METH_VARARGS,
      "fast_cut(native_cut, text): segment._fast, the corrections of rjieba's tokens."},
     {NULL, NULL, 0, NULL},

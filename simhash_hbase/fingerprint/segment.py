@@ -183,6 +183,18 @@ def _fast_py(native_cut: NativeCut, text: str) -> list[str]:
 FastCut = Callable[[NativeCut, str], list[str]]
 
 
+def _square_py(text: str, pos: int = 0) -> tuple[int, int] | None:
+    """Where the first repeat (:data:`_SQUARE`) at or after ``pos`` starts and ends."""
+    found = _SQUARE(text, pos)
+    return None if found is None else found.span()
+
+
+#: :func:`_square_py`, in C when the extension is built (``_native.find_square``).
+_find_square: Callable[..., tuple[int, int] | None] = getattr(
+    native.module(), "find_square", _square_py
+)
+
+
 def _fast_cut() -> FastCut:
     """The C ``fast_cut`` when the extension is built (native.py), else :func:`_fast_py`."""
     compiled = native.module()
@@ -193,18 +205,18 @@ def _rjieba_cut(native_cut: NativeCut, text: str, fast: FastCut = _fast_py) -> l
     """jieba's tokens of ``text`` from rjieba's ``native_cut`` (a dictionary holding at
     least the words of ``text``), corrected as the module docstring says; ``fast``
     cuts the text between the blocks that jieba cuts itself."""
-    square = _SQUARE(text)
+    square = _find_square(text)
     if square is None:
         return fast(native_cut, text)
     out: list[str] = []
     last = 0
     while square is not None:  # from each repeat to the block that holds it
-        start, end = _block_around(text, square.start(), square.end())
+        start, end = _block_around(text, *square)
         if _hmm_meets_repeat(native_cut(text[start:end], False)):
             out += fast(native_cut, text[last:start])
             out += segmenter("jieba")(text[start:end])
             last = end
-        square = _SQUARE(text, end)
+        square = _find_square(text, end)
     out += fast(native_cut, text[last:])
     return out
 

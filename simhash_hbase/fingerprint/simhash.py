@@ -585,11 +585,22 @@ def _heaviest(terms: list[str], weights: list[float], n: int) -> list[tuple[str,
     return sorted(zip(terms, weights), key=_WEIGHT_THEN_TERM, reverse=True)[:n]
 
 
+def _unwiden_py(text: str) -> str:
+    return text
+
+
+#: Full-width ASCII and U+3000 replaced by their NFKC forms, in C (``_native.unwiden``);
+#: without the extension, nothing (NFKC does it).
+_unwiden: Callable[[str], str] = getattr(native.module(), "unwiden", _unwiden_py)
+
+
 def normalise(text: str, fold: Callable[[str], str] | None = None) -> str:
     """v2's text normalisation: NFKC (full-width Latin and digits become ASCII words,
     ligatures and circled numbers their plain forms), then the optional folding."""
     if not unicodedata.is_normalized("NFKC", text):  # most text is: a quick check, no copy
-        text = unicodedata.normalize("NFKC", text)
+        text = _unwiden(text)  # the same NFKC, reached sooner (Chinese punctuation)
+        if not unicodedata.is_normalized("NFKC", text):
+            text = unicodedata.normalize("NFKC", text)
     return fold(text) if fold is not None else text
 
 
