@@ -641,7 +641,10 @@ class SimhashIndex:
     def query_fingerprint(
         self, fp: int, k: int = DEFAULT_K, *, limit: int | None = DEFAULT_LIMIT
     ) -> Matches:
-        return self.query_fingerprints([fp], k, limit=limit)[0]
+        self.scheme.check_k(k)
+        check_limit(limit)
+        found = self._query_one(check_fingerprint(fp), k, limit)
+        return self.query_fingerprints([fp], k, limit=limit)[0] if found is None else found
 
     def query_many(
         self,

@@ -360,11 +360,10 @@ class Tables:
         leads = {prefix[4:5] + prefix[0:2]: prefix[2:4] for prefix in prefixes}
         if len(leads) != len(prefixes):
             return None
-        keys = list(leads)
         fresh = self.fresh if self.fresh is not None else self.tier(txn)
-        found = txn.cursor(self.index).getmulti(keys)
+        found = txn.cursor(self.index).getmulti(leads)
         if fresh is not None:
-            found += txn.cursor(fresh).getmulti(keys)
+            found += txn.cursor(fresh).getmulti(leads)
         where: list[bytes] = []  # the bucket of each cell of a lead
         nums: list[bytes] = []  # and its number
         for key, packed in found:
