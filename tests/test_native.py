@@ -99,15 +99,24 @@ def test_same_tokens_as_the_python_corrections(
 @given(text=_ANY, pos=st.integers(0, 80))
 def test_same_repeats_found(compiled: ModuleType, text: str, pos: int) -> None:
     assert compiled.find_square(text, pos) == segment._square_py(text, pos)
+    at = min(pos, len(text))
+    assert compiled.block_around(text, at, at) == segment._block_around_py(text, at, at)
+    square = segment._square_py(text, pos)
+    if square is not None:
+        assert compiled.block_around(text, *square) == segment._block_around_py(text, *square)
 
 
-_WIDE = [chr(c) for c in (*range(0xFF01, 0xFF5F), 0x3000)]
+_WIDE = [chr(c) for c in (*range(0xFF01, 0xFF5F), 0x3000, 0xA0, 0x2026)]
 
 
 def test_unwiden_maps_each_form_to_its_compatibility_decomposition(compiled: ModuleType) -> None:
     for c in _WIDE:
-        assert unicodedata.decomposition(c).startswith("<wide>")
+        assert unicodedata.decomposition(c).startswith(("<wide>", "<noBreak>", "<compat>"))
         assert compiled.unwiden(c) == unicodedata.normalize("NFKD", c)
+        assert (
+            compiled.unwiden(f"中{c}\U0001f600")
+            == f"中{unicodedata.normalize('NFKD', c)}\U0001f600"
+        )
 
 
 @_SETTINGS

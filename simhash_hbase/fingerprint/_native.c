@@ -285,6 +285,38 @@ find_square(PyObject *module, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* segment._BLOCK_CHARS: what jieba cuts as one block (its re_han_default). */
+static int
+block_char(Py_UCS4 c)
+{
+    return (c >= 0x4E00 && c <= 0x9FD5) || ascii_piece_char(c);
+}
+
+/* segment._block_around_py: the block of block characters holding text[start:end]. */
+static PyObject *
+block_around(PyObject *module, PyObject *args)
+{
+    PyObject *text;
+    Py_ssize_t start, end;
+    if (!PyArg_ParseTuple(args, "Unn:block_around", &text, &start, &end)) {
+        return NULL;
+    }
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    if (start < 0 || end < start || end > n) {
+        PyErr_SetString(PyExc_IndexError, "block_around: start and end out of the text");
+        return NULL;
+    }
+    while (start > 0 && block_char(PyUnicode_READ(kind, data, start - 1))) {
+        start--;
+    }
+    while (end < n && block_char(PyUnicode_READ(kind, data, end))) {
+        end++;
+    }
+    return Py_BuildValue("(nn)", start, end);
+}
+
 static PyObject *
 fast_cut(PyObject *module, PyObject *args)
 {
@@ -324,17 +356,28 @@ fast_cut(PyObject *module, PyObject *args)
 /* NFKC's full-width forms: simhash.normalise                          */
 /* ------------------------------------------------------------------ */
 
-/* The compatibility decomposition of U+FF01-U+FF5E (<wide> ASCII) and U+3000
- * (<wide> space), or 0. Replacing a character by its full compatibility
- * decomposition leaves NFKD, and so NFKC, of the text as it is; NFKC then has
- * nothing left to do in most Chinese text (tests/test_native.py). */
-static Py_UCS4
-wide_ascii(Py_UCS4 c)
+/* The full compatibility decomposition (NFKD) of the characters that keep most
+ * Chinese text from being NFKC already, as ASCII: full-width forms U+FF01-U+FF5E
+ * (<wide> ASCII), U+3000 (<wide> space), U+00A0 (<noBreak> space), U+2026 (...).
+ * Replacing a character by its full compatibility decomposition leaves NFKD, and
+ * so NFKC, of the text as it is; NFKC then has nothing left to do in most Chinese
+ * text (tests/test_native.py checks each against unicodedata). NULL: keep c. */
+static int
+decomposed(Py_UCS4 c, Py_UCS4 to[3]) /* the length written to `to`; 0: keep c */
 {
     if (c >= 0xFF01 && c <= 0xFF5E) {
-        return c - 0xFEE0;
+        to[0] = c - 0xFEE0;
+        return 1;
     }
-    return c == 0x3000 ? ' ' : 0;
+    if (c == 0x3000 || c == 0xA0) {
+        to[0] = ' ';
+        return 1;
+    }
+    if (c == 0x2026) {
+        to[0] = to[1] = to[2] = '.';
+        return 3;
+    }
+    return 0;
 }
 
 static PyObject *
@@ -346,33 +389,36 @@ unwiden(PyObject *module, PyObject *args)
     }
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text), first = -1;
-    for (Py_ssize_t i = 0; i < n && first < 0; i++) {
-        if (wide_ascii(PyUnicode_READ(kind, data, i))) {
-            first = i;
-        }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), length = 0;
+    Py_UCS4 max = 0; /* the narrowest form: str equality compares the kind first */
+    int changed = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i), to[3];
+        int more = decomposed(c, to);
+        changed |= more;
+        length += more ? more : 1;
+        max = !more && c > max ? c : max;
     }
-    if (first < 0) {
+    if (!changed) {
         Py_INCREF(text);
         return text;
     }
-    Py_UCS4 max = 0; /* the narrowest form: str equality compares the kind first */
-    for (Py_ssize_t i = 0; i < n; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        Py_UCS4 narrow = wide_ascii(c);
-        c = narrow ? narrow : c;
-        max = c > max ? c : max;
-    }
-    PyObject *out = PyUnicode_New(n, max);
+    PyObject *out = PyUnicode_New(length, max > 127 ? max : 127);
     if (out == NULL) {
         return NULL;
     }
     int out_kind = PyUnicode_KIND(out);
     void *out_data = PyUnicode_DATA(out);
+    Py_ssize_t at = 0;
     for (Py_ssize_t i = 0; i < n; i++) {
-        Py_UCS4 c = PyUnicode_READ(kind, data, i);
-        Py_UCS4 narrow = i >= first ? wide_ascii(c) : 0;
-        PyUnicode_WRITE(out_kind, out_data, i, narrow ? narrow : c);
+        Py_UCS4 c = PyUnicode_READ(kind, data, i), to[3];
+        int more = decomposed(c, to);
+        if (!more) {
+            PyUnicode_WRITE(out_kind, out_data, at++, c);
+        }
+        for (int k = 0; k < more; k++) {
+            PyUnicode_WRITE(out_kind, out_data, at++, to[k]);
+        }
     }
     return out;
 }
@@ -925,9 +971,11 @@ static PyTypeObject TermsType = {
 
 static PyMethodDef module_methods[] = {
     {"unwiden", unwiden, METH_VARARGS,
-     "unwiden(text): full-width ASCII and U+3000 as their NFKC forms (same NFKC)."},
+     "unwiden(text): full-width ASCII, U+3000, U+00A0 and U+2026 as their NFKD (same NFKC)."},
     {"find_square", find_square, METH_VARARGS,
      "find_square(text, pos=0): segment._SQUARE.search(text, pos).span(), or None."},
+    {"block_around", block_around, METH_VARARGS,
+     "block_around(text, start, end): segment._block_around_py in C."},
     {"fast_cut", fast_cut, METH_VARARGS,
      "fast_cut(native_cut, text): segment._fast, the corrections of rjieba's tokens."},
     {NULL, NULL, 0, NULL},

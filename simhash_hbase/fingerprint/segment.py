@@ -127,7 +127,7 @@ def _rjieba_span(cut: NativeCut, text: str) -> list[str]:
     return tokens if _ASCII_RUN(text) is None else _resplit_ascii(tokens)
 
 
-def _block_around(text: str, start: int, end: int) -> tuple[int, int]:
+def _block_around_py(text: str, start: int, end: int) -> tuple[int, int]:
     """The jieba block holding ``text[start:end]`` (all block characters).
 
     Found from the repeat outwards, not by visiting every block of the text: a
@@ -189,9 +189,12 @@ def _square_py(text: str, pos: int = 0) -> tuple[int, int] | None:
     return None if found is None else found.span()
 
 
-#: :func:`_square_py`, in C when the extension is built (``_native.find_square``).
+#: :func:`_square_py` and :func:`_block_around_py`, in C when the extension is built.
 _find_square: Callable[..., tuple[int, int] | None] = getattr(
     native.module(), "find_square", _square_py
+)
+_block_around: Callable[[str, int, int], tuple[int, int]] = getattr(
+    native.module(), "block_around", _block_around_py
 )
 
 

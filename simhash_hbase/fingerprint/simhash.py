@@ -589,7 +589,8 @@ def _unwiden_py(text: str) -> str:
     return text
 
 
-#: Full-width ASCII and U+3000 replaced by their NFKC forms, in C (``_native.unwiden``);
+#: Full-width ASCII, U+3000, U+00A0 and U+2026 replaced by their compatibility
+#: decompositions, which leaves NFKC as it is, in C (``_native.unwiden``);
 #: without the extension, nothing (NFKC does it).
 _unwiden: Callable[[str], str] = getattr(native.module(), "unwiden", _unwiden_py)
 

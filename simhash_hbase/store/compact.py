@@ -710,9 +710,7 @@ class CompactBatch:
 OnMergePart = Callable[[int, int, int], None]
 
 
-def merge_fresh(
-    tables: Tables, *, force: bool = False, on_part: OnMergePart | None = None
-) -> int:
+def merge_fresh(tables: Tables, *, force: bool = False, on_part: OnMergePart | None = None) -> int:
     """Move the fresh tier's cells into the index once it is due (or ``force``), in
     up to :data:`MAX_PARTS` commits of one key range each; the cells moved.
 
