@@ -180,18 +180,33 @@ append_resplit(PyObject *tokens, Py_ssize_t start, Py_ssize_t end, PyObject *out
     return rc;
 }
 
-/* segment._resplit_ascii(tokens), appended to out. */
+/* Appends tokens[start:end] to out as they are, in one step. */
+static int
+append_slice(PyObject *tokens, Py_ssize_t start, Py_ssize_t end, PyObject *out)
+{
+    if (end <= start) {
+        return 0;
+    }
+    PyObject *slice = PyList_GetSlice(tokens, start, end);
+    if (slice == NULL) {
+        return -1;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(out);
+    int rc = PyList_SetSlice(out, n, n, slice);
+    Py_DECREF(slice);
+    return rc;
+}
+
+/* segment._resplit_ascii(tokens), appended to out: the tokens between the runs
+ * it changes are copied a stretch at a time. */
 static int
 append_resplit_ascii(PyObject *tokens, PyObject *out)
 {
     Py_ssize_t n = PyList_GET_SIZE(tokens);
-    Py_ssize_t i = 0;
+    Py_ssize_t i = 0, kept = 0; /* tokens[kept:i] are still to be copied as they are */
     while (i < n) {
         int kind = run_kind(PyList_GET_ITEM(tokens, i));
         if (kind == 0) {
-            if (PyList_Append(out, PyList_GET_ITEM(tokens, i)) < 0) {
-                return -1;
-            }
             i++;
             continue;
         }
@@ -201,16 +216,14 @@ append_resplit_ascii(PyObject *tokens, PyObject *out)
         }
         /* _CHANGED_RUN: a run of two pieces or more, or a lone kind 2 */
         if (end - i >= 2 || kind == 2) {
-            if (append_resplit(tokens, i, end, out) < 0) {
+            if (append_slice(tokens, kept, i, out) < 0 || append_resplit(tokens, i, end, out) < 0) {
                 return -1;
             }
-        }
-        else if (PyList_Append(out, PyList_GET_ITEM(tokens, i)) < 0) {
-            return -1;
+            kept = end;
         }
         i = end;
     }
-    return 0;
+    return append_slice(tokens, kept, n, out);
 }
 
 /* segment._rjieba_span(native_cut, text[start:end]), appended to out. */
