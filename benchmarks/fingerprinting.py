@@ -13,9 +13,13 @@ shared machine hit both sides alike:
 
 from __future__ import annotations
 
+import json
 import multiprocessing
 import os
 import statistics
+import subprocess
+import sys
+import tempfile
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -91,6 +95,50 @@ def _single_process(
         dt, _ = timed(lambda toks: [Simhash(t).value for t in toks], tokens)
         totals["PyPI Simhash(tokens) only"] += dt
     return totals, ratios
+
+
+#: Fingerprints and margins of the texts in a file, one JSON line each (null: no terms).
+_PYTHON_PATH = """
+import json, sys
+from simhash_hbase import EmptyDocument, Fingerprinter
+fp = Fingerprinter()
+for text in json.load(open(sys.argv[1], encoding="utf-8")):
+    try:
+        bits, margins = fp.fingerprint_margins(text)
+        print(json.dumps([bits, margins.tobytes().hex()]))
+    except EmptyDocument:
+        print("null")
+"""
+
+
+def _fingerprints_and_margins(texts: list[str], env: dict[str, str]) -> list[Any]:
+    """What a fresh process with ``env`` computes for ``texts`` (_PYTHON_PATH)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".json", encoding="utf-8") as f:
+        json.dump(texts, f)
+        f.flush()
+        out = subprocess.run(
+            [sys.executable, "-c", _PYTHON_PATH, f.name],
+            capture_output=True, text=True, check=True, env={**os.environ, **env},
+        ).stdout  # fmt: skip
+    return [json.loads(line) for line in out.splitlines()]
+
+
+def _same_as_python(texts: list[str]) -> dict[str, Any]:
+    """The default path (the C extension when built) vs the pure-Python one
+    (``SHDB_NATIVE=0``), each in a fresh process: documents whose fingerprint and
+    64 margins (bit for bit) are the same."""
+    from simhash_hbase.fingerprint import native
+
+    default = _fingerprints_and_margins(texts, {})
+    python = _fingerprints_and_margins(texts, {native.ENV: "0"})
+    return {
+        "path": native.status(),
+        "docs": len(texts),
+        "identical_fingerprints": sum(
+            (a and a[0]) == (b and b[0]) for a, b in zip(default, python)
+        ),
+        "identical_margins": sum(a == b for a, b in zip(default, python)),
+    }
 
 
 def _map_rounds(texts: list[str], fingerprinter: Any, rounds: int) -> dict[str, Any]:
@@ -181,7 +229,9 @@ def run(ctx: Context) -> dict[str, Any]:
     shdb, segmented = totals["shdb Fingerprinter"], totals[_segmenter_task(seg)]
     log(f"fingerprint overhead beyond segmentation ({seg}) {overhead:+.1%}; map(workers=2) ...")
     mapped = _map_rounds(texts, fingerprinter, plan.fp_map_rounds)
-    log(f"map speedup {mapped['speedup']:.2f}x")
+    log(f"map speedup {mapped['speedup']:.2f}x; the default path vs pure Python ...")
+    same = _same_as_python(texts)
+    log(f"{same['path']}: {same['identical_margins']} of {same['docs']} identical")
     return {
         "docs": len(texts),
         "megabytes": mb,
@@ -200,6 +250,7 @@ def run(ctx: Context) -> dict[str, Any]:
         "chunks": len(ratios["fingerprint"]),
         "speed_vs_pypi_simhash": totals["jieba.lcut + PyPI Simhash"] / shdb,
         "map": mapped,
+        "vs_python_path": same,
         "doc_step": plan.fp_doc_step,
         "corpus": "a generated corpus (smoke run)"
         if ctx.mode == "smoke"
@@ -235,8 +286,9 @@ def figures(fp: dict[str, Any]) -> list[Figure]:
             "Fingerprinter (default: v2, tw2sp folding) speed / jieba.lcut on the same documents",
             fp.get("speed_vs_lcut", float("nan")),
             Target.at_least(_FLOOR_VS_LCUT),
-            measured=f"{report.fmt(rates['shdb Fingerprinter']['mb_per_s'])} MB/s",
+            measured=f"{report.fmt(rates['shdb Fingerprinter']['mb_per_s'])} MB/s" + _path_note(fp),
             baseline=f"jieba.lcut {report.fmt(rates['jieba.lcut']['mb_per_s'])} MB/s",
+            exact=_all_same(fp),
             bound=_versions_bound(fp),
         ),
         Figure.report(
@@ -246,6 +298,35 @@ def figures(fp: dict[str, Any]) -> list[Figure]:
             f"jieba.lcut {report.fmt(rates['jieba.lcut']['mb_per_s'])} MB/s",
         ),
     ]
+
+
+def _all_same(fp: dict[str, Any]) -> bool:
+    """Every fingerprint and margin the same as the pure-Python path's (True for results
+    from before that was measured)."""
+    same = fp.get("vs_python_path")
+    return same is None or same["identical_margins"] == same["docs"]
+
+
+def _path_note(fp: dict[str, Any]) -> str:
+    same = fp.get("vs_python_path")
+    if same is None:
+        return ""
+    return (
+        f" ({same['path']}; fingerprints and margins identical to the pure-Python path "
+        f"on {same['identical_margins']} of {same['docs']} documents)"
+    )
+
+
+def _path_sentence(fp: dict[str, Any]) -> str:
+    same = fp.get("vs_python_path")
+    if same is None:
+        return "The fingerprinting path and its identity to pure Python were not recorded."
+    return (
+        f"Fingerprinting path: **{same['path']}**. The same documents through the pure-Python "
+        f"path (`SHDB_NATIVE=0`, a fresh process): **{same['identical_fingerprints']} of "
+        f"{same['docs']}** identical fingerprints, {same['identical_margins']} of "
+        f"{same['docs']} with all 64 margins identical bit for bit."
+    )
 
 
 def _versions_bound(fp: dict[str, Any]) -> str:
@@ -310,6 +391,7 @@ def render(results: dict[str, Any]) -> str:
         chunks=fp["chunks"],
         overhead_totals=f"{fp.get('overhead_vs_segmenter_totals', float('nan')):+.1%}",
         counting=_counting_sentence(fp),
+        path=_path_sentence(fp),
         vs_lcut=f"{fp.get('speed_vs_lcut', float('nan')):.2f}x",
         vs_pypi=f"{fp['speed_vs_pypi_simhash']:.2f}x",
         rounds=m["rounds"],
