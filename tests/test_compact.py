@@ -563,3 +563,43 @@ def test_warm_maps_the_whole_file_and_changes_no_answer(tmp_path: Path) -> None:
         assert 0 < index.warm() <= (folder / "data.mdb").stat().st_size
     with SimhashIndex.open(str(folder), readonly=True, warm=True) as reader:
         assert [reader.query_fingerprint(fp, 3) for fp in fps[:50].tolist()] == answers
+
+
+@settings(max_examples=15, deadline=None)
+@given(
+    flips=st.lists(st.lists(st.integers(0, 63), max_size=4), min_size=1, max_size=20),
+    merged=st.booleans(),
+)
+def test_a_warm_readers_fresh_filter_misses_no_cell(
+    flips: list[list[int]], merged: bool, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """warm() keeps a bitmap of the fresh tier's prefixes: every prefix of every
+    cell there is set in it, so queries that skip the tier's buckets whose bit is
+    clear answer as the plain scan; after another commit it is not used (a new
+    document in the fresh tier is found)."""
+    q = 0x0F1E_2D3C_4B5A_6978
+    docs = [Document(f"n{i}", q ^ sum(1 << b for b in set(bits))) for i, bits in enumerate(flips)]
+    docs += [Document(f"x{i}", int(fp)) for i, fp in enumerate(_fingerprints(300, seed=5))]
+    folder = tmp_path_factory.mktemp("filter") / "ix"
+    with SimhashIndex.open(str(folder)) as index, pytest.MonkeyPatch.context() as mp:
+        index.add_documents(docs[::2])
+        if merged:
+            mp.setattr(compact, "FRESH_MIN_CELLS", 1)
+        index.add_documents(docs[1::2])
+    with SimhashIndex.open(str(folder)) as index:
+        index.warm()
+        tables = index._store._compact  # type: ignore[attr-defined]
+        held = tables.filter
+        with tables.env.begin() as txn:
+            assert held is not None and held.txn_id == txn.id()
+            for key, packed in txn.cursor(tables.fresh):
+                for pos in range(0, len(packed), compact.CELL_BYTES):
+                    prefix = key[1:3] + packed[pos : pos + 2] + key[0:1]
+                    h = int.from_bytes(prefix, "big") % held.modulus
+                    assert held.bits[h >> 3] >> (h & 7) & 1
+        for x in (q, q ^ 1 << 7, *(d.fingerprint for d in docs[:40])):
+            got = index.query_fingerprint(x, 3, limit=None)
+            (want,) = index.query_probed([[x]], 3, limit=None)
+            assert (got, got.total) == (want, want.total)
+        index.add_fingerprint("late", q ^ 1 << 3)  # a commit: the filter is stale
+        assert "late" in {m.doc_id for m in index.query_fingerprint(q, 3, limit=None)}

@@ -174,6 +174,19 @@ def spilled_leads(packed: bytes) -> set[bytes]:
     return {packed[pos - 2 : pos] for pos in find_cells_at(packed, SPILLED, 2)}
 
 
+class FreshFilter(NamedTuple):
+    """Which prefixes have cells in the fresh tier at one snapshot (the LMDB
+    transaction id ``txn_id``): a bitmap over each cell's prefix value (field << 8
+    | flag, the 5 bytes of the prefix) modulo ``modulus`` (2^b - 1, at least 8 bits
+    a cell). A probe whose bit is clear has no cell there, and a query skips its
+    bucket in that tier (one cache-missing leaf less a probe). Exact: used only by
+    read transactions of the snapshot it was built from (a commit changes the id)."""
+
+    txn_id: int
+    modulus: int
+    bits: bytes
+
+
 class Tables:
     """The databases of one environment, and how rows are encoded in them."""
 
@@ -187,6 +200,7 @@ class Tables:
         self.hot: Any = handles.get(HOT_ROWS)  # None: a file without hot rows, read-only
         self.catalog = env.open_db(None)  # LMDB's main database: the named ones' records
         self.h = helpers
+        self.filter: FreshFilter | None = None  # see fresh_filter(); set by a warm reader
 
     @staticmethod
     def open(env: lmdb.Environment, txn: Txn | None = None) -> dict[bytes, Any]:
@@ -363,7 +377,18 @@ class Tables:
         fresh = self.fresh if self.fresh is not None else self.tier(txn)
         found = txn.cursor(self.index).getmulti(leads)
         if fresh is not None:
-            found += txn.cursor(fresh).getmulti(leads)
+            held = self.filter
+            if held is not None and held.txn_id == txn.id():
+                m, bits = held.modulus, held.bits
+                asked: Iterable[bytes] = [
+                    key
+                    for key, prefix in zip(leads, prefixes)
+                    if bits[(h := int.from_bytes(prefix, "big") % m) >> 3] >> (h & 7) & 1
+                ]
+            else:
+                asked = leads
+            if asked:
+                found += txn.cursor(fresh).getmulti(asked)
         where: list[bytes] = []  # the bucket of each cell of a lead
         nums: list[bytes] = []  # and its number
         for key, packed in found:
@@ -385,6 +410,30 @@ class Tables:
                 docs.append((decode_id(name[8:]), int.from_bytes(name[:8], "big")))
                 cells += nums.count(num)
         return docs, cells
+
+    def fresh_filter(self, txn: Txn) -> FreshFilter | None:
+        """The :class:`FreshFilter` of ``txn``'s snapshot (None: no fresh tier),
+        from every cell of the tier, marks included; one pass over it."""
+        fresh = self.tier(txn)
+        if fresh is None:
+            return None
+        keys: list[bytes] = []
+        values: list[bytes] = []
+        for key, packed in txn.cursor(fresh):
+            keys.append(b"\x00" + key)
+            values.append(packed)
+        sizes = np.fromiter(map(len, values), dtype=np.int64, count=len(values)) // CELL_BYTES
+        head = np.repeat(np.frombuffer(b"".join(keys), dtype=">u4").astype(np.uint64), sizes)
+        lo = np.frombuffer(b"".join(values), dtype=CELL)["lo"].astype(np.uint64)
+        field = (head & np.uint64(0xFFFF)) << np.uint64(16) | lo
+        value = field << np.uint64(8) | head >> np.uint64(16)  # the prefix's 5 bytes
+        modulus = (1 << max(16, (8 * len(value)).bit_length())) - 1
+        slot = value % np.uint64(modulus)
+        bits = np.zeros(modulus // 8 + 1, dtype=np.uint8)
+        np.bitwise_or.at(
+            bits, slot >> np.uint64(3), np.left_shift(1, slot & np.uint64(7)).astype(np.uint8)
+        )
+        return FreshFilter(txn.id(), modulus, bits.tobytes())
 
     def scan_wide(
         self, txn: Txn, prefixes: Sequence[bytes], row_cap: int | None = None

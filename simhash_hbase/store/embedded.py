@@ -735,6 +735,12 @@ class EmbeddedStore:
         if madvise(ctypes.c_void_p(start), ctypes.c_size_t(size), _MADV_POPULATE_READ):
             pages = (ctypes.c_char * size).from_address(start)
             _ = pages[:: mmap.PAGESIZE]  # one byte a page, read in C
+        if self._compact is not None:
+            try:
+                with self._env.begin() as txn:
+                    self._compact.filter = self._compact.fresh_filter(txn)
+            except lmdb.Error as exc:
+                raise self._error(exc, "read") from exc
         return size
 
     def merge_fresh(self, on_part: compact.OnMergePart | None = None) -> int:
