@@ -999,21 +999,15 @@ class SimhashIndex:
                 continue
             s = slot[key]
             result = held[s]
-            own = any(m.doc_id == doc.doc_id for m in result)
-            total = result.total - (old is not None and (own or _within(old, probes, k)))
-            # The held version of a document written earlier in the batch is replaced:
-            # that one is counted below, among the batch's.
-            replaced = [m for m in result if m.doc_id in written]
-            total -= len(replaced)
-            hits = [
-                m
-                for m in result
-                if m.doc_id not in written and (m.doc_id != doc.doc_id or not ingest)
-            ]
-            for t, dist, sim in near[s]:
-                total += count[t]
-                hits += [Match(i, distinct[t][0][0], dist, sim) for i in nearest[t]]
-            found.append(Matches(sorted(hits, key=_match_order)[:limit], total, result.total_exact))
+            total, hits = 0, list[Match]()
+            if result.total or len(near[s]) > 1 or count[s] or old is not None:
+                total, hits = self._batch_matches(result, doc, probes, old, written, ingest, k)
+                for t, dist, sim in near[s]:
+                    total += count[t]
+                    hits += [Match(i, distinct[t][0][0], dist, sim) for i in nearest[t]]
+                hits = sorted(hits, key=_match_order)[:limit]
+            # else (most documents): nothing held near, nothing near in the batch so far
+            found.append(Matches(hits, total, result.total_exact))
             if ingest or keep[j] or not total:  # type: ignore[index]
                 if doc.doc_id in written:  # its earlier version of this batch is replaced
                     _, t = written[doc.doc_id]
@@ -1025,6 +1019,27 @@ class SimhashIndex:
                 bisect.insort(nearest[s], doc.doc_id)
                 del nearest[s][len(nearest[s]) if limit is None else limit :]
         return found, [j for j, _ in written.values()]
+
+    @staticmethod
+    def _batch_matches(
+        result: Matches,
+        doc: Document,
+        probes: Sequence[int],
+        old: int | None,
+        written: dict[str, tuple[int, int]],
+        ingest: bool,
+        k: int,
+    ) -> tuple[int, list[Match]]:
+        """A document's held matches as :meth:`_lookups` reports them: its own older
+        version and the held versions of documents written earlier in the batch (they
+        are counted among the batch's) left out; (their count, those shown)."""
+        own = any(m.doc_id == doc.doc_id for m in result)
+        total = result.total - (old is not None and (own or _within(old, probes, k)))
+        total -= sum(m.doc_id in written for m in result)
+        hits = [
+            m for m in result if m.doc_id not in written and (m.doc_id != doc.doc_id or not ingest)
+        ]
+        return total, hits
 
     def _near_keys(
         self, keys: list[InsertKey], k: int
@@ -1132,6 +1147,8 @@ def _ranked(
     near: dict[tuple[str, int], int], limit: int | None, total: int, exact: bool
 ) -> Matches:
     """The ``limit`` nearest hits (distance, then id) of {(id, fingerprint): distance}."""
+    if not near:  # most lookups of a batch
+        return Matches((), total, exact)
     hits = ((doc_id, fp, dist) for (doc_id, fp), dist in near.items())
     if limit is None or len(near) <= limit:
         top = sorted(hits, key=_by_distance)

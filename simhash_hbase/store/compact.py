@@ -447,7 +447,7 @@ class Tables:
         want = np.frombuffer(b"".join(prefixes), dtype=codec.PREFIX_DTYPE)
         field = want["field"].astype(np.uint64)
         bucket = want["flag"].astype(np.uint64) << np.uint64(16) | field >> np.uint64(16)
-        buckets = np.unique(bucket)
+        buckets = _distinct(bucket)
         keys = (buckets << np.uint64(8)).astype(">u4").view(np.uint8).reshape(-1, 4)[:, :3]
         found = self.buckets(txn, np.ascontiguousarray(keys).view("V3").reshape(-1).tolist())
         if not found:
@@ -1135,7 +1135,12 @@ class _Commit:
         self._t.put_state(self._txn, self._state)
 
 
-WIDE_SORT = 16  # cells per prefix up to which a wide scan matches by sorting
+#: A wide scan matches cells to prefixes this many cells at a time (memory: ~30
+#: bytes a cell), through a table of 2**bits flags, bits in this range: a cell of
+#: no prefix passes it with P ~ prefixes / 2**bits (<= 1/32 up to the top).
+MATCH_CHUNK = 1 << 22
+FILTER_BITS = (10, 26)
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: the top bits of key * this
 
 
 def _matched(
@@ -1144,37 +1149,47 @@ def _matched(
     """(prefix position, cell number) of each cell of ``found`` (bucket key ->
     cells) whose bucket and lead are a prefix's (``probe``: bucket << 16 | lead).
 
-    Few cells a prefix (small buckets): all cells matched at once by sorting
-    them, no Python work per prefix. Many (big buckets, where sorting every
-    cell would cost more than reading them): a ``bytes.find`` a prefix in C."""
-    sizes = np.fromiter(map(len, found.values()), dtype=np.int64, count=len(found))
-    if sizes.sum() // CELL_BYTES > WIDE_SORT * len(prefixes):
-        at: list[int] = []
-        numbers: list[bytes] = []
-        for p, prefix in enumerate(prefixes):
-            packed = found.get(prefix[4:5] + prefix[0:2])
-            if packed is None:
-                continue
-            lead = prefix[2:4]
-            pos = packed.find(lead)
-            while pos >= 0:
-                if pos % CELL_BYTES == 0:
-                    at.append(p)
-                    numbers.append(packed[pos + 2 : pos + 6])
-                pos = packed.find(lead, pos + 1)
-        nums = np.frombuffer(b"".join(numbers), dtype=">u4").astype(np.uint32)
-        return np.array(at, dtype=np.intp), nums
-    cells = np.frombuffer(b"".join(found.values()), dtype=CELL)
-    held = np.frombuffer(b"".join(b"\x00" + key for key in found), dtype=">u4")
-    cell_key = np.repeat(held.astype(np.uint64), sizes // CELL_BYTES) << np.uint64(16)
-    cell_key |= cells["lo"].astype(np.uint64)
-    order = np.argsort(cell_key, kind="stable")
-    cell_key = cell_key[order]
-    lo = np.searchsorted(cell_key, probe, side="left")
-    count = np.searchsorted(cell_key, probe, side="right") - lo
-    which = np.repeat(np.arange(len(probe)), count)  # each (prefix, cell) pair
-    start = np.repeat(lo - (np.cumsum(count) - count), count)
-    return which, cells["num"][order[start + np.arange(len(which))]].astype(np.uint32)
+    Linear in the cells read and without Python work per prefix or per cell: a
+    cell's key (bucket << 16 | lead) is looked up in a table of flags set at the
+    probes' hashes, where most cells of no prefix fail, and those that pass are
+    matched exactly by a binary search of the sorted probes (each of a prefix
+    listed twice gets the cell twice)."""
+    order = np.argsort(probe, kind="stable")
+    probes = probe[order]
+    lo_bits, hi_bits = FILTER_BITS
+    bits = int(min(hi_bits, max(lo_bits, len(probes).bit_length() + 5)))
+    table = np.zeros(1 << bits, dtype=bool)
+    table[(probes * _GOLDEN) >> np.uint64(64 - bits)] = True
+    values = list(found.values())
+    sizes = np.fromiter(map(len, values), dtype=np.int64, count=len(values)) // CELL_BYTES
+    held = np.frombuffer(b"".join(b"\x00" + key for key in found), dtype=">u4").astype(np.uint64)
+    held <<= np.uint64(16)
+    ends = np.cumsum(sizes)
+    cuts = np.unique(np.searchsorted(ends, np.arange(MATCH_CHUNK, ends[-1], MATCH_CHUNK)))
+    which: list[np.ndarray] = []
+    nums: list[np.ndarray] = []
+    for a, b in pairwise([0, *cuts.tolist(), len(values)]):
+        cells = np.frombuffer(b"".join(values[a:b]), dtype=CELL)
+        key = np.repeat(held[a:b], sizes[a:b]) | cells["lo"].astype(np.uint64)
+        cand = np.flatnonzero(table[(key * _GOLDEN) >> np.uint64(64 - bits)])
+        key = key[cand]
+        left = np.searchsorted(probes, key, side="left")
+        count = np.searchsorted(probes, key, side="right") - left
+        pair = np.repeat(np.arange(len(cand)), count)  # each (cell, prefix) pair
+        first = np.repeat(left - (np.cumsum(count) - count), count) + np.arange(len(pair))
+        which.append(order[first])
+        nums.append(cells["num"][cand[pair]].astype(np.uint32))
+    return np.concatenate(which), np.concatenate(nums)
+
+
+def _distinct(bucket: np.ndarray) -> np.ndarray:
+    """The distinct bucket numbers (flag << 16 | top 16 bits: 24 bits), ascending:
+    many of them by marking a table of all 2**24 (linear, no sort of them)."""
+    if len(bucket) < 1 << 16:
+        return np.unique(bucket)
+    seen = np.zeros(1 << 24, dtype=bool)
+    seen[bucket] = True
+    return np.flatnonzero(seen).astype(np.uint64)
 
 
 def _crowded(buckets: list[bytes], cap: int) -> bool:
