@@ -76,6 +76,11 @@ class BenchHBase:
         """The production path: the store over the Thrift2 gateway."""
         return f"hbase://{self.host}:{self.thrift2_port}"
 
+    @property
+    def zookeeper(self) -> str:
+        """The ZooKeeper quorum (``SHDB_BENCH_ZK_PORT``; for a running instance too)."""
+        return f"{self.host}:{ZK_PORT}"
+
     def prefix(self, name: str) -> str:
         """The table prefix for ``name`` in this run (unique on a shared instance)."""
         return f"{self.tag}{name}"

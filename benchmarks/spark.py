@@ -279,6 +279,67 @@ def run_scale(ctx: Context) -> dict[str, Any]:
     }
 
 
+def _hbase_cpu() -> float:
+    """CPU seconds used so far by the HBase JVMs of this machine (master and region
+    server, Thrift gateways): what the region server spends on Puts or on adopting
+    HFiles. On a shared instance other users' work counts too."""
+    import psutil
+
+    total = 0.0
+    for proc in psutil.process_iter(["name", "cmdline", "cpu_times"]):
+        cmd = proc.info["cmdline"] or []
+        if proc.info["name"] == "java" and any("org.apache.hadoop.hbase." in c for c in cmd):
+            times = proc.info["cpu_times"]
+            total += times.user + times.system
+    return total
+
+
+def run_bulkload(ctx: Context) -> dict[str, Any]:
+    """`shdb spark ingest` with local[2] into two fresh indexes of the same HBase:
+    Puts through the Thrift gateway, then HFiles and bulk load (--bulk-load), on
+    the same generated short documents; client and HBase CPU for each."""
+    _require_pyspark()
+    hbase = ctx.require_hbase()
+    n = int(
+        os.environ.get("SHDB_SPARK_DOCS") or ctx.pick(smoke=2_000, quick=100_000, full=1_000_000)
+    )
+    data = ctx.work / f"spark-bulk-{n}.jsonl"
+    size = write_corpus(list(short_documents(n)), data)
+    log(f"spark bulk load: {n} short docs, {size / 1e6:.1f} MB")
+    out: dict[str, Any] = {"docs": n, "bytes": size}
+    modes = {
+        "puts": [],
+        "bulk": ["--bulk-load", str(ctx.work / "hfiles"), "--zookeeper", hbase.zookeeper],
+    }
+    for name, extra in modes.items():
+        url = f"{hbase.url_base}?prefix={hbase.prefix(f'spkbl_{name}')}"
+        args = ["spark", "ingest", str(data), "--index", url, "--master", "local[2]"]
+        before = _hbase_cpu()
+        run = _cpu_of([*args, "--rejects", str(ctx.work / f"bl-rejects-{name}"), *extra])
+        run["hbase_cpu_s"] = _hbase_cpu() - before
+        log(f"spark bulk load: {name} {run}")
+        out[name] = run
+    return out
+
+
+def bulkload_figures(r: dict[str, Any]) -> list[Figure]:
+    puts, bulk = r["puts"], r["bulk"]
+    return [
+        Figure.judge(
+            f"spark ingest --bulk-load (HFiles + bulk load) / Puts through Thrift, "
+            f"local[2], wall ({r['docs']:,} docs)",
+            bulk["wall_s"] / puts["wall_s"],
+            Target.at_most(1.0),
+            measured=f"{bulk['wall_s']:.0f} s wall, {bulk['cpu_s']:.0f} s CPU, "
+            f"HBase {bulk['hbase_cpu_s']:.0f} s CPU",
+            baseline=f"{puts['wall_s']:.0f} s wall, {puts['cpu_s']:.0f} s CPU, "
+            f"HBase {puts['hbase_cpu_s']:.0f} s CPU",
+            bound=f"job CPU {bulk['cpu_s'] / puts['cpu_s']:.2f}x, HBase CPU "
+            f"{bulk['hbase_cpu_s'] / max(puts['hbase_cpu_s'], 1e-9):.2f}x",
+        )
+    ]
+
+
 def scale_figures(r: dict[str, Any]) -> list[Figure]:
     local, spark = r["shdb"], r["spark"]
     return [
@@ -300,6 +361,13 @@ register(
     Section(
         "spark_scale", "Spark dedup at scale: local[2] against shdb dedup --workers 2",
         run_scale, scale_figures, order=36, modes=("smoke", "quick", "full"),
+    )
+)  # fmt: skip
+register(
+    Section(
+        "spark_bulkload", "Spark ingest into HBase: HFiles + bulk load against Puts",
+        run_bulkload, bulkload_figures, needs_hbase=True, order=66,
+        modes=("smoke", "quick", "full"),
     )
 )  # fmt: skip
 register(

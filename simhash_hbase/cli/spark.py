@@ -8,9 +8,10 @@ imported when a command runs, so ``shdb --help`` stays fast without it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Annotated, Any
+from urllib.parse import parse_qs, urlsplit
 
 import typer
 
@@ -37,11 +38,13 @@ from simhash_hbase.layout.scheme import DEFAULT_SCHEME, get_scheme
 from simhash_hbase.records import DEFAULT_LIMIT, check_limit
 from simhash_hbase.spark import inputs
 from simhash_hbase.store import resolve_url
+from simhash_hbase.store.hbase import DEFAULT_PREFIX
 from simhash_hbase.text.readers import DEFAULT_MAX_BYTES, SourceOptions
 
 if TYPE_CHECKING:
     from pyspark.sql import SparkSession
 
+    from simhash_hbase.spark.hfiles import Target as BulkTarget
     from simhash_hbase.spark.jobs import Reading, Summary
 
 spark_app = group("Jobs on Apache Spark: corpus-wide dedup, and backfill of an HBase index.")
@@ -89,6 +92,22 @@ RejectsOpt = Annotated[
     str, typer.Option(help="Folder for the bad records (JSONL: source, reason).")
 ]
 BatchOpt = Annotated[int, typer.Option(help="Documents per write batch.")]
+BulkLoadOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--bulk-load",
+        help="Write new ids as HFiles in this staging folder (a URL the region servers "
+        "can read: hdfs://... on a cluster) and bulk load them; needs --zookeeper.",
+        show_default=False,
+    ),
+]
+ZookeeperOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="With --bulk-load: the HBase cluster's ZooKeeper quorum, HOST:PORT[,HOST:PORT].",
+        show_default=False,
+    ),
+]
 
 
 def reading(
@@ -108,14 +127,14 @@ def reading(
     return Reading(paths, fmt, opts, split_mb << 20)
 
 
-def session(master: MasterOpt = None, conf: ConfOpt = None) -> Callable[[], SparkSession]:
+def session(master: MasterOpt = None, conf: ConfOpt = None) -> Callable[..., SparkSession]:
     """The option group of the Spark session: started by the job, under its error
-    translation (PySpark is imported only then)."""
+    translation (PySpark is imported only then), with extra ``jars`` if given."""
 
-    def start() -> SparkSession:
+    def start(jars: Sequence[str] = ()) -> SparkSession:
         from simhash_hbase.spark.session import get_session, parse_conf
 
-        return get_session(master, parse_conf(conf or []))
+        return get_session(master, parse_conf(conf or []), jars)
 
     return start
 
@@ -194,18 +213,29 @@ def ingest_cmd(
     scheme: SchemeOpt = None,
     wanted: dict[str, Any],
     batch_size: BatchOpt = 1000,
-    spark: Callable[[], SparkSession],
+    spark: Callable[..., SparkSession],
     partitions: PartitionsOpt = None,
+    bulk_load: BulkLoadOpt = None,
+    zookeeper: ZookeeperOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Backfill an HBase index from Spark executors (same tables as `shdb ingest`)."""
+    """Backfill an HBase index from Spark executors (same tables as `shdb ingest`):
+    through the Thrift gateway in batches, or (--bulk-load) as HFiles handed to
+    HBase's bulk load, the same cells."""
     from simhash_hbase.spark.jobs import ingest
 
+    url = resolve_url(index)
+    bulk = _bulk_target(url, bulk_load, zookeeper)
+    jars: list[str] = []
+    if bulk is not None:
+        from simhash_hbase.spark.hfiles import bulkload_jars
+
+        jars = bulkload_jars()
     with _job_errors():
         summary = ingest(
-            spark(),
+            spark(jars),
             source,
-            resolve_url(index),
+            url,
             scheme=scheme,
             params=wanted,
             store_text=store_text,
@@ -214,6 +244,7 @@ def ingest_cmd(
             rejects=rejects,
             batch_size=batch_size,
             partitions=partitions,
+            bulk=bulk,
         )
     found = "" if report is None else f", {summary.pairs} near-duplicates (k<={k}) in {report}"
     rate = summary.documents / summary.seconds if summary.seconds else 0.0
@@ -223,3 +254,21 @@ def ingest_cmd(
         f"{summary.records} records in {summary.seconds:.1f} s ({rate:.0f} docs/s)",
         as_json,
     )
+
+
+def _bulk_target(url: str, staging: str | None, zookeeper: str | None) -> BulkTarget | None:
+    from simhash_hbase.spark.hfiles import Target
+    from simhash_hbase.spark.jobs import check_hbase_url
+
+    if staging is None:
+        if zookeeper is not None:
+            raise InvalidInput("--zookeeper is for --bulk-load STAGING_DIR")
+        return None
+    check_hbase_url(url)
+    if not zookeeper:
+        raise InvalidInput(
+            "--bulk-load needs --zookeeper HOST:PORT, the ZooKeeper quorum of the HBase "
+            "cluster behind --index (hbase.zookeeper.quorum in its hbase-site.xml)"
+        )
+    prefix = parse_qs(urlsplit(url).query).get("prefix", [DEFAULT_PREFIX])[-1]
+    return Target(zookeeper, prefix, staging)

@@ -5,6 +5,8 @@
         "$(python -c 'import simhash_hbase.cli.spark_submit as m; print(m.__file__)')" \\
         dedup hdfs:///crawl/2026-11.parquet --output hdfs:///dedup/2026-11 --clusters
 
+    spark-submit ... --jars "$(python -m simhash_hbase.cli.spark_submit --bulkload-jars)" ...
+
 Arguments after this module are those of ``shdb spark``. The master and every
 other setting come from spark-submit. The executors import ``simhash_hbase``
 from the zip; its dependencies (jieba, mmh3, numpy, happybase) must be
@@ -44,6 +46,11 @@ def main(argv: list[str] | None = None) -> None:
     if args[:1] == ["--zip"] and len(args) == 2:
         count = write_zip(args[1])
         print(f"wrote {count} files to {args[1]}; pass it to spark-submit --py-files")
+        return
+    if args == ["--bulkload-jars"]:  # for spark-submit --jars (ingest --bulk-load)
+        from simhash_hbase.spark.hfiles import bulkload_jars
+
+        print(",".join(bulkload_jars()))
         return
     app(args=["spark", *args], prog_name="shdb")
 

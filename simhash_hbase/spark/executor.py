@@ -19,6 +19,7 @@ from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.jobs.ingest import to_document
 from simhash_hbase.layout.nets import sketch_document
 from simhash_hbase.records import BadRecord, Document, Duplicate, Record
+from simhash_hbase.spark.hfiles import Cell, docs_cells, index_cells
 from simhash_hbase.store import open_store
 
 Item = tuple[int, Record | BadRecord]
@@ -114,6 +115,30 @@ def write_partition(
             index.add_documents(batch)
             written += len(batch)
     yield written
+
+
+def split_held(
+    url: str, items: Iterable[DocItem], batch_size: int
+) -> Iterator[tuple[bool, DocItem]]:
+    """Each document with whether the index already holds its id (batched reads
+    of the docs rows): the bulk load writes only ids it does not hold; the others
+    are replaced through the writers' protocol, which deletes their stale cells."""
+    ordered = iter(items)
+    with SimhashIndex.open(url, create=False) as index:
+        while batch := list(islice(ordered, batch_size)):
+            held = index.get_many([doc.doc_id for _, doc in batch])  # type: ignore[union-attr]
+            for item in batch:
+                yield item[1].doc_id in held, item  # type: ignore[union-attr]
+
+
+def bulk_cells(url: str, table: str, items: Iterable[DocItem], batch_size: int) -> Iterator[Cell]:
+    """The cells of a partition's documents in ``table`` ("index" or "docs") for
+    the HFiles: exactly the cells the Thrift path puts."""
+    ordered = iter(items)
+    with SimhashIndex.open(url, create=False) as index:
+        while batch := [doc for _, doc in islice(ordered, batch_size)]:
+            docs: list[Document] = batch  # type: ignore[assignment]
+            yield from index_cells(index.cells, docs) if table == "index" else docs_cells(docs)
 
 
 def _die_mid_batch(url: str, index: SimhashIndex, batch: list[Document]) -> None:

@@ -26,10 +26,13 @@ from simhash_hbase.spark.executor import (
     FAULT_ENV,
     DocItem,
     Fingerprinting,
+    bulk_cells,
     held_duplicates,
     parse_fault,
+    split_held,
     write_partition,
 )
+from simhash_hbase.spark.hfiles import Loader, Target, stamp_now, write_hfiles
 from simhash_hbase.text.readers import SourceOptions
 
 if TYPE_CHECKING:
@@ -211,8 +214,13 @@ def ingest(
     rejects: str = "shdb-spark-rejects",
     batch_size: int = 1000,
     partitions: int | None = None,
+    bulk: Target | None = None,
 ) -> Summary:
     """Backfill: fingerprint and write the input into the HBase index at ``url``.
+
+    With ``bulk``, the documents whose ids the index does not hold yet are
+    written as HFiles and bulk loaded (:mod:`simhash_hbase.spark.hfiles`); the
+    others, and everything without ``bulk``, through the Thrift gateway.
 
     The manifest is created (or checked against ``scheme``/``params``) here, on
     the driver, before any executor writes. The same id twice: the last one in
@@ -242,12 +250,55 @@ def ingest(
     summary.records = items.count()
     if report is not None:
         summary.pairs = _report(spark, docs, url, (held_scheme, k, held_lsh), batch_size, report)
-    fault = parse_fault(os.environ.get(FAULT_ENV))
-    summary.documents = docs.mapPartitions(
-        lambda part: write_partition(url, part, batch_size, fault)
-    ).sum()
+    if bulk is not None:
+        summary.documents = _bulk_write(spark, docs, url, bulk, batch_size)
+    else:
+        summary.documents = _thrift_write(docs, url, batch_size)
     summary.seconds = time.perf_counter() - started
     return summary
+
+
+def _thrift_write(docs: RDD[tuple[int, Document]], url: str, batch_size: int) -> int:
+    fault = parse_fault(os.environ.get(FAULT_ENV))
+    return int(docs.mapPartitions(lambda part: write_partition(url, part, batch_size, fault)).sum())
+
+
+def _bulk_write(
+    spark: SparkSession, docs: RDD[tuple[int, Document]], url: str, bulk: Target, batch_size: int
+) -> int:
+    """Ids new to the index as HFiles, bulk loaded: the index cells first, then
+    the docs rows (a docs row never lands before its cells); ids the index holds
+    through the Thrift path. The staging folder is removed after the load."""
+    from pyspark import StorageLevel
+
+    sc = spark.sparkContext
+    loader = Loader(sc, bulk)
+    try:
+        marked = docs.mapPartitions(lambda part: split_held(url, part, batch_size))
+        marked.persist(StorageLevel.MEMORY_AND_DISK)
+        held: RDD[tuple[int, Document]] = marked.filter(lambda m: m[0]).values()  # type: ignore[assignment]
+        fresh = marked.filter(lambda m: not m[0]).values()
+        stamp = stamp_now()
+        run_dir = f"{bulk.staging.rstrip('/')}/{bulk.prefix}-{stamp}"
+        for table in ("index", "docs"):
+            folder = f"{run_dir}/{table}"
+            write_hfiles(
+                fresh.mapPartitions(
+                    lambda part, t=table: bulk_cells(url, t, part, batch_size)  # type: ignore[misc]
+                ),
+                loader.start_keys(table),
+                folder,
+                loader.format_conf(table),
+                stamp,
+            )
+            loader.load(table, folder)
+        remove_outputs(spark, [run_dir])
+        written = fresh.count()
+        written += _thrift_write(held, url, batch_size)
+        marked.unpersist()
+        return written
+    finally:
+        loader.close()
 
 
 def _report(

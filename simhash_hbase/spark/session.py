@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import sys
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -42,20 +43,24 @@ def _local_python(base: SparkConf) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", python)
 
 
-def _launch_args(master: str | None, conf: Mapping[str, str]) -> None:
+def _launch_args(master: str | None, conf: Mapping[str, str], jars: Sequence[str] = ()) -> None:
     """The driver's heap is fixed when its JVM starts, so ``spark.driver.memory``
     set on the builder afterwards is ignored: pass it to the launch instead
     (``$PYSPARK_SUBMIT_ARGS``), unless spark-submit already started the JVM or the
     variable is set. Local mode runs every task in that one JVM, and Spark's 1 GB
     default ran out of heap at 1 M documents, so local mode gets a quarter of the
-    machine's memory (1-8 GB) unless told otherwise."""
+    machine's memory (1-8 GB) unless told otherwise. ``jars`` (the bulk load's
+    HBase classes) go on the driver's class path there too, and to the executors."""
     if "PYSPARK_GATEWAY_PORT" in os.environ or "PYSPARK_SUBMIT_ARGS" in os.environ:
         return
     memory = conf.get("spark.driver.memory")
     if memory is None and (master is None or master.startswith("local")):
         memory = f"{local_driver_memory_mb()}m"
-    if memory is not None:
-        os.environ["PYSPARK_SUBMIT_ARGS"] = f"--driver-memory {memory} pyspark-shell"
+    args = [] if memory is None else ["--driver-memory", memory]
+    if jars:
+        args += ["--jars", ",".join(jars), "--driver-class-path", os.pathsep.join(jars)]
+    if args:
+        os.environ["PYSPARK_SUBMIT_ARGS"] = shlex.join([*args, "pyspark-shell"])
 
 
 def local_driver_memory_mb() -> int:
@@ -110,11 +115,16 @@ def parse_conf(items: list[str]) -> dict[str, str]:
     return conf
 
 
-def get_session(master: str | None = None, conf: Mapping[str, str] | None = None) -> SparkSession:
+def get_session(
+    master: str | None = None,
+    conf: Mapping[str, str] | None = None,
+    jars: Sequence[str] = (),
+) -> SparkSession:
     """The active session, or a new one.
 
     ``master`` None: spark-submit's master when launched by it, else ``local[*]``.
-    An explicit ``master`` always wins.
+    An explicit ``master`` always wins. ``jars`` are put on the class path of a
+    JVM this call starts (under spark-submit, its --jars do that).
     """
     require_pyspark()
     from pyspark import SparkConf, SparkContext
@@ -123,7 +133,7 @@ def get_session(master: str | None = None, conf: Mapping[str, str] | None = None
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    _launch_args(master, conf or {})
+    _launch_args(master, conf or {}, jars)
     SparkContext._ensure_initialized()  # the JVM; under spark-submit it holds its settings
     base = SparkConf()
     if master is None:

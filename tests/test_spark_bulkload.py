@@ -1,0 +1,156 @@
+"""`shdb spark ingest --bulk-load`: HFiles and BulkLoad give the Thrift path's cells.
+
+Each job runs as its own `shdb` process: the bulk load's jars go on the JVM's
+class path at launch, and a test process's JVM may have started without them
+(tests/test_spark.py shares one session).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from .conftest import fresh_hbase_url, gateway_address, hbase_address
+
+pytest.importorskip("pyspark", reason="the spark extra is not installed")
+
+pytestmark = pytest.mark.hbase
+
+#: The standalone HBase's ZooKeeper (scripts/hbase: SHDB_HBASE_ZK_PORT).
+ZOOKEEPER = os.environ.get("SHDB_TEST_HBASE_ZK", "127.0.0.1:12181")
+_OWNER = b"f:o"  # a writer's claim token (SPEC, "Writers"): random by design, not content
+
+
+def _shdb(*args: str, check: int | None = 0) -> subprocess.CompletedProcess[str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "simhash_hbase", *args],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=900,
+    )
+    if check is not None:
+        assert done.returncode == check, done.stdout + done.stderr[-3000:]
+    return done
+
+
+def _corpus(folder: Path, seed: int) -> tuple[Path, list[str]]:
+    """Random texts with planted copies and one-word edits (near-duplicates),
+    one record with meta, one bad record."""
+    rng = random.Random(seed)
+    words = list("海量文档去重相似哈希分段鸽巢原理行键区域服务器批量写入今天天气")
+    texts = ["".join(rng.choice(words) for _ in range(50)) + f"编号{i}" for i in range(90)]
+    texts += [texts[i] for i in range(0, 90, 9)]  # exact copies
+    texts += [texts[i][:-6] + "修改了一点" for i in range(3, 90, 7)]  # near copies
+    lines = [
+        json.dumps({"id": f"b{i}", "text": t, "site": f"s{i % 3}"}, ensure_ascii=False)
+        for i, t in enumerate(texts)
+    ]
+    lines.append('{"id": 7}')
+    path = folder / "corpus.jsonl"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path, texts
+
+
+def _cells(url: str) -> dict[str, dict[bytes, dict[bytes, bytes]]]:
+    """Every cell of the index and docs tables (not the claim tokens)."""
+    import happybase
+
+    prefix = url.rsplit("prefix=", 1)[1]
+    host, port = hbase_address().rsplit(":", 1)
+    conn = happybase.Connection(host, int(port))
+    try:
+        out = {}
+        for table in ("index", "docs"):
+            rows = conn.table(f"{prefix}_{table}").scan()
+            out[table] = {key: {c: v for c, v in cols.items() if c != _OWNER} for key, cols in rows}
+        return out
+    finally:
+        conn.close()
+
+
+def _ingest(url: str, corpus: Path, tmp: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    return _shdb(
+        "spark", "ingest", str(corpus), "--index", url, "--master", "local[2]",
+        "--rejects", str(tmp / "rejects"), "--report", str(tmp / "report"),
+        "--batch-size", "32", "--store-text", *extra, check=3,
+    )  # fmt: skip
+
+
+def _report(folder: Path) -> list[tuple[object, ...]]:
+    rows = []
+    for part in sorted((folder / "duplicates.jsonl").glob("part-*")):
+        rows += [json.loads(line) for line in part.read_text().splitlines() if line]
+    return sorted((r["id"], r["near_id"], r["distance"], r["similarity"]) for r in rows)
+
+
+def test_bulk_load_writes_the_cells_of_the_thrift_path(tmp_path: Path) -> None:
+    """Same corpus both ways, into indexes that already hold some ids (one
+    replaced by a different text, one the same) and a near-copy: identical
+    cells, identical reports, identical answers to queries."""
+    corpus, texts = _corpus(tmp_path, seed=3)
+    held = tmp_path / "held.jsonl"
+    held.write_text(
+        "\n".join(
+            json.dumps({"id": i, "text": t}, ensure_ascii=False)
+            for i, t in [
+                ("b5", "完全不同的旧文本" * 9),
+                ("b6", texts[6]),
+                ("old", texts[20] + "尾"),
+            ]
+        )
+        + "\n",
+        encoding="utf-8",
+    )
+    api = "thrift1"
+    with fresh_hbase_url(api) as thrift, fresh_hbase_url(api) as bulk:
+        for url in (thrift, bulk):
+            _shdb("ingest", str(held), "--index", url)
+        (tmp_path / "t").mkdir()
+        (tmp_path / "b").mkdir()
+        _ingest(thrift, corpus, tmp_path / "t")
+        done = _ingest(
+            bulk, corpus, tmp_path / "b",
+            "--bulk-load", str(tmp_path / "staging"), "--zookeeper", ZOOKEEPER,
+        )  # fmt: skip
+        assert f"added {len(texts)} documents" in done.stderr + done.stdout
+        want, got = _cells(thrift), _cells(bulk)
+        assert len(want["docs"]) == len(texts) + 1
+        assert sum(len(cols) for cols in want["index"].values()) > 10 * len(texts)
+        assert got == want
+        assert _report(tmp_path / "b" / "report") == _report(tmp_path / "t" / "report")
+        assert _report(tmp_path / "b" / "report")  # the planted near-copies were found
+        assert not any((tmp_path / "staging").iterdir())  # the HFiles moved into HBase
+        for i in (0, 5, 9, 45):
+            answers = [
+                json.loads(_shdb("query", texts[i], "--index", url, "--json").stdout)
+                for url in (thrift, bulk)
+            ]
+            assert answers[0] == answers[1] and answers[0]["matches"], answers
+        verify = json.loads(_shdb("verify", "--index", bulk, "--json").stdout)
+        assert verify["documents"] == len(texts) + 1
+        other = gateway_address("thrift2")  # readable through the other gateway too
+        url = bulk.replace(hbase_address(), other)
+        assert json.loads(_shdb("query", texts[9], "--index", url, "--json").stdout)["matches"]
+
+
+def test_bulk_load_errors_name_the_fix(tmp_path: Path) -> None:
+    corpus, _ = _corpus(tmp_path, seed=4)
+    with fresh_hbase_url("thrift1") as url:
+        done = _shdb("spark", "ingest", str(corpus), "--index", url,
+                     "--bulk-load", str(tmp_path / "s"), check=None)  # fmt: skip
+        assert done.returncode not in (0, 3) and "--zookeeper HOST:PORT" in done.stderr
+        done = _shdb(
+            "spark", "ingest", str(corpus), "--index", url, "--master", "local[1]",
+            "--bulk-load", str(tmp_path / "s"), "--zookeeper", "127.0.0.1:1",
+            "--rejects", str(tmp_path / "rejects"), check=None,
+        )  # fmt: skip
+        assert done.returncode not in (0, 3)
+        assert "ZooKeeper 127.0.0.1:1 did not answer" in done.stderr, done.stderr[-2000:]
+        assert "check --zookeeper" in done.stderr
