@@ -9,6 +9,7 @@ of these tests skips and the pure-Python path is what runs.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -22,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simhash_hbase import EmptyDocument, FingerprintParams
-from simhash_hbase.fingerprint import native, segment, simhash
+from simhash_hbase.fingerprint import native, opencc_cache, segment, simhash
 from simhash_hbase.fingerprint.simhash import Fingerprinter, register_idf
 from tests.test_segment import _REPEAT_TEXTS, _TEXTS, SEEDS, _real_texts
 
@@ -185,3 +186,55 @@ def test_version_names_the_path(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv(native.ENV, "0")
     assert native.module() is None
     assert Fingerprinter()._native is None
+
+
+@pytest.fixture(scope="module")
+def screen() -> str:
+    found = opencc_cache.witnesses("t2s")
+    if found is None:
+        pytest.fail("OpenCC's t2s dictionaries could not be read (opencc_dict)")
+    return found
+
+
+def test_every_character_t2s_changes_is_in_its_screen(screen: str) -> None:
+    """Each character of the BMP and of the CJK extension planes alone (one line each:
+    OpenCC converts lines independently), and the keys' own characters."""
+    chars = [chr(c) for c in [*range(0x20, 0xD800), *range(0xE000, 0x10000),
+                              *range(0x20000, 0x323B0)] if chr(c) != "\n"]  # fmt: skip
+    converted = opencc_cache.converter("t2s")("\n".join(chars)).split("\n")
+    assert len(converted) == len(chars)
+    changed = {c for c, to in zip(chars, converted) if c != to}
+    assert changed and changed <= set(screen)
+
+
+_PLAIN = st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF)
+
+
+@_SETTINGS
+@given(
+    text=st.one_of(
+        _ANY,
+        st.lists(st.one_of(_PLAIN, st.sampled_from(["\n", "乾隆", "後來", "軟體"]))).map("".join),
+    )
+)
+def test_lines_outside_the_screen_are_left_as_they_are(screen: str, text: str) -> None:
+    """The screen's premise, and its C and Python forms mark the same lines."""
+    lines = text.split("\n")
+    marked = simhash._suspect_lines(screen)(text, lines)
+    t2s = opencc_cache.converter("t2s")
+    for i, line in enumerate(lines):
+        if i not in marked:
+            assert t2s(line) == line
+    pattern = re.compile(f"[{re.escape(screen)}]")
+    assert marked == [i for i, line in enumerate(lines) if pattern.search(line)]
+
+
+def test_without_the_extension_the_screen_is_a_regular_expression(
+    screen: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv(native.ENV, "0")
+    simhash._suspect_lines.cache_clear()
+    lines = ["abc", "軟體", "中文", "後來\r"]
+    assert simhash._suspect_lines(screen)("\n".join(lines), lines) == [1, 3]
+    assert simhash._suspect_lines(None)("\n".join(lines), lines) == [0, 1, 2, 3]
+    simhash._suspect_lines.cache_clear()  # the next folders take the C screen again

@@ -436,6 +436,42 @@ unwiden(PyObject *module, PyObject *args)
     return out;
 }
 
+/* The indices of the lines ("\n") of text holding a character whose bit is set in
+ * `marked` (a bitmap over code points): opencc_cache.witnesses' screen. */
+static PyObject *
+marked_lines(PyObject *module, PyObject *args)
+{
+    PyObject *text;
+    Py_buffer marked;
+    if (!PyArg_ParseTuple(args, "Uy*:marked_lines", &text, &marked)) {
+        return NULL;
+    }
+    PyObject *out = PyList_New(0);
+    int kind = PyUnicode_KIND(text);
+    const void *data = PyUnicode_DATA(text);
+    const unsigned char *bits = marked.buf;
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), line = 0, limit = marked.len * 8;
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+        Py_UCS4 c = PyUnicode_READ(kind, data, i);
+        if (c == '\n') {
+            line++;
+            continue;
+        }
+        if ((Py_ssize_t)c < limit && bits[c >> 3] >> (c & 7) & 1) {
+            PyObject *at = PyLong_FromSsize_t(line);
+            if (at == NULL || PyList_Append(out, at) < 0) {
+                Py_CLEAR(out);
+            }
+            Py_XDECREF(at);
+            while (i + 1 < n && PyUnicode_READ(kind, data, i + 1) != '\n') {
+                i++; /* the rest of this line: it is marked already */
+            }
+        }
+    }
+    PyBuffer_Release(&marked);
+    return out;
+}
+
 /* ------------------------------------------------------------------ */
 /* Terms: token -> term, counts, weights, top-N                        */
 /* ------------------------------------------------------------------ */
@@ -983,6 +1019,8 @@ static PyTypeObject TermsType = {
 };
 
 static PyMethodDef module_methods[] = {
+    {"marked_lines", marked_lines, METH_VARARGS,
+     "marked_lines(text, bitmap): indices of the lines holding a marked character."},
     {"unwiden", unwiden, METH_VARARGS,
      "unwiden(text): full-width ASCII, U+3000, U+00A0 and U+2026 as their NFKD (same NFKC)."},
     {"find_square", find_square, METH_VARARGS,

@@ -659,23 +659,49 @@ def _folder(fold: str) -> Callable[[str], str] | None:
         lines = text.split("\n")
         return "\n".join(tw2sp()(line) if t2s(line) != line else line for line in lines)
 
+    suspects = _suspect_lines(opencc_cache.witnesses("t2s"))
+
     def by_phrase(text: str) -> str:
         """:func:`by_line`, with one OpenCC call per converter: no dictionary key or value
         holds a newline, so OpenCC converts newline-joined lines line by line
-        (tests/test_fingerprint_v2.py), and the lines t2s changes are the Traditional ones."""
-        folded = t2s(text)
-        if folded == text:
+        (tests/test_fingerprint_v2.py), and the lines t2s changes are the Traditional ones.
+        Only lines holding a character of t2s's screen can change
+        (:func:`~simhash_hbase.fingerprint.opencc_cache.witnesses`): the others are not
+        given to OpenCC at all."""
+        lines = text.split("\n")
+        maybe = suspects(text, lines)
+        if not maybe:
             return text
-        lines, simple = text.split("\n"), folded.split("\n")
-        changed = [i for i, (line, to) in enumerate(zip(lines, simple)) if line != to]
+        simple = t2s("\n".join([lines[i] for i in maybe])).split("\n")
+        changed = [i for i, to in zip(maybe, simple) if lines[i] != to]
+        if not changed:
+            return text
         converted = tw2sp()("\n".join([lines[i] for i in changed])).split("\n")
-        if len(lines) != len(simple) or len(converted) != len(changed):
+        if len(simple) != len(maybe) or len(converted) != len(changed):
             return by_line(text)  # never seen: a converter that joined or split lines
         for i, line in zip(changed, converted):
             lines[i] = line
         return "\n".join(lines)
 
     return by_phrase
+
+
+@cache
+def _suspect_lines(screen: str | None) -> Callable[[str, list[str]], list[int]]:
+    """(text, its lines) -> the indices of the lines holding a character of ``screen``
+    (in C when the extension is built); every line without a screen (None). Built once
+    per process and screen (its bitmap costs ~2 ms)."""
+    if screen is None:
+        return lambda text, lines: list(range(len(lines)))
+    compiled = native.module()
+    if compiled is not None:
+        marked = bytearray(0x110000 // 8)
+        for c in map(ord, screen):
+            marked[c >> 3] |= 1 << (c & 7)
+        bitmap = bytes(marked)
+        return lambda text, lines: compiled.marked_lines(text, bitmap)  # type: ignore[no-any-return]
+    found = re.compile(f"[{re.escape(screen)}]").search
+    return lambda text, lines: [i for i, line in enumerate(lines) if found(line)]
 
 
 def _fold_converter_version(fold: str = "t2s") -> str:
