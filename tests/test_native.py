@@ -220,7 +220,7 @@ _PLAIN = st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF)
 def test_lines_outside_the_screen_are_left_as_they_are(screen: str, text: str) -> None:
     """The screen's premise, and its C and Python forms mark the same lines."""
     lines = text.split("\n")
-    marked = simhash._suspect_lines(screen)(text, lines)
+    marked = simhash._suspect_lines(screen)(text)
     t2s = opencc_cache.converter("t2s")
     for i, line in enumerate(lines):
         if i not in marked:
@@ -235,6 +235,6 @@ def test_without_the_extension_the_screen_is_a_regular_expression(
     monkeypatch.setenv(native.ENV, "0")
     simhash._suspect_lines.cache_clear()
     lines = ["abc", "軟體", "中文", "後來\r"]
-    assert simhash._suspect_lines(screen)("\n".join(lines), lines) == [1, 3]
-    assert simhash._suspect_lines(None)("\n".join(lines), lines) == [0, 1, 2, 3]
+    assert simhash._suspect_lines(screen)("\n".join(lines)) == [1, 3]
+    assert simhash._suspect_lines(None)("\n".join(lines)) == [0, 1, 2, 3]
     simhash._suspect_lines.cache_clear()  # the next folders take the C screen again

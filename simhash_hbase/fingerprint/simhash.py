@@ -668,10 +668,10 @@ def _folder(fold: str) -> Callable[[str], str] | None:
         Only lines holding a character of t2s's screen can change
         (:func:`~simhash_hbase.fingerprint.opencc_cache.witnesses`): the others are not
         given to OpenCC at all."""
-        lines = text.split("\n")
-        maybe = suspects(text, lines)
+        maybe = suspects(text)
         if not maybe:
             return text
+        lines = text.split("\n")
         simple = t2s("\n".join([lines[i] for i in maybe])).split("\n")
         changed = [i for i, to in zip(maybe, simple) if lines[i] != to]
         if not changed:
@@ -687,21 +687,21 @@ def _folder(fold: str) -> Callable[[str], str] | None:
 
 
 @cache
-def _suspect_lines(screen: str | None) -> Callable[[str, list[str]], list[int]]:
-    """(text, its lines) -> the indices of the lines holding a character of ``screen``
-    (in C when the extension is built); every line without a screen (None). Built once
-    per process and screen (its bitmap costs ~2 ms)."""
+def _suspect_lines(screen: str | None) -> Callable[[str], list[int]]:
+    """text -> the indices of its lines holding a character of ``screen`` (in C when the
+    extension is built); every line without a screen (None). Built once per process and
+    screen (its bitmap costs ~2 ms)."""
     if screen is None:
-        return lambda text, lines: list(range(len(lines)))
+        return lambda text: list(range(text.count("\n") + 1))
     compiled = native.module()
     if compiled is not None:
         marked = bytearray(0x110000 // 8)
         for c in map(ord, screen):
             marked[c >> 3] |= 1 << (c & 7)
         bitmap = bytes(marked)
-        return lambda text, lines: compiled.marked_lines(text, bitmap)  # type: ignore[no-any-return]
+        return lambda text: compiled.marked_lines(text, bitmap)  # type: ignore[no-any-return]
     found = re.compile(f"[{re.escape(screen)}]").search
-    return lambda text, lines: [i for i, line in enumerate(lines) if found(line)]
+    return lambda text: [i for i, line in enumerate(text.split("\n")) if found(line)]
 
 
 def _fold_converter_version(fold: str = "t2s") -> str:
