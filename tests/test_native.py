@@ -17,6 +17,7 @@ import unicodedata
 from collections.abc import Callable
 from types import ModuleType
 
+import mmh3
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -238,3 +239,26 @@ def test_without_the_extension_the_screen_is_a_regular_expression(
     assert simhash._suspect_lines(screen)("\n".join(lines)) == [1, 3]
     assert simhash._suspect_lines(None)("\n".join(lines)) == [0, 1, 2, 3]
     simhash._suspect_lines.cache_clear()  # the next folders take the C screen again
+
+
+_TERMS = st.lists(st.text(st.characters(exclude_categories=["Cs"]), max_size=40), max_size=20)
+
+
+@_SETTINGS
+@given(terms=_TERMS, seed=st.integers(0, (1 << 32) - 1))
+def test_sign_rows_are_mmh3s_bits(compiled: ModuleType, terms: list[str], seed: int) -> None:
+    """murmur3 x64_128 in C against mmh3, on arbitrary Unicode (every tail length)."""
+    rows = np.frombuffer(compiled.sign_rows(terms, seed), dtype=np.float64)
+    assert rows.reshape(len(terms), 64).tolist() == simhash._sign_rows(terms, seed).tolist()
+    for term in terms:  # mmh3 hashes a str as its UTF-8 bytes
+        assert mmh3.hash64(term, seed, signed=False) == mmh3.hash64(
+            term.encode(), seed, signed=False
+        )
+
+
+def test_a_lone_surrogate_is_an_encoding_error_on_both_paths(compiled: ModuleType) -> None:
+    """(mmh3 5.3.1 crashes the process on such a str: both paths hash bytes.)"""
+    with pytest.raises(UnicodeEncodeError):
+        compiled.sign_rows(["a\ud800"], 0)
+    with pytest.raises(UnicodeEncodeError):
+        simhash._sign_rows(["a\ud800"], 0)

@@ -473,6 +473,132 @@ marked_lines(PyObject *module, PyObject *args)
 }
 
 /* ------------------------------------------------------------------ */
+/* Hashing: mmh3.hash64(term, seed, signed=False)[0], as signs         */
+/* ------------------------------------------------------------------ */
+
+static uint64_t
+rotl64(uint64_t x, int r)
+{
+    return (x << r) | (x >> (64 - r));
+}
+
+static uint64_t
+fmix64(uint64_t k)
+{
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdULL;
+    k ^= k >> 33;
+    k *= 0xc4ceb9fe1a85ec53ULL;
+    k ^= k >> 33;
+    return k;
+}
+
+static uint64_t
+block64(const unsigned char *p) /* little-endian, as MurmurHash3 on x86 reads it */
+{
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) {
+        v = (v << 8) | p[i];
+    }
+    return v;
+}
+
+/* MurmurHash3_x64_128's first 64 bits (what mmh3.hash64(...)[0] returns, unsigned). */
+static uint64_t
+murmur3_x64_128_low(const unsigned char *data, Py_ssize_t len, uint32_t seed)
+{
+    const uint64_t c1 = 0x87c37b91114253d5ULL, c2 = 0x4cf5ad432745937fULL;
+    uint64_t h1 = seed, h2 = seed, k1, k2;
+    Py_ssize_t nblocks = len / 16;
+    for (Py_ssize_t i = 0; i < nblocks; i++) {
+        k1 = block64(data + 16 * i);
+        k2 = block64(data + 16 * i + 8);
+        k1 *= c1;
+        k1 = rotl64(k1, 31);
+        k1 *= c2;
+        h1 ^= k1;
+        h1 = rotl64(h1, 27);
+        h1 += h2;
+        h1 = h1 * 5 + 0x52dce729;
+        k2 *= c2;
+        k2 = rotl64(k2, 33);
+        k2 *= c1;
+        h2 ^= k2;
+        h2 = rotl64(h2, 31);
+        h2 += h1;
+        h2 = h2 * 5 + 0x38495ab5;
+    }
+    const unsigned char *tail = data + 16 * nblocks;
+    Py_ssize_t rest = len & 15;
+    k1 = k2 = 0;
+    for (Py_ssize_t i = rest - 1; i >= 8; i--) {
+        k2 ^= (uint64_t)tail[i] << (8 * (i - 8));
+    }
+    if (rest > 8) {
+        k2 *= c2;
+        k2 = rotl64(k2, 33);
+        k2 *= c1;
+        h2 ^= k2;
+    }
+    for (Py_ssize_t i = (rest < 8 ? rest : 8) - 1; i >= 0; i--) {
+        k1 ^= (uint64_t)tail[i] << (8 * i);
+    }
+    if (rest > 0) {
+        k1 *= c1;
+        k1 = rotl64(k1, 31);
+        k1 *= c2;
+        h1 ^= k1;
+    }
+    h1 ^= (uint64_t)len;
+    h2 ^= (uint64_t)len;
+    h1 += h2;
+    h2 += h1;
+    h1 = fmix64(h1);
+    h2 = fmix64(h2);
+    h1 += h2;
+    return h1;
+}
+
+/* sign_rows(terms, seed): for each term, its hash's 64 bits, most significant first,
+ * as +1.0 (set) or -1.0: the rows simhash's bit sums multiply by the weights. */
+static PyObject *
+sign_rows(PyObject *module, PyObject *args)
+{
+    PyObject *terms;
+    unsigned long seed;
+    if (!PyArg_ParseTuple(args, "O!k:sign_rows", &PyList_Type, &terms, &seed)) {
+        return NULL;
+    }
+    if (seed > 0xFFFFFFFFUL) {
+        PyErr_SetString(PyExc_OverflowError, "the seed is a 32-bit unsigned integer");
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(terms);
+    PyObject *out = PyBytes_FromStringAndSize(NULL, n * 64 * (Py_ssize_t)sizeof(double));
+    if (out == NULL) {
+        return NULL;
+    }
+    double *rows = (double *)PyBytes_AS_STRING(out);
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *term = PyList_GET_ITEM(terms, i);
+        Py_ssize_t len;
+        const char *utf8 = PyUnicode_Check(term) ? PyUnicode_AsUTF8AndSize(term, &len) : NULL;
+        if (utf8 == NULL) {
+            if (!PyErr_Occurred()) {
+                PyErr_SetString(PyExc_TypeError, "a term is not a str");
+            }
+            Py_DECREF(out);
+            return NULL;
+        }
+        uint64_t h = murmur3_x64_128_low((const unsigned char *)utf8, len, (uint32_t)seed);
+        for (int j = 0; j < 64; j++) {
+            rows[64 * i + j] = (h >> (63 - j)) & 1 ? 1.0 : -1.0;
+        }
+    }
+    return out;
+}
+
+/* ------------------------------------------------------------------ */
 /* Terms: token -> term, counts, weights, top-N                        */
 /* ------------------------------------------------------------------ */
 
@@ -1019,6 +1145,8 @@ static PyTypeObject TermsType = {
 };
 
 static PyMethodDef module_methods[] = {
+    {"sign_rows", sign_rows, METH_VARARGS,
+     "sign_rows(terms, seed): +-1.0 per bit of mmh3.hash64(term, seed)[0], MSB first."},
     {"marked_lines", marked_lines, METH_VARARGS,
      "marked_lines(text, bitmap): indices of the lines holding a marked character."},
     {"unwiden", unwiden, METH_VARARGS,

@@ -306,8 +306,10 @@ class Fingerprinter:
             _builtin_sparse() if self.params.idf is None else idf_table(self.params.idf)
         )
         self._cut = segment.segmenter()
-        ours = native.module() is not None and self.params.features == "words"
+        compiled = native.module()
+        ours = compiled is not None and self.params.features == "words"
         self._native = _native_terms(self.params) if ours and self._recipe_is_ours() else None
+        self._sign_rows_c = getattr(compiled, "sign_rows", None)
 
     def _recipe_is_ours(self) -> bool:
         """Whether the terms are this class's own: a subclass that changes how they are
@@ -381,15 +383,17 @@ class Fingerprinter:
                 "the text has no usable terms (it is empty, or only whitespace, "
                 "punctuation or stop words); it cannot be fingerprinted"
             )
-        import mmh3
         import numpy as np
 
-        names, weights = zip(*terms)
-        seed = self.params.seed
-        hashes = b"".join([mmh3.hash64(t, seed, signed=False)[0].to_bytes(8, "big") for t in names])
-        bits = np.unpackbits(np.frombuffer(hashes, dtype=np.uint8)).reshape(len(names), 64)
+        names = [name for name, _ in terms]
+        if self._native is None or self._sign_rows_c is None:
+            rows = _sign_rows(names, self.params.seed)
+        else:  # the same rows from C (native.py)
+            raw = self._sign_rows_c(names, self.params.seed)
+            rows = np.frombuffer(raw, dtype=np.float64).reshape(len(names), 64)
         # The same product of ±1.0 signs as ever: the float sums (margins) stay bit for bit.
-        sums: np.ndarray = np.array(weights, dtype=np.float64) @ _signs()[bits]
+        weights = np.array([weight for _, weight in terms], dtype=np.float64)
+        sums: np.ndarray = weights @ rows
         return sums
 
     def fingerprint(self, text: str) -> int:
@@ -469,6 +473,22 @@ def _chunk_of(fp: Fingerprinter, texts: Sequence[str], probes: int | None) -> li
 def _worker_chunk(texts: Sequence[str], probes: int | None) -> list[Any]:
     assert _worker is not None
     return _chunk_of(_worker, texts, probes)
+
+
+def _sign_rows(names: list[str], seed: int) -> np.ndarray:
+    """Each term's hash (``mmh3.hash64(term, seed)[0]``, of its UTF-8 bytes) as 64 signs,
+    most significant bit first: +1.0 where the bit is set, -1.0 elsewhere. The bytes
+    are hashed, not the str: mmh3 5.3.1 crashes on a str holding a lone surrogate,
+    where encoding raises UnicodeEncodeError."""
+    import mmh3
+    import numpy as np
+
+    hashes = b"".join(
+        [mmh3.hash64(t.encode(), seed, signed=False)[0].to_bytes(8, "big") for t in names]
+    )
+    bits = np.unpackbits(np.frombuffer(hashes, dtype=np.uint8)).reshape(len(names), 64)
+    rows: np.ndarray = _signs()[bits]
+    return rows
 
 
 @cache
