@@ -148,7 +148,8 @@ def main() -> None:
     base, out = sys.argv[1], Path(sys.argv[2])
     out.mkdir(parents=True, exist_ok=True)
     settings = {
-        "ITEM_PIPELINES": {"simhash_hbase.integrations.scrapy.NearDuplicatePipeline": 300},
+        # the pipeline, its index opening as the crawler starts (docs/scrapy.md)
+        "ADDONS": {"simhash_hbase.integrations.scrapy.NearDuplicateAddon": 0},
         "FEEDS": {str(out / "items.jsonl"): {"format": "jsonlines", "encoding": "utf-8"}},
         **CRAWL_SETTINGS,
         **settings_from(sys.argv[3:]),

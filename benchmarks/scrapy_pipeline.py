@@ -104,7 +104,11 @@ SCRAPY_DEFAULTS = (
     "REDIRECT_ENABLED=true",
     'EXTENSIONS={"scrapy.extensions.remote_control.RemoteControl": null}',  # no GC tuning
 )
-HAND_WRITTEN = 'ITEM_PIPELINES={"benchmarks.scrapy_crawl.OneByOnePipeline": 300}'
+NO_PIPELINE = ("ADDONS={}", "ITEM_PIPELINES={}")
+HAND_WRITTEN = (
+    "ADDONS={}",
+    'ITEM_PIPELINES={"benchmarks.scrapy_crawl.OneByOnePipeline": 300}',
+)
 
 
 def run_scrapy(ctx: Context) -> dict[str, Any]:
@@ -136,11 +140,11 @@ def run_scrapy(ctx: Context) -> dict[str, Any]:
                     rounds.append((crawl(), ingested))
             # Timed crawls export nothing (a feed of every page's HTML is Scrapy's cost,
             # not the pipeline's); the tagged crawl's items give the pairs.
-            plain = _crawl(site, work / "plain", "ITEM_PIPELINES={}", "FEEDS={}")
+            plain = _crawl(site, work / "plain", *NO_PIPELINE, "FEEDS={}")
             defaults = f"SHDB_INDEX={work / 'defaults-index'}"
             defaulted = _crawl(site, work / "defaults", defaults, "FEEDS={}", *SCRAPY_DEFAULTS)
             each = f"SHDB_INDEX={work / 'each-index'}"
-            one_by_one = _crawl(site, work / "each", each, HAND_WRITTEN, "FEEDS={}")
+            one_by_one = _crawl(site, work / "each", each, *HAND_WRITTEN, "FEEDS={}")
             tagged = f"SHDB_INDEX={work / 'tag-index'}"
             _crawl(site, work / "tagged", tagged, "SHDB_ACTION=tag")
             pairs = _crawl_pairs(work / "tagged", base)

@@ -33,6 +33,7 @@ from simhash_hbase.errors import InvalidSetting, StoreError
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.integrations.scrapy import (
     IndexUnavailable,
+    NearDuplicateAddon,
     NearDuplicatePipeline,
     PipelineSettings,
 )
@@ -87,11 +88,37 @@ def test_bad_settings_are_named(values: dict[str, Any], message: str) -> None:
         PipelineSettings.from_scrapy(get_crawler(settings_dict=values).settings)
 
 
-def test_an_index_that_cannot_be_opened_stops_the_crawl_naming_the_url(tmp_path: Path) -> None:
+ADDON = {"simhash_hbase.integrations.scrapy.NearDuplicateAddon": 0}
+
+
+@pytest.mark.parametrize("addon", [{}, ADDON], ids=["pipeline", "addon"])
+def test_an_index_that_cannot_be_opened_stops_the_crawl_naming_the_url(
+    tmp_path: Path, addon: dict[str, int]
+) -> None:
     url = "hbase://127.0.0.1:1/nothing"
-    pipeline = pipeline_for(url)
+    pipeline = pipeline_for(url, ADDONS=addon)
     with pytest.raises(IndexUnavailable, match=r"SHDB_INDEX='hbase://127\.0\.0\.1:1/nothing'"):
         asyncio.run(pipeline.open_spider())
+
+
+def test_the_addon_enables_the_pipeline_and_opens_the_index_as_the_crawler_starts(
+    tmp_path: Path,
+) -> None:
+    index = str(tmp_path / "idx")
+    settings = {"ADDONS": ADDON, "SHDB_INDEX": index, "SHDB_ACTION": "tag"}
+    crawler = get_crawler(settings_dict={**settings, "SHDB_FLUSH_SECONDS": 0.05})
+    assert crawler.settings.getdict("ITEM_PIPELINES") == {
+        "simhash_hbase.integrations.scrapy.NearDuplicatePipeline": 300
+    }
+    addon = crawler.get_addon(NearDuplicateAddon)
+    assert addon is not None
+    started = addon._started
+    assert started is not None  # before any pipeline exists
+    pipeline = NearDuplicatePipeline.from_crawler(crawler)
+    original, copy, other = run(pipeline, make_items("dict"))
+    assert pipeline._indexer is started
+    assert near(original) == [] and near(other) == []
+    assert [m["id"] for m in near(copy)] == ["u/original"]
 
 
 def test_without_scrapy_the_import_says_which_extra_to_install() -> None:

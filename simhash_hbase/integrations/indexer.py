@@ -47,36 +47,61 @@ class IndexProcess:
     it exits when the crawl closes its stdin, or dies."""
 
     def __init__(self, url: str) -> None:
+        """Start the process and ask it to open ``url``, without waiting: the index
+        opens while the crawl goes on starting. :meth:`opened` waits for it."""
+        self.url = url
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "simhash_hbase.integrations.indexer"],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             start_new_session=True,
         )
-        try:
-            self.call("open_index", url)
-        except ShdbError:
-            self._end()
-            raise
+        self._unanswered = True  # the open
+        self._send("open_index", url)
+
+    def opened(self) -> IndexProcess:
+        """This process once its index is open; an index that cannot be opened raises
+        (and the process ends)."""
+        if self._unanswered:
+            try:
+                self._unanswered = False
+                self._receive()
+            except ShdbError:
+                self._end()
+                raise
+        return self
 
     def call(self, name: str, *args: Any) -> Any:
         """``name(*args)`` in the process, its result or its error."""
-        assert self._proc.stdin is not None and self._proc.stdout is not None
+        self.opened()
+        self._send(name, *args)
+        return self._receive()
+
+    def _send(self, name: str, *args: Any) -> None:
+        assert self._proc.stdin is not None
         try:
             pickle.dump((name, args), self._proc.stdin, pickle.HIGHEST_PROTOCOL)
             self._proc.stdin.flush()
+        except OSError as exc:
+            raise self._died() from exc
+
+    def _receive(self) -> Any:
+        assert self._proc.stdout is not None
+        try:
             kind, value = pickle.load(self._proc.stdout)
         except (EOFError, OSError) as exc:
-            code = self._proc.poll()
-            raise IndexerDied(f"the pipeline's index process died (exit code {code})") from exc
+            raise self._died() from exc
         if kind == "ok":
             return value
         raise (StoreError if kind == "store" else ShdbError)(value)
 
+    def _died(self) -> IndexerDied:
+        return IndexerDied(f"the pipeline's index process died (exit code {self._proc.poll()})")
+
     def close(self) -> None:
         """Close the index, then end the process (one that died has nothing to close)."""
         try:
-            if self._proc.poll() is None:
+            if self._proc.poll() is None and not self._unanswered:
                 self.call("close_index")
         finally:
             self._end()
