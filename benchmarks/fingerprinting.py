@@ -215,10 +215,12 @@ def run(ctx: Context) -> dict[str, Any]:
     fingerprinter = Fingerprinter()
     fingerprinter.fingerprint(texts[0])  # warm: IDF table, stop words, dictionary
     # Loaded before timing, as jieba.initialize() above: rjieba's whole dictionary (a
-    # text's own words would do for the first 4,000 characters) and jieba's, which cuts
-    # the blocks holding a repeat (segment.py); ~0.5 s once per process otherwise.
+    # text's own words would do for the first 4,000 characters), jieba's, which cuts
+    # the blocks holding a repeat (segment.py; ~0.5 s once per process otherwise), and
+    # the converter of Traditional lines.
     segment.preload()
     segment.segmenter("jieba")
+    fingerprinter.fingerprint("繁體中文的軟體與檔案")  # OpenCC's tw2sp: loaded at the first one
     totals, ratios = _single_process(texts, fingerprinter, seg)
     overhead = statistics.median(ratios["fingerprint"]) - 1
     tokens = sum(len(list(segment.segmenter(seg)(t))) for t in texts)
