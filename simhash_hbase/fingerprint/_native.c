@@ -258,44 +258,64 @@ append_span(PyObject *native_cut, PyObject *text, Py_ssize_t start, Py_ssize_t e
 }
 
 /* segment._SQUARE.search(text, pos).span(): the leftmost repeat xx of 1 to 16
- * characters of U+4E00-U+9FD5, the longest x at that start (a greedy {1,16}). */
+ * characters of U+4E00-U+9FD5, the longest x at that start (a greedy {1,16}).
+ * One function per string kind (a direct array read: this scans every text). */
+#define FIND_SQUARE(NAME, T)                                                        \
+    static Py_ssize_t NAME(const T *s, Py_ssize_t n, Py_ssize_t pos, Py_ssize_t *end) \
+    {                                                                               \
+        Py_ssize_t bad = pos;                                                       \
+        for (Py_ssize_t i = pos; i + 1 < n; i++) {                                  \
+            if (bad < i) {                                                          \
+                bad = i;                                                            \
+            }                                                                       \
+            while (bad < n && bad - i < 16 && s[bad] >= 0x4E00 && s[bad] <= 0x9FD5) { \
+                bad++; /* bad: the end of the run of Han from i, at most 16 on */   \
+            }                                                                       \
+            for (Py_ssize_t p = bad - i; p >= 1; p--) {                             \
+                if (i + 2 * p > n || s[i] != s[i + p]) {                            \
+                    continue;                                                       \
+                }                                                                   \
+                Py_ssize_t k = 1;                                                   \
+                while (k < p && s[i + k] == s[i + p + k]) {                         \
+                    k++;                                                            \
+                }                                                                   \
+                if (k == p) {                                                       \
+                    *end = i + 2 * p;                                               \
+                    return i;                                                       \
+                }                                                                   \
+            }                                                                       \
+        }                                                                           \
+        return -1;                                                                  \
+    }
+
+FIND_SQUARE(find_square_1, Py_UCS1)
+FIND_SQUARE(find_square_2, Py_UCS2)
+FIND_SQUARE(find_square_4, Py_UCS4)
+
 static PyObject *
 find_square(PyObject *module, PyObject *args)
 {
     PyObject *text;
-    Py_ssize_t pos = 0;
+    Py_ssize_t pos = 0, end = 0, start;
     if (!PyArg_ParseTuple(args, "U|n:find_square", &text, &pos)) {
         return NULL;
     }
-    int kind = PyUnicode_KIND(text);
-    const void *data = PyUnicode_DATA(text);
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text), bad = pos < 0 ? 0 : pos;
-    for (Py_ssize_t i = pos < 0 ? 0 : pos; i + 1 < n; i++) {
-        if (bad < i) {
-            bad = i;
-        }
-        while (bad < n && bad - i < 16) { /* bad: the end of the run of Han from i */
-            Py_UCS4 c = PyUnicode_READ(kind, data, bad);
-            if (c < 0x4E00 || c > 0x9FD5) {
-                break;
-            }
-            bad++;
-        }
-        Py_ssize_t longest = bad - i < 16 ? bad - i : 16;
-        for (Py_ssize_t p = longest; p >= 1; p--) {
-            if (i + 2 * p > n) {
-                continue;
-            }
-            Py_ssize_t k = 0;
-            while (k < p && PyUnicode_READ(kind, data, i + k) == PyUnicode_READ(kind, data, i + p + k)) {
-                k++;
-            }
-            if (k == p) {
-                return Py_BuildValue("(nn)", i, i + 2 * p);
-            }
-        }
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text);
+    pos = pos < 0 ? 0 : pos;
+    switch (PyUnicode_KIND(text)) {
+    case PyUnicode_1BYTE_KIND:
+        start = find_square_1(PyUnicode_1BYTE_DATA(text), n, pos, &end);
+        break;
+    case PyUnicode_2BYTE_KIND:
+        start = find_square_2(PyUnicode_2BYTE_DATA(text), n, pos, &end);
+        break;
+    default:
+        start = find_square_4(PyUnicode_4BYTE_DATA(text), n, pos, &end);
     }
-    Py_RETURN_NONE;
+    if (start < 0) {
+        Py_RETURN_NONE;
+    }
+    return Py_BuildValue("(nn)", start, end);
 }
 
 /* segment._BLOCK_CHARS: what jieba cuts as one block (its re_han_default). */
