@@ -190,54 +190,55 @@ def test_version_names_the_path(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 @pytest.fixture(scope="module")
-def screen() -> str:
-    found = opencc_cache.witnesses("t2s")
+def screen() -> opencc_cache.Screen:
+    found = opencc_cache.screen("t2s")
     if found is None:
         pytest.fail("OpenCC's t2s dictionaries could not be read (opencc_dict)")
     return found
 
 
-def test_every_character_t2s_changes_is_in_its_screen(screen: str) -> None:
+def test_every_character_t2s_changes_is_in_its_screen(screen: opencc_cache.Screen) -> None:
     """Each character of the BMP and of the CJK extension planes alone (one line each:
-    OpenCC converts lines independently), and the keys' own characters."""
+    OpenCC converts lines independently); each "certain" character is changed."""
     chars = [chr(c) for c in [*range(0x20, 0xD800), *range(0xE000, 0x10000),
                               *range(0x20000, 0x323B0)] if chr(c) != "\n"]  # fmt: skip
     converted = opencc_cache.converter("t2s")("\n".join(chars)).split("\n")
     assert len(converted) == len(chars)
     changed = {c for c, to in zip(chars, converted) if c != to}
-    assert changed and changed <= set(screen)
+    assert changed and changed <= set(screen.chars)
+    assert screen.certain and set(screen.certain) <= changed
 
 
 _PLAIN = st.characters(min_codepoint=0x4E00, max_codepoint=0x9FFF)
+_PHRASES = st.sampled_from(["\n", "乾隆", "後來", "軟體", "著作", "於是", "頭髮", "皇后"])
 
 
 @_SETTINGS
-@given(
-    text=st.one_of(
-        _ANY,
-        st.lists(st.one_of(_PLAIN, st.sampled_from(["\n", "乾隆", "後來", "軟體"]))).map("".join),
-    )
-)
-def test_lines_outside_the_screen_are_left_as_they_are(screen: str, text: str) -> None:
-    """The screen's premise, and its C and Python forms mark the same lines."""
+@given(text=st.one_of(_ANY, st.lists(st.one_of(_PLAIN, _PHRASES)).map("".join)))
+def test_the_screen_tells_which_lines_t2s_changes(screen: opencc_cache.Screen, text: str) -> None:
+    """Unmarked lines stay, certain ones change; C and Python mark the same lines."""
     lines = text.split("\n")
-    marked = simhash._suspect_lines(screen)(text)
+    maybe, sure = simhash._suspect_lines(screen)(text)
     t2s = opencc_cache.converter("t2s")
     for i, line in enumerate(lines):
-        if i not in marked:
+        if i not in maybe:
             assert t2s(line) == line
-    pattern = re.compile(f"[{re.escape(screen)}]")
-    assert marked == [i for i, line in enumerate(lines) if pattern.search(line)]
+        if i in sure:
+            assert t2s(line) != line
+    may = re.compile(f"[{re.escape(screen.chars)}]")
+    must = re.compile(f"[{re.escape(screen.certain)}]")
+    assert maybe == [i for i, line in enumerate(lines) if may.search(line)]
+    assert sure == [i for i in maybe if must.search(lines[i])]
 
 
 def test_without_the_extension_the_screen_is_a_regular_expression(
-    screen: str, monkeypatch: pytest.MonkeyPatch
+    screen: opencc_cache.Screen, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv(native.ENV, "0")
     simhash._suspect_lines.cache_clear()
-    lines = ["abc", "軟體", "中文", "後來\r"]
-    assert simhash._suspect_lines(screen)("\n".join(lines)) == [1, 3]
-    assert simhash._suspect_lines(None)("\n".join(lines)) == [0, 1, 2, 3]
+    lines = ["abc", "軟體", "中文", "乾隆\r"]
+    assert simhash._suspect_lines(screen)("\n".join(lines)) == ([1, 3], [1])
+    assert simhash._suspect_lines(None)("\n".join(lines)) == ([0, 1, 2, 3], [])
     simhash._suspect_lines.cache_clear()  # the next folders take the C screen again
 
 

@@ -456,39 +456,63 @@ unwiden(PyObject *module, PyObject *args)
     return out;
 }
 
-/* The indices of the lines ("\n") of text holding a character whose bit is set in
- * `marked` (a bitmap over code points): opencc_cache.witnesses' screen. */
+static int
+marked(const Py_buffer *bits, Py_UCS4 c)
+{
+    return (Py_ssize_t)(c >> 3) < bits->len && ((const unsigned char *)bits->buf)[c >> 3] >> (c & 7) & 1;
+}
+
+static int
+append_index(PyObject *list, Py_ssize_t i)
+{
+    PyObject *at = PyLong_FromSsize_t(i);
+    int rc = at == NULL ? -1 : PyList_Append(list, at);
+    Py_XDECREF(at);
+    return rc;
+}
+
+/* marked_lines(text, screen, certain): the indices of the lines ("\n") of text
+ * holding a character whose bit is set in `screen` (a bitmap over code points), and
+ * of those the lines holding one set in `certain` (opencc_cache.Screen). */
 static PyObject *
 marked_lines(PyObject *module, PyObject *args)
 {
     PyObject *text;
-    Py_buffer marked;
-    if (!PyArg_ParseTuple(args, "Uy*:marked_lines", &text, &marked)) {
+    Py_buffer screen, certain;
+    if (!PyArg_ParseTuple(args, "Uy*y*:marked_lines", &text, &screen, &certain)) {
         return NULL;
     }
-    PyObject *out = PyList_New(0);
+    PyObject *maybe = PyList_New(0), *sure = PyList_New(0), *out = NULL;
     int kind = PyUnicode_KIND(text);
     const void *data = PyUnicode_DATA(text);
-    const unsigned char *bits = marked.buf;
-    Py_ssize_t n = PyUnicode_GET_LENGTH(text), line = 0, limit = marked.len * 8;
-    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+    Py_ssize_t n = PyUnicode_GET_LENGTH(text), line = 0;
+    int ok = maybe != NULL && sure != NULL;
+    for (Py_ssize_t i = 0; ok && i < n; i++) {
         Py_UCS4 c = PyUnicode_READ(kind, data, i);
         if (c == '\n') {
             line++;
             continue;
         }
-        if ((Py_ssize_t)c < limit && bits[c >> 3] >> (c & 7) & 1) {
-            PyObject *at = PyLong_FromSsize_t(line);
-            if (at == NULL || PyList_Append(out, at) < 0) {
-                Py_CLEAR(out);
-            }
-            Py_XDECREF(at);
-            while (i + 1 < n && PyUnicode_READ(kind, data, i + 1) != '\n') {
-                i++; /* the rest of this line: it is marked already */
+        if (!marked(&screen, c)) {
+            continue;
+        }
+        ok = append_index(maybe, line) == 0;
+        int found = 0; /* the rest of this line: a certain character? */
+        for (; i < n && (c = PyUnicode_READ(kind, data, i)) != '\n'; i++) {
+            if (!found && marked(&certain, c)) {
+                found = 1;
+                ok = ok && append_index(sure, line) == 0;
             }
         }
+        i--; /* the newline, if any, is counted by the outer loop */
     }
-    PyBuffer_Release(&marked);
+    if (ok) {
+        out = PyTuple_Pack(2, maybe, sure);
+    }
+    Py_XDECREF(maybe);
+    Py_XDECREF(sure);
+    PyBuffer_Release(&screen);
+    PyBuffer_Release(&certain);
     return out;
 }
 
@@ -1168,7 +1192,7 @@ static PyMethodDef module_methods[] = {
     {"sign_rows", sign_rows, METH_VARARGS,
      "sign_rows(terms, seed): +-1.0 per bit of mmh3.hash64(term, seed)[0], MSB first."},
     {"marked_lines", marked_lines, METH_VARARGS,
-     "marked_lines(text, bitmap): indices of the lines holding a marked character."},
+     "marked_lines(text, screen, certain): the lines holding a marked character, of each."},
     {"unwiden", unwiden, METH_VARARGS,
      "unwiden(text): full-width ASCII, U+3000, U+00A0 and U+2026 as their NFKD (same NFKC)."},
     {"find_square", find_square, METH_VARARGS,

@@ -679,26 +679,30 @@ def _folder(fold: str) -> Callable[[str], str] | None:
         lines = text.split("\n")
         return "\n".join(tw2sp()(line) if t2s(line) != line else line for line in lines)
 
-    suspects = _suspect_lines(opencc_cache.witnesses("t2s"))
+    suspects = _suspect_lines(opencc_cache.screen("t2s"))
 
     def by_phrase(text: str) -> str:
         """:func:`by_line`, with one OpenCC call per converter: no dictionary key or value
         holds a newline, so OpenCC converts newline-joined lines line by line
         (tests/test_fingerprint_v2.py), and the lines t2s changes are the Traditional ones.
-        Only lines holding a character of t2s's screen can change
-        (:func:`~simhash_hbase.fingerprint.opencc_cache.witnesses`): the others are not
-        given to OpenCC at all."""
-        maybe = suspects(text)
+        Which lines t2s leaves as they are, and which it surely changes, is mostly told
+        by their characters (:func:`~simhash_hbase.fingerprint.opencc_cache.screen`):
+        only the others are given to t2s."""
+        maybe, sure = suspects(text)
         if not maybe:
             return text
         lines = text.split("\n")
-        simple = t2s("\n".join([lines[i] for i in maybe])).split("\n")
-        changed = [i for i, to in zip(maybe, simple) if lines[i] != to]
+        known = set(sure)
+        unsure = [i for i in maybe if i not in known]
+        simple = t2s("\n".join([lines[i] for i in unsure])).split("\n") if unsure else []
+        if len(simple) != len(unsure):
+            return by_line(text)  # never seen: a converter that joined or split lines
+        changed = sorted([*sure, *(i for i, to in zip(unsure, simple) if lines[i] != to)])
         if not changed:
             return text
         converted = tw2sp()("\n".join([lines[i] for i in changed])).split("\n")
-        if len(simple) != len(maybe) or len(converted) != len(changed):
-            return by_line(text)  # never seen: a converter that joined or split lines
+        if len(converted) != len(changed):
+            return by_line(text)
         for i, line in zip(changed, converted):
             lines[i] = line
         return "\n".join(lines)
@@ -706,22 +710,39 @@ def _folder(fold: str) -> Callable[[str], str] | None:
     return by_phrase
 
 
+Suspects = Callable[[str], tuple[list[int], list[int]]]
+
+
 @cache
-def _suspect_lines(screen: str | None) -> Callable[[str], list[int]]:
-    """text -> the indices of its lines holding a character of ``screen`` (in C when the
-    extension is built); every line without a screen (None). Built once per process and
-    screen (its bitmap costs ~2 ms)."""
+def _suspect_lines(screen: opencc_cache.Screen | None) -> Suspects:
+    """text -> (the indices of its lines that t2s may change, those it surely changes),
+    from ``screen`` (in C when the extension is built); without a screen (None), every
+    line may change and none surely does. Built once per process and screen (its
+    bitmaps cost ~2 ms)."""
     if screen is None:
-        return lambda text: list(range(text.count("\n") + 1))
+        return lambda text: (list(range(text.count("\n") + 1)), [])
     compiled = native.module()
     if compiled is not None:
-        marked = bytearray(0x110000 // 8)
-        for c in map(ord, screen):
-            marked[c >> 3] |= 1 << (c & 7)
-        bitmap = bytes(marked)
-        return lambda text: compiled.marked_lines(text, bitmap)  # type: ignore[no-any-return]
-    found = re.compile(f"[{re.escape(screen)}]").search
-    return lambda text: [i for i, line in enumerate(text.split("\n")) if found(line)]
+        may, must = _bitmap(screen.chars), _bitmap(screen.certain)
+        return lambda text: compiled.marked_lines(text, may, must)  # type: ignore[no-any-return]
+    may_re = re.compile(f"[{re.escape(screen.chars)}]").search
+    must_re = re.compile(f"[{re.escape(screen.certain)}]").search if screen.certain else None
+
+    def lines_of(text: str) -> tuple[list[int], list[int]]:
+        maybe = [i for i, line in enumerate(text.split("\n")) if may_re(line)]
+        lines = text.split("\n")
+        sure = [i for i in maybe if must_re is not None and must_re(lines[i])]
+        return maybe, sure
+
+    return lines_of
+
+
+def _bitmap(chars: str) -> bytes:
+    """A bit per code point, set for those of ``chars``."""
+    marked = bytearray(0x110000 // 8)
+    for c in map(ord, chars):
+        marked[c >> 3] |= 1 << (c & 7)
+    return bytes(marked)
 
 
 def _fold_converter_version(fold: str = "t2s") -> str:
