@@ -58,6 +58,10 @@ class BenchHBase:
             "SHDB_HBASE_HOME": str(HOME),
             "SHDB_HBASE_THRIFT_PORT": str(THRIFT_PORT),
             "SHDB_HBASE_ZK_PORT": str(ZK_PORT),
+            # The query section loads 1 M documents (10 M index cells): with the script's
+            # 1 GB default, memstores and block cache filled the region server's heap and
+            # full GCs outlasted its ZooKeeper session (it aborted, 2026-11-25).
+            "SHDB_HBASE_MASTER_HEAP": os.environ.get("SHDB_HBASE_MASTER_HEAP", "2g"),
         }
         self._starting: subprocess.Popen[bytes] | None = None
         self.started = False
