@@ -398,7 +398,7 @@ class EmbeddedStore:
         last_page, txn_id = _META_TAIL.unpack_from(raw, 136)
         return _Meta(page_size, last_page, txn_id)
 
-    def _open_env(self, readonly: bool, sync: bool = True) -> lmdb.Environment:
+    def _open_env(self, readonly: bool) -> lmdb.Environment:
         def open_(lock: bool) -> lmdb.Environment:
             return lmdb.open(
                 str(self.path),
@@ -411,7 +411,6 @@ class EmbeddedStore:
                 # One fsync per commit instead of two: a system crash may undo
                 # the last commit, never corrupt the file (LMDB's MDB_NOMETASYNC).
                 metasync=False,
-                sync=sync,  # False only for a bulk load (see load)
             )
 
         try:
@@ -763,11 +762,7 @@ class EmbeddedStore:
                 "load into a new folder (docs/embedded.md, migration)"
             )
         try:
-            with (
-                self._unsynced(),
-                tempfile.TemporaryDirectory(prefix=".load-", dir=self.path) as work,
-            ):
-                assert self._compact is not None  # reopened as it was
+            with tempfile.TemporaryDirectory(prefix=".load-", dir=self.path) as work:
                 return compact.bulk_load(self._compact, blocks, Path(work))
         except lmdb.Error as exc:
             raise self._error(exc, "write to") from exc
@@ -776,28 +771,6 @@ class EmbeddedStore:
 
     def doc_fingerprints(self, doc_ids: Sequence[str]) -> dict[str, int]:
         return {doc_id: doc.fingerprint for doc_id, doc in self.get_docs(doc_ids).items()}
-
-    @contextmanager
-    def _unsynced(self) -> Iterator[None]:
-        """The environment reopened without an fsync per commit, synced once at the
-        end, and reopened as before. For a bulk load: it fills an empty index, which
-        holds nothing acknowledged until it returns, so only the end must be durable
-        (a process killed meanwhile leaves a valid file, the page cache has every
-        commit; a machine that goes down meanwhile may leave a file to delete)."""
-        if self._env.flags()["readonly"]:  # the load's first write says so
-            yield
-            return
-        fmt = self.format
-        self._env.close()
-        self._env = self._open_env(readonly=False, sync=False)
-        self._open_tables(False, fmt)
-        try:
-            yield
-            self._env.sync(True)
-        finally:
-            self._env.close()
-            self._env = self._open_env(readonly=False)
-            self._open_tables(False, fmt)
 
     def get_docs(self, doc_ids: Sequence[str]) -> dict[str, Document]:
         try:
