@@ -19,7 +19,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from itertools import islice
+from itertools import chain, islice
 from typing import Any
 
 import numpy as np
@@ -790,7 +790,8 @@ class SimhashIndex:
         """
         self.scheme.check_k(k)
         check_limit(limit)
-        lists = [[check_fingerprint(fp) for fp in probes] for probes in probe_lists]
+        lists = [list(probes) for probes in probe_lists]
+        check_fingerprints(list(chain.from_iterable(lists)))
         if any(not probes for probes in lists):
             raise InvalidInput("a probed query needs at least its own fingerprint")
         nets = self.lsh is not None and sketches is not None and any(s for s, _ in sketches)
@@ -1224,6 +1225,15 @@ def check_query_text(text: object) -> None:
             f"a query text must be a str, not {type(text).__name__} ({text!r:.40}); "
             "decode bytes first, or query a fingerprint with query_fingerprint()"
         )
+
+
+def check_fingerprints(fps: list[int]) -> None:
+    """:func:`check_fingerprint` of each: a list of ints in range in a few C-level
+    passes (a batch's lookups), else one by one (the error names the first bad one)."""
+    if set(map(type, fps)) <= {int} and (not fps or (min(fps) >= 0 and max(fps) < 1 << 64)):
+        return
+    for fp in fps:
+        check_fingerprint(fp)
 
 
 def check_fingerprint(fp: int) -> int:

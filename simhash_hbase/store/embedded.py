@@ -24,9 +24,11 @@ import mmap
 import os
 import struct
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
 from itertools import repeat
+from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -84,6 +86,8 @@ class _Meta(NamedTuple):
 def _capped(cells: list[IndexCell], row_cap: int | None) -> list[IndexCell]:
     """Each row's ``row_cap`` smallest ids (the contract of a capped scan)."""
     if row_cap is None or len(cells) <= row_cap:
+        return cells
+    if max(Counter(map(itemgetter(0), cells)).values()) <= row_cap:  # most often: none is cut
         return cells
     rows: dict[bytes, list[IndexCell]] = {}
     for cell in cells:
