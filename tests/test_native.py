@@ -13,6 +13,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 import unicodedata
 from collections.abc import Callable
 from types import ModuleType
@@ -263,3 +264,42 @@ def test_a_lone_surrogate_is_an_encoding_error_on_both_paths(compiled: ModuleTyp
         compiled.sign_rows(["a\ud800"], 0)
     with pytest.raises(UnicodeEncodeError):
         simhash._sign_rows(["a\ud800"], 0)
+
+
+def _yielding_has_letter(term: str) -> bool:
+    """simhash.has_letter, letting another thread run first (as Python may, there)."""
+    time.sleep(0)
+    return simhash.has_letter(term)
+
+
+def test_threads_sharing_a_table_get_the_sequential_answers(compiled: ModuleType) -> None:
+    """The server fingerprints in threads with one table: counts are local to a call,
+    one Entry a term even when Python runs mid-call (has_letter on "〇", "〡": another
+    thread may take over there), and the caches are never cleared under a call."""
+    import threading
+
+    base = ["海量文本去重〇与指纹〡计算", "抽屉原理 〢 and near-duplicate 网页", "〣号 中文 " * 30]
+    texts = [f"{t} {i}{'〤' * (i % 5)}号 {chr(0x3021 + i % 9)}" for i in range(40) for t in base]
+    fast, slow = _pair(FingerprintParams(), compiled)
+    fast._native = compiled.Terms(
+        simhash._stopwords()[0], _yielding_has_letter, None,
+        *simhash._builtin_sparse().arrays(), simhash._builtin_sparse().median,
+        True, True, 50,
+    )  # fmt: skip
+    want = [_outputs(slow, t) for t in texts]
+    got: dict[int, list[object]] = {}
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # threads take turns as often as they can
+    try:
+
+        def run(k: int) -> None:
+            got[k] = [_outputs(fast, t) for t in texts]
+
+        threads = [threading.Thread(target=run, args=(k,)) for k in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    assert all(got[k] == want for k in range(4))

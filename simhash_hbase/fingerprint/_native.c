@@ -646,13 +646,11 @@ sign_rows(PyObject *module, PyObject *args)
 /* Terms: token -> term, counts, weights, top-N                        */
 /* ------------------------------------------------------------------ */
 
-/* One term: its IDF, and its count in the text being counted (stamp). */
+/* One term and its IDF; immutable once made (threads share it). */
 typedef struct {
     PyObject_HEAD
     PyObject *term; /* NULL: the token makes no term */
     double idf;
-    Py_ssize_t stamp;
-    Py_ssize_t count;
 } Entry;
 
 static void
@@ -677,8 +675,6 @@ entry_new(PyObject *term, double idf)
         Py_XINCREF(term);
         e->term = term;
         e->idf = idf;
-        e->stamp = 0;
-        e->count = 0;
     }
     return e;
 }
@@ -698,7 +694,7 @@ typedef struct {
     PyObject *tokens; /* token -> Entry */
     PyObject *terms;  /* term -> Entry: one Entry a term */
     Entry *dropped;
-    Py_ssize_t stamp;
+    Py_ssize_t active; /* calls of top under way (threads): the caches are cleared at 0 */
     Entry **single; /* the Entry of each one-character token of the BMP (borrowed) */
 } Terms;
 
@@ -934,9 +930,10 @@ entry_of_term(Terms *self, PyObject *term)
     if (!keep) {
         Py_INCREF(e);
     }
-    int rc = PyDict_SetItem(self->terms, term, (PyObject *)e);
+    /* another thread may have made it meanwhile (has_letter can run Python): one a term */
+    Entry *held = (Entry *)PyDict_SetDefault(self->terms, term, (PyObject *)e);
     Py_DECREF(e);
-    return rc < 0 ? NULL : e;
+    return held;
 }
 
 /* Only characters of jieba's Chinese range (U+4E00-U+9FD5), and some. */
@@ -1036,11 +1033,12 @@ factor(const Terms *self, Py_ssize_t count)
 
 /* The n heaviest of the counted entries, heaviest first, into `out` (has room for n). */
 static Py_ssize_t
-heaviest(const Terms *self, Entry **seen, Py_ssize_t k, Py_ssize_t n, Weighted *out)
+heaviest(const Terms *self, Entry **seen, const Py_ssize_t *counts, Py_ssize_t k, Py_ssize_t n,
+         Weighted *out)
 {
     Py_ssize_t have = 0;
     for (Py_ssize_t i = 0; i < k; i++) {
-        Weighted w = {seen[i], factor(self, seen[i]->count) * seen[i]->idf};
+        Weighted w = {seen[i], factor(self, counts[i]) * seen[i]->idf};
         if (!(0.0 < w.weight)) {
             continue; /* a term weighing 0 carries no signal (weighted_terms) */
         }
@@ -1067,9 +1065,99 @@ heaviest(const Terms *self, Entry **seen, Py_ssize_t k, Py_ssize_t n, Weighted *
     return have;
 }
 
-/* Counts the kept terms of `tokens` (an iterable of str) into seen[*k]. */
+/* The distinct terms of one call and their counts: local to the call, so threads
+ * sharing a Terms never share counts. `slots` is an open-addressing table from an
+ * Entry's address to its index + 1 (0: empty), at most half full. */
+typedef struct {
+    Entry **seen; /* held (a reference each) */
+    Py_ssize_t *counts;
+    Py_ssize_t k, room;
+    Py_ssize_t *slots;
+    size_t mask;
+} Counts;
+
+static size_t
+slot_of(const Counts *c, const Entry *e)
+{
+    return (size_t)(((uintptr_t)e >> 4) * 0x9E3779B97F4A7C15ULL) & c->mask;
+}
+
 static int
-count_tokens(Terms *self, PyObject *tokens, Entry ***seen, Py_ssize_t *k, Py_ssize_t *room)
+counts_grow(Counts *c)
+{
+    Py_ssize_t room = c->room * 2 + 64;
+    Entry **seen = PyMem_Realloc(c->seen, (size_t)room * sizeof(Entry *));
+    if (seen != NULL) {
+        c->seen = seen;
+    }
+    Py_ssize_t *counts = seen ? PyMem_Realloc(c->counts, (size_t)room * sizeof(Py_ssize_t)) : NULL;
+    if (counts != NULL) {
+        c->counts = counts;
+    }
+    size_t size = 1;
+    while (size < (size_t)room * 2) {
+        size <<= 1;
+    }
+    Py_ssize_t *slots = counts ? PyMem_Calloc(size, sizeof(Py_ssize_t)) : NULL;
+    if (slots == NULL) {
+        PyErr_NoMemory();
+        return -1;
+    }
+    PyMem_Free(c->slots);
+    c->slots = slots;
+    c->mask = size - 1;
+    c->room = room;
+    for (Py_ssize_t i = 0; i < c->k; i++) {
+        size_t at = slot_of(c, c->seen[i]);
+        while (c->slots[at]) {
+            at = (at + 1) & c->mask;
+        }
+        c->slots[at] = i + 1;
+    }
+    return 0;
+}
+
+/* Counts one more of e. */
+static int
+counts_add(Counts *c, Entry *e)
+{
+    if (c->slots != NULL) {
+        size_t at = slot_of(c, e);
+        for (; c->slots[at]; at = (at + 1) & c->mask) {
+            if (c->seen[c->slots[at] - 1] == e) {
+                c->counts[c->slots[at] - 1]++;
+                return 0;
+            }
+        }
+    }
+    if (c->k == c->room && counts_grow(c) < 0) {
+        return -1;
+    }
+    size_t at = slot_of(c, e);
+    while (c->slots[at]) {
+        at = (at + 1) & c->mask;
+    }
+    c->slots[at] = c->k + 1;
+    Py_INCREF(e);
+    c->seen[c->k] = e;
+    c->counts[c->k++] = 1;
+    return 0;
+}
+
+static void
+counts_free(Counts *c)
+{
+    for (Py_ssize_t i = 0; i < c->k; i++) {
+        Py_DECREF(c->seen[i]);
+    }
+    PyMem_Free(c->seen);
+    PyMem_Free(c->counts);
+    PyMem_Free(c->slots);
+}
+
+/* Counts the kept terms of `tokens` (a sequence of str). */
+static int
+count_tokens(Terms *self, PyObject *tokens, Counts *c)
 {
     PyObject *fast = PySequence_Fast(tokens, "tokens must be a sequence of str");
     if (fast == NULL) {
@@ -1077,41 +1165,23 @@ count_tokens(Terms *self, PyObject *tokens, Entry ***seen, Py_ssize_t *k, Py_ssi
     }
     Py_ssize_t len = PySequence_Fast_GET_SIZE(fast);
     PyObject **items = PySequence_Fast_ITEMS(fast);
-    for (Py_ssize_t i = 0; i < len; i++) {
+    int rc = 0;
+    for (Py_ssize_t i = 0; rc == 0 && i < len; i++) {
         if (!PyUnicode_Check(items[i])) {
             PyErr_SetString(PyExc_TypeError, "a token is not a str");
-            Py_DECREF(fast);
-            return -1;
+            rc = -1;
+            break;
         }
         Entry *e = entry_of(self, items[i]);
         if (e == NULL) {
-            Py_DECREF(fast);
-            return -1;
+            rc = -1;
         }
-        if (e->term == NULL) {
-            continue;
+        else if (e->term != NULL) {
+            rc = counts_add(c, e);
         }
-        if (e->stamp != self->stamp) {
-            if (*k == *room) {
-                Py_ssize_t grow = *room * 2 + 64;
-                Entry **more = PyMem_Realloc(*seen, (size_t)grow * sizeof(Entry *));
-                if (more == NULL) {
-                    Py_DECREF(fast);
-                    PyErr_NoMemory();
-                    return -1;
-                }
-                *seen = more;
-                *room = grow;
-            }
-            Py_INCREF(e); /* held: the caches may be cleared by the next text only */
-            (*seen)[(*k)++] = e;
-            e->stamp = self->stamp;
-            e->count = 0;
-        }
-        e->count++;
     }
     Py_DECREF(fast);
-    return 0;
+    return rc;
 }
 
 static PyObject *
@@ -1126,26 +1196,26 @@ terms_top(Terms *self, PyObject *args)
         PyErr_SetString(PyExc_ValueError, "n must be at least 1");
         return NULL;
     }
-    if (PyDict_GET_SIZE(self->tokens) >= self->max_entries) { /* bounded, like Memo */
+    /* bounded, like Memo; never while another thread's call holds entries of them */
+    if (self->active == 0 && PyDict_GET_SIZE(self->tokens) >= self->max_entries) {
         PyDict_Clear(self->tokens);
         PyDict_Clear(self->terms);
         memset(self->single, 0, 0x10000 * sizeof(Entry *));
     }
-    self->stamp++;
-    Entry **seen = NULL;
-    Py_ssize_t k = 0, room = 0;
+    self->active++;
+    Counts c = {0};
     Weighted *top = NULL;
     PyObject *result = NULL;
-    if (count_tokens(self, tokens, &seen, &k, &room) < 0) {
+    if (count_tokens(self, tokens, &c) < 0) {
         goto done;
     }
-    Py_ssize_t cap = n > 64 ? k : n;
+    Py_ssize_t cap = n > 64 ? c.k : n;
     top = PyMem_Malloc((size_t)(cap > 0 ? cap : 1) * sizeof(Weighted));
     if (top == NULL) {
         PyErr_NoMemory();
         goto done;
     }
-    Py_ssize_t have = heaviest(self, seen, k, n, top);
+    Py_ssize_t have = heaviest(self, c.seen, c.counts, c.k, n, top);
     result = PyList_New(have);
     for (Py_ssize_t i = 0; result != NULL && i < have; i++) {
         PyObject *pair = Py_BuildValue("(Od)", top[i].entry->term, top[i].weight);
@@ -1156,10 +1226,8 @@ terms_top(Terms *self, PyObject *args)
         PyList_SET_ITEM(result, i, pair);
     }
 done:
-    for (Py_ssize_t i = 0; i < k; i++) {
-        Py_DECREF(seen[i]);
-    }
-    PyMem_Free(seen);
+    self->active--;
+    counts_free(&c);
     PyMem_Free(top);
     return result;
 }
