@@ -75,6 +75,18 @@ def _cells(url: str) -> dict[str, dict[bytes, dict[bytes, bytes]]]:
         conn.close()
 
 
+def _regions(url: str, table: str) -> int:
+    import happybase
+
+    prefix = url.rsplit("prefix=", 1)[1]
+    host, port = hbase_address().rsplit(":", 1)
+    conn = happybase.Connection(host, int(port))
+    try:
+        return len(conn.table(f"{prefix}_{table}").regions())
+    finally:
+        conn.close()
+
+
 def _ingest(url: str, corpus: Path, tmp: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     return _shdb(
         "spark", "ingest", str(corpus), "--index", url, "--master", "local[2]",
@@ -108,7 +120,7 @@ def test_bulk_load_writes_the_cells_of_the_thrift_path(tmp_path: Path) -> None:
         + "\n",
         encoding="utf-8",
     )
-    api = "thrift1"
+    api = "thrift2"  # creates the index table pre-split: one HFile per region
     with fresh_hbase_url(api) as thrift, fresh_hbase_url(api) as bulk:
         for url in (thrift, bulk):
             _shdb("ingest", str(held), "--index", url)
@@ -123,6 +135,7 @@ def test_bulk_load_writes_the_cells_of_the_thrift_path(tmp_path: Path) -> None:
         want, got = _cells(thrift), _cells(bulk)
         assert len(want["docs"]) == len(texts) + 1
         assert sum(len(cols) for cols in want["index"].values()) > 10 * len(texts)
+        assert _regions(bulk, "index") > 1  # the cells were cut at region boundaries
         assert got == want
         assert _report(tmp_path / "b" / "report") == _report(tmp_path / "t" / "report")
         assert _report(tmp_path / "b" / "report")  # the planted near-copies were found
@@ -135,8 +148,7 @@ def test_bulk_load_writes_the_cells_of_the_thrift_path(tmp_path: Path) -> None:
             assert answers[0] == answers[1] and answers[0]["matches"], answers
         verify = json.loads(_shdb("verify", "--index", bulk, "--json").stdout)
         assert verify["documents"] == len(texts) + 1
-        other = gateway_address("thrift2")  # readable through the other gateway too
-        url = bulk.replace(hbase_address(), other)
+        url = bulk.replace(gateway_address("thrift2"), hbase_address())  # and over Thrift1
         assert json.loads(_shdb("query", texts[9], "--index", url, "--json").stdout)["matches"]
 
 
