@@ -82,8 +82,13 @@ class BenchHBase:
 
     @property
     def zookeeper(self) -> str:
-        """The ZooKeeper quorum (``SHDB_BENCH_ZK_PORT``; for a running instance too)."""
-        return f"{self.host}:{ZK_PORT}"
+        """The ZooKeeper quorum: the bench's own instance listens on ``SHDB_BENCH_ZK_PORT``;
+        a running one (``--hbase``) on the port its environment gave scripts/hbase or the
+        image (``SHDB_BENCH_ZK_PORT``, else ``SHDB_HBASE_ZK_PORT``, else their 2181)."""
+        if not self.external:
+            return f"{self.host}:{ZK_PORT}"
+        port = os.environ.get("SHDB_BENCH_ZK_PORT") or os.environ.get("SHDB_HBASE_ZK_PORT")
+        return f"{self.host}:{port or 2181}"
 
     def prefix(self, name: str) -> str:
         """The table prefix for ``name`` in this run (unique on a shared instance)."""

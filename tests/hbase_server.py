@@ -17,8 +17,10 @@ HBase, ``scripts/hbase kill`` and ``scripts/hbase start`` (with the caller's
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from abc import ABC, abstractmethod
@@ -54,6 +56,11 @@ class HBaseServer(ABC):
     def diagnostics(self) -> str:
         """Logs worth showing when tests failed (empty when there is nothing)."""
         return ""
+
+    def shared_dir(self, tmp_path: Path) -> Path:
+        """A folder that this machine and the HBase servers both see at the same path
+        (where a bulk load stages its HFiles: HDFS on a cluster)."""
+        return tmp_path
 
     @abstractmethod
     def close(self) -> None:
@@ -122,6 +129,8 @@ class ContainerHBase(HBaseServer):
         self.image = self._build_image()
         run_id = uuid.uuid4().hex[:8]
         self.volume = self._client.volumes.create(f"shdb-test-hbase-{run_id}").name
+        # Mounted at its own path: the container's region server reads bulk loads there.
+        self.shared = Path(tempfile.mkdtemp(prefix=f"shdb-test-shared-{run_id}-"))
         self.name = f"shdb-test-hbase-{run_id}"
         self._container: DockerContainer | None = None
         self._logs = ""  # earlier containers' logs (before a restart)
@@ -149,6 +158,7 @@ class ContainerHBase(HBaseServer):
             .with_env("SHDB_HBASE_ZK_PORT", str(self.zk_port))
             .with_env("SHDB_HBASE_WAIT_TIMEOUT", str(self.timeout_s))
             .with_volume_mapping(self.volume, "/data", "rw")
+            .with_volume_mapping(str(self.shared), str(self.shared), "rw")
             .waiting_for(
                 LogMessageWaitStrategy(READY_LINE).with_startup_timeout(self.timeout_s + 30)
             )
@@ -216,10 +226,16 @@ class ContainerHBase(HBaseServer):
             tail = f"----- /data/logs/master.log (tail) -----\n{result.output.decode()}"
         return self._logs + current + tail
 
+    def shared_dir(self, tmp_path: Path) -> Path:
+        folder = self.shared / tmp_path.name
+        folder.mkdir(exist_ok=True)
+        return folder
+
     def close(self) -> None:
         self._remove()
         self._client.volumes.get(self.volume).remove(force=True)
         self._client.close()
+        shutil.rmtree(self.shared, ignore_errors=True)
 
 
 def open_server(spec: str) -> HBaseServer:

@@ -16,14 +16,17 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import fresh_hbase_url, gateway_address, hbase_address
+from .conftest import current_hbase, fresh_hbase_url, gateway_address, hbase_address
 
 pytest.importorskip("pyspark", reason="the spark extra is not installed")
 
 pytestmark = pytest.mark.hbase
 
-#: The standalone HBase's ZooKeeper (scripts/hbase: SHDB_HBASE_ZK_PORT).
-ZOOKEEPER = os.environ.get("SHDB_TEST_HBASE_ZK", "127.0.0.1:12181")
+#: The test HBase's ZooKeeper: the port scripts/hbase and the image take from
+#: SHDB_HBASE_ZK_PORT (2181 unless set), as scripts/test starts them.
+ZOOKEEPER = os.environ.get(
+    "SHDB_TEST_HBASE_ZK", f"127.0.0.1:{os.environ.get('SHDB_HBASE_ZK_PORT', '2181')}"
+)
 _OWNER = b"f:o"  # a writer's claim token (SPEC, "Writers"): random by design, not content
 
 
@@ -121,6 +124,7 @@ def test_bulk_load_writes_the_cells_of_the_thrift_path(tmp_path: Path) -> None:
         encoding="utf-8",
     )
     api = "thrift2"  # creates the index table pre-split: one HFile per region
+    staging = current_hbase().shared_dir(tmp_path) / "staging"  # HBase reads it too
     with fresh_hbase_url(api) as thrift, fresh_hbase_url(api) as bulk:
         for url in (thrift, bulk):
             _shdb("ingest", str(held), "--index", url)
@@ -129,7 +133,7 @@ def test_bulk_load_writes_the_cells_of_the_thrift_path(tmp_path: Path) -> None:
         _ingest(thrift, corpus, tmp_path / "t")
         done = _ingest(
             bulk, corpus, tmp_path / "b",
-            "--bulk-load", str(tmp_path / "staging"), "--zookeeper", ZOOKEEPER,
+            "--bulk-load", str(staging), "--zookeeper", ZOOKEEPER,
         )  # fmt: skip
         assert f"added {len(texts)} documents" in done.stderr + done.stdout
         want, got = _cells(thrift), _cells(bulk)
@@ -139,7 +143,7 @@ def test_bulk_load_writes_the_cells_of_the_thrift_path(tmp_path: Path) -> None:
         assert got == want
         assert _report(tmp_path / "b" / "report") == _report(tmp_path / "t" / "report")
         assert _report(tmp_path / "b" / "report")  # the planted near-copies were found
-        assert not any((tmp_path / "staging").iterdir())  # the HFiles moved into HBase
+        assert not any(staging.iterdir())  # the HFiles moved into HBase
         for i in (0, 5, 9, 45):
             answers = [
                 json.loads(_shdb("query", texts[i], "--index", url, "--json").stdout)
