@@ -454,8 +454,10 @@ def test_the_driver_heap_reaches_the_jvm_launch(
     goes to the launch (local mode's 1 GB default heap ran out at 1 M documents)."""
     from simhash_hbase.spark import session
 
-    for name in ("PYSPARK_SUBMIT_ARGS", "PYSPARK_GATEWAY_PORT"):
-        monkeypatch.delenv(name, raising=False)
+    # A copy: _launch_args writes PYSPARK_SUBMIT_ARGS, which must not leak into later
+    # tests' subprocesses (it would keep the bulk load's jars off their launch).
+    launch = ("PYSPARK_SUBMIT_ARGS", "PYSPARK_GATEWAY_PORT")
+    monkeypatch.setattr(os, "environ", {k: v for k, v in os.environ.items() if k not in launch})
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     session._launch_args(master, conf)
