@@ -131,6 +131,7 @@ class ContainerHBase(HBaseServer):
         self.volume = self._client.volumes.create(f"shdb-test-hbase-{run_id}").name
         # Mounted at its own path: the container's region server reads bulk loads there.
         self.shared = Path(tempfile.mkdtemp(prefix=f"shdb-test-shared-{run_id}-"))
+        self.shared.chmod(0o755)  # the image's hbase user (uid 10001) walks into it
         self.name = f"shdb-test-hbase-{run_id}"
         self._container: DockerContainer | None = None
         self._logs = ""  # earlier containers' logs (before a restart)

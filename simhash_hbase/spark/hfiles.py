@@ -258,6 +258,7 @@ class Loader:
         hb = jvm.org.apache.hadoop.hbase  # type: ignore[union-attr]
         tool = hb.tool.BulkLoadHFiles.create(self.conf)
         path = jvm.org.apache.hadoop.fs.Path(folder)  # type: ignore[union-attr]
+        _open_to_region_servers(folder)
         try:
             tool.bulkLoad(hb.TableName.valueOf(self.target.table(table)), path)
         except _java_errors() as exc:
@@ -266,6 +267,19 @@ class Loader:
                 f"{_java_message(exc)}. The region servers must be able to read and "
                 "move the staging folder (on HDFS: the hbase user needs write access to it)"
             ) from None
+
+
+def _open_to_region_servers(folder: str) -> None:
+    """HBase's bulk load moves the files as the region servers' user: a local staging
+    tree written by this user is opened to it (folders writable, files readable), as
+    HBase's docs ask of an HDFS staging folder. Other filesystems are left alone."""
+    if "://" in folder and not folder.startswith("file:"):
+        return
+    root = folder.removeprefix("file://").removeprefix("file:")
+    for parent, _, files in os.walk(root):
+        os.chmod(parent, 0o777)
+        for name in files:
+            os.chmod(os.path.join(parent, name), 0o666)
 
 
 def _java_errors() -> tuple[type[Exception], ...]:
