@@ -15,6 +15,7 @@ import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -431,6 +432,17 @@ def test_executors_run_the_drivers_python_not_the_first_on_path(tmp_path: Path) 
     assert _read_parts(tmp_path / "out" / "matches.jsonl")
 
 
+def test_the_jvm_launch_leaves_the_environment_as_it_was(spark: Any) -> None:
+    """The launch arguments reach this process's JVM (its heap) and no child
+    process: one that inherited them would take them for the user's and launch its
+    own JVM without its own jars (the bulk load's HBase classes)."""
+    from simhash_hbase.spark.session import local_driver_memory_mb
+
+    assert "PYSPARK_SUBMIT_ARGS" not in os.environ
+    heap = spark.sparkContext.getConf().get("spark.driver.memory")
+    assert heap == f"{local_driver_memory_mb()}m"
+
+
 @pytest.mark.parametrize(
     ("master", "conf", "env", "expected"),
     [
@@ -454,15 +466,13 @@ def test_the_driver_heap_reaches_the_jvm_launch(
     goes to the launch (local mode's 1 GB default heap ran out at 1 M documents)."""
     from simhash_hbase.spark import session
 
-    # A copy: _launch_args writes PYSPARK_SUBMIT_ARGS, which must not leak into later
-    # tests' subprocesses (it would keep the bulk load's jars off their launch).
-    launch = ("PYSPARK_SUBMIT_ARGS", "PYSPARK_GATEWAY_PORT")
-    monkeypatch.setattr(os, "environ", {k: v for k, v in os.environ.items() if k not in launch})
+    for name in ("PYSPARK_SUBMIT_ARGS", "PYSPARK_GATEWAY_PORT"):
+        monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
-    session._launch_args(master, conf)
+    got = session._launch_args(master, conf)
     want = expected.format(local=session.local_driver_memory_mb()) if expected else None
     if expected == "set by the user":
-        want = env["PYSPARK_SUBMIT_ARGS"]
-    assert os.environ.get("PYSPARK_SUBMIT_ARGS") == want
+        want = None  # the user's own launch arguments are left as they are
+    assert got == want
     assert 1024 <= session.local_driver_memory_mb() <= 8192

@@ -43,24 +43,43 @@ def _local_python(base: SparkConf) -> None:
     os.environ.setdefault("PYSPARK_PYTHON", python)
 
 
-def _launch_args(master: str | None, conf: Mapping[str, str], jars: Sequence[str] = ()) -> None:
+def _launch_args(
+    master: str | None, conf: Mapping[str, str], jars: Sequence[str] = ()
+) -> str | None:
     """The driver's heap is fixed when its JVM starts, so ``spark.driver.memory``
     set on the builder afterwards is ignored: pass it to the launch instead
     (``$PYSPARK_SUBMIT_ARGS``), unless spark-submit already started the JVM or the
     variable is set. Local mode runs every task in that one JVM, and Spark's 1 GB
     default ran out of heap at 1 M documents, so local mode gets a quarter of the
     machine's memory (1-8 GB) unless told otherwise. ``jars`` (the bulk load's
-    HBase classes) go on the driver's class path there too, and to the executors."""
+    HBase classes) go on the driver's class path there too, and to the executors.
+    None: nothing to add to the launch."""
     if "PYSPARK_GATEWAY_PORT" in os.environ or "PYSPARK_SUBMIT_ARGS" in os.environ:
-        return
+        return None
     memory = conf.get("spark.driver.memory")
     if memory is None and (master is None or master.startswith("local")):
         memory = f"{local_driver_memory_mb()}m"
     args = [] if memory is None else ["--driver-memory", memory]
     if jars:
         args += ["--jars", ",".join(jars), "--driver-class-path", os.pathsep.join(jars)]
-    if args:
-        os.environ["PYSPARK_SUBMIT_ARGS"] = shlex.join([*args, "pyspark-shell"])
+    return shlex.join([*args, "pyspark-shell"]) if args else None
+
+
+@contextmanager
+def _launch_env(submit_args: str | None) -> Iterator[None]:
+    """``$PYSPARK_SUBMIT_ARGS`` for this process's JVM launch only. Left set, it
+    would reach every child process, which then takes it for the user's and
+    launches its own JVM with this one's heap and without its own jars (a later
+    ``shdb spark ingest --bulk-load`` started from a process that ran a job lost
+    the HBase classes)."""
+    if submit_args is None:
+        yield
+        return
+    os.environ["PYSPARK_SUBMIT_ARGS"] = submit_args
+    try:
+        yield
+    finally:
+        os.environ.pop("PYSPARK_SUBMIT_ARGS", None)
 
 
 def local_driver_memory_mb() -> int:
@@ -133,8 +152,8 @@ def get_session(
     active = SparkSession.getActiveSession()
     if active is not None:
         return active
-    _launch_args(master, conf or {}, jars)
-    SparkContext._ensure_initialized()  # the JVM; under spark-submit it holds its settings
+    with _launch_env(_launch_args(master, conf or {}, jars)):
+        SparkContext._ensure_initialized()  # the JVM; under spark-submit it holds its settings
     base = SparkConf()
     if master is None:
         master = base.get("spark.master", DEFAULT_MASTER)
