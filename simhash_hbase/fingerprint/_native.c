@@ -1,6 +1,6 @@
 /* The per-token work of a fingerprint in C (simhash_hbase/fingerprint/native.py).
  *
- * Two things, each the exact counterpart of pure-Python code that stays the
+ * Each the exact counterpart of pure-Python code that stays the
  * reference (tests/test_native.py compares them on arbitrary text):
  *
  * - fast_cut(native_cut, text): segment._fast, the corrections that make
@@ -11,6 +11,10 @@
  *   count factor x IDF, the n heaviest by (weight, term). What Python decides
  *   per distinct token (str.strip, str.lower, rare Unicode categories) is asked
  *   of Python's own str methods or functions, once per token, and remembered.
+ * - encode_prefixes, bucket_keys, bucket_nums: one query's probes of the
+ *   embedded store (codec.encode_prefixes, compact.bucket_keys/bucket_nums; the
+ *   references, compared in tests/test_native_probe.py), so that a query makes
+ *   a few C calls instead of ~100 Python ones.
  *
  * Compiled with -ffp-contract=off (setup.py): no fused multiply-add, so each
  * product and square root rounds as Python's floats do.
@@ -1238,6 +1242,306 @@ terms_size(Terms *self, PyObject *Py_UNUSED(ignored))
     return PyLong_FromSsize_t(PyDict_GET_SIZE(self->tokens));
 }
 
+/* ------------------------------------------------------------------ */
+/* One query's probes of the embedded store (store/compact.py)         */
+/* ------------------------------------------------------------------ */
+
+/* codec.encode_prefixes: (fp << 40) >> r & m in 64 bits, which is exact for a
+ * mask m below 2**40 (a 5-byte prefix): only bits under bit 40 are kept. */
+static int
+prefix_term(uint64_t fp, PyObject *r_obj, PyObject *m_obj, uint64_t *out)
+{
+    unsigned long long r = PyLong_AsUnsignedLongLong(r_obj);
+    unsigned long long m = PyLong_AsUnsignedLongLong(m_obj);
+    if (PyErr_Occurred()) {
+        return -1;
+    }
+    if (m >> 40) {
+        PyErr_SetString(PyExc_ValueError, "a prefix term's mask exceeds 40 bits");
+        return -1;
+    }
+    *out = (r >= 40 ? (r - 40 >= 64 ? 0 : fp >> (r - 40)) : fp << (40 - r)) & m;
+    return 0;
+}
+
+static PyObject *
+encode_prefixes(PyObject *self, PyObject *args)
+{
+    unsigned long long fp;
+    PyObject *terms;
+    if (!PyArg_ParseTuple(args, "KO:encode_prefixes", &fp, &terms)) {
+        return NULL;
+    }
+    PyObject *seq = PySequence_Fast(terms, "prefix terms must be a sequence");
+    if (seq == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n = PySequence_Fast_GET_SIZE(seq);
+    PyObject *result = PyList_New(n);
+    for (Py_ssize_t i = 0; result != NULL && i < n; i++) {
+        PyObject *t = PySequence_Fast_GET_ITEM(seq, i);
+        uint64_t a, b;
+        unsigned long long flag;
+        if (!PyTuple_Check(t) || PyTuple_GET_SIZE(t) != 5) {
+            PyErr_SetString(PyExc_TypeError, "a prefix term is a tuple (r1, m1, r2, m2, flag)");
+            Py_CLEAR(result);
+            break;
+        }
+        flag = PyLong_AsUnsignedLongLong(PyTuple_GET_ITEM(t, 4));
+        if ((flag == (unsigned long long)-1 && PyErr_Occurred()) ||
+            prefix_term(fp, PyTuple_GET_ITEM(t, 0), PyTuple_GET_ITEM(t, 1), &a) < 0 ||
+            prefix_term(fp, PyTuple_GET_ITEM(t, 2), PyTuple_GET_ITEM(t, 3), &b) < 0) {
+            Py_CLEAR(result);
+            break;
+        }
+        if (flag >> 40) {
+            PyErr_SetString(PyExc_ValueError, "a prefix term's flag exceeds 40 bits");
+            Py_CLEAR(result);
+            break;
+        }
+        uint64_t v = a | b | flag;
+        unsigned char buf[5];
+        for (int j = 4; j >= 0; j--, v >>= 8) {
+            buf[j] = (unsigned char)(v & 0xFF);
+        }
+        PyObject *item = PyBytes_FromStringAndSize((const char *)buf, 5);
+        if (item == NULL) {
+            Py_CLEAR(result);
+            break;
+        }
+        PyList_SET_ITEM(result, i, item);
+    }
+    Py_DECREF(seq);
+    return result;
+}
+
+#define PREFIX_BYTES 5
+#define CELL_BYTES 6
+#define MAX_PROBES 64
+
+/* The prefixes of a query as C bytes: at most MAX_PROBES of PREFIX_BYTES each. */
+static int
+read_prefixes(PyObject *prefixes, const unsigned char **out, Py_ssize_t *n)
+{
+    if (!PyList_Check(prefixes)) {
+        PyErr_SetString(PyExc_TypeError, "prefixes must be a list of bytes");
+        return -1;
+    }
+    *n = PyList_GET_SIZE(prefixes);
+    if (*n > MAX_PROBES) {
+        PyErr_SetString(PyExc_ValueError, "too many prefixes for one query");
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < *n; i++) {
+        PyObject *p = PyList_GET_ITEM(prefixes, i);
+        if (!PyBytes_Check(p) || PyBytes_GET_SIZE(p) != PREFIX_BYTES) {
+            PyErr_SetString(PyExc_ValueError, "a scan prefix is 5 bytes");
+            return -1;
+        }
+        out[i] = (const unsigned char *)PyBytes_AS_STRING(p);
+    }
+    return 0;
+}
+
+/* A prefix's bucket key: its flag, then the top two bytes of its field. */
+static void
+bucket_key(const unsigned char *p, unsigned char *key)
+{
+    key[0] = p[4];
+    key[1] = p[0];
+    key[2] = p[1];
+}
+
+/* compact.bucket_keys_py */
+static PyObject *
+bucket_keys(PyObject *self, PyObject *args)
+{
+    PyObject *prefixes, *bits_obj;
+    unsigned long long modulus;
+    const unsigned char *p[MAX_PROBES];
+    unsigned char keys[MAX_PROBES][3];
+    Py_ssize_t n;
+    if (!PyArg_ParseTuple(args, "OKO:bucket_keys", &prefixes, &modulus, &bits_obj) ||
+        read_prefixes(prefixes, p, &n) < 0) {
+        return NULL;
+    }
+    if (bits_obj != Py_None && (!PyBytes_Check(bits_obj) || modulus == 0)) {
+        PyErr_SetString(PyExc_TypeError, "bits must be bytes (or None) and modulus above 0");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        bucket_key(p[i], keys[i]);
+        for (Py_ssize_t j = 0; j < i; j++) {
+            if (memcmp(keys[i], keys[j], 3) == 0) {
+                Py_RETURN_NONE; /* two prefixes of one bucket */
+            }
+        }
+    }
+    PyObject *all = PyList_New(n), *asked = PyList_New(0);
+    if (all == NULL || asked == NULL) {
+        goto fail;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *key = PyBytes_FromStringAndSize((const char *)keys[i], 3);
+        if (key == NULL) {
+            goto fail;
+        }
+        PyList_SET_ITEM(all, i, key);
+        if (bits_obj != Py_None) {
+            uint64_t v = 0;
+            for (int j = 0; j < PREFIX_BYTES; j++) {
+                v = v << 8 | p[i][j];
+            }
+            uint64_t h = v % modulus;
+            if ((Py_ssize_t)(h >> 3) >= PyBytes_GET_SIZE(bits_obj)) {
+                PyErr_SetString(PyExc_IndexError, "index out of range");
+                goto fail;
+            }
+            if (!(((const unsigned char *)PyBytes_AS_STRING(bits_obj))[h >> 3] >> (h & 7) & 1)) {
+                continue;
+            }
+        }
+        if (PyList_Append(asked, key) < 0) {
+            goto fail;
+        }
+    }
+    PyObject *result = PyTuple_Pack(2, all, asked);
+    Py_DECREF(all);
+    Py_DECREF(asked);
+    return result;
+fail:
+    Py_XDECREF(all);
+    Py_XDECREF(asked);
+    return NULL;
+}
+
+/* compact.bucket_nums_py */
+static PyObject *
+bucket_nums(PyObject *self, PyObject *args)
+{
+    static const unsigned char spilled[4] = {0xFF, 0xFF, 0xFF, 0xFF};
+    PyObject *prefixes, *found, *cap_obj;
+    const unsigned char *p[MAX_PROBES];
+    unsigned char keys[MAX_PROBES][3];
+    Py_ssize_t per_prefix[MAX_PROBES] = {0};
+    Py_ssize_t n, cap = PY_SSIZE_T_MAX;
+    if (!PyArg_ParseTuple(args, "OOO:bucket_nums", &prefixes, &found, &cap_obj) ||
+        read_prefixes(prefixes, p, &n) < 0) {
+        return NULL;
+    }
+    if (cap_obj != Py_None) {
+        cap = PyLong_AsSsize_t(cap_obj);
+        if (cap == -1 && PyErr_Occurred()) {
+            return NULL;
+        }
+        if (cap < 1) {
+            PyErr_SetString(PyExc_ValueError, "row_cap is 1 or more");
+            return NULL;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        bucket_key(p[i], keys[i]);
+    }
+    if (!PyList_Check(found)) {
+        PyErr_SetString(PyExc_TypeError, "found must be a list of (key, cells)");
+        return NULL;
+    }
+    PyObject *nums = PyList_New(0), *where = PyDict_New(), *result = NULL;
+    Py_ssize_t *count = NULL, room = 0;
+    if (nums == NULL || where == NULL) {
+        goto done;
+    }
+    int spill = 0;
+    for (Py_ssize_t f = 0; f < PyList_GET_SIZE(found); f++) {
+        PyObject *pair = PyList_GET_ITEM(found, f);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
+            !PyBytes_Check(PyTuple_GET_ITEM(pair, 0)) || !PyBytes_Check(PyTuple_GET_ITEM(pair, 1))) {
+            PyErr_SetString(PyExc_TypeError, "found must be a list of (key, cells)");
+            goto done;
+        }
+        PyObject *key = PyTuple_GET_ITEM(pair, 0);
+        Py_ssize_t i = 0;
+        while (i < n && !(PyBytes_GET_SIZE(key) == 3 && memcmp(PyBytes_AS_STRING(key), keys[i], 3) == 0)) {
+            i++;
+        }
+        if (i == n) {
+            PyErr_SetObject(PyExc_KeyError, key);
+            goto done;
+        }
+        const unsigned char *lead = p[i] + 2;
+        PyObject *packed = PyTuple_GET_ITEM(pair, 1);
+        const unsigned char *cells = (const unsigned char *)PyBytes_AS_STRING(packed);
+        Py_ssize_t size = PyBytes_GET_SIZE(packed);
+        for (Py_ssize_t at = 0; at + 2 <= size; at += CELL_BYTES) {
+            if (cells[at] != lead[0] || cells[at + 1] != lead[1]) {
+                continue;
+            }
+            Py_ssize_t len = size - at - 2 < 4 ? size - at - 2 : 4; /* a cut cell: its bytes */
+            per_prefix[i]++;
+            spill |= len == 4 && memcmp(cells + at + 2, spilled, 4) == 0;
+            PyObject *num = PyBytes_FromStringAndSize((const char *)cells + at + 2, len);
+            if (num == NULL) {
+                goto done;
+            }
+            PyObject *slot = PyDict_GetItemWithError(where, num); /* borrowed */
+            Py_ssize_t k = PyList_GET_SIZE(nums);
+            if (slot != NULL) {
+                k = PyLong_AsSsize_t(slot);
+            } else if (PyErr_Occurred() || PyList_Append(nums, num) < 0) {
+                Py_DECREF(num);
+                goto done;
+            } else {
+                PyObject *index = PyLong_FromSsize_t(k);
+                int bad = index == NULL || PyDict_SetItem(where, num, index) < 0;
+                Py_XDECREF(index);
+                if (bad) {
+                    Py_DECREF(num);
+                    goto done;
+                }
+                if (k == room) {
+                    room = room ? 2 * room : 16;
+                    Py_ssize_t *more = PyMem_Realloc(count, room * sizeof(Py_ssize_t));
+                    if (more == NULL) {
+                        PyErr_NoMemory();
+                        Py_DECREF(num);
+                        goto done;
+                    }
+                    count = more;
+                }
+                count[k] = 0;
+            }
+            Py_DECREF(num);
+            count[k]++;
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        spill |= per_prefix[i] >= cap;
+    }
+    if (spill) { /* a lead marked spilled, or a row the cap may cut */
+        Py_INCREF(Py_None);
+        result = Py_None;
+        goto done;
+    }
+    PyObject *counts = PyList_New(PyList_GET_SIZE(nums));
+    for (Py_ssize_t k = 0; counts != NULL && k < PyList_GET_SIZE(nums); k++) {
+        PyObject *c = PyLong_FromSsize_t(count[k]);
+        if (c == NULL) {
+            Py_CLEAR(counts);
+            break;
+        }
+        PyList_SET_ITEM(counts, k, c);
+    }
+    if (counts != NULL) {
+        result = PyTuple_Pack(2, nums, counts);
+        Py_DECREF(counts);
+    }
+done:
+    Py_XDECREF(nums);
+    Py_XDECREF(where);
+    PyMem_Free(count);
+    return result;
+}
+
 static PyMethodDef terms_methods[] = {
     {"top", (PyCFunction)terms_top, METH_VARARGS,
      "top(tokens, n): the n heaviest (term, weight) pairs of the tokens, heaviest first."},
@@ -1269,6 +1573,12 @@ static PyMethodDef module_methods[] = {
      "block_around(text, start, end): segment._block_around_py in C."},
     {"fast_cut", fast_cut, METH_VARARGS,
      "fast_cut(native_cut, text): segment._fast, the corrections of rjieba's tokens."},
+    {"encode_prefixes", encode_prefixes, METH_VARARGS,
+     "encode_prefixes(fp, terms): codec.encode_prefixes in C."},
+    {"bucket_keys", bucket_keys, METH_VARARGS,
+     "bucket_keys(prefixes, modulus, bits): compact.bucket_keys_py in C."},
+    {"bucket_nums", bucket_nums, METH_VARARGS,
+     "bucket_nums(prefixes, found, row_cap): compact.bucket_nums_py in C."},
     {NULL, NULL, 0, NULL},
 };
 

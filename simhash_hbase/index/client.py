@@ -123,6 +123,7 @@ class SimhashIndex:
         self._fingerprinter: Fingerprinter | None = None
         self._minhasher: MinHasher | None = None
         self.cost = QueryCost()
+        self._encode_prefixes = codec.prefix_encoder()  # the one-query hot path's
         self._nonce = os.urandom(8).hex()  # names this handle's locks (_locks)
 
     # -- opening ----------------------------------------------------------------
@@ -717,7 +718,7 @@ class SimhashIndex:
         terms = self.scheme.prefix_terms
         if terms is None or not store.atomic_batches:
             return None
-        found = store.scan_documents(codec.encode_prefixes(fp, terms), limit)
+        found = store.scan_documents(self._encode_prefixes(fp, terms), limit)
         if found is None:
             return None
         docs, cells = found
@@ -884,7 +885,7 @@ class SimhashIndex:
     def _prefixes(self, fps: Sequence[int]) -> list[list[bytes]]:
         terms = self.scheme.prefix_terms
         if len(fps) <= _SCALAR_MAX and terms:  # NumPy's per-call cost would dominate
-            return [codec.encode_prefixes(fp, terms) for fp in fps]
+            return [self._encode_prefixes(fp, terms) for fp in fps]
         return codec.encode_prefixes_many(self.scheme.fields_many(np.array(fps, dtype=np.uint64)))
 
     def _confirm(

@@ -12,13 +12,14 @@ import base64
 import json
 import struct
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from operator import attrgetter
 from typing import Any
 
 import numpy as np
 
 from simhash_hbase.errors import InvalidInput, StoreCorrupt, StoreError
+from simhash_hbase.fingerprint import native
 from simhash_hbase.records import Document
 
 FINGERPRINT_BYTES = 8
@@ -86,6 +87,13 @@ def encode_prefixes(fp: int, terms: Sequence[tuple[int, int, int, int, int]]) ->
         ((wide >> r1 & m1) | (wide >> r2 & m2) | flag).to_bytes(PREFIX_BYTES, "big")
         for r1, m1, r2, m2, flag in terms
     ]
+
+
+def prefix_encoder() -> Callable[[int, Sequence[tuple[int, int, int, int, int]]], list[bytes]]:
+    """:func:`encode_prefixes`, in C where the extension is built (the same bytes;
+    ``$SHDB_NATIVE=0``: in Python)."""
+    c = native.module()
+    return encode_prefixes if c is None else c.encode_prefixes  # type: ignore[no-any-return]
 
 
 def prefix_stop(prefix: bytes) -> bytes:

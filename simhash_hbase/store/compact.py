@@ -44,7 +44,6 @@ from __future__ import annotations
 
 import heapq
 import struct
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import suppress
 from itertools import pairwise, repeat
@@ -56,6 +55,7 @@ import lmdb
 import numpy as np
 
 from simhash_hbase.errors import StoreCorrupt, StoreError
+from simhash_hbase.fingerprint import native
 from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
 from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell
@@ -175,6 +175,67 @@ def spilled_leads(packed: bytes) -> set[bytes]:
     return {packed[pos - 2 : pos] for pos in find_cells_at(packed, SPILLED, 2)}
 
 
+def bucket_keys(
+    prefixes: list[bytes], modulus: int, bits: bytes | None
+) -> tuple[list[bytes], list[bytes]] | None:
+    """One query's bucket keys (each prefix's flag, then its field's top two
+    bytes), and those to ask of the fresh tier: all, or (``bits`` of a
+    :class:`FreshFilter`) those whose prefix's bit is set. None where two
+    prefixes share a bucket. The reference of ``_native.bucket_keys``."""
+    keys = [prefix[4:5] + prefix[0:2] for prefix in prefixes]
+    if len(set(keys)) != len(keys):
+        return None
+    if bits is None:
+        return keys, list(keys)
+    asked = [
+        key
+        for key, prefix in zip(keys, prefixes)
+        if bits[(h := int.from_bytes(prefix, "big") % modulus) >> 3] >> (h & 7) & 1
+    ]
+    return keys, asked
+
+
+def bucket_nums(
+    prefixes: list[bytes], found: list[tuple[bytes, bytes]], row_cap: int | None
+) -> tuple[list[bytes], list[int]] | None:
+    """The numbers of the cells of each prefix's lead in ``found`` ((bucket key,
+    packed cells) of both tiers; the prefixes of distinct buckets), each once in
+    the order first met, and how many cells name each. None where a lead is
+    marked spilled or a prefix has ``row_cap`` (1 or more) cells or more.
+    The reference of ``_native.bucket_nums``."""
+    leads = {prefix[4:5] + prefix[0:2]: prefix[2:4] for prefix in prefixes}
+    counts: dict[bytes, int] = {}
+    per_key: dict[bytes, int] = {}  # cells of each prefix, in both tiers
+    for key, packed in found:
+        lead, here = leads[key], 0
+        pos = packed.find(lead)
+        while pos >= 0:
+            if not pos % CELL_BYTES:
+                num = packed[pos + 2 : pos + 6]
+                counts[num] = counts.get(num, 0) + 1
+                here += 1
+            pos = packed.find(lead, pos + 1)
+        per_key[key] = per_key.get(key, 0) + here
+    if SPILLED in counts or (row_cap is not None and max(per_key.values(), default=0) >= row_cap):
+        return None
+    return list(counts), list(counts.values())
+
+
+class Probe(NamedTuple):
+    """:func:`bucket_keys` and :func:`bucket_nums`, in C where the extension is
+    built (``$SHDB_NATIVE=0``: in Python); both give the same answers."""
+
+    keys: Callable[[list[bytes], int, bytes | None], tuple[list[bytes], list[bytes]] | None]
+    nums: Callable[
+        [list[bytes], list[tuple[bytes, bytes]], int | None], tuple[list[bytes], list[int]] | None
+    ]
+
+    @classmethod
+    def best(cls) -> Probe:
+        c = native.module()
+        return cls(bucket_keys, bucket_nums) if c is None else cls(c.bucket_keys, c.bucket_nums)
+
+
 class FreshFilter(NamedTuple):
     """Which prefixes have cells in the fresh tier at one snapshot (the LMDB
     transaction id ``txn_id``): a bitmap over each cell's prefix value (field << 8
@@ -202,6 +263,7 @@ class Tables:
         self.catalog = env.open_db(None)  # LMDB's main database: the named ones' records
         self.h = helpers
         self.filter: FreshFilter | None = None  # see fresh_filter(); set by a warm reader
+        self.probe = Probe.best()
 
     @staticmethod
     def open(env: lmdb.Environment, txn: Txn | None = None) -> dict[bytes, Any]:
@@ -368,48 +430,36 @@ class Tables:
     ) -> tuple[list[tuple[str, int]], int] | None:
         """:meth:`scan` of one query's prefixes, as the distinct documents found
         ((id, fingerprint), in no order) and the count of visible cells, without
-        a tuple per cell: a multi-get of the buckets a tier, a ``find`` of each
-        lead, one names get per document. None (use :meth:`scan`) where that
-        would differ: two prefixes of one bucket, a lead marked spilled, or a
-        prefix with ``row_cap`` cells or more (a capped scan may cut its row)."""
-        leads = {prefix[4:5] + prefix[0:2]: prefix[2:4] for prefix in prefixes}
-        if len(leads) != len(prefixes):
+        a tuple per cell: a multi-get of the buckets a tier (in the fresh tier
+        only those its :class:`FreshFilter` may hold), the cells of each lead
+        (:func:`bucket_nums`, in C where built), one names get per document.
+        None (use :meth:`scan`) where that would differ: two prefixes of one
+        bucket, a lead marked spilled, or a prefix with ``row_cap`` cells or more
+        (a capped scan may cut its row)."""
+        listed = prefixes if type(prefixes) is list else list(prefixes)
+        held = self.filter
+        if held is not None and held.txn_id == txn.id():
+            probe = self.probe.keys(listed, held.modulus, held.bits)
+        else:
+            probe = self.probe.keys(listed, 1, None)
+        if probe is None:
             return None
+        keys, asked = probe
+        found = txn.cursor(self.index).getmulti(keys)
         fresh = self.fresh if self.fresh is not None else self.tier(txn)
-        found = txn.cursor(self.index).getmulti(leads)
-        if fresh is not None:
-            held = self.filter
-            if held is not None and held.txn_id == txn.id():
-                m, bits = held.modulus, held.bits
-                asked: Iterable[bytes] = [
-                    key
-                    for key, prefix in zip(leads, prefixes)
-                    if bits[(h := int.from_bytes(prefix, "big") % m) >> 3] >> (h & 7) & 1
-                ]
-            else:
-                asked = leads
-            if asked:
-                found += txn.cursor(fresh).getmulti(asked)
-        where: list[bytes] = []  # the bucket of each cell of a lead
-        nums: list[bytes] = []  # and its number
-        for key, packed in found:
-            lead = leads[key]
-            pos = packed.find(lead)
-            while pos >= 0:
-                if not pos % CELL_BYTES:
-                    where.append(key)
-                    nums.append(packed[pos + 2 : pos + 6])
-                pos = packed.find(lead, pos + 1)
-        if SPILLED in nums or (row_cap is not None and _crowded(where, row_cap)):
+        if fresh is not None and asked:
+            found += txn.cursor(fresh).getmulti(asked)
+        counted = self.probe.nums(listed, found, row_cap)
+        if counted is None:
             return None
         get, names = txn.get, self.names
         docs: list[tuple[str, int]] = []
         cells = 0
-        for num in dict.fromkeys(nums):  # a document is in up to 10 of the buckets
+        for num, count in zip(*counted):
             name = get(num, db=names)
             if name is not None:  # else not committed, or its document removed
                 docs.append((decode_id(name[8:]), int.from_bytes(name[:8], "big")))
-                cells += nums.count(num)
+                cells += count
         return docs, cells
 
     def fresh_filter(self, txn: Txn) -> FreshFilter | None:
@@ -1191,14 +1241,6 @@ def _distinct(bucket: np.ndarray) -> np.ndarray:
     seen = np.zeros(1 << 24, dtype=bool)
     seen[bucket] = True
     return np.flatnonzero(seen).astype(np.uint64)
-
-
-def _crowded(buckets: list[bytes], cap: int) -> bool:
-    """Whether one bucket is listed ``cap`` times or more (a prefix's row that a
-    scan capped at ``cap`` cells may cut); most often each is listed once."""
-    if len(buckets) < cap or (cap > 1 and len(set(buckets)) == len(buckets)):
-        return False
-    return max(Counter(buckets).values()) >= cap
 
 
 def _buckets_of(tiers: list[Any], prefixes: Sequence[bytes]) -> Iterator[tuple[bytes, bytes]]:

@@ -1,0 +1,138 @@
+"""The C path of one query's probes of the embedded store gives what the
+pure-Python path gives: ``codec.encode_prefixes``, ``compact.bucket_keys`` and
+``compact.bucket_nums`` (the reference) against ``_native``'s, on arbitrary
+fingerprints, filters and buckets (cells of other leads, cut cells, marks of
+spilled leads, a lead in both tiers, caps); and the store answers as the plain
+scan on either path.
+"""
+
+from __future__ import annotations
+
+from types import ModuleType
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from simhash_hbase import SimhashIndex
+from simhash_hbase.layout import codec
+from simhash_hbase.layout.scheme import DEFAULT_SCHEME, SCHEMES
+from simhash_hbase.records import Document
+from simhash_hbase.store import compact
+from tests.test_native import compiled  # noqa: F401 (a fixture)
+
+_FP = st.integers(0, (1 << 64) - 1)
+_SETTINGS = settings(max_examples=400, deadline=None)
+
+
+@_SETTINGS
+@given(fp=_FP, scheme=st.sampled_from(sorted(SCHEMES)))
+def test_prefixes_in_c_are_pythons(compiled: ModuleType, fp: int, scheme: str) -> None:  # noqa: F811
+    terms = SCHEMES[scheme].prefix_terms
+    if terms is None:
+        pytest.skip(f"scheme {scheme} has no prefix terms")
+    assert compiled.encode_prefixes(fp, terms) == codec.encode_prefixes(fp, terms)
+
+
+@st.composite
+def _query(draw: st.DrawFn) -> list[bytes]:
+    """The 10 prefixes of a fingerprint, or arbitrary 5-byte prefixes (some of one bucket)."""
+    if draw(st.booleans()):
+        return codec.encode_prefixes(draw(_FP), SCHEMES[DEFAULT_SCHEME].prefix_terms or ())
+    heads = draw(st.lists(st.binary(min_size=3, max_size=3), min_size=1, max_size=4))
+    return [
+        draw(st.sampled_from(heads))[:2] + draw(st.binary(min_size=2, max_size=2)) + head[2:]
+        for head in draw(st.lists(st.sampled_from(heads), max_size=12))
+    ]
+
+
+@_SETTINGS
+@given(prefixes=_query(), bits=st.none() | st.binary(min_size=1, max_size=64))
+def test_bucket_keys_in_c_are_pythons(
+    compiled: ModuleType,  # noqa: F811
+    prefixes: list[bytes],
+    bits: bytes | None,
+) -> None:
+    modulus = 1 if bits is None else len(bits) * 8 - 1 or 1
+    assert compiled.bucket_keys(prefixes, modulus, bits) == compact.bucket_keys(
+        prefixes, modulus, bits
+    )
+
+
+@st.composite
+def _found(draw: st.DrawFn) -> tuple[list[bytes], list[tuple[bytes, bytes]]]:
+    """Prefixes of distinct buckets, and (key, packed cells) for some of their
+    buckets in one or two tiers: cells of the prefix's lead or of another, few
+    numbers (a document in many buckets), the spilled mark, a cut last cell."""
+    prefixes = list({p[4:5] + p[0:2]: p for p in draw(_query())}.values())
+    nums = draw(st.lists(st.binary(min_size=4, max_size=4), min_size=1, max_size=4))
+    nums.append(compact.SPILLED)
+    found = []
+    for prefix in draw(st.lists(st.sampled_from(prefixes), max_size=12)) if prefixes else []:
+        leads = [prefix[2:4], draw(st.binary(min_size=2, max_size=2))]
+        cells = b"".join(
+            draw(st.sampled_from(leads)) + draw(st.sampled_from(nums))
+            for _ in range(draw(st.integers(0, 8)))
+        )
+        cells += draw(st.sampled_from([b"", prefix[2:4], prefix[2:5], prefix[2:4] + nums[0][:3]]))
+        found.append((prefix[4:5] + prefix[0:2], cells))
+    return prefixes, found
+
+
+@_SETTINGS
+@given(case=_found(), row_cap=st.none() | st.integers(1, 12))
+def test_bucket_nums_in_c_are_pythons(
+    compiled: ModuleType,  # noqa: F811
+    case: tuple[list[bytes], list[tuple[bytes, bytes]]],
+    row_cap: int | None,
+) -> None:
+    prefixes, found = case
+    assert compiled.bucket_nums(prefixes, found, row_cap) == compact.bucket_nums(
+        prefixes, found, row_cap
+    )
+
+
+def test_bad_probes_are_refused_in_c(compiled: ModuleType) -> None:  # noqa: F811
+    """Wrong shapes raise (never read past a buffer)."""
+    with pytest.raises(ValueError, match="5 bytes"):
+        compiled.bucket_keys([b"abcd"], 1, None)
+    with pytest.raises(TypeError):
+        compiled.bucket_nums([b"abcde"], [(b"eab", 7)], None)
+    with pytest.raises(KeyError):
+        compiled.bucket_nums([b"abcde"], [(b"xyz", b"")], None)
+    with pytest.raises(ValueError, match="row_cap"):
+        compiled.bucket_nums([b"abcde"], [], 0)
+    with pytest.raises(ValueError, match="40 bits"):
+        compiled.encode_prefixes(1, [(0, 1 << 40, 0, 0, 1)])
+
+
+@pytest.mark.parametrize("path", ["c", "python"])
+def test_either_path_answers_as_the_scan(
+    path: str,
+    tmp_path: pytest.TempPathFactory,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """query_fingerprint on the C probes and on the Python ones gives what the
+    plain scan gives (near copies in both tiers, a removed one, hot rows)."""
+    if path == "python":
+        monkeypatch.setenv("SHDB_NATIVE", "0")
+    elif compact.Probe.best().keys is compact.bucket_keys:
+        pytest.skip("the C extension is not built")
+    monkeypatch.setattr(compact, "HOT", 3)
+    monkeypatch.setattr(compact, "CHECK_BYTES", 1)
+    q = 0x0123_4567_89AB_CDEF
+    docs = [Document(f"c{i}", q) for i in range(5)]
+    docs += [Document(f"n{b}", q ^ 1 << b ^ 1 << (b * 7 % 64)) for b in range(64)]
+    with SimhashIndex.open(str(tmp_path / "ix")) as index:  # type: ignore[operator]
+        index.add_documents(docs[::2])
+        monkeypatch.setattr(compact, "FRESH_MIN_CELLS", 1)
+        index.add_documents(docs[1::2])
+        index.remove("n3")
+        probe = index._store._compact.probe  # type: ignore[attr-defined]
+        assert (probe.keys is compact.bucket_keys) == (path == "python")
+        for x in (q, q ^ 1 << 40, q ^ 7):
+            for k in range(4):
+                for limit in (None, 1, 3, 10):
+                    got = index.query_fingerprint(x, k, limit=limit)
+                    (want,) = index.query_probed([[x]], k, limit=limit)
+                    assert (got, got.total, got.total_exact) == (want, want.total, want.total_exact)
