@@ -227,6 +227,32 @@ class BenchHBase:
             total += (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
         return total
 
+    def server_cpu_seconds(self) -> float:
+        """CPU time used so far by this instance's JVMs (master with region server and
+        ZooKeeper, both Thrift gateways): what HBase spends on a load. The bench's own
+        instance by its pid files; a running one (``--hbase``) by the JVMs that listen
+        on its Thrift and ZooKeeper ports, so other HBases of the machine (a shared
+        one, a test container) do not count. When no JVM listens there (a container
+        behind a port proxy), every HBase JVM of the machine counts."""
+        import psutil
+
+        if not self.external:
+            return self.jvm_cpu_seconds()
+        ports = {self.port, self.thrift2_port, int(self.zookeeper.rpartition(":")[2])}
+        listeners = {
+            c.pid
+            for c in psutil.net_connections("tcp")
+            if c.status == psutil.CONN_LISTEN and c.laddr.port in ports and c.pid
+        }
+        jvms: dict[int, float] = {}  # every HBase JVM of the machine: CPU seconds
+        for proc in psutil.process_iter(["pid", "name", "cmdline", "cpu_times"]):
+            cmd = proc.info["cmdline"] or []
+            if proc.info["name"] == "java" and any("org.apache.hadoop.hbase." in c for c in cmd):
+                times = proc.info["cpu_times"]
+                jvms[proc.info["pid"]] = times.user + times.system
+        mine = [cpu for pid, cpu in jvms.items() if pid in listeners]
+        return sum(mine or jvms.values())
+
     # -- table files ------------------------------------------------------------
     def store_files(self, table: str) -> dict[Path, list[Path]]:
         """HFiles per store directory (region/family) of ``table``."""

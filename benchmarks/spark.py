@@ -279,53 +279,82 @@ def run_scale(ctx: Context) -> dict[str, Any]:
     }
 
 
-def _hbase_cpu() -> float:
-    """CPU seconds used so far by the HBase JVMs of this machine (master and region
-    server, Thrift gateways): what the region server spends on Puts or on adopting
-    HFiles. On a shared instance other users' work counts too."""
-    import psutil
-
-    total = 0.0
-    for proc in psutil.process_iter(["name", "cmdline", "cpu_times"]):
-        cmd = proc.info["cmdline"] or []
-        if proc.info["name"] == "java" and any("org.apache.hadoop.hbase." in c for c in cmd):
-            times = proc.info["cpu_times"]
-            total += times.user + times.system
-    return total
+#: Corpus documents queried against both indexes of spark_bulkload afterwards.
+SAME_ANSWER_QUERIES = 2_000
 
 
 def run_bulkload(ctx: Context) -> dict[str, Any]:
     """`shdb spark ingest` with local[2] into two fresh indexes of the same HBase:
     Puts through the Thrift gateway, then HFiles and bulk load (--bulk-load), on
-    the same generated short documents; client and HBase CPU for each. Over the
-    Thrift2 gateway, which creates the index table pre-split (16 regions: 16 HFiles
-    written in parallel); Thrift1 cannot split a table."""
+    the same generated short documents; wall time, CPU of the job's processes and of
+    the HBase JVMs for each. Over the Thrift2 gateway, which creates the index table
+    pre-split (16 regions: 16 HFiles written in parallel); Thrift1 cannot split a
+    table. Afterwards a sample of the documents is queried against both indexes
+    (every match, no limit): the answers must be identical."""
     _require_pyspark()
     hbase = ctx.require_hbase()
     n = int(
         os.environ.get("SHDB_SPARK_DOCS") or ctx.pick(smoke=2_000, quick=100_000, full=1_000_000)
     )
+    docs = list(short_documents(n))
     data = ctx.work / f"spark-bulk-{n}.jsonl"
-    size = write_corpus(list(short_documents(n)), data)
+    size = write_corpus(docs, data)
     log(f"spark bulk load: {n} short docs, {size / 1e6:.1f} MB")
     out: dict[str, Any] = {"docs": n, "bytes": size}
     modes = {
         "puts": [],
         "bulk": ["--bulk-load", str(ctx.work / "hfiles"), "--zookeeper", hbase.zookeeper],
     }
+    urls = {}
     for name, extra in modes.items():
-        url = f"{hbase.thrift2_url}?prefix={hbase.prefix(f'spkbl_{name}')}"
-        args = ["spark", "ingest", str(data), "--index", url, "--master", "local[2]"]
-        before = _hbase_cpu()
-        run = _cpu_of([*args, "--rejects", str(ctx.work / f"bl-rejects-{name}"), *extra])
-        run["hbase_cpu_s"] = _hbase_cpu() - before
+        urls[name] = f"{hbase.thrift2_url}?prefix={hbase.prefix(f'spkbl_{name}')}"
+        args = ["spark", "ingest", str(data), "--index", urls[name], "--master", "local[2]"]
+        before, load = hbase.server_cpu_seconds(), os.getloadavg()
+        run: dict[str, Any] = _cpu_of(
+            [*args, "--rejects", str(ctx.work / f"bl-rejects-{name}"), *extra]
+        )
+        run["hbase_cpu_s"] = hbase.server_cpu_seconds() - before
+        run["load"] = [round(x, 2) for x in (*load, *os.getloadavg())]  # 1/5/15 min, before/after
         log(f"spark bulk load: {name} {run}")
         out[name] = run
+    out["answers"] = _same_answers(urls, docs)
+    log(f"spark bulk load: answers {out['answers']}")
     return out
+
+
+def _same_answers(urls: dict[str, str], docs: list[tuple[str, str]]) -> dict[str, Any]:
+    """Query both indexes with the same sample of the corpus's texts (every match
+    within k, no limit) and compare the answers: ids, distances, fingerprints,
+    similarities and totals."""
+    import random
+
+    from simhash_hbase import SimhashIndex
+
+    texts = [text for _, text in random.Random(7).sample(docs, min(SAME_ANSWER_QUERIES, len(docs)))]
+    answers = {}
+    for name, url in urls.items():
+        with SimhashIndex.open(url, create=False) as index:
+            answers[name] = [(list(m), m.total) for m in index.query_many(texts, limit=None)]
+    puts, bulk = answers["puts"], answers["bulk"]
+    return {
+        "queries": len(texts),
+        "identical": puts == bulk,
+        "differing": sum(a != b for a, b in zip(puts, bulk, strict=True)),
+        "matches": sum(total for _, total in puts),
+        "with_near_copies": sum(total > 1 for _, total in puts),  # more than itself
+    }
 
 
 def bulkload_figures(r: dict[str, Any]) -> list[Figure]:
     puts, bulk = r["puts"], r["bulk"]
+    answers = r.get("answers")  # earlier results files have no comparison
+    same = (
+        f"{answers['queries']:,} queries ({answers['with_near_copies']:,} with near-copies, "
+        f"{answers['matches']:,} matches) answered "
+        + ("identically" if answers["identical"] else f"DIFFERENTLY ({answers['differing']})")
+        if answers
+        else ""
+    )
     return [
         Figure.judge(
             f"spark ingest --bulk-load (HFiles + bulk load) / Puts through Thrift, "
@@ -336,8 +365,16 @@ def bulkload_figures(r: dict[str, Any]) -> list[Figure]:
             f"HBase {bulk['hbase_cpu_s']:.0f} s CPU",
             baseline=f"{puts['wall_s']:.0f} s wall, {puts['cpu_s']:.0f} s CPU, "
             f"HBase {puts['hbase_cpu_s']:.0f} s CPU",
-            bound=f"job CPU {bulk['cpu_s'] / puts['cpu_s']:.2f}x, HBase CPU "
-            f"{bulk['hbase_cpu_s'] / max(puts['hbase_cpu_s'], 1e-9):.2f}x",
+            exact=answers is None or answers["identical"],
+            bound="; ".join(
+                x
+                for x in (
+                    f"job CPU {bulk['cpu_s'] / puts['cpu_s']:.2f}x, HBase CPU "
+                    f"{bulk['hbase_cpu_s'] / max(puts['hbase_cpu_s'], 1e-9):.2f}x",
+                    same,
+                )
+                if x
+            ),
         )
     ]
 
