@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from simhash_hbase import SimhashIndex
 from simhash_hbase.errors import ShdbError, StoreError
+from simhash_hbase.fingerprint import native
 from simhash_hbase.jobs.ingest import IngestOptions, index_fingerprints
 from simhash_hbase.jobs.migrate import migrate
 from simhash_hbase.records import Document
@@ -428,8 +429,8 @@ def test_a_wide_scan_equals_the_scan_per_prefix(
     """scan_wide (a batch's lookups, no Python loop per prefix) finds what scan
     finds: cells in either tier, removed documents' cells unseen, a prefix listed
     twice answered twice, prefixes of nothing, and a cell of no document's number;
-    with ``tiny``, cells matched a few at a time through a filter of 8 flags (most
-    cells pass it falsely: the exact match decides)."""
+    with ``tiny``, by the NumPy matcher, cells matched a few at a time through a
+    filter of 8 flags (most cells pass it falsely: the exact match decides)."""
     fps = _fingerprints(400, seed=7)
     docs = [Document(f"d{i}", fp) for i, fp in enumerate(fps.tolist())]
     with SimhashIndex.open(str(tmp_path_factory.mktemp("wide") / "ix")) as index:
@@ -449,13 +450,46 @@ def test_a_wide_scan_equals_the_scan_per_prefix(
         prefixes = [p for i in probes for p in index._prefixes([int(fps[i]) ^ 1 << 40])[0]]
         prefixes += [key[1:3] + b"\x00\x00" + key[0:1], b"\xff\xff\xff\xff\x07"]
         with tables.env.begin() as txn, pytest.MonkeyPatch.context() as mp:
-            if tiny:
+            if tiny:  # the NumPy matcher, not the C extension's
+                mp.setattr(compact.native, "module", lambda: None)
                 mp.setattr(compact, "MATCH_CHUNK", 7)
                 mp.setattr(compact, "FILTER_BITS", (3, 3))
             (per_prefix,) = tables.scan(txn, [prefixes])
             wide = tables.scan_wide(txn, prefixes)
         assert sorted(wide) == sorted(per_prefix)
         assert len(set(prefixes)) < len(prefixes) or len(wide) == len(set(wide))
+
+
+_KEYS = st.sampled_from([b"\x00\x00\x00", b"\x00\x00\x01", b"\x03\xff\xff", b"\x09\x12\x34"])
+_LEADS = st.integers(0, 11)  # few: many cells match, a bucket has many probes
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    found=st.dictionaries(
+        _KEYS, st.lists(st.tuples(_LEADS, st.integers(0, (1 << 32) - 1)), max_size=25)
+    ),
+    probes=st.lists(st.tuples(_KEYS, _LEADS), max_size=40),
+)
+def test_the_c_matcher_matches_as_numpy(
+    found: dict[bytes, list[tuple[int, int]]], probes: list[tuple[bytes, int]]
+) -> None:
+    """The C extension's cell matcher (compact._matched) gives the NumPy one's
+    pairs in its order: probes listed twice, buckets with more probes than a
+    linear search takes (binary search), cells of no probe, empty buckets."""
+    if native.module() is None:
+        pytest.skip("the C extension is not built")
+    packed = {
+        key: b"".join(lead.to_bytes(2, "big") + num.to_bytes(4, "big") for lead, num in cells)
+        for key, cells in found.items()
+    }
+    probe = np.array([int.from_bytes(k, "big") << 16 | lead for k, lead in probes], dtype=np.uint64)
+    if not packed:
+        return  # scan_wide returns before matching
+    fast = compact._matched(packed, [], probe)
+    slow = compact._matched_py(packed, [], probe)
+    assert fast[0].tolist() == slow[0].tolist()
+    assert fast[1].tolist() == slow[1].tolist()
 
 
 def test_compact_moves_the_fresh_tier_and_changes_no_answer(tmp_path: Path) -> None:

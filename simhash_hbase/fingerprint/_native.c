@@ -1,7 +1,9 @@
-/* The per-token work of a fingerprint in C (simhash_hbase/fingerprint/native.py).
+/* The per-token work of a fingerprint in C (simhash_hbase/fingerprint/native.py),
+ * and the per-cell work of the compact store's batch lookups.
  *
- * Each the exact counterpart of pure-Python code that stays the
- * reference (tests/test_native.py compares them on arbitrary text):
+ * Each the exact counterpart of pure-Python code that stays the reference
+ * (tests/test_native.py compares them on arbitrary text; tests/test_compact.py
+ * the matcher on arbitrary buckets):
  *
  * - fast_cut(native_cut, text): segment._fast, the corrections that make
  *   rjieba's tokens jieba's (cut around CJK outside U+4E00-U+9FD5, ASCII runs
@@ -15,6 +17,8 @@
  *   embedded store (codec.encode_prefixes, compact.bucket_keys/bucket_nums; the
  *   references, compared in tests/test_native_probe.py), so that a query makes
  *   a few C calls instead of ~100 Python ones.
+ * - match_cells(found, probes, order): compact._matched_py, the cells of a
+ *   batch's buckets matched to its prefixes in one pass, with no array per cell.
  *
  * Compiled with -ffp-contract=off (setup.py): no fused multiply-add, so each
  * product and square root rounds as Python's floats do.
@@ -1560,6 +1564,126 @@ static PyTypeObject TermsType = {
     .tp_new = PyType_GenericNew,
 };
 
+/* ------------------------------------------------------------------ */
+/* Batch lookups of the compact store: compact._matched_py in C        */
+/* ------------------------------------------------------------------ */
+
+typedef struct {
+    char *data;
+    Py_ssize_t used, size;
+} Grow;
+
+static int
+grow_put(Grow *g, const void *item, Py_ssize_t n)
+{
+    if (g->used + n > g->size) {
+        Py_ssize_t size = g->size ? g->size * 2 : 4096;
+        while (size < g->used + n) {
+            size *= 2;
+        }
+        char *data = PyMem_Realloc(g->data, size);
+        if (data == NULL) {
+            PyErr_NoMemory();
+            return -1;
+        }
+        g->data = data;
+        g->size = size;
+    }
+    memcpy(g->data + g->used, item, n);
+    g->used += n;
+    return 0;
+}
+
+/* The first position of probes[lo:hi] holding a value >= key. */
+static Py_ssize_t
+lower_bound(const uint64_t *probes, Py_ssize_t lo, Py_ssize_t hi, uint64_t key)
+{
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (probes[mid] < key) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo;
+}
+
+/* One bucket's cells (6 bytes: lead, big-endian number) against its probes
+ * probes[a:b] (ascending): each (cell, equal probe) pair, in cell order. */
+static int
+match_bucket(const unsigned char *cells, Py_ssize_t n, const uint64_t *probes, Py_ssize_t a,
+             Py_ssize_t b, uint64_t base, const int64_t *order, Grow *which, Grow *nums)
+{
+    for (Py_ssize_t at = 0; at < n; at += 6) {
+        uint64_t key = base | (uint64_t)cells[at] << 8 | cells[at + 1];
+        Py_ssize_t i = b - a <= 8 ? a : lower_bound(probes, a, b, key);
+        for (; i < b && probes[i] <= key; i++) {
+            if (probes[i] != key) {
+                continue;
+            }
+            const unsigned char *c = cells + at + 2;
+            uint32_t num = (uint32_t)c[0] << 24 | (uint32_t)c[1] << 16 | (uint32_t)c[2] << 8 | c[3];
+            if (grow_put(which, &order[i], sizeof(int64_t)) < 0 ||
+                grow_put(nums, &num, sizeof(num)) < 0) {
+                return -1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* match_cells(found, probes, order): compact._matched_py. ``found``: {3-byte
+ * bucket key: its cells}; ``probes``: bucket << 16 | lead, ascending (uint64);
+ * ``order``: the prefix position of each probe (int64). Each cell is compared
+ * only with the probes of its own bucket, found by binary search: one pass over
+ * the cells, with no array of them. (positions, numbers) as native int64 and
+ * uint32 bytes. */
+static PyObject *
+match_cells(PyObject *module, PyObject *args)
+{
+    PyObject *found, *result = NULL;
+    Py_buffer pb, ob;
+    if (!PyArg_ParseTuple(args, "O!y*y*:match_cells", &PyDict_Type, &found, &pb, &ob)) {
+        return NULL;
+    }
+    Grow which = {NULL, 0, 0}, nums = {NULL, 0, 0};
+    Py_ssize_t count = pb.len / (Py_ssize_t)sizeof(uint64_t);
+    if (pb.len % sizeof(uint64_t) || ob.len != count * (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_SetString(PyExc_ValueError, "match_cells: probes and order must be of one length");
+        goto done;
+    }
+    const uint64_t *probes = pb.buf;
+    const int64_t *order = ob.buf;
+    PyObject *key, *value;
+    Py_ssize_t pos = 0;
+    while (PyDict_Next(found, &pos, &key, &value)) {
+        if (!PyBytes_Check(key) || PyBytes_GET_SIZE(key) != 3 || !PyBytes_Check(value) ||
+            PyBytes_GET_SIZE(value) % 6) {
+            PyErr_SetString(PyExc_ValueError,
+                            "match_cells: a bucket key is 3 bytes, its cells 6 bytes each");
+            goto done;
+        }
+        const unsigned char *k = (const unsigned char *)PyBytes_AS_STRING(key);
+        uint64_t base = ((uint64_t)k[0] << 16 | (uint64_t)k[1] << 8 | k[2]) << 16;
+        Py_ssize_t a = lower_bound(probes, 0, count, base);
+        Py_ssize_t b = lower_bound(probes, a, count, base + 0x10000);
+        if (a < b &&
+            match_bucket((const unsigned char *)PyBytes_AS_STRING(value), PyBytes_GET_SIZE(value),
+                         probes, a, b, base, order, &which, &nums) < 0) {
+            goto done;
+        }
+    }
+    result = Py_BuildValue("(y#y#)", which.data ? which.data : "", which.used,
+                           nums.data ? nums.data : "", nums.used);
+done:
+    PyMem_Free(which.data);
+    PyMem_Free(nums.data);
+    PyBuffer_Release(&pb);
+    PyBuffer_Release(&ob);
+    return result;
+}
+
 static PyMethodDef module_methods[] = {
     {"sign_rows", sign_rows, METH_VARARGS,
      "sign_rows(terms, seed): +-1.0 per bit of mmh3.hash64(term, seed)[0], MSB first."},
@@ -1579,11 +1703,13 @@ static PyMethodDef module_methods[] = {
      "bucket_keys(prefixes, modulus, bits): compact.bucket_keys_py in C."},
     {"bucket_nums", bucket_nums, METH_VARARGS,
      "bucket_nums(prefixes, found, row_cap): compact.bucket_nums_py in C."},
+    {"match_cells", match_cells, METH_VARARGS,
+     "match_cells(found, probes, order): compact._matched_py, one pass over the cells."},
     {NULL, NULL, 0, NULL},
 };
 
 static struct PyModuleDef module_def = {
-    PyModuleDef_HEAD_INIT, "_native", "The per-token work of a fingerprint in C.", -1,
+    PyModuleDef_HEAD_INIT, "_native", "The per-token work of a fingerprint, and batch lookups' per-cell work, in C.", -1,
     module_methods,
 };
 
