@@ -389,11 +389,18 @@ def bulkload_figures(r: dict[str, Any]) -> list[Figure]:
                     f"job CPU {bulk['cpu_s'] / puts['cpu_s']:.2f}x, HBase CPU "
                     f"{bulk['hbase_cpu_s'] / max(puts['hbase_cpu_s'], 1e-9):.2f}x",
                     same,
+                    _load_range(puts, bulk),
                 )
                 if x
             ),
         )
     ]
+
+
+def _load_range(*runs: dict[str, Any]) -> str:
+    """The 1-minute load averages at the start and end of the runs, as a range."""
+    ones = [r["load"][i] for r in runs if "load" in r for i in (0, 3)]
+    return f"load {min(ones):.1f}-{max(ones):.1f}" if ones else ""
 
 
 def scale_figures(r: dict[str, Any]) -> list[Figure]:
