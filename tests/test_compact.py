@@ -617,9 +617,9 @@ def test_warm_maps_the_whole_file_and_changes_no_answer(tmp_path: Path) -> None:
 def test_a_warm_readers_fresh_filter_misses_no_cell(
     flips: list[list[int]], merged: bool, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
-    """warm() keeps a bitmap of the fresh tier's prefixes: every prefix of every
-    cell there is set in it, so queries that skip the tier's buckets whose bit is
-    clear answer as the plain scan; after another commit it is not used (a new
+    """warm() keeps a bitmap of each tier's prefixes: every prefix of every cell
+    there is set in it, so queries that skip a tier's buckets whose bit is clear
+    answer as the plain scan; after another commit it is not used (a new
     document in the fresh tier is found)."""
     q = 0x0F1E_2D3C_4B5A_6978
     docs = [Document(f"n{i}", q ^ sum(1 << b for b in set(bits))) for i, bits in enumerate(flips)]
@@ -636,11 +636,11 @@ def test_a_warm_readers_fresh_filter_misses_no_cell(
         held = tables.filter
         with tables.env.begin() as txn:
             assert held is not None and held.txn_id == txn.id()
-            for key, packed in txn.cursor(tables.fresh):
-                for pos in range(0, len(packed), compact.CELL_BYTES):
-                    prefix = key[1:3] + packed[pos : pos + 2] + key[0:1]
-                    h = int.from_bytes(prefix, "big") % held.modulus
-                    assert held.bits[h >> 3] >> (h & 7) & 1
+            for tier, db in ((held.main, tables.index), (held.fresh, tables.fresh)):
+                assert tier is not None
+                for key, packed in txn.cursor(db):
+                    for pos in range(0, len(packed), compact.CELL_BYTES):
+                        assert tier.holds(key[1:3] + packed[pos : pos + 2] + key[0:1])
         for x in (q, q ^ 1 << 7, *(d.fingerprint for d in docs[:40])):
             got = index.query_fingerprint(x, 3, limit=None)
             (want,) = index.query_probed([[x]], 3, limit=None)

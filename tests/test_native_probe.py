@@ -46,17 +46,48 @@ def _query(draw: st.DrawFn) -> list[bytes]:
     ]
 
 
+_FILTER = st.none() | st.binary(min_size=1 << 4, max_size=1 << 6).map(
+    lambda bits: compact.PrefixFilter(64 - (len(bits) * 8).bit_length() + 1, bytearray(bits))
+)
+
+
 @_SETTINGS
-@given(prefixes=_query(), bits=st.none() | st.binary(min_size=1, max_size=64))
+@given(prefixes=_query(), main=_FILTER, fresh=_FILTER)
 def test_bucket_keys_in_c_are_pythons(
     compiled: ModuleType,  # noqa: F811
     prefixes: list[bytes],
-    bits: bytes | None,
+    main: compact.PrefixFilter | None,
+    fresh: compact.PrefixFilter | None,
 ) -> None:
-    modulus = 1 if bits is None else len(bits) * 8 - 1 or 1
-    assert compiled.bucket_keys(prefixes, modulus, bits) == compact.bucket_keys(
-        prefixes, modulus, bits
-    )
+    assert compiled.bucket_keys(prefixes, main, fresh) == compact.bucket_keys(prefixes, main, fresh)
+
+
+@_SETTINGS
+@given(
+    chunk=st.lists(
+        st.tuples(
+            st.binary(min_size=3, max_size=3),
+            st.binary(max_size=40).map(lambda b: b[: len(b) - len(b) % 6] if len(b) % 3 else b),
+        ),
+        max_size=20,
+    ),
+    size=st.integers(3, 10),
+)
+def test_mark_prefixes_in_c_is_pythons(
+    compiled: ModuleType,  # noqa: F811
+    chunk: list[tuple[bytes, bytes]],
+    size: int,
+) -> None:
+    """Bits of whole cells (a cut last cell is skipped), and every cell's prefix
+    then holds (a filter misses no cell)."""
+    fast, slow = bytearray(1 << (size - 3)), bytearray(1 << (size - 3))
+    compiled.mark_prefixes(fast, 64 - size, chunk)
+    compact.mark_prefixes(slow, 64 - size, chunk)
+    assert fast == slow
+    held = compact.PrefixFilter(64 - size, fast)
+    for key, packed in chunk:
+        for pos in range(0, len(packed) - 5, compact.CELL_BYTES):
+            assert held.holds(key[1:3] + packed[pos : pos + 2] + key[0:1])
 
 
 @st.composite
@@ -95,7 +126,11 @@ def test_bucket_nums_in_c_are_pythons(
 def test_bad_probes_are_refused_in_c(compiled: ModuleType) -> None:  # noqa: F811
     """Wrong shapes raise (never read past a buffer)."""
     with pytest.raises(ValueError, match="5 bytes"):
-        compiled.bucket_keys([b"abcd"], 1, None)
+        compiled.bucket_keys([b"abcd"], None, None)
+    with pytest.raises(ValueError, match="cover"):
+        compiled.bucket_keys([b"abcde"], compact.PrefixFilter(40, bytearray(1)), None)
+    with pytest.raises(ValueError, match="cover"):
+        compiled.mark_prefixes(bytearray(1), 40, [])
     with pytest.raises(TypeError):
         compiled.bucket_nums([b"abcde"], [(b"eab", 7)], None)
     with pytest.raises(KeyError):
@@ -113,7 +148,8 @@ def test_either_path_answers_as_the_scan(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """query_fingerprint on the C probes and on the Python ones gives what the
-    plain scan gives (near copies in both tiers, a removed one, hot rows)."""
+    plain scan gives (near copies in both tiers, a removed one, hot rows), with
+    and without the tiers' filters (warm())."""
     if path == "python":
         monkeypatch.setenv("SHDB_NATIVE", "0")
     elif compact.Probe.best().keys is compact.bucket_keys:
@@ -130,7 +166,9 @@ def test_either_path_answers_as_the_scan(
         index.remove("n3")
         probe = index._store._compact.probe  # type: ignore[attr-defined]
         assert (probe.keys is compact.bucket_keys) == (path == "python")
-        for x in (q, q ^ 1 << 40, q ^ 7):
+        for x, warm in ((q, False), (q ^ 1 << 40, True), (q ^ 7, True), (q, True)):
+            if warm:
+                index.warm()
             for k in range(4):
                 for limit in (None, 1, 3, 10):
                     got = index.query_fingerprint(x, k, limit=limit)

@@ -13,8 +13,9 @@
  *   count factor x IDF, the n heaviest by (weight, term). What Python decides
  *   per distinct token (str.strip, str.lower, rare Unicode categories) is asked
  *   of Python's own str methods or functions, once per token, and remembered.
- * - encode_prefixes, bucket_keys, bucket_nums: one query's probes of the
- *   embedded store (codec.encode_prefixes, compact.bucket_keys/bucket_nums; the
+ * - encode_prefixes, bucket_keys, bucket_nums, mark_prefixes: one query's
+ *   probes of the embedded store and its prefix filters (codec.encode_prefixes,
+ *   compact.bucket_keys/bucket_nums/mark_prefixes; the
  *   references, compared in tests/test_native_probe.py), so that a query makes
  *   a few C calls instead of ~100 Python ones.
  * - match_cells(found, probes, order): compact._matched_py, the cells of a
@@ -1356,21 +1357,84 @@ bucket_key(const unsigned char *p, unsigned char *key)
     key[2] = p[1];
 }
 
-/* compact.bucket_keys_py */
+#define SPREAD 0x9E3779B97F4A7C15ULL /* compact._SPREAD */
+
+/* compact.PrefixFilter.slot: the shift must leave 3 to 40 bits (set by read_shift). */
+static uint64_t
+filter_slot(uint64_t value, int shift)
+{
+    return value * SPREAD >> shift;
+}
+
+/* A filter's shift, checked against the size of its bits (bytes). */
+static int
+read_shift(PyObject *obj, Py_ssize_t size, int *shift)
+{
+    long s = PyLong_AsLong(obj);
+    if (s == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (s < 24 || s > 61 || (uint64_t)size < (1ULL << (64 - s)) / 8) {
+        PyErr_SetString(PyExc_ValueError, "a prefix filter's bits do not cover its shift");
+        return -1;
+    }
+    *shift = (int)s;
+    return 0;
+}
+
+/* A PrefixFilter (shift, bits): its shift and bytes, or NULL bits for None. */
+static int
+read_filter(PyObject *filter, int *shift, const unsigned char **bits, Py_ssize_t *size)
+{
+    *bits = NULL;
+    if (filter == Py_None) {
+        return 0;
+    }
+    if (!PyTuple_Check(filter) || PyTuple_GET_SIZE(filter) != 2) {
+        PyErr_SetString(PyExc_TypeError, "a prefix filter is (shift, bits) or None");
+        return -1;
+    }
+    PyObject *b = PyTuple_GET_ITEM(filter, 1);
+    if (PyBytes_Check(b)) {
+        *bits = (const unsigned char *)PyBytes_AS_STRING(b);
+        *size = PyBytes_GET_SIZE(b);
+    } else if (PyByteArray_Check(b)) {
+        *bits = (const unsigned char *)PyByteArray_AS_STRING(b);
+        *size = PyByteArray_GET_SIZE(b);
+    } else {
+        PyErr_SetString(PyExc_TypeError, "a prefix filter's bits are bytes or a bytearray");
+        return -1;
+    }
+    return read_shift(PyTuple_GET_ITEM(filter, 0), *size, shift);
+}
+
+/* Whether a prefix's bit is set in a filter (read_filter checked its size). */
+static int
+filter_holds(const unsigned char *prefix, int shift, const unsigned char *bits)
+{
+    uint64_t v = 0;
+    for (int j = 0; j < PREFIX_BYTES; j++) {
+        v = v << 8 | prefix[j];
+    }
+    uint64_t h = filter_slot(v, shift);
+    return bits[h >> 3] >> (h & 7) & 1;
+}
+
+/* compact.bucket_keys */
 static PyObject *
 bucket_keys(PyObject *self, PyObject *args)
 {
-    PyObject *prefixes, *bits_obj;
-    unsigned long long modulus;
+    PyObject *prefixes, *filters[2];
+    int shift[2] = {0, 0};
+    const unsigned char *bits[2];
+    Py_ssize_t size[2] = {0, 0};
     const unsigned char *p[MAX_PROBES];
     unsigned char keys[MAX_PROBES][3];
     Py_ssize_t n;
-    if (!PyArg_ParseTuple(args, "OKO:bucket_keys", &prefixes, &modulus, &bits_obj) ||
-        read_prefixes(prefixes, p, &n) < 0) {
-        return NULL;
-    }
-    if (bits_obj != Py_None && (!PyBytes_Check(bits_obj) || modulus == 0)) {
-        PyErr_SetString(PyExc_TypeError, "bits must be bytes (or None) and modulus above 0");
+    if (!PyArg_ParseTuple(args, "OOO:bucket_keys", &prefixes, &filters[0], &filters[1]) ||
+        read_prefixes(prefixes, p, &n) < 0 ||
+        read_filter(filters[0], &shift[0], &bits[0], &size[0]) < 0 ||
+        read_filter(filters[1], &shift[1], &bits[1], &size[1]) < 0) {
         return NULL;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -1381,45 +1445,69 @@ bucket_keys(PyObject *self, PyObject *args)
             }
         }
     }
-    PyObject *all = PyList_New(n), *asked = PyList_New(0);
-    if (all == NULL || asked == NULL) {
+    PyObject *asked[2] = {PyList_New(0), PyList_New(0)};
+    if (asked[0] == NULL || asked[1] == NULL) {
         goto fail;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *key = PyBytes_FromStringAndSize((const char *)keys[i], 3);
-        if (key == NULL) {
-            goto fail;
-        }
-        PyList_SET_ITEM(all, i, key);
-        if (bits_obj != Py_None) {
-            uint64_t v = 0;
-            for (int j = 0; j < PREFIX_BYTES; j++) {
-                v = v << 8 | p[i][j];
-            }
-            uint64_t h = v % modulus;
-            if ((Py_ssize_t)(h >> 3) >= PyBytes_GET_SIZE(bits_obj)) {
-                PyErr_SetString(PyExc_IndexError, "index out of range");
-                goto fail;
-            }
-            if (!(((const unsigned char *)PyBytes_AS_STRING(bits_obj))[h >> 3] >> (h & 7) & 1)) {
+        PyObject *key = NULL;
+        for (int t = 0; t < 2; t++) {
+            if (bits[t] != NULL && !filter_holds(p[i], shift[t], bits[t])) {
                 continue;
             }
+            if (key == NULL && (key = PyBytes_FromStringAndSize((const char *)keys[i], 3)) == NULL) {
+                goto fail;
+            }
+            if (PyList_Append(asked[t], key) < 0) {
+                Py_DECREF(key);
+                goto fail;
+            }
         }
-        if (PyList_Append(asked, key) < 0) {
-            goto fail;
-        }
+        Py_XDECREF(key);
     }
-    PyObject *result = PyTuple_Pack(2, all, asked);
-    Py_DECREF(all);
-    Py_DECREF(asked);
+    PyObject *result = PyTuple_Pack(2, asked[0], asked[1]);
+    Py_DECREF(asked[0]);
+    Py_DECREF(asked[1]);
     return result;
 fail:
-    Py_XDECREF(all);
-    Py_XDECREF(asked);
+    Py_XDECREF(asked[0]);
+    Py_XDECREF(asked[1]);
     return NULL;
 }
 
-/* compact.bucket_nums_py */
+/* compact.mark_prefixes */
+static PyObject *
+mark_prefixes(PyObject *self, PyObject *args)
+{
+    PyObject *bits_obj, *shift_obj, *chunk;
+    int shift;
+    if (!PyArg_ParseTuple(args, "YOO!:mark_prefixes", &bits_obj, &shift_obj, &PyList_Type, &chunk) ||
+        read_shift(shift_obj, PyByteArray_GET_SIZE(bits_obj), &shift) < 0) {
+        return NULL;
+    }
+    unsigned char *bits = (unsigned char *)PyByteArray_AS_STRING(bits_obj);
+    for (Py_ssize_t f = 0; f < PyList_GET_SIZE(chunk); f++) {
+        PyObject *pair = PyList_GET_ITEM(chunk, f);
+        if (!PyTuple_Check(pair) || PyTuple_GET_SIZE(pair) != 2 ||
+            !PyBytes_Check(PyTuple_GET_ITEM(pair, 0)) || PyBytes_GET_SIZE(PyTuple_GET_ITEM(pair, 0)) != 3 ||
+            !PyBytes_Check(PyTuple_GET_ITEM(pair, 1))) {
+            PyErr_SetString(PyExc_TypeError, "a chunk is a list of (3-byte key, packed cells)");
+            return NULL;
+        }
+        const unsigned char *key = (const unsigned char *)PyBytes_AS_STRING(PyTuple_GET_ITEM(pair, 0));
+        const unsigned char *cells = (const unsigned char *)PyBytes_AS_STRING(PyTuple_GET_ITEM(pair, 1));
+        Py_ssize_t len = PyBytes_GET_SIZE(PyTuple_GET_ITEM(pair, 1));
+        /* a prefix: the key's field bytes, the cell's two, then the key's flag */
+        uint64_t head = ((uint64_t)key[1] << 32 | (uint64_t)key[2] << 24) | key[0];
+        for (Py_ssize_t at = 0; at + CELL_BYTES <= len; at += CELL_BYTES) {
+            uint64_t h = filter_slot(head | (uint64_t)cells[at] << 16 | (uint64_t)cells[at + 1] << 8, shift);
+            bits[h >> 3] |= (unsigned char)(1u << (h & 7));
+        }
+    }
+    Py_RETURN_NONE;
+}
+
+/* compact.bucket_nums */
 static PyObject *
 bucket_nums(PyObject *self, PyObject *args)
 {
@@ -1700,11 +1788,13 @@ static PyMethodDef module_methods[] = {
     {"encode_prefixes", encode_prefixes, METH_VARARGS,
      "encode_prefixes(fp, terms): codec.encode_prefixes in C."},
     {"bucket_keys", bucket_keys, METH_VARARGS,
-     "bucket_keys(prefixes, modulus, bits): compact.bucket_keys_py in C."},
+     "bucket_keys(prefixes, index_filter, fresh_filter): compact.bucket_keys in C."},
     {"bucket_nums", bucket_nums, METH_VARARGS,
-     "bucket_nums(prefixes, found, row_cap): compact.bucket_nums_py in C."},
+     "bucket_nums(prefixes, found, row_cap): compact.bucket_nums in C."},
     {"match_cells", match_cells, METH_VARARGS,
      "match_cells(found, probes, order): compact._matched_py, one pass over the cells."},
+    {"mark_prefixes", mark_prefixes, METH_VARARGS,
+     "mark_prefixes(bits, shift, chunk): compact.mark_prefixes in C."},
     {NULL, NULL, 0, NULL},
 };
 

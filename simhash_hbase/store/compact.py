@@ -47,7 +47,7 @@ import struct
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import suppress
-from itertools import pairwise, repeat
+from itertools import islice, pairwise, repeat
 from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -177,23 +177,20 @@ def spilled_leads(packed: bytes) -> set[bytes]:
 
 
 def bucket_keys(
-    prefixes: list[bytes], modulus: int, bits: bytes | None
+    prefixes: list[bytes], index: PrefixFilter | None, fresh: PrefixFilter | None
 ) -> tuple[list[bytes], list[bytes]] | None:
     """One query's bucket keys (each prefix's flag, then its field's top two
-    bytes), and those to ask of the fresh tier: all, or (``bits`` of a
-    :class:`FreshFilter`) those whose prefix's bit is set. None where two
-    prefixes share a bucket. The reference of ``_native.bucket_keys``."""
+    bytes) to ask of each tier: all, or (a :class:`PrefixFilter` of the tier)
+    those whose prefix's bit is set. None where two prefixes share a bucket.
+    The reference of ``_native.bucket_keys``."""
     keys = [prefix[4:5] + prefix[0:2] for prefix in prefixes]
     if len(set(keys)) != len(keys):
         return None
-    if bits is None:
-        return keys, list(keys)
-    asked = [
-        key
-        for key, prefix in zip(keys, prefixes)
-        if bits[(h := int.from_bytes(prefix, "big") % modulus) >> 3] >> (h & 7) & 1
-    ]
-    return keys, asked
+    index_keys, fresh_keys = (
+        [key for key, prefix in zip(keys, prefixes) if tier is None or tier.holds(prefix)]
+        for tier in (index, fresh)
+    )
+    return index_keys, fresh_keys
 
 
 def bucket_nums(
@@ -222,41 +219,90 @@ def bucket_nums(
     return list(counts), list(counts.values())
 
 
-class Probe(NamedTuple):
-    """:func:`bucket_keys` and :func:`bucket_nums`, in C where the extension is
-    built (``$SHDB_NATIVE=0``: in Python); both give the same answers."""
+def mark_prefixes(bits: bytearray, shift: int, chunk: list[tuple[bytes, bytes]]) -> None:
+    """Set in ``bits`` the bit (:meth:`PrefixFilter.slot`) of the prefix of each
+    whole cell of ``chunk`` ((bucket key, packed cells) of a tier).
+    The reference of ``_native.mark_prefixes``."""
+    keys = [b"\x00" + key for key, _ in chunk]
+    values = [packed[: len(packed) - len(packed) % CELL_BYTES] for _, packed in chunk]
+    sizes = np.fromiter(map(len, values), dtype=np.int64, count=len(values)) // CELL_BYTES
+    head = np.repeat(np.frombuffer(b"".join(keys), dtype=">u4").astype(np.uint64), sizes)
+    lo = np.frombuffer(b"".join(values), dtype=CELL)["lo"].astype(np.uint64)
+    field = (head & np.uint64(0xFFFF)) << np.uint64(16) | lo
+    value = field << np.uint64(8) | head >> np.uint64(16)
+    slot = value * np.uint64(_SPREAD) >> np.uint64(shift)  # the product wraps, as in slot()
+    np.bitwise_or.at(
+        np.frombuffer(bits, dtype=np.uint8),
+        slot >> np.uint64(3),
+        np.left_shift(1, slot & np.uint64(7)).astype(np.uint8),
+    )
 
-    keys: Callable[[list[bytes], int, bytes | None], tuple[list[bytes], list[bytes]] | None]
+
+class Probe(NamedTuple):
+    """:func:`bucket_keys`, :func:`bucket_nums` and :func:`mark_prefixes`, in C
+    where the extension is built (``$SHDB_NATIVE=0``: in Python); both give the
+    same answers."""
+
+    keys: Callable[
+        [list[bytes], PrefixFilter | None, PrefixFilter | None],
+        tuple[list[bytes], list[bytes]] | None,
+    ]
     nums: Callable[
         [list[bytes], list[tuple[bytes, bytes]], int | None], tuple[list[bytes], list[int]] | None
     ]
+    mark: Callable[[bytearray, int, list[tuple[bytes, bytes]]], None]
 
     @classmethod
     def best(cls) -> Probe:
         c = native.module()
-        return cls(bucket_keys, bucket_nums) if c is None else cls(c.bucket_keys, c.bucket_nums)
+        if c is None:
+            return cls(bucket_keys, bucket_nums, mark_prefixes)
+        return cls(c.bucket_keys, c.bucket_nums, c.mark_prefixes)
 
 
-#: Bits of a :class:`FreshFilter` per cell of the fresh tier, at least: a probe's
-#: bit is set by chance ~1/FRESH_FILTER_BITS of the time, so that most queries (10
-#: probes) ask the fresh tier nothing (at 8 bits, 72 % of queries still read it;
-#: at 32, 27 %: query p50 at 1 M 20.5 -> 12.4 µs, same run): 4-8 MB a million
-#: documents in the tier.
-FRESH_FILTER_BITS = 32
+#: Bits of a tier's :class:`PrefixFilter` per cell, at least: a probe whose
+#: prefix the tier lacks finds its bit set ~1/bits of the time. The fresh tier's
+#: holds few of a query's prefixes, so that most queries ask it nothing (at 8
+#: bits, 72 % of queries still read it; at 32, 27 %: query p50 at 1 M 20.5 ->
+#: 12.4 µs, same run); the index's, ~10 times bigger, holds those of the
+#: documents found: it saves the probes of the others (about half). A warm
+#: reader at 10 M holds ~128 MB + up to 64 MB of them (docs/embedded.md).
+TIER_FILTER_BITS = {"index": 8, "fresh": 32}
+_MARK_CHUNK = 1 << 14  # buckets a call of mark_prefixes (bounded memory in NumPy)
+_SPREAD = 0x9E37_79B9_7F4A_7C15  # 2^64 / the golden ratio, odd (Fibonacci hashing)
+_WORD = (1 << 64) - 1
 
 
-class FreshFilter(NamedTuple):
-    """Which prefixes have cells in the fresh tier at one snapshot (the LMDB
-    transaction id ``txn_id``): a bitmap over each cell's prefix value (field << 8
-    | flag, the 5 bytes of the prefix) modulo ``modulus`` (2^b - 1, at least
-    :data:`FRESH_FILTER_BITS` bits a cell). A probe whose bit is clear has no cell there,
-    and a query skips its bucket in that tier (one cache-missing leaf less a probe).
-    Exact: used only by read transactions of the snapshot it was built from (a
-    commit changes the id)."""
+class PrefixFilter(NamedTuple):
+    """Which prefixes have cells in one tier: a bitmap of 2^(64 - ``shift``) bits
+    (at least :data:`TIER_FILTER_BITS` a cell), each cell's prefix setting the bit
+    :meth:`slot`, marks included. A probe whose bit is clear has no cell there,
+    and a query skips its bucket in that tier (one cache-missing leaf less a probe)."""
+
+    shift: int
+    bits: bytearray
+
+    @staticmethod
+    def slot(prefix: bytes, shift: int) -> int:
+        """The top bits of the prefix value (field << 8 | flag) times an odd
+        constant: a field holds two segments of 12-13 bits each, so the values
+        are not spread over their 40 bits (modulo 2^28 - 1 at 3 M, random
+        prefixes found 38 % of the bits set where 8.5 % were)."""
+        return (int.from_bytes(prefix, "big") * _SPREAD & _WORD) >> shift
+
+    def holds(self, prefix: bytes) -> bool:
+        h = self.slot(prefix, self.shift)
+        return bool(self.bits[h >> 3] >> (h & 7) & 1)
+
+
+class TierFilters(NamedTuple):
+    """The :class:`PrefixFilter` of each tier at one snapshot (the LMDB
+    transaction id ``txn_id``; None: that tier is read whole). Exact: used only
+    by read transactions of that snapshot (a commit changes the id)."""
 
     txn_id: int
-    modulus: int
-    bits: bytes
+    main: PrefixFilter | None  # the index tier's
+    fresh: PrefixFilter | None
 
 
 class Tables:
@@ -272,7 +318,7 @@ class Tables:
         self.hot: Any = handles.get(HOT_ROWS)  # None: a file without hot rows, read-only
         self.catalog = env.open_db(None)  # LMDB's main database: the named ones' records
         self.h = helpers
-        self.filter: FreshFilter | None = None  # see fresh_filter(); set by a warm reader
+        self.filter: TierFilters | None = None  # see filters(); set by a warm reader
         self.probe = Probe.best()
 
     @staticmethod
@@ -443,8 +489,8 @@ class Tables:
     ) -> tuple[list[tuple[str, int]], int] | None:
         """:meth:`scan` of one query's prefixes, as the distinct documents found
         ((id, fingerprint), in no order) and the count of visible cells, without
-        a tuple per cell: a multi-get of the buckets a tier (in the fresh tier
-        only those its :class:`FreshFilter` may hold), the cells of each lead
+        a tuple per cell: a multi-get of the buckets a tier (after warm(), only
+        those its :class:`PrefixFilter` may hold), the cells of each lead
         (:func:`bucket_nums`, in C where built), one names get per document.
         None (use :meth:`scan`) where that would differ: two prefixes of one
         bucket, a lead marked spilled, or a prefix with ``row_cap`` cells or more
@@ -452,13 +498,13 @@ class Tables:
         listed = prefixes if type(prefixes) is list else list(prefixes)
         held = self.filter
         if held is not None and held.txn_id == txn.id():
-            probe = self.probe.keys(listed, held.modulus, held.bits)
+            probe = self.probe.keys(listed, held.main, held.fresh)
         else:
-            probe = self.probe.keys(listed, 1, None)
+            probe = self.probe.keys(listed, None, None)
         if probe is None:
             return None
         keys, asked = probe
-        found = txn.cursor(self.index).getmulti(keys)
+        found = txn.cursor(self.index).getmulti(keys) if keys else []
         fresh = self.fresh if self.fresh is not None else self.tier(txn)
         if fresh is not None and asked:
             found += txn.cursor(fresh).getmulti(asked)
@@ -475,29 +521,25 @@ class Tables:
                 cells += count
         return docs, cells
 
-    def fresh_filter(self, txn: Txn) -> FreshFilter | None:
-        """The :class:`FreshFilter` of ``txn``'s snapshot (None: no fresh tier),
-        from every cell of the tier, marks included; one pass over it."""
+    def filters(self, txn: Txn) -> TierFilters:
+        """The :class:`TierFilters` of ``txn``'s snapshot: one pass over each tier."""
+        state = self.state(txn)
         fresh = self.tier(txn)
-        if fresh is None:
-            return None
-        keys: list[bytes] = []
-        values: list[bytes] = []
-        for key, packed in txn.cursor(fresh):
-            keys.append(b"\x00" + key)
-            values.append(packed)
-        sizes = np.fromiter(map(len, values), dtype=np.int64, count=len(values)) // CELL_BYTES
-        head = np.repeat(np.frombuffer(b"".join(keys), dtype=">u4").astype(np.uint64), sizes)
-        lo = np.frombuffer(b"".join(values), dtype=CELL)["lo"].astype(np.uint64)
-        field = (head & np.uint64(0xFFFF)) << np.uint64(16) | lo
-        value = field << np.uint64(8) | head >> np.uint64(16)  # the prefix's 5 bytes
-        modulus = (1 << max(16, (FRESH_FILTER_BITS * len(value)).bit_length())) - 1
-        slot = value % np.uint64(modulus)
-        bits = np.zeros(modulus // 8 + 1, dtype=np.uint8)
-        np.bitwise_or.at(
-            bits, slot >> np.uint64(3), np.left_shift(1, slot & np.uint64(7)).astype(np.uint8)
+        held = state.get("fresh", 0) if fresh is not None else 0
+        return TierFilters(
+            txn.id(),
+            self._filter(txn, self.index, state["cells"] - held, TIER_FILTER_BITS["index"]),
+            None if fresh is None else self._filter(txn, fresh, held, TIER_FILTER_BITS["fresh"]),
         )
-        return FreshFilter(txn.id(), modulus, bits.tobytes())
+
+    def _filter(self, txn: Txn, db: Any, cells: int, per_cell: int) -> PrefixFilter:
+        """The :class:`PrefixFilter` of the tier ``db`` holding about ``cells`` cells."""
+        size = max(16, (per_cell * max(cells, 0)).bit_length())  # 2^size bits
+        bits = bytearray(1 << (size - 3))
+        items = iter(txn.cursor(db))
+        while chunk := list(islice(items, _MARK_CHUNK)):
+            self.probe.mark(bits, 64 - size, chunk)
+        return PrefixFilter(64 - size, bits)
 
     def scan_wide(
         self, txn: Txn, prefixes: Sequence[bytes], row_cap: int | None = None

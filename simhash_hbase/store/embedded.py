@@ -742,7 +742,7 @@ class EmbeddedStore:
         if self._compact is not None:
             try:
                 with self._env.begin() as txn:
-                    self._compact.filter = self._compact.fresh_filter(txn)
+                    self._compact.filter = self._compact.filters(txn)
             except lmdb.Error as exc:
                 raise self._error(exc, "read") from exc
         return size
