@@ -340,9 +340,10 @@ def figures(r: dict[str, Any]) -> list[Figure]:
                     measured=f"{qm['p50_us']['shdb']:.1f} µs{_cpu_us(qm)}{_faults_text(qm)}",
                     baseline=f"{qs['p50_us']['shdb']:.1f} µs{_cpu_us(qs)}",
                     exact=qm["wrong"] == 0,
-                    bound="at 300 k every cell is in one tier (the fresh one) and its leaves "
-                    "stay in the CPU caches more; at 3 M a query reads two tiers (after warm(), "
-                    "the fresh one only where its filter holds the prefix), a colder leaf a "
+                    bound="at 300 k every cell is in one tier (the fresh one: 41 MB of leaves, "
+                    "3 levels) and the index is empty; at 3 M a query reads both tiers (290 MB "
+                    "of index leaves, 4 levels), cold all 10 buckets of each, after warm() those "
+                    "whose prefix a tier's bitmap holds (~6 a query): a colder, deeper leaf a "
                     "probe (FAISS, in RAM, grew "
                     f"{qm['p50_us']['faiss'] / qs['p50_us']['faiss']:.2f}x)",
                 )
@@ -400,9 +401,10 @@ def figures(r: dict[str, Any]) -> list[Figure]:
                     measured=f"{q['p50_us']['shdb']:.1f} µs{_cpu_us(q)}{_faults_text(q)}",
                     baseline=f"FAISS {q['p50_us']['faiss']:.1f} µs{_cpu_us(q, 'faiss')}",
                     exact=q["wrong"] == 0,
-                    bound="10 probes, a B+tree leaf each a tier (cache and TLB misses, ~1 µs), "
-                    "plus ~13 µs of Python; 100 k of the 1 M in the fresh tier: after warm() it "
-                    "is read only where its filter holds the prefix (docs/embedded.md)",
+                    bound="cold: 10 probes, a B+tree leaf each a tier (cache and TLB misses and "
+                    "page faults), one LMDB multi-get a tier and a few C calls (bucket keys, the "
+                    "cells of each lead); after warm(), a tier's bucket is read only where its "
+                    "prefix bitmap holds the prefix (~6 of 20 a query; docs/embedded.md)",
                 )
             )
     return rows

@@ -269,6 +269,9 @@ class Probe(NamedTuple):
 #: reader at 10 M holds ~128 MB + up to 64 MB of them (docs/embedded.md).
 TIER_FILTER_BITS = {"index": 8, "fresh": 32}
 _MARK_CHUNK = 1 << 14  # buckets a call of mark_prefixes (bounded memory in NumPy)
+#: A tier's bitmap has at most 2^this bits (256 MB): past ~30 M documents the
+#: index's fills up (at 100 M, ~37 % of its bits set) rather than growing.
+_MAX_FILTER_LOG = 31
 _SPREAD = 0x9E37_79B9_7F4A_7C15  # 2^64 / the golden ratio, odd (Fibonacci hashing)
 _WORD = (1 << 64) - 1
 
@@ -534,7 +537,7 @@ class Tables:
 
     def _filter(self, txn: Txn, db: Any, cells: int, per_cell: int) -> PrefixFilter:
         """The :class:`PrefixFilter` of the tier ``db`` holding about ``cells`` cells."""
-        size = max(16, (per_cell * max(cells, 0)).bit_length())  # 2^size bits
+        size = min(_MAX_FILTER_LOG, max(16, (per_cell * max(cells, 0)).bit_length()))
         bits = bytearray(1 << (size - 3))
         items = iter(txn.cursor(db))
         while chunk := list(islice(items, _MARK_CHUNK)):
