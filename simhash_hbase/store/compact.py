@@ -231,11 +231,9 @@ def mark_prefixes(bits: bytearray, shift: int, chunk: list[tuple[bytes, bytes]])
     field = (head & np.uint64(0xFFFF)) << np.uint64(16) | lo
     value = field << np.uint64(8) | head >> np.uint64(16)
     slot = value * np.uint64(_SPREAD) >> np.uint64(shift)  # the product wraps, as in slot()
-    np.bitwise_or.at(
-        np.frombuffer(bits, dtype=np.uint8),
-        slot >> np.uint64(3),
-        np.left_shift(1, slot & np.uint64(7)).astype(np.uint8),
-    )
+    view, byte, bit = np.frombuffer(bits, dtype=np.uint8), slot >> np.uint64(3), slot & np.uint64(7)
+    for b in range(8):  # one bit at a time: a byte listed twice gets the same value twice
+        view[byte[bit == b]] |= np.uint8(1 << b)
 
 
 class Probe(NamedTuple):
