@@ -14,18 +14,21 @@ frequencies: real words, distinct per article, with no corpus to ship or fetch.
 from __future__ import annotations
 
 import functools
+import mimetypes
 import random
+import socket
 import subprocess
 import sys
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 
 import jieba
 import opencc
+import uvicorn
 
 TEMPLATES = ("news", "forum", "blog")
 PUNCT = "，，，、；"
@@ -140,19 +143,38 @@ def write_site(root: Path, pages: list[Page], seed: int = 7) -> None:
     (root / "index.html").write_text(f"<html><body>{''.join(links)}</body></html>", "utf-8")
 
 
-class _Quiet(SimpleHTTPRequestHandler):
-    # Keep-alive, as any production server: HTTP/1.0 would make every page a new
-    # connection, whose set-up and tear-down cost the crawler more than the page.
-    protocol_version = "HTTP/1.1"
-    # TCP_NODELAY, as nginx's tcp_nodelay (on by default) and any production server:
-    # http.server writes a response's headers and body in two sends, and with Nagle's
-    # algorithm on a kept-alive connection the body waits for the client's delayed ACK
-    # of the headers, 40 ms on Linux. Every page took 44 ms to serve, which capped a
-    # crawl of 16 connections at about 350 pages/s however fast either side was.
-    disable_nagle_algorithm = True
+class StaticSite:
+    """An ASGI app serving the files below ``root``, each read once: a site stands for
+    servers elsewhere, whose CPU is not the crawler's, so the one on this machine should
+    cost as little as one can. Run by uvicorn with its C HTTP parser (httptools) and
+    event loop (uvloop), as ``shdb serve`` runs: keep-alive (HTTP/1.1) and
+    ``TCP_NODELAY``, as any production server. Python's threaded ``http.server`` cost
+    0.17 ms of CPU a page, a quarter of what ``shdb ingest`` spends on a page, on the
+    cores the crawl shares; it also needed ``TCP_NODELAY`` set by hand (its headers and
+    body went in two sends, and Nagle's algorithm held every body 40 ms for the
+    crawler's delayed ACK)."""
 
-    def log_message(self, format: str, *args: object) -> None:
-        """Requests are counted by the crawl, not logged by the server."""
+    def __init__(self, root: Path) -> None:
+        self._root = root.resolve()
+        self._pages: dict[str, tuple[bytes, bytes] | None] = {}
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        path = scope["path"]
+        if path not in self._pages:
+            self._pages[path] = self._read(path)
+        page = self._pages[path]
+        status, (body, kind) = (200, page) if page else (404, (b"not found", b"text/plain"))
+        headers = [(b"content-type", kind), (b"content-length", str(len(body)).encode())]
+        await send({"type": "http.response.start", "status": status, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    def _read(self, path: str) -> tuple[bytes, bytes] | None:
+        """The file's bytes and media type; None outside the root or where none is."""
+        target = (self._root / path.lstrip("/")).resolve()
+        if not target.is_relative_to(self._root) or not target.is_file():
+            return None
+        kind = mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+        return target.read_bytes(), kind.encode()
 
 
 @contextmanager
@@ -191,16 +213,19 @@ def main() -> None:
     """``python -m benchmarks.site ROOT``: serve ROOT, print the base URL, until killed
     or until its stdin ends (the test or benchmark that started it is gone: a server
     in a session of its own would otherwise outlive a killed test run)."""
-    handler = functools.partial(_Quiet, directory=sys.argv[1])
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    config = uvicorn.Config(StaticSite(Path(sys.argv[1])), loop="uvloop", http="httptools",
+                            lifespan="off", access_log=False, log_level="warning")  # fmt: skip
+    server = uvicorn.Server(config)
     threading.Thread(target=_stop_at_end_of_input, args=(server,), daemon=True).start()
-    print(f"http://127.0.0.1:{server.server_address[1]}", flush=True)
-    server.serve_forever()
+    print(f"http://127.0.0.1:{listener.getsockname()[1]}", flush=True)
+    server.run(sockets=[listener])
 
 
-def _stop_at_end_of_input(server: ThreadingHTTPServer) -> None:
+def _stop_at_end_of_input(server: uvicorn.Server) -> None:
     sys.stdin.read()
-    server.shutdown()
+    server.should_exit = True
 
 
 if __name__ == "__main__":

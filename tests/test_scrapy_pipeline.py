@@ -177,7 +177,7 @@ def test_tag_mode_tags_every_kind_of_item(tmp_path: Path, kind: str) -> None:
     (match,) = near(copy)
     assert match["id"] == "u/original"
     assert match["distance"] <= 3
-    assert stats(pipeline) == {"shdb/checked": 3, "shdb/near_duplicates": 1}
+    assert stats(pipeline) == {"shdb/checked": 3, "shdb/near_duplicates": 1, "shdb/batches": 1}
 
 
 def test_drop_mode_names_the_nearest_earlier_document(tmp_path: Path) -> None:
@@ -255,7 +255,8 @@ def test_an_idle_index_takes_an_item_at_once_and_a_busy_one_what_arrived_meanwhi
 ) -> None:
     """Group commit: no item waits for SHDB_FLUSH_SECONDS (a minute here) while the
     index process idles; the items that arrive while it writes go as the next batch."""
-    pipeline = pipeline_for(str(tmp_path / "idx"), SHDB_ACTION="tag", SHDB_FLUSH_SECONDS=60)
+    pipeline = pipeline_for(str(tmp_path / "idx"), SHDB_ACTION="tag", SHDB_FLUSH_SECONDS=60,
+                            SHDB_LINGER_SECONDS=0)  # fmt: skip
     sizes: list[int] = []
     gate = threading.Event()
     write = pipeline._write_with_retries
@@ -285,6 +286,45 @@ def test_an_idle_index_takes_an_item_at_once_and_a_busy_one_what_arrived_meanwhi
     assert sizes == [1, 2]
     assert near(original) == [] and near(other) == []
     assert [m["id"] for m in near(copy)] == ["a"]
+
+
+@pytest.mark.parametrize("linger", [0.3, 1.0])
+def test_an_idle_index_waits_the_linger_for_the_items_that_follow(
+    tmp_path: Path, linger: float
+) -> None:
+    """The items that arrive within SHDB_LINGER_SECONDS of the first go in its batch
+    (a batch's fixed cost is spread), and the first waits about the linger, not the
+    minute of SHDB_FLUSH_SECONDS."""
+    pipeline = pipeline_for(str(tmp_path / "idx"), SHDB_ACTION="tag", SHDB_FLUSH_SECONDS=60,
+                            SHDB_LINGER_SECONDS=linger)  # fmt: skip
+    sizes: list[int] = []
+    write = pipeline._write_with_retries
+
+    def counted(batch: Any) -> Any:
+        sizes.append(len(batch))
+        return write(batch)
+
+    pipeline._write_with_retries = counted  # type: ignore[method-assign]
+    items = [{"url": "a", "text": ORIGINAL}, {"url": "b", "text": COPY},
+             {"url": "c", "text": OTHER}]  # fmt: skip
+
+    async def go() -> tuple[list[Any], float]:
+        await pipeline.open_spider()
+        try:
+            began = time.monotonic()
+            tasks = []
+            for item in items:
+                tasks.append(asyncio.ensure_future(pipeline.process_item(item)))
+                await asyncio.sleep(linger / 10)
+            results = await asyncio.wait_for(asyncio.gather(*tasks), 30)
+            return results, time.monotonic() - began
+        finally:
+            await pipeline.close_spider()
+
+    (original, copy, other), waited = asyncio.run(go())
+    assert sizes == [3]
+    assert linger <= waited < linger + 10
+    assert [m["id"] for m in near(copy)] == ["a"] and near(original) == near(other) == []
 
 
 class FailingIndex:

@@ -68,6 +68,7 @@ class PipelineSettings:
     limit: int = 10
     batch_size: int = 200
     flush_seconds: float = 0.5
+    linger_seconds: float = 0.05
     retries: int = 3
 
     @classmethod
@@ -91,6 +92,7 @@ class PipelineSettings:
             limit=settings.getint("SHDB_LIMIT", cls.limit),
             batch_size=settings.getint("SHDB_BATCH_SIZE", cls.batch_size),
             flush_seconds=settings.getfloat("SHDB_FLUSH_SECONDS", cls.flush_seconds),
+            linger_seconds=settings.getfloat("SHDB_LINGER_SECONDS", cls.linger_seconds),
             retries=settings.getint("SHDB_RETRIES", cls.retries),
         )
         for name in ("limit", "batch_size"):
@@ -127,6 +129,7 @@ class NearDuplicatePipeline:
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shdb")
         self._pending: list[_Pending] = []
         self._timer: asyncio.TimerHandle | None = None
+        self._since = 0.0  # when the oldest pending item arrived (the loop's clock)
         self._flushes: set[asyncio.Future[Any]] = set()  # flushes, and a close on failure
         self._failed: str | None = None
 
@@ -223,18 +226,36 @@ class NearDuplicatePipeline:
     def _submit(self, doc_id: str, raw: str, fmt: str) -> asyncio.Future[Matches | None]:
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[Matches | None] = loop.create_future()
+        if not self._pending:
+            self._since = loop.time()
         self._pending.append(_Pending(doc_id, raw, fmt, answer))
-        if len(self._pending) >= self.settings.batch_size or not self._flushes:
+        if len(self._pending) >= self.settings.batch_size:
             self._start_flush()
         elif self._timer is None:
-            self._timer = loop.call_later(self.settings.flush_seconds, self._start_flush)
+            self._wait(self.settings.flush_seconds if self._flushes else self._lingered())
         return answer
 
+    def _lingered(self) -> float:
+        """Seconds until the oldest pending item has waited SHDB_LINGER_SECONDS."""
+        age = asyncio.get_running_loop().time() - self._since
+        return self.settings.linger_seconds - age
+
+    def _wait(self, seconds: float) -> None:
+        """Flush after ``seconds``, at once if none are left."""
+        if seconds <= 0:
+            self._start_flush()
+        else:
+            self._timer = asyncio.get_running_loop().call_later(seconds, self._start_flush)
+
     def _start_flush(self) -> None:
-        """Group commit: a batch goes as soon as the index is free (what arrived while
-        it wrote the previous one), else at SHDB_BATCH_SIZE items or SHDB_FLUSH_SECONDS.
-        Batches then grow with the load, and no item waits on a timer while the index
-        process idles (the last pages of a crawl waited SHDB_FLUSH_SECONDS for it)."""
+        """Group commit: a batch goes once the index is free (what arrived while it
+        wrote the previous one) and its oldest item has waited SHDB_LINGER_SECONDS,
+        else at SHDB_BATCH_SIZE items or SHDB_FLUSH_SECONDS. Batches then grow with the
+        load; no item waits on the long timer while the index process idles (the last
+        pages of a crawl waited SHDB_FLUSH_SECONDS for it); and the short linger keeps
+        batches from shrinking to a few items when the index keeps up, as the index
+        process's cost a batch (the lookups' set-up, the commit) is about what ten
+        pages' fingerprints cost."""
         task = asyncio.ensure_future(self._flush())
         self._flushes.add(task)
         task.add_done_callback(self._flushed)
@@ -242,7 +263,10 @@ class NearDuplicatePipeline:
     def _flushed(self, task: asyncio.Future[Any]) -> None:
         self._flushes.discard(task)
         if self._pending and not self._flushes and self._failed is None:
-            self._start_flush()
+            if self._timer is not None:
+                self._timer.cancel()
+                self._timer = None
+            self._wait(self._lingered())
 
     async def _flush(self) -> None:
         if self._timer is not None:
@@ -256,6 +280,7 @@ class NearDuplicatePipeline:
         except ShdbError as exc:
             self._fail(batch, exc)
             return
+        self._stats.inc_value(f"{STATS}batches")
         for pending, matches in zip(batch, results):
             pending.answer.set_result(matches)
 
