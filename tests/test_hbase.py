@@ -12,7 +12,7 @@ from simhash_hbase.errors import StoreClosed, StoreError
 from simhash_hbase.store import hbase_tables, open_store
 from simhash_hbase.store.hbase import HBaseStore
 
-from .conftest import HBASE_APIS, gateway_address
+from .conftest import HBASE_APIS, fresh_hbase_url, gateway_address
 from .test_cli import shdb
 
 SPEC_5X10 = {  # docs/SPEC.md, written out independently of simhash_hbase.layout.scheme
@@ -39,9 +39,29 @@ def _spec_segments(fp: int) -> dict[str, tuple[int, int]]:
     }
 
 
+def _spec_cells(key: bytes, data: dict[bytes, bytes], buckets: bool) -> list[tuple[bytes, str]]:
+    """(13-byte key, doc id) of a raw index row, by docs/SPEC.md alone: the rows layout
+    has 13-byte rows and id qualifiers, the bucket layout 5-byte rows and qualifiers of
+    the fingerprint (8 bytes) then the id."""
+    cells = []
+    for column, value in data.items():
+        assert column.startswith(b"d:") and value == b""
+        if buckets:
+            assert len(key) == 5 and len(column) > 2 + 8
+            cells.append((key + column[2:10], column[10:].decode()))
+        else:
+            assert len(key) == 13
+            cells.append((key, column[2:].decode()))
+    return cells
+
+
 @pytest.mark.hbase
-def test_tables_decode_by_spec_alone(hbase_url: str) -> None:
+def test_tables_decode_by_spec_alone(hbase_api: str, hbase_url: str) -> None:
+    """Thrift1 creates the rows layout (format 1), Thrift2 the bucket layout (format 2);
+    both read back through a plain HBase client with nothing but docs/SPEC.md."""
     import happybase
+
+    buckets = hbase_api == "thrift2"
 
     prefix = hbase_url.split("?prefix=")[1]
     fps = {"doc-1": 0x0123456789ABCDEF, "文档-2": 0xFEDCBA9876543210, "dup": 0x0123456789ABCDEF}
@@ -52,15 +72,13 @@ def test_tables_decode_by_spec_alone(hbase_url: str) -> None:
     conn = happybase.Connection(host, int(port), table_prefix=prefix)
     try:
         seen: dict[tuple[str, int], int] = {}
-        for key, data in conn.table("index").scan():
-            assert len(key) == 13
-            field, flag, fp = int.from_bytes(key[:4], "big"), key[4], int.from_bytes(key[5:], "big")
-            segs = _spec_segments(fp)
-            (x, wx), (y, wy) = (segs[c] for c in SPEC_5X10[flag])
-            assert field == ((x << wy) | y) << (32 - wx - wy)
-            for column, value in data.items():
-                assert column.startswith(b"d:") and value == b""
-                doc_id = column[2:].decode()
+        for raw_key, data in conn.table("index").scan():
+            for key, doc_id in _spec_cells(raw_key, data, buckets):
+                field, flag = int.from_bytes(key[:4], "big"), key[4]
+                fp = int.from_bytes(key[5:], "big")
+                segs = _spec_segments(fp)
+                (x, wx), (y, wy) = (segs[c] for c in SPEC_5X10[flag])
+                assert field == ((x << wy) | y) << (32 - wx - wy)
                 assert fps[doc_id] == fp
                 seen[(doc_id, flag)] = fp
         assert len(seen) == 3 * 10
@@ -68,7 +86,9 @@ def test_tables_decode_by_spec_alone(hbase_url: str) -> None:
         assert {k.decode(): int.from_bytes(v[b"f:h"], "big") for k, v in docs.items()} == fps
         assert json.loads(docs[b"doc-1"][b"f:meta"]) == {"n": 1}
         manifest = json.loads(conn.table("meta").row(b"manifest")[b"m:json"])
-        assert manifest["scheme"] == "5x10" and manifest["format_version"] == 1
+        assert manifest["scheme"] == "5x10"
+        assert manifest["format_version"] == (2 if buckets else 1)
+        assert manifest.get("hbase_index", "rows") == ("buckets" if buckets else "rows")
         families = conn.table("index").families()
         assert families[b"d"]["max_versions"] == 1
     finally:
@@ -139,6 +159,35 @@ def test_both_protocols_read_and_write_the_same_tables(hbase_url: str) -> None:
     with SimhashIndex.open(urls["thrift1"]) as index:
         assert [m.doc_id for m in index.query_fingerprint(0x0123456789ABCDEF)] == ["one", "two"]
         assert index.get("two") is not None and index.get("two").meta == {"via": 2}
+
+
+@pytest.mark.hbase
+def test_a_bucket_layout_index_is_refused_over_thrift1_and_rows_stay_rows(
+    hbase_url: str,
+) -> None:
+    """The layout is the manifest's: a bucket index (new over Thrift2) is refused
+    over Thrift1 with what to do; a rows index (new over Thrift1, or any index
+    written before buckets existed) keeps its layout over Thrift2, layout= or not."""
+    prefix = hbase_url.split("?prefix=")[1]
+    urls = {api: f"hbase://{gateway_address(api)}?prefix={prefix}" for api in HBASE_APIS}
+    with SimhashIndex.open(urls["thrift2"]) as index:
+        index.add_fingerprint("one", 0x0123456789ABCDEF)
+    with pytest.raises(StoreError, match=r"bucket layout.*Thrift2 gateway"):
+        SimhashIndex.open(urls["thrift1"])
+    with pytest.raises(InvalidIndexUrl, match="Thrift2 only"):
+        open_store(urls["thrift1"] + "&layout=buckets")
+    with fresh_hbase_url("thrift2") as other:
+        thrift1 = other.replace(gateway_address("thrift2"), gateway_address("thrift1"))
+        with SimhashIndex.open(other + "&layout=rows") as index:
+            assert index.manifest["format_version"] == 1 and "hbase_index" not in index.manifest
+            index.add_fingerprint("two", 0x0123456789ABCDEE)
+        with SimhashIndex.open(other + "&layout=buckets") as index:
+            assert [m.doc_id for m in index.query_fingerprint(0x0123456789ABCDEF)] == ["two"]
+            assert [len(row) for row, _ in index.index_cells()] == [13] * 10
+        with SimhashIndex.open(thrift1) as index:
+            assert [m.doc_id for m in index.query_fingerprint(0x0123456789ABCDEF)] == ["two"]
+        with open_store(other) as store:
+            assert isinstance(store, HBaseStore) and store.layout == "rows"
 
 
 @pytest.mark.hbase

@@ -42,6 +42,8 @@ CASES: dict[str, Callable[[], bytes]] = {
     ),
     "list_one_keyonly": lambda: hf.filter_list([hf.key_only()], hf.MUST_PASS_ONE),
     "list_empty": lambda: hf.filter_list([]),
+    "column_range_from": lambda: hf.column_range_from(bytes.fromhex("0123456789abcdef6964")),
+    "column_range_from_empty": lambda: hf.column_range_from(b""),
 }
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from simhash_hbase.store import open_store
+from simhash_hbase.store import hbase_tables, open_store
 from simhash_hbase.store.hbase import HBaseStore
 
 from .conftest import gateway_address
@@ -73,6 +73,7 @@ def test_shdb_schema_names_the_folder_and_prints_the_committed_script() -> None:
 
 
 def test_the_shell_script_creates_what_the_json_says() -> None:
+    """The script is for Thrift1-only gateways: the rows layout's tables."""
     expected = {
         table: {
             "family": spec["family"],
@@ -80,6 +81,7 @@ def test_the_shell_script_creates_what_the_json_says() -> None:
             "splits": max(spec["presplit_regions"] - 1, 0),
         }
         for table, spec in _json().items()
+        if table in hbase_tables.TABLES
     }
     assert _script() == expected
 
@@ -87,16 +89,20 @@ def test_the_shell_script_creates_what_the_json_says() -> None:
 @pytest.mark.hbase
 def test_the_tables_the_code_creates_are_those_of_the_json(hbase_api: str, hbase_url: str) -> None:
     """Each gateway creates what it can express of the JSON: Thrift2 all of it, Thrift1
-    the family, VERSIONS, COMPRESSION, BLOCKCACHE and its bloom filter."""
+    the family, VERSIONS, COMPRESSION, BLOCKCACHE and its bloom filter. A new index
+    over Thrift2 has the bucket layout, whose index table is ``index_buckets``."""
     with open_store(hbase_url) as store:
         assert isinstance(store, HBaseStore)
         names = {
             table: name.decode() if isinstance(name, bytes) else name
             for table, name in store.tables.items()
         }
-    assert set(names) == set(_json())
+        buckets = store.layout == "buckets"
+    assert buckets == (hbase_api == "thrift2")
+    assert set(names) == set(hbase_tables.TABLES)
     described = _thrift2_tables(names) if hbase_api == "thrift2" else _thrift1_tables(names)
-    for table, spec in _json().items():
+    for table in names:
+        spec = _json()["index_buckets" if table == "index" and buckets else table]
         attributes = spec["attributes"]
         got = described[table]
         assert got["family"] == spec["family"]
@@ -110,6 +116,8 @@ def test_the_tables_the_code_creates_are_those_of_the_json(hbase_api: str, hbase
         assert got["DATA_BLOCK_ENCODING"] == attributes.get("DATA_BLOCK_ENCODING", "NONE")
         assert got["CONFIGURATION"].items() >= attributes.get("CONFIGURATION", {}).items()
         assert got["regions"] == max(spec["presplit_regions"], 1)
+        assert got["BLOCKSIZE"] == attributes.get("BLOCKSIZE", 65536)
+        assert got["IN_MEMORY"] == attributes.get("IN_MEMORY", False)
 
 
 def _thrift2_tables(names: dict[str, str]) -> dict[str, dict[str, Any]]:
@@ -138,6 +146,8 @@ def _thrift2_tables(names: dict[str, str]) -> dict[str, dict[str, Any]]:
                 BLOCKCACHE=column.blockCacheEnabled,
                 CONFIGURATION=dict(column.configuration or {}),
                 regions=len(client.getAllRegionLocations(name.encode())),
+                BLOCKSIZE=column.blockSize,
+                IN_MEMORY=bool(column.inMemory),
             )
             found[table] = row
     finally:

@@ -194,6 +194,24 @@ def test_a_row_cap_gives_each_row_its_smallest_ids(
         assert sizes == {row: sum(c[0] == row for c in cells) for row in rows}
 
 
+def test_a_row_cap_holds_past_a_thousand_copies_under_one_prefix(store: Store) -> None:
+    """Mass copies: 1,500 ids of one fingerprint between others under one prefix
+    (HBase's bucket layout reads a prefix's row 1,000 columns at a time and skips
+    a fingerprint that has given ``row_cap`` ids): every other row still comes
+    whole, the hot one gives its smallest ids, and without a cap every cell."""
+    prefix = codec.encode_prefix(0x7070_7000, 6)
+    hot = prefix + codec.fingerprint_to_bytes(0x5000)
+    cells = [(hot, f"h{i:05d}") for i in range(1500)]
+    cells += [(prefix + codec.fingerprint_to_bytes(fp), f"o{fp}") for fp in (1, 0x4FFF, 0x5001)]
+    cells.append((prefix + codec.fingerprint_to_bytes((1 << 64) - 1), "last"))
+    with store.batch() as batch:
+        batch.put_index(cells)
+    for cap in (1, 7, 1000, 1499):
+        (got,) = store.scan_prefixes_many([[prefix]], row_cap=cap)
+        assert sorted(got) == sorted(cells[:cap] + cells[1500:])
+    assert sorted(store.scan_prefixes([prefix])) == sorted(cells)
+
+
 def test_swap_meta_writes_only_over_the_value_expected(store: Store) -> None:
     first, second = {"by": "a", "at": 1}, {"by": "b", "at": 2}
     assert store.swap_meta([("lock/x", None, first), ("lock/y", None, second)]) == [True, True]

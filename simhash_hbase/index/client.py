@@ -163,6 +163,7 @@ class SimhashIndex:
                     raise IndexNotFound(store.url)
                 manifest = cls._create(store, scheme, params, nets)
             found_scheme, held = settle(manifest, store.url, scheme, params)
+            store.adopt(manifest)
             index = cls(store, found_scheme, manifest, held, nets_of(manifest, store.url, nets))
             index.created = created
             if warm:
@@ -176,7 +177,7 @@ class SimhashIndex:
     def _create(
         store: Store, scheme: str | None, params: Wanted, nets: str | None
     ) -> dict[str, Any]:
-        manifest = new_manifest(scheme, params, nets)
+        manifest = new_manifest(scheme, params, nets) | store.manifest_entries()
         digest = FingerprintParams.from_manifest(manifest["fingerprint"]).idf
         if digest is not None:  # the table travels with the index: no later --idf
             parts = codec.encode_blob_parts(idf_table(digest).raw)
@@ -510,11 +511,15 @@ class SimhashIndex:
             ]
             batch.delete_index(self.cells(changed))
             new = list(latest.values())
+            docs_first = self._store.index_follows_docs
+            if docs_first:
+                batch.put_docs(new)
             batch.put_index(self._cell_block(new))
             banded = self._band_block(new)
             if banded is not None:
                 batch.put_index(banded)
-            batch.put_docs(new)
+            if not docs_first:
+                batch.put_docs(new)
 
     def remove(self, doc_id: str) -> bool:
         """Delete a document and all its index cells; False if it was not there."""
@@ -905,9 +910,10 @@ class SimhashIndex:
         a cell an interrupted write left, it may count.
         """
         counts = self._counts(hits, cut)
-        if self._store.atomic_batches:
-            # Cells and their docs row commit in one transaction: no cell can
-            # disagree with its document, so the confirming read is not needed.
+        if self._store.atomic_batches or self._store.index_follows_docs:
+            # Cells and their docs row commit in one transaction, or cells are
+            # written after their docs row and deleted before it changes: no cell
+            # can disagree with its document, so the confirming read is not needed.
             return [_ranked(near, limit, *count) for near, count in zip(hits, counts)]
         ranked = [sorted(near, key=_hit_order(near)) for near in hits]
         held: dict[str, int | None] = {}  # id -> fingerprint in its docs row (None: no row)

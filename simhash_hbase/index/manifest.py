@@ -19,6 +19,8 @@ from simhash_hbase.layout.scheme import DEFAULT_SCHEME, Scheme, get_scheme
 from simhash_hbase.version import __version__
 
 FORMAT_VERSION = 1
+#: Format 2 is format 1 with the HBase bucket layout (``hbase_index``, docs/SPEC.md).
+FORMAT_VERSIONS = (1, 2)
 MANIFEST = "manifest"  # its name in the meta table
 #: What the installed code brings rather than the caller: checked when texts are
 #: fingerprinted (loading them costs a second), not on every open.
@@ -78,7 +80,7 @@ def settle(
 ) -> tuple[Scheme, FingerprintParams]:
     """The scheme and params an index was built with; every setting the caller
     gave must equal them (:class:`ManifestMismatch` lists those that do not)."""
-    if manifest.get("format_version") != FORMAT_VERSION:
+    if manifest.get("format_version") not in FORMAT_VERSIONS:
         raise ManifestMismatch(
             url, [("format_version", manifest.get("format_version"), FORMAT_VERSION)]
         )

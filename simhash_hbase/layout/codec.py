@@ -96,6 +96,22 @@ def prefix_encoder() -> Callable[[int, Sequence[tuple[int, int, int, int, int]]]
     return encode_prefixes if c is None else c.encode_prefixes  # type: ignore[no-any-return]
 
 
+def bucket_cell(row: bytes, doc_id: str) -> tuple[bytes, bytes]:
+    """The bucket layout's (row, qualifier) of index cell (13-byte ``row``, ``doc_id``):
+    the row is the key's 5-byte prefix, the qualifier its fingerprint then the id."""
+    return row[:PREFIX_BYTES], row[PREFIX_BYTES:] + encode_doc_id(doc_id)
+
+
+def cell_of_bucket(prefix: bytes, qualifier: bytes) -> tuple[bytes, str]:
+    """The index cell (13-byte row key, doc id) a bucket row's qualifier holds."""
+    if len(prefix) != PREFIX_BYTES or len(qualifier) <= FINGERPRINT_BYTES:
+        raise StoreError(
+            f"an index bucket cell has a {len(prefix)}-byte row and a {len(qualifier)}-byte "
+            f"qualifier, expected {PREFIX_BYTES} and more than {FINGERPRINT_BYTES}"
+        )
+    return prefix + qualifier[:FINGERPRINT_BYTES], qualifier[FINGERPRINT_BYTES:].decode("utf-8")
+
+
 def prefix_stop(prefix: bytes) -> bytes:
     """Smallest key above every key that starts with ``prefix`` (HBase row_stop)."""
     stripped = prefix.rstrip(b"\xff")

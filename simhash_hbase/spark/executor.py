@@ -21,6 +21,7 @@ from simhash_hbase.layout.nets import sketch_document
 from simhash_hbase.records import BadRecord, Document, Duplicate, Record
 from simhash_hbase.spark.hfiles import Cell, docs_cells, index_cells
 from simhash_hbase.store import open_store
+from simhash_hbase.store.hbase import BUCKETS, layout_of
 
 Item = tuple[int, Record | BadRecord]
 DocItem = tuple[int, Document | BadRecord]
@@ -136,18 +137,26 @@ def bulk_cells(url: str, table: str, items: Iterable[DocItem], batch_size: int) 
     the HFiles: exactly the cells the Thrift path puts."""
     ordered = iter(items)
     with SimhashIndex.open(url, create=False) as index:
+        buckets = layout_of(index.manifest) == BUCKETS
         while batch := [doc for _, doc in islice(ordered, batch_size)]:
             docs: list[Document] = batch  # type: ignore[assignment]
-            yield from index_cells(index.cells, docs) if table == "index" else docs_cells(docs)
+            if table == "index":
+                yield from index_cells(index.cells, docs, buckets)
+            else:
+                yield from docs_cells(docs)
 
 
 def _die_mid_batch(url: str, index: SimhashIndex, batch: list[Document]) -> None:
-    """The injected fault: the batch's cells land, its docs rows never do, and
-    the worker process dies as if killed."""
+    """The injected fault: the batch's first writes land (its cells; in the bucket
+    layout its docs rows), the rest never do, and the worker process dies as if
+    killed."""
     store = open_store(url, create=False)
     try:
         with store.batch() as writes:
-            writes.put_index(index.cells(batch))
+            if store.index_follows_docs:
+                writes.put_docs(batch)
+            else:
+                writes.put_index(index.cells(batch))
     finally:
         store.close()
     os._exit(17)

@@ -7,7 +7,8 @@ and Spark sorts them into one partition per region (the table's region start
 keys, read on the driver); on the JVM side HBase's own ``HFileOutputFormat2``
 writes each partition as an HFile with the family's compression, encoding and
 bloom filter, and ``BulkLoadHFilesTool`` hands the files to the region servers
-(the index's files first, then the docs rows', the crash-safe order). The
+(the crash-safe order: the index's files first, then the docs rows'; the other
+way round for the bucket layout, docs/SPEC.md "Write order"). The
 only JVM code of this project is the two converters from a pickled Python
 tuple to a ``KeyValue`` (``bulkload/*.java``); every other class comes from
 Maven Central (``bulkload/pom.xml``), fetched with ``mvn`` once into a cache.
@@ -299,11 +300,17 @@ def _java_message(exc: Exception) -> str:
 # -- the executors' side -------------------------------------------------------------
 
 
-def index_cells(index_cells_of: Any, docs: Sequence[Document]) -> Iterator[Cell]:
+def index_cells(index_cells_of: Any, docs: Sequence[Document], buckets: bool) -> Iterator[Cell]:
     """The index cells of ``docs`` as (row, family, qualifier, value), exactly
-    those the Thrift path puts (family ``d``, qualifier the id, empty value)."""
+    those the Thrift path puts: family ``d``, empty value; the qualifier is the id
+    (rows layout), or the row its 5-byte prefix and the qualifier the fingerprint
+    then the id (bucket layout)."""
     for row, doc_id in index_cells_of(docs):
-        yield row, b"d", codec.encode_doc_id(doc_id), b""
+        if buckets:
+            bucket, qualifier = codec.bucket_cell(row, doc_id)
+            yield bucket, b"d", qualifier, b""
+        else:
+            yield row, b"d", codec.encode_doc_id(doc_id), b""
 
 
 def docs_cells(docs: Iterable[Document]) -> Iterator[Cell]:

@@ -33,6 +33,7 @@ from simhash_hbase.spark.executor import (
     write_partition,
 )
 from simhash_hbase.spark.hfiles import Loader, Target, stamp_now, write_hfiles
+from simhash_hbase.store import open_store
 from simhash_hbase.text.readers import SourceOptions
 
 if TYPE_CHECKING:
@@ -267,7 +268,8 @@ def _bulk_write(
     spark: SparkSession, docs: RDD[tuple[int, Document]], url: str, bulk: Target, batch_size: int
 ) -> int:
     """Ids new to the index as HFiles, bulk loaded: the index cells first, then
-    the docs rows (a docs row never lands before its cells); ids the index holds
+    the docs rows (a docs row never lands before its cells; the bucket layout the
+    other way round: no cell lands before its docs row); ids the index holds
     through the Thrift path. The staging folder is removed after the load."""
     from pyspark import StorageLevel
 
@@ -280,7 +282,9 @@ def _bulk_write(
         fresh = marked.filter(lambda m: not m[0]).values()
         stamp = stamp_now()
         run_dir = f"{bulk.staging.rstrip('/')}/{bulk.prefix}-{stamp}"
-        for table in ("index", "docs"):
+        with open_store(url, create=False) as store:
+            order = ("docs", "index") if store.index_follows_docs else ("index", "docs")
+        for table in order:
             folder = f"{run_dir}/{table}"
             write_hfiles(
                 fresh.mapPartitions(

@@ -2,7 +2,9 @@
 
 It is shaped by HBase's semantics: atomicity only per row, mutations in batches,
 keys-only prefix scans, multi-gets. A batch flushes index cells before docs rows,
-so a docs row (the commit record of a document) never exists without its cells.
+so a docs row (the commit record of a document) never exists without its cells;
+or, where ``index_follows_docs`` (HBase's bucket layout), stale cells go before the
+docs row changes and new ones come after it, so no cell disagrees with its row.
 """
 
 from __future__ import annotations
@@ -70,6 +72,21 @@ class Store(Protocol):
 
     #: True when a batch commits all or nothing (LMDB); HBase is atomic per row only.
     atomic_batches: bool
+
+    @property
+    def index_follows_docs(self) -> bool:
+        """True when a batch writes a document's index cells after its docs row and
+        deletes stale cells before it (HBase's bucket layout), so every cell a query
+        reads agrees with its docs row: the caller puts docs before their cells."""
+        ...
+
+    def manifest_entries(self) -> dict[str, Any]:
+        """Entries a new index's manifest gets from the store (its HBase layout)."""
+        ...
+
+    def adopt(self, manifest: dict[str, Any]) -> None:
+        """Serve the index the way its manifest says (or refuse, clearly)."""
+        ...
 
     def get_meta(self, name: str) -> dict[str, Any] | None:
         """A small JSON record of the meta table ("manifest", ingest checkpoints)."""

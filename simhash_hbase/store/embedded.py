@@ -302,6 +302,14 @@ class EmbeddedStore:
     """
 
     atomic_batches = True
+    index_follows_docs = False  # nothing is seen before the transaction commits
+
+    def manifest_entries(self) -> dict[str, Any]:
+        """Nothing: the file records its own format (meta row ``store/embedded``)."""
+        return {}
+
+    def adopt(self, manifest: dict[str, Any]) -> None:
+        """One layout only: nothing to adopt."""
 
     def __init__(
         self,

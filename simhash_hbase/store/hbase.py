@@ -15,7 +15,7 @@ import random
 import re
 import threading
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
@@ -35,6 +35,14 @@ DEFAULT_PREFIX = "shdb"
 DEFAULT_POOL = 12
 DEFAULT_TIMEOUT_MS = 30_000
 APIS = ("thrift1", "thrift2")
+#: Index table layouts (docs/SPEC.md "Index layouts"): one row per 13-byte key, or
+#: one row per 5-byte prefix (a bucket) holding a column per (fingerprint, id).
+ROWS, BUCKETS = "rows", "buckets"
+LAYOUTS = (ROWS, BUCKETS)
+#: The manifest entries of a bucket-layout index: format 2 (versions that know only
+#: format 1 refuse it, rather than write 13-byte rows into it).
+_BUCKET_MANIFEST = {"format_version": 2, "hbase_index": BUCKETS}
+_BUCKET_PAGE = 1000  # columns of a bucket row per read
 _SCAN_ROWS = 1000  # rows per page of a full-table scan
 _GET_ROWS = 1000  # rows per multi-get
 _FLUSH_CELLS = 20_000  # buffered mutations before a batch flushes
@@ -86,11 +94,11 @@ _clock = _Clock()
 def _parse_url(url: str) -> dict[str, Any]:
     parts = urlsplit(url)
     query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-    unknown = set(query) - {"prefix", "pool", "timeout", "api"}
+    unknown = set(query) - {"prefix", "pool", "timeout", "api", "layout"}
     if unknown:
         raise InvalidIndexUrl(
-            f"index URL {url!r}: unknown parameter {sorted(unknown)[0]!r}; "
-            "known: prefix, pool, timeout (ms), api (thrift1 or thrift2)"
+            f"index URL {url!r}: unknown parameter {sorted(unknown)[0]!r}; known: prefix, "
+            "pool, timeout (ms), api (thrift1 or thrift2), layout (rows or buckets)"
         )
     try:
         port = parts.port or DEFAULT_PORT
@@ -102,6 +110,9 @@ def _parse_url(url: str) -> dict[str, Any]:
     api = query.get("api")
     if api is not None and api not in APIS:
         raise InvalidIndexUrl(f"index URL {url!r}: api must be thrift1 or thrift2, not {api!r}")
+    layout = query.get("layout")
+    if layout is not None and layout not in LAYOUTS:
+        raise InvalidIndexUrl(f"index URL {url!r}: layout must be rows or buckets, not {layout!r}")
     if not parts.hostname or not _PREFIX_RE.match(prefix) or pool < 1 or timeout < 1:
         raise InvalidIndexUrl(
             f"index URL {url!r} is not of the form hbase://HOST[:PORT][?prefix=NAME] "
@@ -114,6 +125,7 @@ def _parse_url(url: str) -> dict[str, Any]:
         "pool": pool,
         "timeout": timeout,
         "api": api,
+        "layout": layout,
     }
 
 
@@ -126,6 +138,7 @@ class _HBaseBatch:
 
     def __init__(self, store: HBaseStore) -> None:
         self._store = store
+        self._buckets = store.layout == BUCKETS
         self._index_puts: dict[bytes, list[tuple[bytes, bytes]]] = defaultdict(list)
         self._index_deletes: dict[bytes, list[bytes]] = defaultdict(list)
         self._doc_puts: dict[bytes, list[tuple[bytes, bytes]]] = {}
@@ -210,14 +223,24 @@ class _HBaseBatch:
         return self._store.get_docs(doc_ids)
 
     def put_index(self, cells: Iterable[IndexCell]) -> None:
-        for row, doc_id in cells:
-            self._index_puts[row].append((_INDEX_FAMILY + codec.encode_doc_id(doc_id), b""))
+        for row, column in self._columns(cells):
+            self._index_puts[row].append((column, b""))
             self._count(1)
 
     def delete_index(self, cells: Iterable[IndexCell]) -> None:
-        for row, doc_id in cells:
-            self._index_deletes[row].append(_INDEX_FAMILY + codec.encode_doc_id(doc_id))
+        for row, column in self._columns(cells):
+            self._index_deletes[row].append(column)
             self._count(1)
+
+    def _columns(self, cells: Iterable[IndexCell]) -> Iterator[tuple[bytes, bytes]]:
+        """(row, ``d:`` column) of each index cell in this index's layout."""
+        if self._buckets:
+            for row, doc_id in cells:
+                bucket, qualifier = codec.bucket_cell(row, doc_id)
+                yield bucket, _INDEX_FAMILY + qualifier
+        else:
+            for row, doc_id in cells:
+                yield row, _INDEX_FAMILY + codec.encode_doc_id(doc_id)
 
     def put_docs(self, docs: Iterable[Document]) -> None:
         for doc in docs:
@@ -248,19 +271,26 @@ class _HBaseBatch:
             self.flush()
 
     def flush(self) -> None:
-        """Stale index cells (at T), then new ones (T+1), then docs rows (T+1).
+        """Stale index cells (at T), then new ones (T+1), then docs rows (T+1); in
+        the bucket layout the docs rows before the new cells.
 
-        A crash in between leaves cells without a docs row, never a docs row
-        without its cells; readers confirm hits against the docs row. A docs row
-        claimed is written like any other; its token names the version it gets.
+        Rows layout: a crash in between leaves cells without a docs row, never a
+        docs row without its cells; readers confirm hits against the docs row.
+        Bucket layout: a crash leaves a docs row without (all) its cells, which a
+        query does not find until ``verify --repair``, never a cell its docs row
+        disagrees with, so queries need no confirming read. A docs row claimed is
+        written like any other; its token names the version it gets.
         """
         deletes_ts, puts_ts = self.stamps()
         self._flushed = True
         transport, tables = self._store.transport, self._store.tables
         transport.mutate(tables["index"], {}, self._index_deletes, deletes_ts)
-        transport.mutate(tables["index"], self._index_puts, {}, puts_ts)
         doc_deletes = {k: cols for k, cols in self._doc_deletes.items() if cols}
-        transport.mutate(tables["docs"], self._doc_puts, doc_deletes, puts_ts)
+        if self._buckets:
+            transport.mutate(tables["docs"], self._doc_puts, doc_deletes, puts_ts)
+        transport.mutate(tables["index"], self._index_puts, {}, puts_ts)
+        if not self._buckets:
+            transport.mutate(tables["docs"], self._doc_puts, doc_deletes, puts_ts)
         self._index_puts.clear()
         self._index_deletes.clear()
         self._doc_puts = {}
@@ -282,6 +312,7 @@ class HBaseStore:
         pool: int = DEFAULT_POOL,
         timeout: int = DEFAULT_TIMEOUT_MS,
         api: str | None = None,
+        layout: str | None = None,
         create: bool = True,
     ) -> None:
         self.host, self.port, self.prefix = host, port, prefix
@@ -294,8 +325,20 @@ class HBaseStore:
         self.transport: Transport = transport_class(
             host, port, pool=pool, timeout=timeout, where=where
         )
+        if layout == BUCKETS and api == "thrift1":
+            self.close()
+            raise InvalidIndexUrl(
+                f"index URL {self.url}&layout=buckets: the bucket layout is read over "
+                "Thrift2 only; give the Thrift2 gateway's port, or layout=rows"
+            )
+        #: The index table's layout: that of the manifest once one exists, else
+        #: the one a new index gets (``layout``; buckets over Thrift2).
+        self.layout = layout or (BUCKETS if api == "thrift2" else ROWS)
         try:
             self._ensure_tables(create)
+            manifest = self.get_meta("manifest")
+            if manifest is not None:
+                self.adopt(manifest)
         except BaseException:
             self.close()
             raise
@@ -309,13 +352,33 @@ class HBaseStore:
         """The gateway protocol in use: ``thrift1`` or ``thrift2``."""
         return self.transport.api
 
+    @property
+    def index_follows_docs(self) -> bool:
+        """Bucket layout: every cell a query reads agrees with its docs row."""
+        return self.layout == BUCKETS
+
+    def manifest_entries(self) -> dict[str, Any]:
+        """What a new index's manifest records of this store: its layout."""
+        return dict(_BUCKET_MANIFEST) if self.layout == BUCKETS else {}
+
+    def adopt(self, manifest: dict[str, Any]) -> None:
+        """Take the layout the index's manifest records (rows unless it says buckets)."""
+        layout = layout_of(manifest)
+        if layout == BUCKETS and self.api == "thrift1":
+            raise StoreError(
+                f"index {self.url} has the bucket layout (manifest format 2), which is "
+                "read over Thrift2 only: give the port of the Thrift2 gateway"
+            )
+        self.layout = layout
+
     # -- tables ---------------------------------------------------------------
     def _ensure_tables(self, create: bool) -> None:
         existing = self.transport.table_names()
         missing = [t for t, name in self.tables.items() if name not in existing]
         if create:
             for table in missing:  # meta last: its presence marks a complete index
-                self.transport.create_table(self.tables[table], table)
+                schema = "index_buckets" if table == "index" and self.layout == BUCKETS else table
+                self.transport.create_table(self.tables[table], schema)
         elif "meta" in missing:
             raise IndexNotFound(self.url)
         elif missing:
@@ -406,6 +469,9 @@ class HBaseStore:
     ) -> list[list[IndexCell]]:
         """All prefixes at once, each scanned once however many lists hold it."""
         unique = sorted({p for prefixes in prefix_lists for p in prefixes})
+        if self.layout == BUCKETS:
+            found = self._read_buckets(unique, row_cap)
+            return [[c for p in prefixes for c in found.get(p, ())] for prefixes in prefix_lists]
         index = self.tables["index"]
         rows = dict(self.transport.scan_prefixes(index, unique, row_cap)) if unique else {}
         wanted = set(unique)
@@ -417,6 +483,37 @@ class HBaseStore:
                 if key[:n] in wanted:
                     by_prefix[key[:n]].extend(cells)
         return [[c for p in prefixes for c in by_prefix.get(p, ())] for prefixes in prefix_lists]
+
+    def _read_buckets(
+        self, prefixes: Sequence[bytes], row_cap: int | None
+    ) -> dict[bytes, list[IndexCell]]:
+        """The cells of bucket rows ``prefixes`` (one multi-get, a page of
+        ``_BUCKET_PAGE`` columns per row), with at most ``row_cap`` ids per
+        fingerprint: a full page is followed by another from its last qualifier,
+        or from the next fingerprint when the last one has ``row_cap`` ids already
+        (a bucket of 100,000 copies costs one more page, not 100 of them)."""
+        if any(len(p) != codec.PREFIX_BYTES for p in prefixes):
+            raise ValueError("a bucket-layout index is read by 5-byte prefixes only")
+        found: dict[bytes, list[IndexCell]] = defaultdict(list)
+        ids: dict[bytes, Counter[bytes]] = defaultdict(Counter)  # ids per fingerprint
+        pending = [(p, b"") for p in prefixes]
+        while pending:
+            rows = self.transport.get_row_pages(self.tables["index"], pending, _BUCKET_PAGE)
+            pending = []
+            for key, columns in rows:
+                qualifiers = sorted(c[len(_INDEX_FAMILY) :] for c in columns)
+                seen = ids[key]
+                for q in qualifiers:
+                    fp = q[: codec.FINGERPRINT_BYTES]
+                    if row_cap is None or seen[fp] < row_cap:
+                        seen[fp] += 1
+                        found[key].append(codec.cell_of_bucket(key, q))
+                if len(qualifiers) == _BUCKET_PAGE:
+                    last = qualifiers[-1]
+                    full = row_cap is not None and seen[last[: codec.FINGERPRINT_BYTES]] >= row_cap
+                    if (after := _next_page(last, full)) is not None:
+                        pending.append((key, after))
+        return found
 
     def scan_documents(self, prefixes: Sequence[bytes], row_cap: int | None = None) -> None:
         """No one-query path of its own: a query's scan is one batched request
@@ -455,7 +552,11 @@ class HBaseStore:
 
     def iter_index(self) -> Iterator[IndexCell]:
         for key, columns in self._scan_all("index", keys_only=True):
-            yield from _cells_of(key, columns)
+            if self.layout == BUCKETS:
+                for column in sorted(columns):
+                    yield codec.cell_of_bucket(key, column[len(_INDEX_FAMILY) :])
+            else:
+                yield from _cells_of(key, columns)
 
     def stats(self) -> dict[str, Any]:
         docs = sum(1 for _, cols in self._scan_all("docs", keys_only=True) if _holds_doc(cols))
@@ -480,6 +581,20 @@ class HBaseStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def layout_of(manifest: dict[str, Any]) -> str:
+    """The index table layout a manifest records: rows unless it says buckets."""
+    return BUCKETS if manifest.get("hbase_index") == BUCKETS else ROWS
+
+
+def _next_page(last: bytes, skip_fingerprint: bool) -> bytes | None:
+    """Where a bucket row's next page starts: just after qualifier ``last``, or
+    past every qualifier of its fingerprint (None: there is nothing past it)."""
+    if not skip_fingerprint:
+        return last + b"\x00"
+    fp = int.from_bytes(last[: codec.FINGERPRINT_BYTES], "big") + 1
+    return None if fp >> 64 else fp.to_bytes(codec.FINGERPRINT_BYTES, "big")
 
 
 def _cells_of(key: bytes, columns: Iterable[bytes]) -> list[IndexCell]:

@@ -70,6 +70,12 @@ def column_pagination(limit: int, offset: int = 0) -> bytes:
     return _filter("ColumnPaginationFilter", _int_field(1, limit) + _int_field(2, offset))
 
 
+def column_range_from(start: bytes) -> bytes:
+    """ColumnRangeFilter: of each row, the columns whose qualifier is at least
+    ``start`` (no upper bound): where the next page of a wide row begins."""
+    return _filter("ColumnRangeFilter", _bytes_field(1, start) + _RANGE_FROM)
+
+
 def multi_row_range(ranges: Sequence[RowRange]) -> bytes:
     """MultiRowRangeFilter over sorted, disjoint ``[start, stop)`` ranges.
 
@@ -99,6 +105,8 @@ _START_ROW = _tag(1, _LENGTH_DELIMITED)  # RowRange: start_row = 1, stop_row = 3
 _STOP_ROW = _tag(3, _LENGTH_DELIMITED)
 _START_INCLUSIVE = _int_field(2, 1)  # start_row_inclusive = 2: true
 _STOP_EXCLUSIVE = _int_field(4, 0)  # stop_row_inclusive = 4: false
+# ColumnRangeFilter: min_column_inclusive = 2: true; max_column_inclusive = 4: false
+_RANGE_FROM = _int_field(2, 1) + _int_field(4, 0)
 
 
 def filter_list(filters: Sequence[bytes], operator: int = MUST_PASS_ALL) -> bytes:

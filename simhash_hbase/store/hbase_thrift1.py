@@ -98,6 +98,13 @@ class Thrift1Transport:
         results = self._call(f"read {table.decode()}", read)
         return [_row(r) for r in results if r.columns]
 
+    def get_row_pages(
+        self, table: bytes, starts: Sequence[tuple[bytes, bytes]], columns: int
+    ) -> list[Row]:
+        """Thrift1's gets take neither a cell limit nor a filter: a wide row could
+        only be read whole, so the bucket layout is not served here."""
+        raise StoreError(f"{self._where}: an index of the bucket layout is read over Thrift2 only")
+
     def mutate(self, table: bytes, puts: Puts, deletes: Deletes, ts: int) -> None:
         mutation = _IDL.Mutation
         rows: dict[bytes, list[Any]] = {}

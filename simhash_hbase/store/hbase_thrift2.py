@@ -151,6 +151,22 @@ class Thrift2Transport:
         results = self._call(f"read {table.decode()}", lambda c: c.getMultiple(table, gets))
         return [_row(r) for r in results if r.row is not None]
 
+    def get_row_pages(
+        self, table: bytes, starts: Sequence[tuple[bytes, bytes]], columns: int
+    ) -> list[Row]:
+        """``storeLimit`` cuts each row on the region server; a ColumnRangeFilter
+        starts a row's later pages at the qualifier given."""
+        gets = [
+            _IDL.TGet(
+                row=key,
+                storeLimit=columns,
+                filterBytes=hbase_filters.column_range_from(start) if start else None,
+            )
+            for key, start in starts
+        ]
+        results = self._call(f"read {table.decode()}", lambda c: c.getMultiple(table, gets))
+        return [_row(r) for r in results if r.row is not None]
+
     def mutate(self, table: bytes, puts: Puts, deletes: Deletes, ts: int) -> None:
         """Deletes, then puts, both at ``ts``, on every cell explicitly: a TDelete
         naming columns takes each column's own timestamp, not the delete's."""
@@ -348,6 +364,10 @@ def _family_descriptor(family: str, attributes: dict[str, Any]) -> Any:
             fields["compressionType"] = getattr(_IDL.TCompressionAlgorithm, value)
         elif key == "BLOCKCACHE":
             fields["blockCacheEnabled"] = bool(value)
+        elif key == "BLOCKSIZE":
+            fields["blockSize"] = int(value)
+        elif key == "IN_MEMORY":
+            fields["inMemory"] = bool(value)
         elif key == "CONFIGURATION":
             fields["configuration"] = {str(k): str(v) for k, v in value.items()}
         else:

@@ -29,6 +29,8 @@ struct TResult {
 struct TGet {
   1: required binary row,
   2: optional list<TColumn> columns,
+  12: optional i32 storeLimit,
+  15: optional binary filterBytes,
 }
 
 struct TPut {
@@ -78,11 +80,13 @@ struct TTableName {
 struct TColumnFamilyDescriptor {
   1: required binary name,
   3: optional map<string, string> configuration,
+  4: optional i32 blockSize,
   5: optional TBloomFilterType bloomnFilterType,
   6: optional TCompressionAlgorithm compressionType,
   8: optional TDataBlockEncoding dataBlockEncoding,
   10: optional i32 maxVersions,
   14: optional bool blockCacheEnabled,
+  20: optional bool inMemory,
 }
 
 struct TTableDescriptor {

@@ -64,6 +64,14 @@ class Transport(Protocol):
         ``columns`` (``b"family:qualifier"``), only those cells."""
         ...
 
+    def get_row_pages(
+        self, table: bytes, starts: Sequence[tuple[bytes, bytes]], columns: int
+    ) -> list[Row]:
+        """One multi-get of wide rows, a page each: for each (row key, qualifier),
+        at most ``columns`` cells of the row from that qualifier on (``b""``: from
+        its first), in qualifier order. Rows with none are left out."""
+        ...
+
     def mutate(self, table: bytes, puts: Puts, deletes: Deletes, ts: int) -> None:
         """Write ``puts`` and ``deletes`` with timestamp ``ts``; idempotent."""
         ...

@@ -25,5 +25,7 @@ public class HBaseFilterFixtures {
     out("list_all_mrrf_keyonly", new FilterList(FilterList.Operator.MUST_PASS_ALL, mrrf("1234560001", "1234560002"), new KeyOnlyFilter()));
     out("list_one_keyonly", new FilterList(FilterList.Operator.MUST_PASS_ONE, new KeyOnlyFilter()));
     out("list_empty", new FilterList(FilterList.Operator.MUST_PASS_ALL));
+    out("column_range_from", new ColumnRangeFilter(h("0123456789abcdef6964"), true, null, false));
+    out("column_range_from_empty", new ColumnRangeFilter(new byte[0], true, null, false));
   }
 }
