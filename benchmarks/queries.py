@@ -307,6 +307,7 @@ def run_hbase(ctx: Context) -> dict[str, Any]:
                     cold = _warm_block_cache(index, n, plan.seed + n)
                     step = measure_step(index, view, queries, gets)
                     step.update(n=n, build_docs_per_s=rate, cold_cache=cold)
+                    step["layout"] = index.manifest.get("hbase_index", "rows")
                     if n == plan.hbase_ns[-1] and not hbase.external:
                         step["cpu_per_query"] = cpu_per_query(index, queries, hbase)
                     step["ratio_to_get_p50"] = ratio(step["shdb"]["p50_ms"], step[GET]["p50_ms"])
@@ -472,15 +473,28 @@ def _thrift2_bound(scheme: str, step: dict[str, Any]) -> str:
     from simhash_hbase.store import hbase_tables
 
     ranges = get_scheme(scheme).rows_per_fingerprint
-    regions = len(hbase_tables.split_points("index")) + 1
-    design = (
-        f"{ranges} prefix ranges grouped by the index's {regions} regions, one "
-        "scan per group at once, then one getMultiple of the hits' f:h cells: "
-        "two round trips"
-    )
+    if step.get("layout") == "buckets":
+        design = (
+            f"bucket layout (format 2): one getMultiple of the query's {ranges} bucket rows, "
+            "no confirming read: one round trip"
+        )
+    else:
+        regions = len(hbase_tables.split_points("index")) + 1
+        design = (
+            f"{ranges} prefix ranges grouped by the index's {regions} regions, one "
+            "scan per group at once, then one getMultiple of the hits' f:h cells: "
+            "two round trips"
+        )
     if SCAN_ALONE not in step:
         return design
     get, kinds = step[GET]["p50_ms"], step["by_kind_p50_ms"]
+    if step.get("layout") == "buckets":
+        return (
+            f"{design}; random queries {kinds['random'] / get:.1f}x a get, planted ones "
+            f"{kinds['planted'] / get:.1f}x; the store's read alone "
+            f"{step[SCAN_ALONE]['p50_ms'] / get:.1f}x, and the raw getMultiple of the "
+            f"{ranges} bucket rows {step[PREFIX_KEYS]['p50_ms'] / get:.1f}x"
+        )
     return (
         f"{design}; random queries (usually the scan only) {kinds['random'] / get:.1f}x a "
         f"get, planted ones (scan and confirm) {kinds['planted'] / get:.1f}x; "
