@@ -191,6 +191,12 @@ class BenchHBase:
             )
         return out
 
+    @property
+    def can_admin(self) -> bool:
+        """Whether :meth:`admin` can run: the instance's jars and conf are at hand
+        (a running instance: ``SHDB_BENCH_HBASE_HOME`` names its home)."""
+        return (HOME / "lib").is_dir() and (HOME / "conf" / "hbase-site.xml").is_file()
+
     def admin(self, *args: str) -> str:
         """Run HBaseAdminTool (Admin API calls Thrift1 lacks) against this instance."""
         classpath = f"{HOME / 'conf'}:{HOME / 'lib'}/*:{self._admin_classes()}"

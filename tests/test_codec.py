@@ -57,6 +57,27 @@ def test_spec_worked_example_5x10_flag1() -> None:
     assert key[5:] == fp.to_bytes(8, "big")
 
 
+def test_spec_worked_example_bucket_layout() -> None:
+    """docs/SPEC.md: `0123456789abcdef` of `d1`, flag 1 of 5x10, in the bucket layout."""
+    fp = 0x0123456789ABCDEF
+    key = codec.encode_rowkey(SCHEMES["5x10"].fields(fp)[0], 1, fp)
+    row, qualifier = codec.bucket_cell(key, "d1")
+    assert (row.hex(), qualifier.hex()) == ("0123454001", "0123456789abcdef" + "6431")
+    assert codec.cell_of_bucket(row, qualifier) == (key, "d1")
+
+
+@given(fingerprints, st.integers(0, (1 << 32) - 1), st.integers(1, 255), st.text(min_size=1))
+def test_bucket_cells_roundtrip(fp: int, field: int, flag: int, doc_id: str) -> None:
+    key = codec.encode_rowkey(field, flag, fp)
+    try:
+        row, qualifier = codec.bucket_cell(key, doc_id)
+    except InvalidInput:  # an id docs/SPEC.md does not allow (lone surrogates, too long)
+        return
+    assert row == codec.encode_prefix(field, flag)
+    assert qualifier == fp.to_bytes(8, "big") + doc_id.encode("utf-8")
+    assert codec.cell_of_bucket(row, qualifier) == (key, doc_id)
+
+
 @given(fingerprints, st.integers(0, (1 << 32) - 1), st.integers(1, 255))
 def test_rowkey_roundtrip(fp: int, field: int, flag: int) -> None:
     assert codec.decode_rowkey(codec.encode_rowkey(field, flag, fp)) == (field, flag, fp)

@@ -118,6 +118,7 @@ def test_the_tables_the_code_creates_are_those_of_the_json(hbase_api: str, hbase
         assert got["regions"] == max(spec["presplit_regions"], 1)
         assert got["BLOCKSIZE"] == attributes.get("BLOCKSIZE", 65536)
         assert got["IN_MEMORY"] == attributes.get("IN_MEMORY", False)
+        assert got["CACHE_DATA_ON_WRITE"] == attributes.get("CACHE_DATA_ON_WRITE", False)
 
 
 def _thrift2_tables(names: dict[str, str]) -> dict[str, dict[str, Any]]:
@@ -148,6 +149,7 @@ def _thrift2_tables(names: dict[str, str]) -> dict[str, dict[str, Any]]:
                 regions=len(client.getAllRegionLocations(name.encode())),
                 BLOCKSIZE=column.blockSize,
                 IN_MEMORY=bool(column.inMemory),
+                CACHE_DATA_ON_WRITE=bool(column.cacheDataOnWrite),
             )
             found[table] = row
     finally:

@@ -368,6 +368,8 @@ def _family_descriptor(family: str, attributes: dict[str, Any]) -> Any:
             fields["blockSize"] = int(value)
         elif key == "IN_MEMORY":
             fields["inMemory"] = bool(value)
+        elif key == "CACHE_DATA_ON_WRITE":
+            fields["cacheDataOnWrite"] = bool(value)
         elif key == "CONFIGURATION":
             fields["configuration"] = {str(k): str(v) for k, v in value.items()}
         else:

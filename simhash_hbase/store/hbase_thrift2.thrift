@@ -86,6 +86,7 @@ struct TColumnFamilyDescriptor {
   8: optional TDataBlockEncoding dataBlockEncoding,
   10: optional i32 maxVersions,
   14: optional bool blockCacheEnabled,
+  16: optional bool cacheDataOnWrite,
   20: optional bool inMemory,
 }
 
