@@ -218,6 +218,36 @@ def test_a_crash_in_the_bucket_layout_hides_documents_never_shows_stale_ones() -
 
 
 @pytest.mark.hbase
+def test_migrate_copies_a_rows_index_into_the_bucket_layout() -> None:
+    """`shdb migrate OLD NEW` between HBase indexes: the same documents (text, meta,
+    sketch, bands) and answers, in the layout a new Thrift2 index gets."""
+    from simhash_hbase.records import Document
+
+    docs = [
+        Document(f"d{i}", 0x0123456789ABCDEF ^ (1 << i), f"text {i}", {"n": i}) for i in range(5)
+    ]
+    docs += [
+        Document("far", 0xFEDCBA9876543210, None, None, b"\x01" * 64, b"\x00\x00\x00\x07" * 25)
+    ]
+    with fresh_hbase_url("thrift2") as old, fresh_hbase_url("thrift2") as new:
+        with SimhashIndex.open(old + "&layout=rows", nets="simhash+lsh") as index:
+            index.add_documents(docs)
+            before = index.query_fingerprint(0x0123456789ABCDEF, limit=None)
+        result = shdb("migrate", old, new)
+        assert result.exit_code == 0 and "copied 6 documents" in result.output
+        assert shdb("migrate", old, new).exit_code != 0  # NEW holds an index now
+        with SimhashIndex.open(new) as index:
+            assert index.manifest["format_version"] == 2 and index.lsh is not None
+            assert sorted(index.documents(), key=lambda d: d.doc_id) == sorted(
+                docs, key=lambda d: d.doc_id
+            )
+            assert index.query_fingerprint(0x0123456789ABCDEF, limit=None) == before
+            assert {len(row) for row, _ in index.index_cells()} == {13}
+        with open_store(new) as store:
+            assert isinstance(store, HBaseStore) and store.layout == "buckets"
+
+
+@pytest.mark.hbase
 def test_a_closed_store_says_so(hbase_url: str) -> None:
     store = open_store(hbase_url)
     store.close()

@@ -67,14 +67,22 @@ def verify_cmd(index: IndexOpt = None, repair: RepairOpt = False, as_json: JsonO
         raise typer.Exit(EXIT_NO_MATCH)
 
 
-OldIndexArg = Annotated[str, typer.Argument(metavar="OLD", help="The embedded index to copy.")]
-NewIndexArg = Annotated[str, typer.Argument(metavar="NEW", help="A new or empty folder.")]
+OldIndexArg = Annotated[
+    str, typer.Argument(metavar="OLD", help="The index to copy: a folder or an hbase:// URL.")
+]
+NewIndexArg = Annotated[
+    str,
+    typer.Argument(metavar="NEW", help="A new or empty folder, or a new hbase:// index URL."),
+]
 
 
 def migrate_cmd(old: OldIndexArg, new: NewIndexArg) -> None:
-    """Copy an embedded index into a new folder in the compact layout (format 3):
-    its settings and job state, then its documents, bulk loaded. OLD is only read;
-    a format 2 or 3 index copied this way is compacted (docs/embedded.md)."""
+    """Copy an index into the current format of its store. Embedded: into a new
+    folder in the compact layout (format 3): its settings and job state, then its
+    documents, bulk loaded; a format 2 or 3 index copied this way is compacted
+    (docs/embedded.md). HBase: into a new index (another prefix) in the layout a new
+    index gets there, the bucket layout over Thrift2 (docs/hbase.md): its settings,
+    then its documents. OLD is only read."""
     copied = migrate(old, new)
     note(f"copied {copied} documents into {new}")
 

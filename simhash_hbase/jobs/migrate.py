@@ -1,29 +1,45 @@
-"""Copy an embedded index into a new folder in the compact layout (format 3).
+"""`shdb migrate OLD NEW`: copy an index into the current format of its store.
 
-Indexes written before the compact layout (format 1: one LMDB key per cell,
-~1,270 bytes a document) keep opening and answering as they are; this job is
-how one is moved to format 3 (~150-200 bytes a document): its meta records
-(manifest, custom IDF tables, job state) are copied, then its documents are bulk
-loaded, so the new file is written in order, every page full. The source is
-opened read-only and left as it was.
+Embedded: an index is copied into a new folder in the compact layout (format 3).
+Indexes written before it (format 1: one LMDB key per cell, ~1,270 bytes a
+document) keep opening and answering as they are; this job is how one is moved
+to format 3 (~150-200 bytes a document): its meta records (manifest, custom IDF
+tables, job state) are copied, then its documents are bulk loaded, so the new file
+is written in order, every page full.
+
+HBase: an index is copied into a new one (another prefix) in the layout the new
+store gives a new index, the bucket layout over Thrift2 (docs/SPEC.md, "index"):
+its manifest (with the target's format) and custom IDF table, then its documents,
+written as ingest writes them. Job state (checkpoints, locks) is not copied.
+
+The source is opened read-only and left as it was.
 """
 
 from __future__ import annotations
 
+from itertools import islice
 from pathlib import Path
 
 from simhash_hbase.errors import InvalidIndexUrl
 from simhash_hbase.index.client import SimhashIndex
-from simhash_hbase.store import local_path
+from simhash_hbase.index.manifest import FORMAT_VERSION, MANIFEST
+from simhash_hbase.store import local_path, open_store
 from simhash_hbase.store.embedded import EmbeddedStore
+
+_HBASE_BATCH = 5_000  # documents per write batch of an HBase copy
 
 
 def migrate(source: str, target: str) -> int:
-    """Copy the embedded index at ``source`` into the new folder ``target``; the
-    documents copied."""
+    """Copy the index at ``source`` into the new index ``target`` of the same store
+    kind (two folders, or two HBase URLs); the documents copied."""
     src, dst = local_path(source), local_path(target)
+    if src is None and dst is None:
+        return _migrate_hbase(source, target)
     if src is None or dst is None:
-        raise InvalidIndexUrl("migrate copies an embedded index to a folder: give two folders")
+        raise InvalidIndexUrl(
+            "migrate copies an embedded index to a folder, or an HBase index to a new "
+            "HBase index: give two folders or two hbase:// URLs"
+        )
     if dst.exists() and any(Path(dst).iterdir()):
         raise InvalidIndexUrl(f"{dst} is not empty; migrate writes into a new or empty folder")
     with EmbeddedStore(src, create=False, readonly=True) as old:
@@ -32,3 +48,27 @@ def migrate(source: str, target: str) -> int:
                 new.put_meta(name, value)
         with SimhashIndex.open(str(dst), create=False) as index:
             return index.bulk_load(old.iter_docs())
+
+
+def _migrate_hbase(source: str, target: str) -> int:
+    with SimhashIndex.open(source, create=False, readonly=True) as old:
+        with open_store(source, create=False, readonly=True) as held, open_store(target) as new:
+            if new.get_meta(MANIFEST) is not None:
+                raise InvalidIndexUrl(f"{target} holds an index; migrate writes into a new one")
+            fingerprint = old.manifest["fingerprint"]
+            if fingerprint.get("idf") == "custom":  # the table travels with the index
+                name = f"idf/{fingerprint['idf_digest']}"
+                record = held.get_meta(name) or {"parts": 0}
+                for i in range(int(record["parts"])):
+                    new.put_meta(f"{name}/{i}", held.get_meta(f"{name}/{i}") or {})
+                new.put_meta(name, record)
+            manifest = {k: v for k, v in old.manifest.items() if k != "hbase_index"}
+            manifest["format_version"] = FORMAT_VERSION
+            new.put_meta_if_absent(MANIFEST, manifest | new.manifest_entries())
+        copied = 0
+        docs = old.documents()
+        with SimhashIndex.open(target, create=False) as index:
+            while batch := list(islice(docs, _HBASE_BATCH)):
+                index.add_documents(batch, checked=True)
+                copied += len(batch)
+        return copied
