@@ -35,7 +35,7 @@ DEFAULT_PREFIX = "shdb"
 DEFAULT_POOL = 12
 DEFAULT_TIMEOUT_MS = 30_000
 APIS = ("thrift1", "thrift2")
-#: Index table layouts (docs/SPEC.md "Index layouts"): one row per 13-byte key, or
+#: Index table layouts (docs/SPEC.md, "index"): one row per 13-byte key, or
 #: one row per 5-byte prefix (a bucket) holding a column per (fingerprint, id).
 ROWS, BUCKETS = "rows", "buckets"
 LAYOUTS = (ROWS, BUCKETS)

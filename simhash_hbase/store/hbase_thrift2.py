@@ -56,6 +56,7 @@ _IDL = thriftpy2.load(
 )
 _PAGE_ROWS = 1000  # rows per getScannerResults page
 _CHUNK_RANGES = 1000  # row ranges per MultiRowRangeFilter scan
+_CHUNK_GETS = 1000  # gets per getMultiple of a bucket-layout lookup
 _REGIONS_TTL_S = 300.0  # region locations are reloaded at least this often
 _KEYS_ONLY = hbase_filters.key_only()
 
@@ -155,7 +156,8 @@ class Thrift2Transport:
         self, table: bytes, starts: Sequence[tuple[bytes, bytes]], columns: int
     ) -> list[Row]:
         """``storeLimit`` cuts each row on the region server; a ColumnRangeFilter
-        starts a row's later pages at the qualifier given."""
+        starts a row's later pages at the qualifier given. A batch lookup's
+        thousands of rows go in chunks of ``_CHUNK_GETS``, several at once."""
         gets = [
             _IDL.TGet(
                 row=key,
@@ -164,8 +166,21 @@ class Thrift2Transport:
             )
             for key, start in starts
         ]
-        results = self._call(f"read {table.decode()}", lambda c: c.getMultiple(table, gets))
-        return [_row(r) for r in results if r.row is not None]
+        action = f"read {table.decode()}"
+        if len(gets) <= _CHUNK_GETS:  # a query: one call, nothing to pipeline
+            results = self._call(action, lambda c: c.getMultiple(table, gets))
+            return [_row(r) for r in results if r.row is not None]
+        chunks = [gets[i : i + _CHUNK_GETS] for i in range(0, len(gets), _CHUNK_GETS)]
+
+        def send(client: Client, chunk: list[Any]) -> None:
+            client.send("getMultiple", table=table, tgets=chunk)
+
+        def receive(client: Client, chunk: list[Any]) -> tuple[list[Row], None]:
+            return [_row(r) for r in client.receive("getMultiple") if r.row is not None], None
+
+        with _translate(self._where, action):
+            read = self._pool.call_many(action, chunks, send, receive)
+        return [row for rows in read for row in rows]
 
     def mutate(self, table: bytes, puts: Puts, deletes: Deletes, ts: int) -> None:
         """Deletes, then puts, both at ``ts``, on every cell explicitly: a TDelete
