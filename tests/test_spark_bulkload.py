@@ -105,10 +105,11 @@ def _report(folder: Path) -> list[tuple[object, ...]]:
     return sorted((r["id"], r["near_id"], r["distance"], r["similarity"]) for r in rows)
 
 
-def test_bulk_load_writes_the_cells_of_the_thrift_path(tmp_path: Path) -> None:
+@pytest.mark.parametrize("layout", ["buckets", "rows"])
+def test_bulk_load_writes_the_cells_of_the_thrift_path(tmp_path: Path, layout: str) -> None:
     """Same corpus both ways, into indexes that already hold some ids (one
     replaced by a different text, one the same) and a near-copy: identical
-    cells, identical reports, identical answers to queries."""
+    cells, identical reports, identical answers to queries; in either layout."""
     corpus, texts = _corpus(tmp_path, seed=3)
     held = tmp_path / "held.jsonl"
     held.write_text(
@@ -125,7 +126,8 @@ def test_bulk_load_writes_the_cells_of_the_thrift_path(tmp_path: Path) -> None:
     )
     api = "thrift2"  # creates the index table pre-split: one HFile per region
     staging = current_hbase().shared_dir(tmp_path) / "staging"  # HBase reads it too
-    with fresh_hbase_url(api) as thrift, fresh_hbase_url(api) as bulk:
+    with fresh_hbase_url(api) as thrift_url, fresh_hbase_url(api) as bulk_url:
+        thrift, bulk = (u + f"&layout={layout}" for u in (thrift_url, bulk_url))
         for url in (thrift, bulk):
             _shdb("ingest", str(held), "--index", url)
         (tmp_path / "t").mkdir()
@@ -136,10 +138,10 @@ def test_bulk_load_writes_the_cells_of_the_thrift_path(tmp_path: Path) -> None:
             "--bulk-load", str(staging), "--zookeeper", ZOOKEEPER,
         )  # fmt: skip
         assert f"added {len(texts)} documents" in done.stderr + done.stdout
-        want, got = _cells(thrift), _cells(bulk)
+        want, got = _cells(thrift_url), _cells(bulk_url)
         assert len(want["docs"]) == len(texts) + 1
         assert sum(len(cols) for cols in want["index"].values()) > 10 * len(texts)
-        assert _regions(bulk, "index") > 1  # the cells were cut at region boundaries
+        assert _regions(bulk_url, "index") > 1  # the cells were cut at region boundaries
         assert got == want
         assert _report(tmp_path / "b" / "report") == _report(tmp_path / "t" / "report")
         assert _report(tmp_path / "b" / "report")  # the planted near-copies were found
@@ -152,8 +154,12 @@ def test_bulk_load_writes_the_cells_of_the_thrift_path(tmp_path: Path) -> None:
             assert answers[0] == answers[1] and answers[0]["matches"], answers
         verify = json.loads(_shdb("verify", "--index", bulk, "--json").stdout)
         assert verify["documents"] == len(texts) + 1
-        url = bulk.replace(gateway_address("thrift2"), hbase_address())  # and over Thrift1
-        assert json.loads(_shdb("query", texts[9], "--index", url, "--json").stdout)["matches"]
+        url = bulk_url.replace(gateway_address("thrift2"), hbase_address())  # and over Thrift1
+        if layout == "rows":
+            assert json.loads(_shdb("query", texts[9], "--index", url, "--json").stdout)["matches"]
+        else:  # the bucket layout is Thrift2's only
+            refused = _shdb("query", texts[9], "--index", url, "--json", check=None)
+            assert refused.returncode != 0 and "Thrift2" in refused.stderr
 
 
 def test_bulk_load_errors_name_the_fix(tmp_path: Path) -> None:
