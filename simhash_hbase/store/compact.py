@@ -47,7 +47,7 @@ import struct
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import suppress
-from itertools import islice, pairwise, repeat
+from itertools import compress, islice, pairwise, repeat
 from operator import attrgetter, itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -111,6 +111,9 @@ class Helpers(NamedTuple):
     unpack_columns: Callable[[bytes], dict[bytes, bytes]]
     corrupt_row: Callable[[StoreError], StoreCorrupt]
     rebuild: str
+
+
+_UTF8, _ESCAPE = repeat("utf-8"), repeat("surrogateescape")  # decode_id's arguments, for map
 
 
 def encode_id(doc_id: str) -> bytes:
@@ -563,11 +566,17 @@ class Tables:
         odd = np.isin(which, which[nums == MAX_DOCUMENTS])  # a marked prefix: scan's
         named = np.unique(nums[~odd])
         rows = dict(txn.cursor(self.names).getmulti(named.astype(">u4").view("V4").tolist()))
-        result: list[IndexCell] = []
-        for p, num in zip(which[~odd].tolist(), nums[~odd].astype(">u4").view("V4").tolist()):
-            name = rows.get(num)
-            if name is not None:  # else not committed, or its document removed
-                result.append((prefixes[p] + name[:8], decode_id(name[8:])))
+        # Each cell's names row (None: not committed, or its document removed), then
+        # its cell, by C-level maps: no Python call per candidate (~2 a lookup at 10 M).
+        names = list(map(rows.get, nums[~odd].astype(">u4").view("V4").tolist()))
+        held = list(filter(None, names))  # a names row is never empty (fingerprint first)
+        heads = map(prefixes.__getitem__, compress(which[~odd].tolist(), names))
+        result: list[IndexCell] = list(
+            zip(
+                map(bytes.__add__, heads, map(itemgetter(slice(0, 8)), held)),
+                map(bytes.decode, map(itemgetter(slice(8, None)), held), _UTF8, _ESCAPE),
+            )
+        )
         for p in dict.fromkeys(which[odd].tolist()):
             (more,) = self.scan(txn, [[prefixes[p]]], row_cap)
             result += more
