@@ -68,7 +68,7 @@ class PipelineSettings:
     limit: int = 10
     batch_size: int = 200
     flush_seconds: float = 0.5
-    linger_seconds: float = 0.05
+    linger_seconds: float = 0.2
     retries: int = 3
 
     @classmethod
@@ -129,7 +129,7 @@ class NearDuplicatePipeline:
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shdb")
         self._pending: list[_Pending] = []
         self._timer: asyncio.TimerHandle | None = None
-        self._since = 0.0  # when the oldest pending item arrived (the loop's clock)
+        self._since = self._last = 0.0  # the oldest and newest pending item's arrival
         self._flushes: set[asyncio.Future[Any]] = set()  # flushes, and a close on failure
         self._failed: str | None = None
 
@@ -226,36 +226,40 @@ class NearDuplicatePipeline:
     def _submit(self, doc_id: str, raw: str, fmt: str) -> asyncio.Future[Matches | None]:
         loop = asyncio.get_running_loop()
         answer: asyncio.Future[Matches | None] = loop.create_future()
+        self._last = loop.time()
         if not self._pending:
-            self._since = loop.time()
+            self._since = self._last
         self._pending.append(_Pending(doc_id, raw, fmt, answer))
         if len(self._pending) >= self.settings.batch_size:
             self._start_flush()
         elif self._timer is None:
-            self._wait(self.settings.flush_seconds if self._flushes else self._lingered())
+            if self._flushes:
+                self._timer = loop.call_later(self.settings.flush_seconds, self._start_flush)
+            else:
+                self._linger()
         return answer
 
-    def _lingered(self) -> float:
-        """Seconds until the oldest pending item has waited SHDB_LINGER_SECONDS."""
-        age = asyncio.get_running_loop().time() - self._since
-        return self.settings.linger_seconds - age
-
-    def _wait(self, seconds: float) -> None:
-        """Flush after ``seconds``, at once if none are left."""
-        if seconds <= 0:
+    def _linger(self) -> None:
+        """While the index is free: the batch goes once its oldest item has waited
+        SHDB_LINGER_SECONDS, or no item has come for a tenth of that (the crawl's last
+        pages need not wait); until then this looks again when one of them is due."""
+        loop = asyncio.get_running_loop()
+        self._timer = None
+        linger = self.settings.linger_seconds
+        due = min(self._since + linger, self._last + linger / 10)
+        if due <= loop.time():
             self._start_flush()
         else:
-            self._timer = asyncio.get_running_loop().call_later(seconds, self._start_flush)
+            self._timer = loop.call_at(due, self._linger)
 
     def _start_flush(self) -> None:
         """Group commit: a batch goes once the index is free (what arrived while it
-        wrote the previous one) and its oldest item has waited SHDB_LINGER_SECONDS,
-        else at SHDB_BATCH_SIZE items or SHDB_FLUSH_SECONDS. Batches then grow with the
-        load; no item waits on the long timer while the index process idles (the last
-        pages of a crawl waited SHDB_FLUSH_SECONDS for it); and the short linger keeps
-        batches from shrinking to a few items when the index keeps up, as the index
-        process's cost a batch (the lookups' set-up, the commit) is about what ten
-        pages' fingerprints cost."""
+        wrote the previous one) and has lingered (above), else at SHDB_BATCH_SIZE items
+        or SHDB_FLUSH_SECONDS. Batches then grow with the load; no item waits on the
+        long timer while the index process idles (the last pages of a crawl waited
+        SHDB_FLUSH_SECONDS for it); and the linger keeps batches from shrinking to a
+        few items when the index keeps up, as the index process's cost a batch (the
+        lookups' set-up, the commit) is about what ten pages' fingerprints cost."""
         task = asyncio.ensure_future(self._flush())
         self._flushes.add(task)
         task.add_done_callback(self._flushed)
@@ -265,8 +269,7 @@ class NearDuplicatePipeline:
         if self._pending and not self._flushes and self._failed is None:
             if self._timer is not None:
                 self._timer.cancel()
-                self._timer = None
-            self._wait(self._lingered())
+            self._linger()
 
     async def _flush(self) -> None:
         if self._timer is not None:
