@@ -475,8 +475,9 @@ def test_the_c_matcher_matches_as_numpy(
     found: dict[bytes, list[tuple[int, int]]], probes: list[tuple[bytes, int]]
 ) -> None:
     """The C extension's cell matcher (compact._matched) gives the NumPy one's
-    pairs in its order: probes listed twice, buckets with more probes than a
-    linear search takes (binary search), cells of no probe, empty buckets."""
+    pairs in its order, tier after tier: probes listed twice, buckets with more
+    probes than a linear search takes (binary search), cells of no probe, empty
+    buckets and tiers."""
     if native.module() is None:
         pytest.skip("the C extension is not built")
     packed = {
@@ -484,12 +485,12 @@ def test_the_c_matcher_matches_as_numpy(
         for key, cells in found.items()
     }
     probe = np.array([int.from_bytes(k, "big") << 16 | lead for k, lead in probes], dtype=np.uint64)
-    if not packed:
-        return  # scan_wide returns before matching
-    fast = compact._matched(packed, [], probe)
-    slow = compact._matched_py(packed, [], probe)
-    assert fast[0].tolist() == slow[0].tolist()
-    assert fast[1].tolist() == slow[1].tolist()
+    items = list(packed.items())
+    tiers = [items[::2], items[1::2]]  # the index and the fresh tier
+    fast = compact._matched(tiers, probe)
+    slow = [compact._matched_py(pairs, probe) for pairs in tiers if pairs]
+    assert fast[0].tolist() == [p for which, _ in slow for p in which.tolist()]
+    assert fast[1].tolist() == [n for _, nums in slow for n in nums.tolist()]
 
 
 def test_compact_moves_the_fresh_tier_and_changes_no_answer(tmp_path: Path) -> None:

@@ -1721,18 +1721,18 @@ match_bucket(const unsigned char *cells, Py_ssize_t n, const uint64_t *probes, P
     return 0;
 }
 
-/* match_cells(found, probes, order): compact._matched_py. ``found``: {3-byte
- * bucket key: its cells}; ``probes``: bucket << 16 | lead, ascending (uint64);
- * ``order``: the prefix position of each probe (int64). Each cell is compared
- * only with the probes of its own bucket, found by binary search: one pass over
- * the cells, with no array of them. (positions, numbers) as native int64 and
- * uint32 bytes. */
+/* match_cells(found, probes, order): compact._matched_py. ``found``: a list of
+ * (3-byte bucket key, its cells); ``probes``: bucket << 16 | lead, ascending
+ * (uint64); ``order``: the prefix position of each probe (int64). Each cell is
+ * compared only with the probes of its own bucket, found by binary search: one
+ * pass over the cells, with no array of them. (positions, numbers) as native
+ * int64 and uint32 bytes. */
 static PyObject *
 match_cells(PyObject *module, PyObject *args)
 {
     PyObject *found, *result = NULL;
     Py_buffer pb, ob;
-    if (!PyArg_ParseTuple(args, "O!y*y*:match_cells", &PyDict_Type, &found, &pb, &ob)) {
+    if (!PyArg_ParseTuple(args, "O!y*y*:match_cells", &PyList_Type, &found, &pb, &ob)) {
         return NULL;
     }
     Grow which = {NULL, 0, 0}, nums = {NULL, 0, 0};
@@ -1743,10 +1743,12 @@ match_cells(PyObject *module, PyObject *args)
     }
     const uint64_t *probes = pb.buf;
     const int64_t *order = ob.buf;
-    PyObject *key, *value;
-    Py_ssize_t pos = 0;
-    while (PyDict_Next(found, &pos, &key, &value)) {
-        if (!PyBytes_Check(key) || PyBytes_GET_SIZE(key) != 3 || !PyBytes_Check(value) ||
+    for (Py_ssize_t at = 0; at < PyList_GET_SIZE(found); at++) {
+        PyObject *item = PyList_GET_ITEM(found, at);
+        PyObject *key = PyTuple_Check(item) && PyTuple_GET_SIZE(item) == 2 ? PyTuple_GET_ITEM(item, 0)
+                                                                             : NULL;
+        PyObject *value = key ? PyTuple_GET_ITEM(item, 1) : NULL;
+        if (!key || !PyBytes_Check(key) || PyBytes_GET_SIZE(key) != 3 || !PyBytes_Check(value) ||
             PyBytes_GET_SIZE(value) % 6) {
             PyErr_SetString(PyExc_ValueError,
                             "match_cells: a bucket key is 3 bytes, its cells 6 bytes each");

@@ -559,10 +559,12 @@ class Tables:
         bucket = want["flag"].astype(np.uint64) << np.uint64(16) | field >> np.uint64(16)
         buckets = _distinct(bucket)
         keys = (buckets << np.uint64(8)).astype(">u4").view(np.uint8).reshape(-1, 4)[:, :3]
-        found = self.buckets(txn, np.ascontiguousarray(keys).view("V3").reshape(-1).tolist())
-        if not found:
+        asked = np.ascontiguousarray(keys).view("V3").reshape(-1).tolist()
+        fresh = self.fresh if self.fresh is not None else self.tier(txn)
+        tiers = [txn.cursor(db).getmulti(asked) for db in (self.index, fresh) if db is not None]
+        which, nums = _matched(tiers, bucket << np.uint64(16) | field & np.uint64(0xFFFF))
+        if not len(which):
             return []
-        which, nums = _matched(found, prefixes, bucket << np.uint64(16) | field & np.uint64(0xFFFF))
         odd = np.isin(which, which[nums == MAX_DOCUMENTS])  # a marked prefix: scan's
         named = np.unique(nums[~odd])
         rows = dict(txn.cursor(self.names).getmulti(named.astype(">u4").view("V4").tolist()))
@@ -1258,25 +1260,33 @@ _GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # Fibonacci hashing: the top bits of ke
 
 
 def _matched(
-    found: dict[bytes, bytes], prefixes: Sequence[bytes], probe: np.ndarray
+    tiers: Sequence[list[tuple[bytes, bytes]]], probe: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(prefix position, cell number) of each cell of ``found`` (bucket key ->
-    cells) whose bucket and lead are a prefix's (``probe``: bucket << 16 | lead),
-    in the order of the cells, each of a prefix listed twice twice: by the C
-    extension's one pass over the cells where it is built (its cost was most of a
-    batch lookup's at 10 M documents), else by :func:`_matched_py`."""
+    """(prefix position, cell number) of each cell of the ``tiers`` (each a list
+    of (bucket key, cells)) whose bucket and lead are a prefix's (``probe``:
+    bucket << 16 | lead), tier by tier in the order of the cells, each of a
+    prefix listed twice twice: by the C extension's one pass over the cells
+    where it is built (its cost was most of a batch lookup's at 10 M documents),
+    else by :func:`_matched_py`."""
     fast = native.module()
     if fast is None:
-        return _matched_py(found, prefixes, probe)
-    order = np.argsort(probe, kind="stable")
-    which, nums = fast.match_cells(found, probe[order], order.astype(np.int64))
-    return np.frombuffer(which, dtype=np.int64), np.frombuffer(nums, dtype=np.uint32)
+        found = [_matched_py(pairs, probe) for pairs in tiers if pairs]
+    else:
+        order = np.argsort(probe, kind="stable")
+        probes, positions = probe[order], order.astype(np.int64)
+        found = [
+            (np.frombuffer(w, dtype=np.int64), np.frombuffer(n, dtype=np.uint32))
+            for w, n in (fast.match_cells(pairs, probes, positions) for pairs in tiers if pairs)
+        ]
+    if not found:
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.uint32)
+    return np.concatenate([w for w, _ in found]), np.concatenate([n for _, n in found])
 
 
 def _matched_py(
-    found: dict[bytes, bytes], prefixes: Sequence[bytes], probe: np.ndarray
+    found: list[tuple[bytes, bytes]], probe: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """:func:`_matched` in NumPy (the reference of the C extension's).
+    """:func:`_matched` of one tier in NumPy (the reference of the C extension's).
 
     Linear in the cells read and without Python work per prefix or per cell: a
     cell's key (bucket << 16 | lead) is looked up in a table of flags set at the
@@ -1289,9 +1299,9 @@ def _matched_py(
     bits = int(min(hi_bits, max(lo_bits, len(probes).bit_length() + 5)))
     table = np.zeros(1 << bits, dtype=bool)
     table[(probes * _GOLDEN) >> np.uint64(64 - bits)] = True
-    values = list(found.values())
+    values = [value for _, value in found]
     sizes = np.fromiter(map(len, values), dtype=np.int64, count=len(values)) // CELL_BYTES
-    held = np.frombuffer(b"".join(b"\x00" + key for key in found), dtype=">u4").astype(np.uint64)
+    held = np.frombuffer(b"".join(b"\x00" + key for key, _ in found), dtype=">u4").astype(np.uint64)
     held <<= np.uint64(16)
     ends = np.cumsum(sizes)
     cuts = np.unique(np.searchsorted(ends, np.arange(MATCH_CHUNK, ends[-1], MATCH_CHUNK)))
