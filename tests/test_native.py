@@ -303,3 +303,25 @@ def test_threads_sharing_a_table_get_the_sequential_answers(compiled: ModuleType
     finally:
         sys.setswitchinterval(interval)
     assert all(got[k] == want for k in range(4))
+
+
+def test_the_build_is_of_these_sources(compiled: ModuleType) -> None:
+    assert len(compiled.SOURCE_SHA256) == 64
+    assert not native.is_stale(compiled)
+
+
+def test_a_build_of_other_sources_is_not_used(
+    compiled: ModuleType, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """An editable install's extension left over from before a ``git pull`` lacks
+    the functions the new code calls: it is set aside, not called."""
+    monkeypatch.setattr(compiled, "SOURCE_SHA256", "0" * 64)
+    native._load.cache_clear()
+    try:
+        assert native.module() is None
+        assert "out of date with the sources" in native.status()
+        assert "pip install -e ." in caplog.text
+    finally:
+        monkeypatch.undo()
+        native._load.cache_clear()
+    assert native.module() is compiled

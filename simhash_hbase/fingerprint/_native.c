@@ -1805,6 +1805,10 @@ static struct PyModuleDef module_def = {
     module_methods,
 };
 
+#ifndef SHDB_SOURCE_SHA256
+#define SHDB_SOURCE_SHA256 "" /* built without setup.py: its source is unknown */
+#endif
+
 PyMODINIT_FUNC
 PyInit__native(void)
 {
@@ -1818,6 +1822,10 @@ PyInit__native(void)
     Py_INCREF(&TermsType);
     if (PyModule_AddObject(m, "Terms", (PyObject *)&TermsType) < 0) {
         Py_DECREF(&TermsType);
+        Py_DECREF(m);
+        return NULL;
+    }
+    if (PyModule_AddStringConstant(m, "SOURCE_SHA256", SHDB_SOURCE_SHA256) < 0) {
         Py_DECREF(m);
         return NULL;
     }
