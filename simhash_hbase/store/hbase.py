@@ -43,6 +43,9 @@ LAYOUTS = (ROWS, BUCKETS)
 #: format 1 refuse it, rather than write 13-byte rows into it).
 _BUCKET_MANIFEST = {"format_version": 2, "hbase_index": BUCKETS}
 _BUCKET_PAGE = 1000  # columns of a bucket row per read
+#: ... with a row cap (a bounded query): enough for an ordinary bucket in one page,
+#: while a bucket of 100,000 copies sends this many, not 1,000, before the skip.
+_CAPPED_PAGE = 100
 _SCAN_ROWS = 1000  # rows per page of a full-table scan
 _GET_ROWS = 1000  # rows per multi-get
 _FLUSH_CELLS = 20_000  # buffered mutations before a batch flushes
@@ -488,17 +491,19 @@ class HBaseStore:
         self, prefixes: Sequence[bytes], row_cap: int | None
     ) -> dict[bytes, list[IndexCell]]:
         """The cells of bucket rows ``prefixes`` (one multi-get, a page of
-        ``_BUCKET_PAGE`` columns per row), with at most ``row_cap`` ids per
-        fingerprint: a full page is followed by another from its last qualifier,
-        or from the next fingerprint when the last one has ``row_cap`` ids already
-        (a bucket of 100,000 copies costs one more page, not 100 of them)."""
+        ``_BUCKET_PAGE`` columns per row; with a cap, of ``_CAPPED_PAGE`` or
+        ``row_cap``), with at most ``row_cap`` ids per fingerprint: a full page is
+        followed by another from its last qualifier, or from the next fingerprint
+        when the last one has ``row_cap`` ids already (a bucket of 100,000 copies
+        costs one more page, not 1,000 of them)."""
         if any(len(p) != codec.PREFIX_BYTES for p in prefixes):
             raise ValueError("a bucket-layout index is read by 5-byte prefixes only")
         found: dict[bytes, list[IndexCell]] = defaultdict(list)
         ids: dict[bytes, Counter[bytes]] = defaultdict(Counter)  # ids per fingerprint
         pending = [(p, b"") for p in prefixes]
+        page = _BUCKET_PAGE if row_cap is None else min(max(row_cap, _CAPPED_PAGE), _BUCKET_PAGE)
         while pending:
-            rows = self.transport.get_row_pages(self.tables["index"], pending, _BUCKET_PAGE)
+            rows = self.transport.get_row_pages(self.tables["index"], pending, page)
             pending = []
             for key, columns in rows:
                 qualifiers = sorted(c[len(_INDEX_FAMILY) :] for c in columns)
@@ -508,7 +513,7 @@ class HBaseStore:
                     if row_cap is None or seen[fp] < row_cap:
                         seen[fp] += 1
                         found[key].append(codec.cell_of_bucket(key, q))
-                if len(qualifiers) == _BUCKET_PAGE:
+                if len(qualifiers) == page:
                     last = qualifiers[-1]
                     full = row_cap is not None and seen[last[: codec.FINGERPRINT_BYTES]] >= row_cap
                     if (after := _next_page(last, full)) is not None:
