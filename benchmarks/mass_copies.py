@@ -518,7 +518,10 @@ def figures_hbase(r: dict[str, Any]) -> list[Figure]:
             f"{'' if r['hot_exact'] else '>= '}{r['hot_total']:,})",
             baseline=f"ordinary query {r['plain_p50_ms']:.1f} ms, alternating",
             exact=r["hot_shown"] == 10,
-            bound="ColumnPaginationFilter: each row sends its first `limit` ids",
+            bound="rows layout: a ColumnPaginationFilter, each row sends its first `limit` ids; "
+            "bucket layout (the default over Thrift2): each of the 10 buckets sends a page of "
+            "32 columns, then one more multi-get starts past the hot fingerprint: two round "
+            "trips where an ordinary query makes one",
         ),
         Figure.report(
             f"HBase row of {r['n']:,} ids: verify / delete one / verify --repair",

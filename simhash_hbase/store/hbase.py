@@ -43,9 +43,10 @@ LAYOUTS = (ROWS, BUCKETS)
 #: format 1 refuse it, rather than write 13-byte rows into it).
 _BUCKET_MANIFEST = {"format_version": 2, "hbase_index": BUCKETS}
 _BUCKET_PAGE = 1000  # columns of a bucket row per read
-#: ... with a row cap (a bounded query): enough for an ordinary bucket in one page,
-#: while a bucket of 100,000 copies sends this many, not 1,000, before the skip.
-_CAPPED_PAGE = 100
+#: ... with a row cap (a bounded query): enough for an ordinary bucket in one page
+#: (5x10 holds ~0.01-0.2 cells a bucket at 1 M, 4x4 ~15), while a bucket of 100,000
+#: copies sends this many, not 1,000, before the skip to the next fingerprint.
+_CAPPED_PAGE = 32
 _SCAN_ROWS = 1000  # rows per page of a full-table scan
 _GET_ROWS = 1000  # rows per multi-get
 _FLUSH_CELLS = 20_000  # buffered mutations before a batch flushes
