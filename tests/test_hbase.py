@@ -218,6 +218,40 @@ def test_a_crash_in_the_bucket_layout_hides_documents_never_shows_stale_ones() -
 
 
 @pytest.mark.hbase
+def test_a_hot_bucket_is_read_in_one_round_trip_once_known(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A bucket holding a fingerprint past ``row_cap`` costs one more multi-get the
+    first time (the page past it); after that the store asks for both pages at
+    once. Same cells each time, and again once the bucket is no longer hot."""
+    from simhash_hbase.layout import codec
+
+    prefix = codec.encode_prefix(0x3131_3100, 4)
+    hot = prefix + codec.fingerprint_to_bytes(0x5000)
+    cells = [(hot, f"h{i:03d}") for i in range(100)]
+    cells += [(prefix + codec.fingerprint_to_bytes(fp), f"o{fp}") for fp in (1, 0x5001, 0x9000)]
+    with fresh_hbase_url("thrift2") as url, open_store(url) as store:
+        assert isinstance(store, HBaseStore) and store.layout == "buckets"
+        with store.batch() as batch:
+            batch.put_index(cells)
+        calls: list[int] = []
+        read = store.transport.get_row_pages
+
+        def counted(*args: object) -> object:
+            calls.append(1)
+            return read(*args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(store.transport, "get_row_pages", counted)
+        want = sorted(cells[:5] + cells[100:])
+        for expected_calls in (2, 1, 1):
+            calls.clear()
+            (got,) = store.scan_prefixes_many([[prefix]], row_cap=5)
+            assert sorted(got) == want and len(calls) == expected_calls
+        with store.batch() as batch:  # no longer hot: the remembered plan still answers
+            batch.delete_index(cells[3:100])
+        (got,) = store.scan_prefixes_many([[prefix]], row_cap=5)
+        assert sorted(got) == sorted(cells[:3] + cells[100:])
+
+
+@pytest.mark.hbase
 def test_migrate_copies_a_rows_index_into_the_bucket_layout() -> None:
     """`shdb migrate OLD NEW` between HBase indexes: the same documents (text, meta,
     sketch, bands) and answers, in the layout a new Thrift2 index gets."""

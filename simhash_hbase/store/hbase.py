@@ -47,6 +47,9 @@ _BUCKET_PAGE = 1000  # columns of a bucket row per read
 #: (5x10 holds ~0.01-0.2 cells a bucket at 1 M, 4x4 ~15), while a bucket of 100,000
 #: copies sends this many, not 1,000, before the skip to the next fingerprint.
 _CAPPED_PAGE = 32
+#: Buckets remembered as holding a fingerprint of ``row_cap`` ids or more, with
+#: where the page past it starts: a plan, never an answer (stale, it costs a page).
+_HOT_BUCKETS = 4096
 _SCAN_ROWS = 1000  # rows per page of a full-table scan
 _GET_ROWS = 1000  # rows per multi-get
 _FLUSH_CELLS = 20_000  # buffered mutations before a batch flushes
@@ -320,6 +323,7 @@ class HBaseStore:
         create: bool = True,
     ) -> None:
         self.host, self.port, self.prefix = host, port, prefix
+        self._hot: dict[bytes, bytes] = {}  # see _read_buckets
         self.url = f"hbase://{host}:{port}?prefix={prefix}" + (f"&api={api}" if api else "")
         self.tables = {t: hbase_tables.table_name(prefix, t).encode() for t in hbase_tables.TABLES}
         where = f"HBase at {host}:{port}"
@@ -496,30 +500,61 @@ class HBaseStore:
         ``row_cap``), with at most ``row_cap`` ids per fingerprint: a full page is
         followed by another from its last qualifier, or from the next fingerprint
         when the last one has ``row_cap`` ids already (a bucket of 100,000 copies
-        costs one more page, not 1,000 of them)."""
+        costs one more page, not 1,000 of them). A bucket known to hold such a
+        fingerprint (:attr:`_hot`) is asked for the page past it in the first
+        multi-get too: a hot text's query makes one round trip, as others do."""
         if any(len(p) != codec.PREFIX_BYTES for p in prefixes):
             raise ValueError("a bucket-layout index is read by 5-byte prefixes only")
-        found: dict[bytes, list[IndexCell]] = defaultdict(list)
+        qualifiers: dict[bytes, set[bytes]] = defaultdict(set)
         ids: dict[bytes, Counter[bytes]] = defaultdict(Counter)  # ids per fingerprint
         pending = [(p, b"") for p in prefixes]
+        if row_cap is not None:
+            pending += [(p, past) for p in prefixes if (past := self._hot.get(p)) is not None]
+        asked = set(pending)
         page = _BUCKET_PAGE if row_cap is None else min(max(row_cap, _CAPPED_PAGE), _BUCKET_PAGE)
         while pending:
             rows = self.transport.get_row_pages(self.tables["index"], pending, page)
             pending = []
             for key, columns in rows:
-                qualifiers = sorted(c[len(_INDEX_FAMILY) :] for c in columns)
-                seen = ids[key]
-                for q in qualifiers:
-                    fp = q[: codec.FINGERPRINT_BYTES]
-                    if row_cap is None or seen[fp] < row_cap:
-                        seen[fp] += 1
-                        found[key].append(codec.cell_of_bucket(key, q))
-                if len(qualifiers) == page:
-                    last = qualifiers[-1]
-                    full = row_cap is not None and seen[last[: codec.FINGERPRINT_BYTES]] >= row_cap
-                    if (after := _next_page(last, full)) is not None:
-                        pending.append((key, after))
-        return found
+                after = self._take_page(key, columns, page, row_cap, qualifiers[key], ids[key])
+                if after is not None and (key, after) not in asked:
+                    asked.add((key, after))
+                    pending.append((key, after))
+        return {
+            key: [codec.cell_of_bucket(key, q) for q in sorted(held)]
+            for key, held in qualifiers.items()
+            if held
+        }
+
+    def _take_page(
+        self,
+        key: bytes,
+        columns: Iterable[bytes],
+        page: int,
+        row_cap: int | None,
+        held: set[bytes],
+        seen: Counter[bytes],
+    ) -> bytes | None:
+        """Add one page of bucket ``key`` to ``held`` (at most ``row_cap`` ids a
+        fingerprint; pages may overlap) and say where its next page starts (None:
+        the row ends here). A page that ends on a capped fingerprint marks the
+        bucket hot."""
+        page_qualifiers = sorted(c[len(_INDEX_FAMILY) :] for c in columns)
+        for q in page_qualifiers:
+            fp = q[: codec.FINGERPRINT_BYTES]
+            if q not in held and (row_cap is None or seen[fp] < row_cap):
+                seen[fp] += 1
+                held.add(q)
+        if len(page_qualifiers) < page:
+            return None
+        last = page_qualifiers[-1]
+        full = row_cap is not None and seen[last[: codec.FINGERPRINT_BYTES]] >= row_cap
+        after = _next_page(last, full)
+        if full and after is not None:
+            if len(self._hot) >= _HOT_BUCKETS:
+                self._hot.clear()  # relearned at one more round trip each
+            self._hot[key] = after
+        return after
 
     def scan_documents(self, prefixes: Sequence[bytes], row_cap: int | None = None) -> None:
         """No one-query path of its own: a query's scan is one batched request
