@@ -520,8 +520,9 @@ def figures_hbase(r: dict[str, Any]) -> list[Figure]:
             exact=r["hot_shown"] == 10,
             bound="rows layout: a ColumnPaginationFilter, each row sends its first `limit` ids; "
             "bucket layout (the default over Thrift2): each of the 10 buckets sends a page of "
-            "32 columns, then one more multi-get starts past the hot fingerprint: two round "
-            "trips where an ordinary query makes one",
+            "32 columns and, once the store knows the bucket is hot (its first query), the "
+            "page past the hot fingerprint in the same multi-get: one round trip, as an "
+            "ordinary query",
         ),
         Figure.report(
             f"HBase row of {r['n']:,} ids: verify / delete one / verify --repair",
