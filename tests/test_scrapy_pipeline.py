@@ -14,23 +14,30 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
 import attrs
 import pytest
 import scrapy
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from scrapy.exceptions import DropItem
 from scrapy.utils.test import get_crawler
 from typer.testing import CliRunner
 
 from benchmarks.site import Page, build_pages, serve, write_site
 from simhash_hbase.cli import app
-from simhash_hbase.errors import InvalidSetting, StoreError
+from simhash_hbase.errors import InvalidSetting, ShdbError, StoreError
 from simhash_hbase.index.client import SimhashIndex
+from simhash_hbase.integrations import indexer
+from simhash_hbase.integrations import scrapy as pipeline_module
+from simhash_hbase.integrations.indexer import IndexProcess
 from simhash_hbase.integrations.scrapy import (
     IndexUnavailable,
     NearDuplicateAddon,
@@ -240,6 +247,113 @@ def test_matches_are_bounded_by_the_limit(tmp_path: Path) -> None:
     pipeline = pipeline_for(str(tmp_path / "idx"), SHDB_ACTION="tag", SHDB_LIMIT=2)
     results = run(pipeline, [{"url": f"m{i}", "text": ORIGINAL} for i in range(6)])
     assert [len(r["near_duplicates"]) for r in results] == [0, 1, 2, 2, 2, 2]
+
+
+# -- items fed ahead of their batch -----------------------------------------------
+TEXTS = [ORIGINAL, COPY, OTHER, "。，！？", OTHER + "气象台发布了高温橙色预警。", "一" + ORIGINAL]
+
+
+@contextmanager
+def indexer_open(path: Path) -> Iterator[None]:
+    """The index process's calls, run in this process on a fresh index."""
+    indexer.open_index(str(path))
+    try:
+        yield
+    finally:
+        indexer.close_index()
+        indexer._last = None
+        indexer._fed.clear()
+
+
+def answers(results: list[Any]) -> list[Any]:
+    return [None if r is None else sorted((m.doc_id, m.distance) for m in r) for r in results]
+
+
+@settings(max_examples=25)
+@given(
+    picks=st.lists(st.integers(0, len(TEXTS) - 1), min_size=1, max_size=24),
+    cuts=st.lists(st.tuples(st.integers(1, 8), st.integers(0, 8)), min_size=24, max_size=24),
+)
+def test_items_fed_ahead_of_their_batch_get_the_answers_of_items_sent_with_it(
+    picks: list[int], cuts: list[tuple[int, int]]
+) -> None:
+    """However a crawl's items are split into batches, and however many of each batch
+    were fed ahead (``prepare``), every item gets the answer of one batch holding
+    them all: ``check_and_add``'s, in order (unusable texts None)."""
+    items = [(f"d{i}", TEXTS[pick], "text") for i, pick in enumerate(picks)]
+    with tempfile.TemporaryDirectory() as tmp:
+        with indexer_open(Path(tmp) / "whole"):
+            whole = answers(indexer.check_batch(0, 0, items, 10))
+        got: list[Any] = []
+        with indexer_open(Path(tmp) / "fed"):
+            at, seq = 0, 0
+            while at < len(items):
+                size, fed = cuts[seq]
+                batch = items[at : at + size]
+                fed = min(fed, len(batch))
+                indexer.prepare(batch[:fed])
+                got += answers(indexer.check_batch(seq, fed, batch[fed:], 10))
+                at, seq = at + len(batch), seq + 1
+    assert got == whole
+
+
+def test_an_item_that_failed_ahead_of_its_batch_fails_the_batch_and_no_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``prepare`` has no reply: an error preparing an item waits for its batch's
+    check, and the items fed after it, in the next batch, are answered."""
+    prepared = indexer._prepared
+
+    def failing(index: Any, doc_id: str, raw: str, fmt: str) -> Any:
+        if doc_id == "bad":
+            raise ShdbError("the page broke the parser")
+        return prepared(index, doc_id, raw, fmt)
+
+    monkeypatch.setattr(indexer, "_prepared", failing)
+    with indexer_open(tmp_path / "idx"):
+        indexer.prepare([("a", ORIGINAL, "text"), ("bad", OTHER, "text"), ("b", COPY, "text")])
+        with pytest.raises(ShdbError, match="broke the parser"):
+            indexer.check_batch(0, 2, [], 10)
+        first, copy = indexer.check_batch(1, 1, [("c", COPY, "text")], 10)
+    assert answers([first, copy]) == [[], [("b", 0)]]
+
+
+def test_a_crawl_feeds_its_items_ahead_of_their_batches_and_answers_as_ingest(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Through the index process: items fed two at a time, batches of five, the
+    answers those of one ``check_and_add_texts`` over them all."""
+    monkeypatch.setattr(pipeline_module, "FEED_ITEMS", 2)
+    fed: list[int] = []
+    feed = IndexProcess.feed
+
+    def counted(self: IndexProcess, items: list[Any]) -> None:
+        fed.append(len(items))
+        feed(self, items)
+
+    monkeypatch.setattr(IndexProcess, "feed", counted)
+    sent: list[int] = []  # the items a batch's check carries: those not fed
+    call = IndexProcess.call
+
+    def checked(self: IndexProcess, name: str, *args: Any) -> Any:
+        if name == "check_batch":
+            sent.append(len(args[2]))
+        return call(self, name, *args)
+
+    monkeypatch.setattr(IndexProcess, "call", checked)
+    texts = [TEXTS[i % len(TEXTS)] for i in (0, 2, 1, 4, 5, 3, 0, 2, 1, 4, 5, 0, 1)]
+    items = [{"url": f"u{i}", "text": text} for i, text in enumerate(texts)]
+    pipeline = pipeline_for(str(tmp_path / "idx"), SHDB_ACTION="tag", SHDB_BATCH_SIZE=5)
+    results = run(pipeline, [dict(item) for item in items])
+    assert sum(fed) >= 8 and sum(fed) + sum(sent) == len(items)  # each item sent once
+    with SimhashIndex.open(str(tmp_path / "whole")) as whole:
+        expected = whole.check_and_add_texts(
+            [(i["url"], i["text"]) for i in items if i["text"] != "。，！？"], fmt="text"
+        )
+    tagged = [r for r in results if r["text"] != "。，！？"]
+    assert [sorted(m["id"] for m in r["near_duplicates"]) for r in tagged] == [
+        sorted(m.doc_id for m in e) for e in expected
+    ]
 
 
 async def _until(done: Any, seconds: float = 20) -> None:

@@ -8,13 +8,21 @@ what the index needs and no more (a multiprocessing child would import Scrapy an
 crawl's main module too, and start twice as slowly). Requests are pickled
 (function name, arguments) on its stdin, replies pickled on its stdout; errors cross
 back as :class:`StoreError` (retried) or :class:`ShdbError`, with their messages.
+
+Items are fed ahead of their batch (``prepare``, no reply): the process extracts and
+fingerprints them while the batch still gathers, so that a batch's check
+(``check_batch``) is left with the lookups and the write, 0.10 to 0.12 ms a page against
+0.7 to 0.8 ms for the extraction and fingerprints (the benchmark's pages). The last
+batch of a crawl, which the crawl waits for, is then mostly written by the time it goes.
 """
 
 from __future__ import annotations
 
+import os
 import pickle
 import subprocess
 import sys
+from collections import deque
 from collections.abc import Callable
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any, BinaryIO
@@ -29,11 +37,14 @@ if TYPE_CHECKING:  # the crawl imports this module for IndexProcess, not the ind
 # (id, raw text or HTML, "text" or "html"), as the pipeline queued it
 Item = tuple[str, str, str]
 Prepared = tuple[Document, list[int]] | None
+Fed = Prepared | ShdbError  # an item fed ahead, or the error preparing it raised
 
 WARM_UP = "爬虫抓取的网页正文"  # a text whose fingerprint loads the segmenter's dictionary
 
 _index: SimhashIndex | None = None
-_last: tuple[int, list[Prepared]] | None = None  # the last batch prepared, for its retries
+_last: tuple[int, list[Fed]] | None = None  # the last batch prepared, for its retries
+# items fed ahead of their batch, in order; a ShdbError in place of one that failed
+_fed: deque[Fed] = deque()
 
 
 class IndexerDied(ShdbError):
@@ -76,6 +87,12 @@ class IndexProcess:
         self.opened()
         self._send(name, *args)
         return self._receive()
+
+    def feed(self, items: list[Item]) -> None:
+        """Hand over items ahead of their batch, without waiting: the process prepares
+        them meanwhile, and the next :meth:`call` of ``check_batch`` counts them."""
+        self.opened()
+        self._send("prepare", items)
 
     def _send(self, name: str, *args: Any) -> None:
         assert self._proc.stdin is not None
@@ -125,16 +142,32 @@ def warm_up() -> None:
     _prepared(_held(), "", WARM_UP, "text")
 
 
-def check_batch(seq: int, items: list[Item], limit: int) -> list[Matches | None]:
+def prepare(items: list[Item]) -> None:
+    """Extract and fingerprint items fed ahead of their batch (no reply: an error
+    waits for the batch's check)."""
+    for item in items:
+        try:
+            _fed.append(_prepared(_held(), *item))
+        except ShdbError as exc:
+            _fed.append(exc)
+
+
+def check_batch(seq: int, fed: int, items: list[Item], limit: int) -> list[Matches | None]:
     """Check and add one batch, in order (``check_and_add``, the predicate ``shdb
-    ingest`` uses): each item's matches, or None for an item that cannot be
+    ingest`` uses): its first ``fed`` items were fed ahead (:func:`prepare`), the
+    rest are ``items``. Each item's matches, or None for an item that cannot be
     fingerprinted (no usable terms, a page its parser refuses), which is not indexed.
     A retry of batch ``seq`` reuses its fingerprints."""
     global _last
     index = _held()
     if _last is None or _last[0] != seq:
-        _last = (seq, [_prepared(index, *item) for item in items])
-    prepared = _last[1]
+        ahead = [_fed.popleft() for _ in range(fed)]
+        _last = (seq, [*ahead, *(_prepared(index, *item) for item in items)])
+    prepared: list[Prepared] = []
+    for fed_item in _last[1]:
+        if isinstance(fed_item, ShdbError):
+            raise fed_item
+        prepared.append(fed_item)
     usable = [p for p in prepared if p is not None]
     found = iter(
         index.check_and_add(
@@ -172,6 +205,7 @@ CALLS: dict[str, Callable[..., Any]] = {
     "check_batch": check_batch,
     "close_index": close_index,
 }
+ONE_WAY: dict[str, Callable[..., None]] = {"prepare": prepare}  # no reply
 
 
 def _reply(requests: BinaryIO, replies: BinaryIO) -> str | None:
@@ -180,6 +214,9 @@ def _reply(requests: BinaryIO, replies: BinaryIO) -> str | None:
         name, args = pickle.load(requests)
     except EOFError:
         return None
+    if name in ONE_WAY:
+        ONE_WAY[name](*args)
+        return str(name)
     try:
         reply: tuple[str, Any] = ("ok", CALLS[name](*args))
     except StoreError as exc:  # our errors as their kind and message: some of them
@@ -198,6 +235,11 @@ def main() -> None:
         if name == "open_index" and _index is not None:
             warm_up()  # while Scrapy starts fetching
     close_index()
+    # The index is closed and every reply flushed: what remains is the interpreter's
+    # teardown (freeing the segmenter's dictionary, numpy, the store's modules), 0.05
+    # to 0.07 s here, which the crawl would wait for at close.
+    sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":

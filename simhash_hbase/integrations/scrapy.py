@@ -11,7 +11,9 @@ gets is the one ``shdb ingest --report`` gives for the same pages in the same or
 and an item that went on down the pipeline is in the index. A separate process
 (:mod:`simhash_hbase.integrations.indexer`) holds the index and extracts,
 fingerprints, checks and writes each batch; one worker thread here hands it the
-batches in arrival order and retries a failing store. See docs/scrapy.md.
+items as they gather (:data:`FEED_ITEMS` at a time, so that it fingerprints them while
+the batch lingers), then the batches in arrival order, and retries a failing store.
+See docs/scrapy.md.
 """
 
 from __future__ import annotations
@@ -54,6 +56,10 @@ STATS = "shdb/"
 # WARNING default would log every dropped item whole (its HTML included), every page
 # of a re-crawl.
 DROP_LOG_LEVEL = "DEBUG"
+# Items are handed to the index process this many at a time, ahead of their batch: a
+# hand-over costs the reactor about what a few items' own work does, and the items
+# not yet handed over when the batch goes are fingerprinted with its check.
+FEED_ITEMS = 16
 
 
 @dataclass(frozen=True)
@@ -109,6 +115,11 @@ class _Pending:
     raw: str
     fmt: str  # "text" or "html": HTML is extracted on the worker thread
     answer: asyncio.Future[Matches | None]
+    fed: bool = False  # handed to the index process ahead of its batch
+
+    @property
+    def item(self) -> tuple[str, str, str]:
+        return self.doc_id, self.raw, self.fmt
 
 
 class IndexUnavailable(ShdbError):
@@ -128,6 +139,7 @@ class NearDuplicatePipeline:
         self._batches = count()
         self._worker = ThreadPoolExecutor(max_workers=1, thread_name_prefix="shdb")
         self._pending: list[_Pending] = []
+        self._unfed = 0  # the pending items not yet fed, the last ones
         self._timer: asyncio.TimerHandle | None = None
         self._since = self._last = 0.0  # the oldest and newest pending item's arrival
         self._flushes: set[asyncio.Future[Any]] = set()  # flushes, and a close on failure
@@ -230,6 +242,9 @@ class NearDuplicatePipeline:
         if not self._pending:
             self._since = self._last
         self._pending.append(_Pending(doc_id, raw, fmt, answer))
+        self._unfed += 1
+        if self._unfed >= FEED_ITEMS and self._indexer is not None:
+            self._feed()
         if len(self._pending) >= self.settings.batch_size:
             self._start_flush()
         elif self._timer is None:
@@ -238,6 +253,19 @@ class NearDuplicatePipeline:
             else:
                 self._linger()
         return answer
+
+    def _feed(self) -> None:
+        """Hand the items not yet fed to the index process, ahead of their batch; on
+        the worker thread, so after any batch handed over before them. A hand-over
+        that fails leaves the index process dead, which the batch's check reports."""
+        unfed = self._pending[len(self._pending) - self._unfed :]
+        self._unfed = 0
+        for pending in unfed:
+            pending.fed = True
+        assert self._indexer is not None
+        loop = asyncio.get_running_loop()
+        feeding = loop.run_in_executor(self._worker, self._indexer.feed, [p.item for p in unfed])
+        feeding.add_done_callback(lambda done: done.exception())
 
     def _linger(self) -> None:
         """While the index is free: the batch goes once its oldest item has waited
@@ -275,7 +303,7 @@ class NearDuplicatePipeline:
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        batch, self._pending = self._pending, []
+        batch, self._pending, self._unfed = self._pending, [], 0
         if not batch:
             return
         try:
@@ -293,11 +321,13 @@ class NearDuplicatePipeline:
         that cannot be parsed) gets None and is not indexed; the others are."""
         if self._indexer is None:  # the service extracts and fingerprints itself
             return self._send_texts(batch)
+        fed = sum(p.fed for p in batch)  # the first ones
         check = partial(
             self._indexer.call,
             "check_batch",
             next(self._batches),
-            [(p.doc_id, p.raw, p.fmt) for p in batch],
+            fed,
+            [p.item for p in batch[fed:]],
             self.settings.limit,
         )
         return self._retrying(check)
