@@ -252,6 +252,73 @@ def test_a_hot_bucket_is_read_in_one_round_trip_once_known(monkeypatch: pytest.M
 
 
 @pytest.mark.hbase
+def test_a_bucket_query_is_one_multi_get_with_the_plain_paths_answer(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The one-query path of the bucket layout (:meth:`HBaseStore.scan_documents`)
+    answers as the scans and the confirmation do (matches, total, exactness), for
+    buckets of 0 to 40 copies of a fingerprint and limits below, at and above
+    them; an ordinary query is one multi-get, and a capped bucket costs one more
+    the first time only."""
+    import random
+
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from simhash_hbase.records import Document
+
+    with fresh_hbase_url("thrift2") as url, SimhashIndex.open(url) as index:
+        store = index._store
+        assert isinstance(store, HBaseStore) and store.layout == "buckets"
+        calls: list[int] = []
+        read = store.transport.get_row_pages
+
+        def counted(*args: object) -> object:
+            calls.append(1)
+            return read(*args)  # type: ignore[arg-type]
+
+        monkeypatch.setattr(store.transport, "get_row_pages", counted)
+        examples = iter(range(10**6))
+
+        @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
+        @given(
+            seed=st.integers(0, 2**32),
+            copies=st.lists(st.integers(1, 40), min_size=0, max_size=4),
+            limit=st.sampled_from([None, 1, 5, 10, 40]),
+        )
+        def check(seed: int, copies: list[int], limit: int | None) -> None:
+            rng = random.Random(seed * 1_000_003 + next(examples))  # a fresh query each time
+            n = rng.getrandbits(32)
+            query = rng.getrandbits(64)
+            docs = [
+                Document(f"e{n}-{i}-{c}", near)
+                for i, count in enumerate(copies)
+                for near in [query ^ (1 << rng.randrange(64)) ** (i > 0)]
+                for c in range(count)
+            ]
+            index.add_documents(docs)
+            calls.clear()
+            fast = index.query_fingerprint(query, limit=limit)
+            first = len(calls)
+            capped = limit is not None and max(copies, default=0) >= limit
+            if sum(copies) < 32:  # no bucket holds more than a page (_CAPPED_PAGE)
+                assert first == (2 if capped else 1)
+            plain = index._query_scanned([query], 3, limit)[0]
+            assert (list(fast), fast.total, fast.total_exact) == (
+                list(plain),
+                plain.total,
+                plain.total_exact,
+            )
+            calls.clear()
+            again = index.query_fingerprint(query, limit=limit)
+            assert list(again) == list(fast) and again.total == fast.total
+            assert len(calls) == 1 if sum(copies) < 32 else len(calls) <= first
+            assert (index._query_one(query, 3, limit) is None) == capped  # the plain path's
+
+        check()
+
+
+@pytest.mark.hbase
 def test_migrate_copies_a_rows_index_into_the_bucket_layout() -> None:
     """`shdb migrate OLD NEW` between HBase indexes: the same documents (text, meta,
     sketch, bands) and answers, in the layout a new Thrift2 index gets."""

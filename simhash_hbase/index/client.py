@@ -649,8 +649,9 @@ class SimhashIndex:
     ) -> Matches:
         self.scheme.check_k(k)
         check_limit(limit)
-        found = self._query_one(check_fingerprint(fp), k, limit)
-        return self.query_fingerprints([fp], k, limit=limit)[0] if found is None else found
+        fp = check_fingerprint(fp)
+        found = self._query_one(fp, k, limit)
+        return self._query_scanned([fp], k, limit)[0] if found is None else found
 
     def query_many(
         self,
@@ -697,10 +698,14 @@ class SimhashIndex:
         self.scheme.check_k(k)
         check_limit(limit)
         fps = [check_fingerprint(fp) for fp in fps]
-        if len(fps) <= _SCALAR_MAX:
+        if len(fps) <= _SCALAR_MAX and self._store.atomic_batches:  # remote: one multi-get
             quick = [self._query_one(fp, k, limit) for fp in fps]
             if all(result is not None for result in quick):
                 return quick  # type: ignore[return-value]
+        return self._query_scanned(fps, k, limit)
+
+    def _query_scanned(self, fps: list[int], k: int, limit: int | None) -> list[Matches]:
+        """:meth:`query_fingerprints` through the scans and the confirmation."""
         if len(fps) > _SCALAR_MAX:
             hits, cells = self._near_many(fps, k, limit)
             cut = _cut_rows(cells, limit)
@@ -717,11 +722,12 @@ class SimhashIndex:
 
     def _query_one(self, fp: int, k: int, limit: int | None) -> Matches | None:
         """One query on the store's one-query path (:meth:`Store.scan_documents`:
-        the documents found, not a cell tuple each) where it has one and batches
-        are atomic (no confirming read); None: take the plain path."""
+        the documents found, not a cell tuple each) where it has one and no cell
+        can disagree with its docs row (no confirming read: batches are atomic, or
+        the index follows the docs); None: take the plain path."""
         store = self._store
         terms = self.scheme.prefix_terms
-        if terms is None or not store.atomic_batches:
+        if terms is None or not (store.atomic_batches or store.index_follows_docs):
             return None
         found = store.scan_documents(self._encode_prefixes(fp, terms), limit)
         if found is None:

@@ -112,6 +112,18 @@ def cell_of_bucket(prefix: bytes, qualifier: bytes) -> tuple[bytes, str]:
     return prefix + qualifier[:FINGERPRINT_BYTES], qualifier[FINGERPRINT_BYTES:].decode("utf-8")
 
 
+def document_of_bucket(qualifier: bytes) -> tuple[str, int]:
+    """(doc id, fingerprint) of a bucket row's qualifier: a query's documents
+    without the 13-byte key of :func:`cell_of_bucket`."""
+    if len(qualifier) <= FINGERPRINT_BYTES:
+        raise StoreError(
+            f"an index bucket cell has a {len(qualifier)}-byte qualifier, expected more "
+            f"than {FINGERPRINT_BYTES}"
+        )
+    fp = int.from_bytes(qualifier[:FINGERPRINT_BYTES], "big")
+    return qualifier[FINGERPRINT_BYTES:].decode("utf-8"), fp
+
+
 def prefix_stop(prefix: bytes) -> bytes:
     """Smallest key above every key that starts with ``prefix`` (HBase row_stop)."""
     stripped = prefix.rstrip(b"\xff")

@@ -28,7 +28,7 @@ from simhash_hbase.store import hbase_tables
 from simhash_hbase.store.base import CellsOf, IndexCell
 from simhash_hbase.store.hbase_thrift1 import Thrift1Transport
 from simhash_hbase.store.hbase_thrift2 import Thrift2Transport, gateway_api
-from simhash_hbase.store.hbase_transport import Row, Transport
+from simhash_hbase.store.hbase_transport import Page, Row, Transport
 
 DEFAULT_PORT = 9090
 DEFAULT_PREFIX = "shdb"
@@ -493,7 +493,7 @@ class HBaseStore:
         return [[c for p in prefixes for c in by_prefix.get(p, ())] for prefixes in prefix_lists]
 
     def _read_buckets(
-        self, prefixes: Sequence[bytes], row_cap: int | None
+        self, prefixes: Sequence[bytes], row_cap: int | None, first: list[Page] | None = None
     ) -> dict[bytes, list[IndexCell]]:
         """The cells of bucket rows ``prefixes`` (one multi-get, a page of
         ``_BUCKET_PAGE`` columns per row; with a cap, of ``_CAPPED_PAGE`` or
@@ -502,18 +502,22 @@ class HBaseStore:
         when the last one has ``row_cap`` ids already (a bucket of 100,000 copies
         costs one more page, not 1,000 of them). A bucket known to hold such a
         fingerprint (:attr:`_hot`) is asked for the page past it in the first
-        multi-get too: a hot text's query makes one round trip, as others do."""
-        if any(len(p) != codec.PREFIX_BYTES for p in prefixes):
-            raise ValueError("a bucket-layout index is read by 5-byte prefixes only")
+        multi-get too: a hot text's query makes one round trip, as others do.
+        ``first``: the answer to that first multi-get, already read (it asked for
+        no page past a hot fingerprint)."""
+        _check_bucket_keys(prefixes)
         qualifiers: dict[bytes, set[bytes]] = defaultdict(set)
         ids: dict[bytes, Counter[bytes]] = defaultdict(Counter)  # ids per fingerprint
         pending = [(p, b"") for p in prefixes]
-        if row_cap is not None:
-            pending += [(p, past) for p in prefixes if (past := self._hot.get(p)) is not None]
+        if row_cap is not None and first is None:
+            pending += [(p, past) for p in prefixes if (past := self._hot.get(p))]
         asked = set(pending)
-        page = _BUCKET_PAGE if row_cap is None else min(max(row_cap, _CAPPED_PAGE), _BUCKET_PAGE)
+        page = _page_size(row_cap)
         while pending:
-            rows = self.transport.get_row_pages(self.tables["index"], pending, page)
+            if first is None:
+                rows = self.transport.get_row_pages(self.tables["index"], pending, page)
+            else:
+                rows, first = first, None
             pending = []
             for key, columns in rows:
                 after = self._take_page(key, columns, page, row_cap, qualifiers[key], ids[key])
@@ -535,11 +539,11 @@ class HBaseStore:
         held: set[bytes],
         seen: Counter[bytes],
     ) -> bytes | None:
-        """Add one page of bucket ``key`` to ``held`` (at most ``row_cap`` ids a
-        fingerprint; pages may overlap) and say where its next page starts (None:
-        the row ends here). A page that ends on a capped fingerprint marks the
-        bucket hot."""
-        page_qualifiers = sorted(c[len(_INDEX_FAMILY) :] for c in columns)
+        """Add one page of bucket ``key`` (its qualifiers) to ``held`` (at most
+        ``row_cap`` ids a fingerprint; pages may overlap) and say where its next
+        page starts (None: the row ends here). A page that ends on a capped
+        fingerprint marks the bucket hot."""
+        page_qualifiers = sorted(columns)
         for q in page_qualifiers:
             fp = q[: codec.FINGERPRINT_BYTES]
             if q not in held and (row_cap is None or seen[fp] < row_cap):
@@ -551,15 +555,62 @@ class HBaseStore:
         full = row_cap is not None and seen[last[: codec.FINGERPRINT_BYTES]] >= row_cap
         after = _next_page(last, full)
         if full and after is not None:
-            if len(self._hot) >= _HOT_BUCKETS:
-                self._hot.clear()  # relearned at one more round trip each
-            self._hot[key] = after
+            self._remember_hot(key, after)
         return after
 
-    def scan_documents(self, prefixes: Sequence[bytes], row_cap: int | None = None) -> None:
-        """No one-query path of its own: a query's scan is one batched request
-        either way (:meth:`scan_prefixes_many`)."""
-        return None
+    def _remember_hot(self, key: bytes, after: bytes) -> None:
+        """Remember bucket ``key`` as holding a capped fingerprint; ``after``: where
+        the page past it starts (``b""``: its first page holds it whole)."""
+        if len(self._hot) >= _HOT_BUCKETS:
+            self._hot.clear()  # relearned at one more round trip each
+        self._hot[key] = after
+
+    def scan_documents(
+        self, prefixes: Sequence[bytes], row_cap: int | None = None
+    ) -> tuple[list[tuple[str, int]], int] | None:
+        """The bucket layout's one-query path: one multi-get, and the distinct
+        documents its cells name (a qualifier is the fingerprint then the id, so a
+        document met in several buckets is one qualifier), without a tuple per
+        cell. None, where the plain path (:meth:`scan_prefixes_many`) answers: the
+        rows layout, or a bucket known or now found to hold a fingerprint of
+        ``row_cap`` ids (the plain path reports the cut; the bucket is
+        remembered, so only its first query pays the one more round trip)."""
+        if self.layout != BUCKETS or (
+            row_cap is not None and not self._hot.keys().isdisjoint(prefixes)
+        ):
+            return None
+        _check_bucket_keys(prefixes)
+        page = _page_size(row_cap)
+        rows = self.transport.get_row_pages(
+            self.tables["index"], [(p, b"") for p in prefixes], page
+        )
+        for key, columns in rows:
+            if row_cap is not None and _capped(columns, row_cap):
+                self._take_page(key, columns, page, row_cap, set(), Counter())  # the page past
+                if key not in self._hot:
+                    self._remember_hot(key, b"")
+                return None
+        if any(len(columns) >= page for _, columns in rows):  # rows of more pages
+            return self._documents(self._read_buckets(prefixes, row_cap, rows), row_cap)
+        named = {q for _, columns in rows for q in columns}
+        docs = [codec.document_of_bucket(q) for q in named]
+        return docs, sum(len(columns) for _, columns in rows)
+
+    def _documents(
+        self, found: dict[bytes, list[IndexCell]], row_cap: int | None
+    ) -> tuple[list[tuple[str, int]], int] | None:
+        """:meth:`scan_documents`' answer from :meth:`_read_buckets`' (None: a
+        fingerprint reached ``row_cap`` in a later page; its bucket is remembered)."""
+        cells = [cell for held in found.values() for cell in held]
+        if row_cap is not None:
+            per_row = Counter(row for row, _ in cells)
+            capped = {row[: codec.PREFIX_BYTES] for row, n in per_row.items() if n >= row_cap}
+            for key in capped - self._hot.keys():
+                self._remember_hot(key, b"")
+            if capped:
+                return None
+        docs = {(doc_id, codec.rowkey_fingerprint(row)) for row, doc_id in cells}
+        return list(docs), len(cells)
 
     def row_sizes(self, rows: Sequence[bytes]) -> None:
         """HBase counts a row's columns only by reading them: a cut row's count is
@@ -627,6 +678,25 @@ class HBaseStore:
 def layout_of(manifest: dict[str, Any]) -> str:
     """The index table layout a manifest records: rows unless it says buckets."""
     return BUCKETS if manifest.get("hbase_index") == BUCKETS else ROWS
+
+
+def _check_bucket_keys(prefixes: Sequence[bytes]) -> None:
+    if not set(map(len, prefixes)) <= {codec.PREFIX_BYTES}:
+        raise ValueError("a bucket-layout index is read by 5-byte prefixes only")
+
+
+def _page_size(row_cap: int | None) -> int:
+    """Columns read per bucket row at a time (see :data:`_CAPPED_PAGE`)."""
+    return _BUCKET_PAGE if row_cap is None else min(max(row_cap, _CAPPED_PAGE), _BUCKET_PAGE)
+
+
+def _capped(qualifiers: Sequence[bytes], row_cap: int) -> bool:
+    """Whether a page of a bucket (qualifiers in order) holds ``row_cap`` ids of
+    one fingerprint: the first and the last of some ``row_cap`` in a row share it."""
+    fp, span = codec.FINGERPRINT_BYTES, row_cap - 1
+    return any(
+        qualifiers[i][:fp] == qualifiers[i + span][:fp] for i in range(len(qualifiers) - span)
+    )
 
 
 def _next_page(last: bytes, skip_fingerprint: bool) -> bytes | None:

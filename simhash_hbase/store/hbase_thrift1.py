@@ -30,6 +30,7 @@ from simhash_hbase.store.hbase_transport import (
     CheckAndPut,
     ClientPool,
     Deletes,
+    Page,
     Puts,
     Row,
     translate,
@@ -100,7 +101,7 @@ class Thrift1Transport:
 
     def get_row_pages(
         self, table: bytes, starts: Sequence[tuple[bytes, bytes]], columns: int
-    ) -> list[Row]:
+    ) -> list[Page]:
         """Thrift1's gets take neither a cell limit nor a filter: a wide row could
         only be read whole, so the bucket layout is not served here."""
         raise StoreError(f"{self._where}: an index of the bucket layout is read over Thrift2 only")

@@ -41,6 +41,7 @@ from simhash_hbase.store.hbase_transport import (
     CheckAndPut,
     ClientPool,
     Deletes,
+    Page,
     Puts,
     Row,
     first_line,
@@ -154,7 +155,7 @@ class Thrift2Transport:
 
     def get_row_pages(
         self, table: bytes, starts: Sequence[tuple[bytes, bytes]], columns: int
-    ) -> list[Row]:
+    ) -> list[Page]:
         """``storeLimit`` cuts each row on the region server; a ColumnRangeFilter
         starts a row's later pages at the qualifier given. A batch lookup's
         thousands of rows go in chunks of ``_CHUNK_GETS``, several at once."""
@@ -168,15 +169,14 @@ class Thrift2Transport:
         ]
         action = f"read {table.decode()}"
         if len(gets) <= _CHUNK_GETS:  # a query: one call, nothing to pipeline
-            results = self._call(action, lambda c: c.getMultiple(table, gets))
-            return [_row(r) for r in results if r.row is not None]
+            return _pages(self._call(action, lambda c: c.getMultiple(table, gets)))
         chunks = [gets[i : i + _CHUNK_GETS] for i in range(0, len(gets), _CHUNK_GETS)]
 
         def send(client: Client, chunk: list[Any]) -> None:
             client.send("getMultiple", table=table, tgets=chunk)
 
-        def receive(client: Client, chunk: list[Any]) -> tuple[list[Row], None]:
-            return [_row(r) for r in client.receive("getMultiple") if r.row is not None], None
+        def receive(client: Client, chunk: list[Any]) -> tuple[list[Page], None]:
+            return _pages(client.receive("getMultiple")), None
 
         with _translate(self._where, action):
             read = self._pool.call_many(action, chunks, send, receive)
@@ -354,6 +354,12 @@ def _split(column: bytes) -> tuple[bytes, bytes]:
 
 def _row(result: Any) -> Row:
     return result.row, {cv.family + b":" + cv.qualifier: cv.value for cv in result.columnValues}
+
+
+def _pages(results: list[Any]) -> list[Page]:
+    """The rows found among ``results`` as pages: a query's hot path, so no
+    ``family:qualifier`` key or dict per cell (a wide row has one family)."""
+    return [(r.row, [cv.qualifier for cv in r.columnValues]) for r in results if r.row is not None]
 
 
 def table_descriptor(name: bytes, table: str) -> Any:

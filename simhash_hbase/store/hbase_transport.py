@@ -30,6 +30,9 @@ J = TypeVar("J")
 
 #: A row as read: its key and ``{b"family:qualifier": value}``.
 Row = tuple[bytes, dict[bytes, bytes]]
+#: A page of a wide row: its key and the qualifiers of its cells (family left
+#: out), in qualifier order; the values are not read (a bucket cell's is empty).
+Page = tuple[bytes, list[bytes]]
 #: Cells to write per row key: ``[(b"family:qualifier", value), ...]``.
 Puts = Mapping[bytes, Sequence[tuple[bytes, bytes]]]
 #: Columns to delete per row key (every version up to the timestamp).
@@ -66,10 +69,10 @@ class Transport(Protocol):
 
     def get_row_pages(
         self, table: bytes, starts: Sequence[tuple[bytes, bytes]], columns: int
-    ) -> list[Row]:
+    ) -> list[Page]:
         """One multi-get of wide rows, a page each: for each (row key, qualifier),
-        at most ``columns`` cells of the row from that qualifier on (``b""``: from
-        its first), in qualifier order. Rows with none are left out."""
+        the qualifiers of at most ``columns`` cells of the row from that qualifier
+        on (``b""``: from its first), in qualifier order. Rows with none are left out."""
         ...
 
     def mutate(self, table: bytes, puts: Puts, deletes: Deletes, ts: int) -> None:
