@@ -37,7 +37,7 @@ from simhash_hbase.errors import (
 from simhash_hbase.fingerprint.minhash import MinHasher, MinHashParams
 from simhash_hbase.fingerprint.probes import check_probes
 from simhash_hbase.fingerprint.simhash import Fingerprinter, FingerprintParams
-from simhash_hbase.index.client import SimhashIndex
+from simhash_hbase.index.client import SimhashIndex, gc_paused
 from simhash_hbase.index.manifest import Wanted
 from simhash_hbase.layout import codec
 from simhash_hbase.layout.groups import nets_graph
@@ -285,7 +285,8 @@ def checked(doc: Document, where: str = "", size: int = 0) -> Document | BadReco
 def _checked_pairs(chunk: list[tuple[str, int] | BadRecord]) -> list[Document | BadRecord]:
     """(id, fingerprint) pairs as documents, each :func:`checked`: a chunk of valid
     ones in a few C-level passes, else one by one (each bad one its BadRecord)."""
-    items = [i if isinstance(i, BadRecord) else Document(*i) for i in chunk]
+    with gc_paused():  # a document a pair: see gc_paused
+        items = [i if isinstance(i, BadRecord) else Document(*i) for i in chunk]
     docs: list[Document] = [i for i in items if not isinstance(i, BadRecord)]
     if len(docs) == len(items) and codec.plain_documents_valid(docs):
         return items
