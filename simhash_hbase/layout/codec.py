@@ -112,6 +112,15 @@ def cell_of_bucket(prefix: bytes, qualifier: bytes) -> tuple[bytes, str]:
     return prefix + qualifier[:FINGERPRINT_BYTES], qualifier[FINGERPRINT_BYTES:].decode("utf-8")
 
 
+def cells_of_bucket(prefix: bytes, qualifiers: Sequence[bytes]) -> list[tuple[bytes, str]]:
+    """:func:`cell_of_bucket` of each of one bucket row's ``qualifiers``, checked at once."""
+    fp = FINGERPRINT_BYTES
+    shortest = min(qualifiers, key=len, default=b"\0" * (fp + 1))
+    if len(prefix) != PREFIX_BYTES or len(shortest) <= fp:
+        cell_of_bucket(prefix, shortest)  # raises, naming the sizes
+    return [(prefix + q[:fp], q[fp:].decode("utf-8")) for q in qualifiers]
+
+
 def document_of_bucket(qualifier: bytes) -> tuple[str, int]:
     """(doc id, fingerprint) of a bucket row's qualifier: a query's documents
     without the 13-byte key of :func:`cell_of_bucket`."""

@@ -10,6 +10,7 @@ gateway when the store opens, or forced with ``?api=thrift1|thrift2``.
 
 from __future__ import annotations
 
+import bisect
 import os
 import random
 import re
@@ -525,7 +526,7 @@ class HBaseStore:
                     asked.add((key, after))
                     pending.append((key, after))
         return {
-            key: [codec.cell_of_bucket(key, q) for q in sorted(held)]
+            key: codec.cells_of_bucket(key, sorted(held))
             for key, held in qualifiers.items()
             if held
         }
@@ -544,11 +545,16 @@ class HBaseStore:
         page starts (None: the row ends here). A page that ends on a capped
         fingerprint marks the bucket hot."""
         page_qualifiers = sorted(columns)
-        for q in page_qualifiers:
-            fp = q[: codec.FINGERPRINT_BYTES]
-            if q not in held and (row_cap is None or seen[fp] < row_cap):
-                seen[fp] += 1
-                held.add(q)
+        if row_cap is None:
+            held.update(page_qualifiers)
+        elif len(page_qualifiers) < row_cap:  # an ordinary page: a cell at a time
+            for q in page_qualifiers:
+                fp = q[: codec.FINGERPRINT_BYTES]
+                if q not in held and seen[fp] < row_cap:
+                    seen[fp] += 1
+                    held.add(q)
+        else:  # a page that may reach the cap: a run of one fingerprint at a time
+            _take_runs(page_qualifiers, row_cap, held, seen)
         if len(page_qualifiers) < page:
             return None
         last = page_qualifiers[-1]
@@ -697,6 +703,28 @@ def _capped(qualifiers: Sequence[bytes], row_cap: int) -> bool:
     return any(
         qualifiers[i][:fp] == qualifiers[i + span][:fp] for i in range(len(qualifiers) - span)
     )
+
+
+def _fingerprint_of(qualifier: bytes) -> bytes:
+    return qualifier[: codec.FINGERPRINT_BYTES]
+
+
+def _take_runs(
+    qualifiers: list[bytes], row_cap: int, held: set[bytes], seen: Counter[bytes]
+) -> None:
+    """:meth:`HBaseStore._take_page`'s cells, a fingerprint's run of sorted
+    ``qualifiers`` at a time: a page of a hot fingerprint's 32 ids is one slice,
+    not 32 steps (the first ids not held yet, up to ``row_cap`` a fingerprint)."""
+    at, end = 0, len(qualifiers)
+    while at < end:
+        fp = qualifiers[at][: codec.FINGERPRINT_BYTES]
+        stop = bisect.bisect_right(qualifiers, fp, at, end, key=_fingerprint_of)
+        room = row_cap - seen[fp]
+        if room > 0:
+            taken = [q for q in qualifiers[at:stop] if q not in held][:room]
+            held.update(taken)
+            seen[fp] += len(taken)
+        at = stop
 
 
 def _next_page(last: bytes, skip_fingerprint: bool) -> bytes | None:
