@@ -74,7 +74,7 @@ class PipelineSettings:
     limit: int = 10
     batch_size: int = 200
     flush_seconds: float = 0.5
-    linger_seconds: float = 0.2
+    linger_seconds: float = 0.02
     retries: int = 3
 
     @classmethod
@@ -286,8 +286,11 @@ class NearDuplicatePipeline:
         or SHDB_FLUSH_SECONDS. Batches then grow with the load; no item waits on the
         long timer while the index process idles (the last pages of a crawl waited
         SHDB_FLUSH_SECONDS for it); and the linger keeps batches from shrinking to a
-        few items when the index keeps up, as the index process's cost a batch (the
-        lookups' set-up, the commit) is about what ten pages' fingerprints cost."""
+        few items when the index keeps up (a batch's check costs the index process
+        about 2 ms, what twenty items' lookups cost). The linger is short: an item that
+        waits keeps its response and Scrapy's work on it alive, which the garbage
+        collector then rescans (held 0.2 s, five times the objects of a crawl without
+        the pipeline; 0.02 s, a quarter more)."""
         task = asyncio.ensure_future(self._flush())
         self._flushes.add(task)
         task.add_done_callback(self._flushed)
