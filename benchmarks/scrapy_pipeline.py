@@ -10,8 +10,10 @@ crawl in tag mode gives the pairs. The same page files are ingested by ``shdb in
 --report``. The judged pair (pipeline crawl, ingest) runs three times in turn, the
 median round reported, so that a shared machine's load falls on both alike. A second
 crawl with the first crawl's index measures what a re-crawl drops. Times are wall
-seconds of each subprocess, start-up included on both sides; CPU is the crawl's, its
-fingerprinting process's, and the server's.
+seconds of each subprocess, from its start to its exit, on the same interpreter
+(``sys.executable``): start-up included on both sides (imports; for the crawl, also the
+index process's start and its close); CPU is the crawl's, its fingerprinting
+process's, and the server's.
 """
 
 from __future__ import annotations
@@ -78,7 +80,10 @@ def _ingest(root: Path, work: Path) -> tuple[float, float, set[frozenset[str]]]:
     work.mkdir(parents=True, exist_ok=True)
     report = work / "report.jsonl"
     index = str(work / "ingest-index")
-    wall, cpu = _timed(["shdb", "ingest", str(root), "-i", index, "--report", str(report)])
+    # the interpreter the crawl runs on, as the crawl is started: ``shdb`` on PATH can be
+    # a version manager's shim (pyenv's: a shell and ``pyenv exec``, 20-30 ms a run)
+    argv = [sys.executable, "-m", "simhash_hbase", "ingest", str(root), "-i", index]
+    wall, cpu = _timed([*argv, "--report", str(report)])
     pairs = set()
     for line in report.read_text("utf-8").splitlines():
         row = json.loads(line)

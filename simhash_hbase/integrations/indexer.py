@@ -138,7 +138,12 @@ def open_index(url: str) -> None:
 
 
 def warm_up() -> None:
-    """Load the segmenter's dictionary while Scrapy fetches the first pages."""
+    """Load the segmenter's whole dictionary while Scrapy starts: a crawl cuts more
+    than the few texts that per-text dictionaries serve for less (0.1 s of CPU once,
+    instead of 0.07 s of per-text lookups in the first pages and the same 0.1 s then)."""
+    from simhash_hbase.fingerprint import segment
+
+    segment.preload()
     _prepared(_held(), "", WARM_UP, "text")
 
 

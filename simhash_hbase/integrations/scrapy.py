@@ -74,7 +74,7 @@ class PipelineSettings:
     limit: int = 10
     batch_size: int = 200
     flush_seconds: float = 0.5
-    linger_seconds: float = 0.02
+    linger_seconds: float = 0.05
     retries: int = 3
 
     @classmethod
@@ -290,7 +290,7 @@ class NearDuplicatePipeline:
         about 2 ms, what twenty items' lookups cost). The linger is short: an item that
         waits keeps its response and Scrapy's work on it alive, which the garbage
         collector then rescans (held 0.2 s, five times the objects of a crawl without
-        the pipeline; 0.02 s, a quarter more)."""
+        the pipeline; 0.05 s, 1.4 times)."""
         task = asyncio.ensure_future(self._flush())
         self._flushes.add(task)
         task.add_done_callback(self._flushed)
