@@ -93,3 +93,11 @@ def test_ingest_and_bulk_load_run_paused_and_give_it_back(tmp_path: Path) -> Non
         assert idx.bulk_load(docs()) == 300
     assert states and not any(states)
     assert gc.isenabled()
+
+
+def test_a_merge_runs_paused(index: SimhashIndex) -> None:
+    index.add_documents([Document(f"d{i}", i + 1) for i in range(20)])
+    states: list[bool] = []
+    assert index.compact(lambda done, parts, moved: states.append(gc.isenabled())) > 0
+    assert states and not any(states)
+    assert gc.isenabled()

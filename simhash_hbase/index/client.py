@@ -621,7 +621,10 @@ class SimhashIndex:
         only chooses the moment. ``on_part(done, parts, moved)`` is called after
         each of the merge's commits (it moves one key range at a time)."""
         merge = getattr(self._store, "merge_fresh", None)
-        return 0 if merge is None else int(merge(on_part))
+        if merge is None:
+            return 0
+        with gc_paused():  # the buckets of a key range at a time: see gc_paused
+            return int(merge(on_part))
 
     def warm(self) -> int:
         """Map an embedded index's file into this process now, so that its first
