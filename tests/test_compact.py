@@ -87,10 +87,11 @@ def test_any_batches_leave_what_format_1_leaves(
             SimhashIndex.open(str(base / "one")) as one,
             SimhashIndex.open(str(base / "two")) as two,
         ):
-            assert two.stats()["format"] == 3 and one.stats()["format"] == 1
+            assert two.stats()["format"] == 4 and one.stats()["format"] == 1
             _apply(one, ops)
             _apply(two, ops)
             assert _state(two) == _state(one)
+            _filters_hold_every_cell(two)
 
 
 def _fingerprints(n: int, seed: int = 3) -> np.ndarray:
@@ -155,7 +156,7 @@ def test_format_1_index_opens_answers_and_migrates(tmp_path: Path) -> None:
         answers = [index.query_fingerprint(fp, 3) for fp in fps[:40].tolist()]
     assert migrate(str(old), str(new)) == len(fps)
     with SimhashIndex.open(str(new), readonly=True) as index:
-        assert index.stats()["format"] == 3 and index.scheme.name == "4x4"
+        assert index.stats()["format"] == 4 and index.scheme.name == "4x4"
         assert _state(index) == before
         assert [index.query_fingerprint(fp, 3) for fp in fps[:40].tolist()] == answers
         assert index.get_state("job") == {"done": 1}
@@ -170,9 +171,10 @@ def enumerate_ids(fps: np.ndarray) -> list[tuple[str, int]]:
 
 
 @pytest.mark.parametrize("merged", [False, True])
-def test_format_3_bytes_decode_by_spec_alone(tmp_path: Path, merged: bool) -> None:
-    """docs/SPEC.md's format 3, decoded with plain lmdb and struct, no project code:
-    a bucket's cells are those of its key in both tiers (``merged``: all in index)."""
+def test_format_4_bytes_decode_by_spec_alone(tmp_path: Path, merged: bool) -> None:
+    """docs/SPEC.md's format 4, decoded with plain lmdb and struct, no project code:
+    a bucket's cells are those of its key in both tiers (``merged``: all in index),
+    and each tier's filter has the bit of each of its cells' prefixes."""
     import lmdb
 
     with SimhashIndex.open(str(tmp_path / "ix")) as index:
@@ -184,12 +186,12 @@ def test_format_3_bytes_decode_by_spec_alone(tmp_path: Path, merged: bool) -> No
         else:
             index.add_documents([Document("b", 7, "t")])
         expected = sorted(index.index_cells())
-    env = lmdb.open(str(tmp_path / "ix"), max_dbs=5, readonly=True, lock=False)
-    tables = (b"index", b"fresh", b"docs", b"names", b"meta")
+    env = lmdb.open(str(tmp_path / "ix"), max_dbs=8, readonly=True, lock=False)
+    tables = (b"index", b"fresh", b"docs", b"names", b"meta", b"filters")
     db = {name: env.open_db(name, create=False) for name in tables}
     with env.begin() as txn:
         state = json.loads(txn.get(b"store/embedded", db=db[b"meta"]))
-        assert state["format"] == 3
+        assert state["format"] == 4
         assert state["fresh"] == sum(len(v) // 6 for _, v in txn.cursor(db[b"fresh"]))
         assert (state["fresh"] == 0) == merged
         names = {
@@ -197,14 +199,24 @@ def test_format_3_bytes_decode_by_spec_alone(tmp_path: Path, merged: bool) -> No
             for k, v in txn.cursor(db[b"names"])
         }
         cells = []
-        for bucket, packed in [*txn.cursor(db[b"index"]), *txn.cursor(db[b"fresh"])]:
-            flag, hi = bucket[0], int.from_bytes(bucket[1:3], "big")
-            for at in range(0, len(packed), 6):
-                lo = int.from_bytes(packed[at : at + 2], "big")
-                fp, doc_id = names[int.from_bytes(packed[at + 2 : at + 6], "big")]
-                field = hi << 16 | lo
-                row = field.to_bytes(4, "big") + bytes([flag]) + fp.to_bytes(8, "big")
-                cells.append((row, doc_id))
+        for tier in (b"index", b"fresh"):
+            head = txn.get(tier, db=db[b"filters"])
+            shift, size = head[8], 1 << (64 - head[8] - 3)
+            bits = b"".join(
+                txn.get(tier + i.to_bytes(4, "big"), db=db[b"filters"])
+                for i in range(-(-size // 2**20))
+            )
+            assert len(head) == 9 and len(bits) == size
+            for bucket, packed in txn.cursor(db[tier]):
+                flag, hi = bucket[0], int.from_bytes(bucket[1:3], "big")
+                for at in range(0, len(packed), 6):
+                    lo = int.from_bytes(packed[at : at + 2], "big")
+                    fp, doc_id = names[int.from_bytes(packed[at + 2 : at + 6], "big")]
+                    field = hi << 16 | lo
+                    row = field.to_bytes(4, "big") + bytes([flag]) + fp.to_bytes(8, "big")
+                    cells.append((row, doc_id))
+                    bit = (int.from_bytes(row[:5], "big") * 0x9E3779B97F4A7C15 % 2**64) >> shift
+                    assert bits[bit >> 3] >> (bit & 7) & 1  # the prefix's bit, set
         row_a = txn.get(b"a", db=db[b"docs"])
         num_a = int.from_bytes(row_a[:4], "big")
         assert names[num_a] == (0x0123_4567_89AB_CDEF, "a")
@@ -287,7 +299,7 @@ def test_cli_migrate(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "copied 2 documents" in result.output
     with SimhashIndex.open(str(new), readonly=True) as index:
-        assert index.stats()["format"] == 3
+        assert index.stats()["format"] == 4
         assert index.get("a") == Document("a", 1, "text", {"k": 1})
         assert [m.doc_id for m in index.query_fingerprint(0, 3)] == ["a", "b"]
     assert shdb("migrate", str(old), str(new)).exit_code != 0  # NEW must be new
@@ -374,7 +386,7 @@ def _as_format_2(folder: Path) -> None:
 
 def test_format_2_file_opens_answers_and_upgrades_in_place(tmp_path: Path) -> None:
     """A format 2 file answers read-only as it is; a writer's open adds the empty
-    fresh tier (format 3, nothing moved), and a reader opened before that sees
+    fresh tier and filters (format 4, nothing moved), and a reader opened before that sees
     the cells written into the fresh tier after it."""
     folder = tmp_path / "ix"
     fps = _fingerprints(3_000)
@@ -392,7 +404,7 @@ def test_format_2_file_opens_answers_and_upgrades_in_place(tmp_path: Path) -> No
             "from simhash_hbase.jobs.ingest import IngestOptions, index_fingerprints\n"
             "fps = np.load(sys.argv[2])\n"
             "with SimhashIndex.open(sys.argv[1]) as w:\n"
-            "    assert w.stats()['format'] == 3\n"
+            "    assert w.stats()['format'] == 4\n"
             "    pairs = [(f'd{i}', int(fp)) for i, fp in enumerate(fps) if i >= 2000]\n"
             "    index_fingerprints(w, pairs, IngestOptions(find_k=None))\n"
         )
@@ -400,7 +412,7 @@ def test_format_2_file_opens_answers_and_upgrades_in_place(tmp_path: Path) -> No
         subprocess.run(
             [sys.executable, "-c", write, str(folder), str(tmp_path / "fps.npy")], check=True
         )
-        assert reader.stats()["format"] == 3 and reader.stats()["documents"] == len(fps)
+        assert reader.stats()["format"] == 4 and reader.stats()["documents"] == len(fps)
         for i in (5, 2_500):
             want = {f"d{j}" for j in np.flatnonzero(np.bitwise_count(fps ^ fps[i]) <= 3)}
             assert {m.doc_id for m in reader.query_fingerprint(int(fps[i]), 3)} == want
@@ -610,18 +622,52 @@ def test_warm_maps_the_whole_file_and_changes_no_answer(tmp_path: Path) -> None:
         assert [reader.query_fingerprint(fp, 3) for fp in fps[:50].tolist()] == answers
 
 
+def _as_format_3(folder: Path) -> None:
+    """Make ``folder`` a format 3 file, as the code before persisted filters left
+    one: no ``filters`` table, the record saying format 3."""
+    import lmdb
+
+    env = lmdb.open(str(folder), max_dbs=8)
+    with env.begin(write=True) as txn:
+        txn.drop(env.open_db(b"filters", txn=txn), delete=True)
+        meta = env.open_db(b"meta", txn=txn)
+        state = json.loads(txn.get(b"store/embedded", db=meta))
+        state["format"] = 3
+        txn.put(b"store/embedded", json.dumps(state).encode(), db=meta)
+    env.close()
+
+
+def _filters_hold_every_cell(index: SimhashIndex) -> None:
+    """Each tier's filter (persisted, or warm()'s for this snapshot) has the bit
+    of every cell the tier holds, marks included: no query skips a cell."""
+    tables = index._store._compact  # type: ignore[attr-defined]
+    with tables.env.begin() as txn:
+        held = tables.query_filters(txn)
+        for tier, db in zip(held, (tables.index, tables.fresh)):
+            assert tier is not None
+            for key, packed in txn.cursor(db):
+                for pos in range(0, len(packed), compact.CELL_BYTES):
+                    assert tier.holds(key[1:3] + packed[pos : pos + 2] + key[0:1])
+
+
 @settings(max_examples=15, deadline=None)
 @given(
     flips=st.lists(st.lists(st.integers(0, 63), max_size=4), min_size=1, max_size=20),
     merged=st.booleans(),
+    persisted=st.booleans(),
 )
-def test_a_warm_readers_fresh_filter_misses_no_cell(
-    flips: list[list[int]], merged: bool, tmp_path_factory: pytest.TempPathFactory
+def test_a_readers_tier_filters_miss_no_cell(
+    flips: list[list[int]],
+    merged: bool,
+    persisted: bool,
+    tmp_path_factory: pytest.TempPathFactory,
 ) -> None:
-    """warm() keeps a bitmap of each tier's prefixes: every prefix of every cell
-    there is set in it, so queries that skip a tier's buckets whose bit is clear
-    answer as the plain scan; after another commit it is not used (a new
-    document in the fresh tier is found)."""
+    """Each tier has a bitmap of its prefixes: persisted in the file (format 4,
+    read right after open) or, in a format 3 file, made by warm(). Every prefix
+    of every cell there is set in it, so queries that skip a tier's buckets whose
+    bit is clear answer as the plain scan; after another commit a new document
+    in the fresh tier is found (the persisted filter is read again, warm()'s is
+    not used)."""
     q = 0x0F1E_2D3C_4B5A_6978
     docs = [Document(f"n{i}", q ^ sum(1 << b for b in set(bits))) for i, bits in enumerate(flips)]
     docs += [Document(f"x{i}", int(fp)) for i, fp in enumerate(_fingerprints(300, seed=5))]
@@ -631,20 +677,38 @@ def test_a_warm_readers_fresh_filter_misses_no_cell(
         if merged:
             mp.setattr(compact, "FRESH_MIN_CELLS", 1)
         index.add_documents(docs[1::2])
-    with SimhashIndex.open(str(folder)) as index:
-        index.warm()
-        tables = index._store._compact  # type: ignore[attr-defined]
-        held = tables.filter
-        with tables.env.begin() as txn:
-            assert held is not None and held.txn_id == txn.id()
-            for tier, db in ((held.main, tables.index), (held.fresh, tables.fresh)):
-                assert tier is not None
-                for key, packed in txn.cursor(db):
-                    for pos in range(0, len(packed), compact.CELL_BYTES):
-                        assert tier.holds(key[1:3] + packed[pos : pos + 2] + key[0:1])
+    if not persisted:
+        _as_format_3(folder)
+    with SimhashIndex.open(str(folder), readonly=not persisted) as index:
+        assert index.stats()["format"] == (4 if persisted else 3)
+        if not persisted:
+            index.warm()
+        _filters_hold_every_cell(index)
         for x in (q, q ^ 1 << 7, *(d.fingerprint for d in docs[:40])):
             got = index.query_fingerprint(x, 3, limit=None)
             (want,) = index.query_probed([[x]], 3, limit=None)
             assert (got, got.total) == (want, want.total)
-        index.add_fingerprint("late", q ^ 1 << 3)  # a commit: the filter is stale
-        assert "late" in {m.doc_id for m in index.query_fingerprint(q, 3, limit=None)}
+        if persisted:
+            index.add_fingerprint("late", q ^ 1 << 3)  # a commit: the fresh filter changes
+            assert "late" in {m.doc_id for m in index.query_fingerprint(q, 3, limit=None)}
+            _filters_hold_every_cell(index)
+
+
+def test_format_3_file_opens_read_only_and_upgrades_to_4(tmp_path: Path) -> None:
+    """A format 3 file (no filters) answers read-only as it is; opened for writing
+    it becomes format 4 in place, with each tier's filter made from its cells."""
+    folder = tmp_path / "ix"
+    fps = _fingerprints(2_000)
+    with SimhashIndex.open(str(folder)) as index, pytest.MonkeyPatch.context() as mp:
+        index_fingerprints(index, enumerate_ids(fps[:1_500]), IngestOptions(find_k=None))
+        mp.setattr(compact, "FRESH_MIN_CELLS", 1)
+        compact.merge_fresh(index._store._compact, force=True)  # type: ignore[attr-defined]
+        mp.undo()
+        index_fingerprints(index, enumerate_ids(fps)[1_500:], IngestOptions(find_k=None))
+        before = _state(index)
+    _as_format_3(folder)
+    with SimhashIndex.open(str(folder), readonly=True) as reader:
+        assert reader.stats()["format"] == 3 and _state(reader) == before
+    with SimhashIndex.open(str(folder)) as writer:
+        assert writer.stats()["format"] == 4 and _state(writer) == before
+        _filters_hold_every_cell(writer)

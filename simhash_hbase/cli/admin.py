@@ -78,8 +78,8 @@ NewIndexArg = Annotated[
 
 def migrate_cmd(old: OldIndexArg, new: NewIndexArg) -> None:
     """Copy an index into the current format of its store. Embedded: into a new
-    folder in the compact layout (format 3): its settings and job state, then its
-    documents, bulk loaded; a format 2 or 3 index copied this way is compacted
+    folder in the compact layout (format 4): its settings and job state, then its
+    documents, bulk loaded; a format 2 to 4 index copied this way is compacted
     (docs/embedded.md). HBase: into a new index (another prefix) in the layout a new
     index gets there, the bucket layout over Thrift2 (docs/hbase.md): its settings,
     then its documents. OLD is only read."""

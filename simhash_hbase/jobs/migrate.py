@@ -1,9 +1,9 @@
 """`shdb migrate OLD NEW`: copy an index into the current format of its store.
 
-Embedded: an index is copied into a new folder in the compact layout (format 3).
+Embedded: an index is copied into a new folder in the compact layout (format 4).
 Indexes written before it (format 1: one LMDB key per cell, ~1,270 bytes a
 document) keep opening and answering as they are; this job is how one is moved
-to format 3 (~150-200 bytes a document): its meta records (manifest, custom IDF
+to format 4 (~150-220 bytes a document): its meta records (manifest, custom IDF
 tables, job state) are copied, then its documents are bulk loaded, so the new file
 is written in order, every page full.
 

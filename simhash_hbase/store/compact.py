@@ -61,12 +61,14 @@ from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
 from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell
 
-FORMAT = 3  # 2 + the fresh tier; a format 2 file is a format 3 file whose fresh tier is empty
+FORMAT = 4  # 3 + the tiers' prefix filters; 3 is 2 + the fresh tier
 STATE = "store/embedded"  # meta record: format, next number, cells and documents held
 TABLES = (b"index", b"docs", b"names", b"meta")  # format 2's; format 3 adds FRESH
 FRESH = b"fresh"
 HOT_ROWS = b"hot"  # the cells of hot leads, a key each (see HOT)
-ALL_TABLES = (*TABLES, FRESH, HOT_ROWS)
+FILTERS = b"filters"  # format 4: each tier's PrefixFilter, kept exact by every commit
+ALL_TABLES = (*TABLES, FRESH, HOT_ROWS, FILTERS)
+TIERS = (b"index", FRESH)  # a tier's filter is kept under its table's name
 CELL = np.dtype([("lo", ">u2"), ("num", ">u4")])
 CELL_BYTES = CELL.itemsize
 MAX_DOCUMENTS = (1 << 32) - 1
@@ -266,15 +268,29 @@ class Probe(NamedTuple):
 #: holds few of a query's prefixes, so that most queries ask it nothing (at 8
 #: bits, 72 % of queries still read it; at 32, 27 %: query p50 at 1 M 20.5 ->
 #: 12.4 µs, same run); the index's, ~10 times bigger, holds those of the
-#: documents found: it saves the probes of the others (about half). A warm
-#: reader at 10 M holds ~128 MB + up to 64 MB of them (docs/embedded.md).
-TIER_FILTER_BITS = {"index": 8, "fresh": 32}
+#: documents found: it saves the probes of the others (about half). A reader at
+#: 10 M holds ~128 MB + up to 64 MB of them (docs/embedded.md).
+TIER_FILTER_BITS = {b"index": 8, FRESH: 16}
 _MARK_CHUNK = 1 << 14  # buckets a call of mark_prefixes (bounded memory in NumPy)
 #: A tier's bitmap has at most 2^this bits (256 MB): past ~30 M documents the
 #: index's fills up (at 100 M, ~37 % of its bits set) rather than growing.
 _MAX_FILTER_LOG = 31
+_MIN_FILTER_LOG = 16
 _SPREAD = 0x9E37_79B9_7F4A_7C15  # 2^64 / the golden ratio, odd (Fibonacci hashing)
 _WORD = (1 << 64) - 1
+#: A persisted filter: under the tier's name, the id of the write transaction that
+#: wrote it and its shift; its bits under the name + u32 chunk number, this many
+#: bytes a chunk (LMDB copies a value of many pages on each read: kept in chunks,
+#: a writer's allocation stays small).
+_FILTER_HEAD = struct.Struct(">QB")
+FILTER_CHUNK = 1 << 20
+
+
+def filter_shift(cells: int, per_cell: int) -> int:
+    """The shift of a filter of at least ``per_cell`` bits for each of ``cells``
+    (up to twice that: a tier that grows past it gets one twice as big)."""
+    size = (per_cell * max(cells, 0)).bit_length()
+    return 64 - min(_MAX_FILTER_LOG, max(_MIN_FILTER_LOG, size))
 
 
 class PrefixFilter(NamedTuple):
@@ -298,6 +314,10 @@ class PrefixFilter(NamedTuple):
         h = self.slot(prefix, self.shift)
         return bool(self.bits[h >> 3] >> (h & 7) & 1)
 
+    @classmethod
+    def empty(cls, shift: int) -> PrefixFilter:
+        return cls(shift, bytearray(1 << (64 - shift - 3)))
+
 
 class TierFilters(NamedTuple):
     """The :class:`PrefixFilter` of each tier at one snapshot (the LMDB
@@ -307,6 +327,16 @@ class TierFilters(NamedTuple):
     txn_id: int
     main: PrefixFilter | None  # the index tier's
     fresh: PrefixFilter | None
+
+
+class _Held(NamedTuple):
+    """A reader's copy of the persisted filters, as of the snapshot ``txn_id``:
+    each tier's (head, filter), kept while its head (the id of the commit that
+    wrote it) is unchanged. One object, replaced whole (threads share it)."""
+
+    txn_id: int
+    main: tuple[bytes, PrefixFilter] | None
+    fresh: tuple[bytes, PrefixFilter] | None
 
 
 class Tables:
@@ -320,9 +350,11 @@ class Tables:
         self.meta = handles[b"meta"]
         self.fresh: Any = handles.get(FRESH)  # None: a format 2 file opened read-only
         self.hot: Any = handles.get(HOT_ROWS)  # None: a file without hot rows, read-only
+        self.kept: Any = handles.get(FILTERS)  # None: a file before format 4, read-only
         self.catalog = env.open_db(None)  # LMDB's main database: the named ones' records
         self.h = helpers
         self.filter: TierFilters | None = None  # see filters(); set by a warm reader
+        self._held = _Held(-1, None, None)  # see query_filters()
         self.probe = Probe.best()
 
     @staticmethod
@@ -330,21 +362,116 @@ class Tables:
         """The handles of the databases; with ``txn``, created in it (the fresh
         tier and the hot rows too); without, those only if the file has them."""
         handles = {name: env.open_db(name, txn=txn, create=txn is not None) for name in TABLES}
-        for name in (FRESH, HOT_ROWS):
+        for name in (FRESH, HOT_ROWS, FILTERS):
             with suppress(lmdb.NotFoundError):  # read-only: none yet (see tier(), hot_rows())
                 handles[name] = env.open_db(name, txn=txn, create=txn is not None)
         return handles
 
-    @staticmethod
-    def upgrade(txn: Txn, meta: Any) -> None:
-        """Record a format 2 file as format 3 (its fresh tier and hot rows, empty,
-        made in ``txn``; a format 3 file given its hot rows keeps its record)."""
-        raw = txn.get(STATE.encode(), db=meta)
+    def upgrade(self, txn: Txn) -> None:
+        """Record a format 2 or 3 file as format 4 (its fresh tier, hot rows and
+        filters table, those missing made empty by :meth:`open` in ``txn``), and
+        give each tier its filter (one pass over each)."""
+        raw = txn.get(STATE.encode(), db=self.meta)
         if raw is not None:
             state = codec.decode_json(raw)
             state["format"] = FORMAT
             state.setdefault("fresh", 0)
-            txn.put(STATE.encode(), codec.encode_json(state), db=meta)
+            txn.put(STATE.encode(), codec.encode_json(state), db=self.meta)
+        self.rebuild_filters(txn)
+
+    # -- the tiers' persisted prefix filters (format 4) --------------------------
+    def rebuild_filters(self, txn: Txn) -> None:
+        """Each tier's filter made anew from its cells (one pass over each)."""
+        state = self.state(txn)
+        fresh = state.get("fresh", 0)
+        self.save_filter(txn, b"index", self._filter(txn, self.index, state["cells"] - fresh))
+        self.save_filter(txn, FRESH, self._filter(txn, self.fresh, fresh))
+
+    def load_filter(self, txn: Txn, tier: bytes) -> PrefixFilter | None:
+        """A tier's persisted filter (its bits writable), None if it has none."""
+        head = txn.get(tier, db=self.kept)
+        return None if head is None else self._read_bits(txn, tier, head)
+
+    def _read_bits(self, txn: Txn, tier: bytes, head: bytes) -> PrefixFilter:
+        _, shift = _FILTER_HEAD.unpack(head)
+        size = 1 << (64 - shift - 3)
+        bits = bytearray(size)
+        cursor = txn.cursor(self.kept)
+        at = 0
+        chunks = [tier + _NUM.pack(i) for i in range(-(-size // FILTER_CHUNK))]
+        for _, chunk in cursor.getmulti(chunks):
+            bits[at : at + len(chunk)] = chunk
+            at += len(chunk)
+        if at != size:
+            raise StoreCorrupt(
+                f"the embedded index at {self.h.path} holds a {tier.decode()} filter of "
+                f"{at} bytes where its head says {size}; {self.h.rebuild}"
+            )
+        return PrefixFilter(shift, bits)
+
+    def save_filter(self, txn: Txn, tier: bytes, held: PrefixFilter) -> None:
+        """Write a tier's filter in ``txn``: what readers of its commit use."""
+        self.drop_filter(txn, tier)
+        bits = memoryview(held.bits)
+        chunks = [
+            (tier + _NUM.pack(i), bytes(bits[at : at + FILTER_CHUNK]))
+            for i, at in enumerate(range(0, len(bits), FILTER_CHUNK))
+        ]
+        txn.cursor(self.kept).putmulti(chunks)
+        txn.put(tier, _FILTER_HEAD.pack(txn.id(), held.shift), db=self.kept)
+
+    def drop_filter(self, txn: Txn, tier: bytes) -> None:
+        """Remove a tier's filter: its readers then read all of its buckets."""
+        cursor = txn.cursor(self.kept)
+        found = cursor.set_range(tier)
+        while found and cursor.key().startswith(tier):
+            found = cursor.delete()
+
+    def add_to_filter(self, txn: Txn, tier: bytes, added: list[tuple[bytes, bytes]]) -> None:
+        """Keep a tier's filter exact in the commit that put the cells ``added``
+        ((bucket key, packed cells)) in it: their bits set, or (the tier has
+        outgrown it, or has none) made anew from the tier, bigger."""
+        if self.kept is None or not added:
+            return
+        cells = self.tier_cells(txn, tier)
+        held = self.load_filter(txn, tier)
+        if held is None or held.shift > filter_shift(cells, TIER_FILTER_BITS[tier]):
+            held = self._filter(txn, self.table(tier), cells)
+        else:
+            for at in range(0, len(added), _MARK_CHUNK):
+                self.probe.mark(held.bits, held.shift, added[at : at + _MARK_CHUNK])
+        self.save_filter(txn, tier, held)
+
+    def tier_cells(self, txn: Txn, tier: bytes) -> int:
+        state = self.state(txn)
+        fresh = state.get("fresh", 0)
+        return fresh if tier == FRESH else state["cells"] - fresh
+
+    def table(self, tier: bytes) -> Any:
+        return self.fresh if tier == FRESH else self.index
+
+    def query_filters(self, txn: Txn) -> tuple[PrefixFilter | None, PrefixFilter | None]:
+        """The (index, fresh) filters a query of ``txn``'s snapshot may use: the
+        persisted ones (format 4; a copy held while no commit rewrote them), else
+        those warm() made for this very snapshot, else none."""
+        now = txn.id()
+        if self.kept is None:
+            warm = self.filter
+            if warm is not None and warm.txn_id == now:
+                return warm.main, warm.fresh
+            return None, None
+        held = self._held
+        if held.txn_id != now:
+            heads = dict(txn.cursor(self.kept).getmulti(list(TIERS)))
+            main, fresh = (
+                self._kept(txn, tier, heads.get(tier), mine)
+                for tier, mine in zip(TIERS, (held.main, held.fresh))
+            )
+            held = self._held = _Held(now, main, fresh)
+        return (
+            None if held.main is None else held.main[1],
+            None if held.fresh is None else held.fresh[1],
+        )
 
     def hot_rows(self) -> Any:
         """The hot rows' handle, or None if the file has none (then no bucket marks a
@@ -493,18 +620,15 @@ class Tables:
     ) -> tuple[list[tuple[str, int]], int] | None:
         """:meth:`scan` of one query's prefixes, as the distinct documents found
         ((id, fingerprint), in no order) and the count of visible cells, without
-        a tuple per cell: a multi-get of the buckets a tier (after warm(), only
-        those its :class:`PrefixFilter` may hold), the cells of each lead
-        (:func:`bucket_nums`, in C where built), one names get per document.
+        a tuple per cell: a multi-get of the buckets a tier (only those its
+        :class:`PrefixFilter` may hold, where it has one: :meth:`query_filters`),
+        the cells of each lead (:func:`bucket_nums`, in C where built), one
+        names get per document.
         None (use :meth:`scan`) where that would differ: two prefixes of one
         bucket, a lead marked spilled, or a prefix with ``row_cap`` cells or more
         (a capped scan may cut its row)."""
         listed = prefixes if type(prefixes) is list else list(prefixes)
-        held = self.filter
-        if held is not None and held.txn_id == txn.id():
-            probe = self.probe.keys(listed, held.main, held.fresh)
-        else:
-            probe = self.probe.keys(listed, None, None)
+        probe = self.probe.keys(listed, *self.query_filters(txn))
         if probe is None:
             return None
         keys, asked = probe
@@ -525,25 +649,37 @@ class Tables:
                 cells += count
         return docs, cells
 
+    def _kept(
+        self, txn: Txn, tier: bytes, head: bytes | None, mine: tuple[bytes, PrefixFilter] | None
+    ) -> tuple[bytes, PrefixFilter] | None:
+        """A tier's filter as of ``head`` (None: it has none): the copy held if
+        the same commit wrote it, else read."""
+        if head is None:
+            return None
+        if mine is not None and mine[0] == head:
+            return mine
+        return head, self._read_bits(txn, tier, head)
+
     def filters(self, txn: Txn) -> TierFilters:
-        """The :class:`TierFilters` of ``txn``'s snapshot: one pass over each tier."""
+        """The :class:`TierFilters` of ``txn``'s snapshot: one pass over each tier
+        (warm() of a file without persisted filters)."""
         state = self.state(txn)
         fresh = self.tier(txn)
         held = state.get("fresh", 0) if fresh is not None else 0
         return TierFilters(
             txn.id(),
-            self._filter(txn, self.index, state["cells"] - held, TIER_FILTER_BITS["index"]),
-            None if fresh is None else self._filter(txn, fresh, held, TIER_FILTER_BITS["fresh"]),
+            self._filter(txn, self.index, state["cells"] - held),
+            None if fresh is None else self._filter(txn, fresh, held),
         )
 
-    def _filter(self, txn: Txn, db: Any, cells: int, per_cell: int) -> PrefixFilter:
+    def _filter(self, txn: Txn, db: Any, cells: int) -> PrefixFilter:
         """The :class:`PrefixFilter` of the tier ``db`` holding about ``cells`` cells."""
-        size = min(_MAX_FILTER_LOG, max(16, (per_cell * max(cells, 0)).bit_length()))
-        bits = bytearray(1 << (size - 3))
+        per_cell = TIER_FILTER_BITS[FRESH if db is self.fresh else b"index"]
+        held = PrefixFilter.empty(filter_shift(cells, per_cell))
         items = iter(txn.cursor(db))
         while chunk := list(islice(items, _MARK_CHUNK)):
-            self.probe.mark(bits, 64 - size, chunk)
-        return PrefixFilter(64 - size, bits)
+            self.probe.mark(held.bits, held.shift, chunk)
+        return held
 
     def scan_wide(
         self, txn: Txn, prefixes: Sequence[bytes], row_cap: int | None = None
@@ -757,7 +893,7 @@ class CompactBatch:
         """New documents' cells in parts, then everything else in one commit."""
         fresh = self._fresh()
         nums: dict[bytes, int] = {}
-        written = 0
+        written: list[tuple[bytes, bytes]] = []
         if fresh:
             nums = self._reserve(fresh)
             written = self._write_fresh(nums)
@@ -801,8 +937,9 @@ class CompactBatch:
             self._t.put_state(txn, state)
         return dict(zip(fresh, range(start, start + len(fresh))))
 
-    def _write_fresh(self, nums: dict[bytes, int]) -> int:
-        """The cells of the reserved numbers, in :meth:`_parts` commits; how many."""
+    def _write_fresh(self, nums: dict[bytes, int]) -> list[tuple[bytes, bytes]]:
+        """The cells of the reserved numbers, in :meth:`_parts` commits: (bucket
+        key, packed cells) of each bucket written."""
         blocks = []
         for i, (op, arg) in enumerate(self._ops):
             if op != "put":
@@ -843,7 +980,7 @@ class CompactBatch:
                         state["fresh"] = state.get("fresh", 0) - moved
                     self._t.put_state(txn, state)
         self._write_fresh_docs(nums, parts)
-        return len(rows)
+        return list(zip(keys, packed))
 
     def _write_fresh_docs(self, nums: dict[bytes, int], parts: int) -> None:
         """The docs rows of reserved numbers (bare ones: number and fingerprint), in
@@ -897,20 +1034,68 @@ def merge_fresh(tables: Tables, *, force: bool = False, on_part: OnMergePart | N
     step = max(1, -(-len(keys) // parts))
     moved = 0
     starts = range(0, len(keys), step)
+    merge = _MergeFilter(tables)
     for done, at in enumerate(starts, 1):
         with tables.env.begin(write=True) as txn:
-            moved += _merge_part(tables, txn, keys[at : at + step])
+            merge.check(txn, first=done == 1)
+            moved += _merge_part(tables, txn, keys[at : at + step], merge)
+            if done == len(starts):
+                merge.finish(txn)
         if on_part is not None:
             on_part(done, len(starts), moved)
     return moved
 
 
-def _merge_part(tables: Tables, txn: Txn, keys: list[bytes]) -> int:
+class _MergeFilter:
+    """The index tier's filter through a merge: removed at its first commit (until
+    the last, readers read every index bucket), the cells moved marked in a copy,
+    written at its last commit. Another merge in between (another process) takes
+    the token: the copy then misses its cells, and the tier is read whole instead."""
+
+    _TOKEN = b"merging"  # in FILTERS: the id of the first commit of the merge under way
+
+    def __init__(self, tables: Tables) -> None:
+        self._t = tables
+        self.bits: PrefixFilter | None = None
+        self._token = b""
+
+    def check(self, txn: Txn, *, first: bool) -> None:
+        if self._t.kept is None:
+            return
+        if first:
+            self.bits = self._t.load_filter(txn, b"index")
+            self._t.drop_filter(txn, b"index")
+            self._token = _FILTER_HEAD.pack(txn.id(), 0)
+            txn.put(self._TOKEN, self._token, db=self._t.kept)
+        elif txn.get(self._TOKEN, db=self._t.kept) != self._token:
+            self.bits = None
+
+    def mark(self, taken: list[tuple[bytes, bytes]]) -> None:
+        if self.bits is not None:
+            self._t.probe.mark(self.bits.bits, self.bits.shift, taken)
+
+    def finish(self, txn: Txn) -> None:
+        t = self._t
+        if t.kept is None:
+            return
+        held = self.bits
+        cells = t.tier_cells(txn, b"index")
+        if held is None or held.shift > filter_shift(cells, TIER_FILTER_BITS[b"index"]):
+            held = t._filter(txn, t.index, cells)
+        t.save_filter(txn, b"index", held)
+        if txn.get(self._TOKEN, db=t.kept) == self._token:
+            txn.delete(self._TOKEN, db=t.kept)
+        if not txn.stat(t.fresh)["entries"]:  # a small filter for the tier's new cycle
+            t.save_filter(txn, FRESH, t._filter(txn, t.fresh, 0))
+
+
+def _merge_part(tables: Tables, txn: Txn, keys: list[bytes], merge: _MergeFilter) -> int:
     """The fresh cells of the buckets ``keys`` (re-read here: another writer may
     have added some since they were listed) appended to the index's."""
     taken = txn.cursor(tables.fresh).getmulti(keys)
     if not taken:
         return 0
+    merge.mark(taken)
     held, cells = map(list, zip(*taken))
     index = txn.cursor(tables.index)
     old = dict(index.getmulti(held))
@@ -1023,16 +1208,20 @@ class _Commit:
         tables: Tables,
         txn: Txn,
         reserved: dict[bytes, int],
-        written: int,
+        written: list[tuple[bytes, bytes]],
         prewritten: dict[bytes, bytes],
     ) -> None:
         self._prewritten = prewritten
+        # (bucket key, packed cells) put in the tier of new cells, by this batch:
+        # their bits go in its filter at this commit, where they become visible.
+        self._added = written
         self._t = tables
         self._txn = txn
         self._h = tables.h
         self._state = tables.state(txn)
-        self._state["cells"] += written  # the reserved numbers' cells, visible from here
-        self._fresh_cells(written)
+        count = sum(len(packed) for _, packed in written) // CELL_BYTES
+        self._state["cells"] += count  # the reserved numbers' cells, visible from here
+        self._fresh_cells(count)
         self._reserved = reserved
         self._nums: dict[bytes, int] = {}
         self._documented: set[bytes] = set()  # ids given a docs row in this commit
@@ -1109,24 +1298,25 @@ class _Commit:
 
     def _put_new(self, rows: np.ndarray, nums: np.ndarray) -> int:
         """Cells of numbers given in this commit are appended unchecked; the others
-        are added where their bucket does not hold them yet. The cells added."""
+        are added where their bucket does not hold them yet. All go to the tier of
+        new cells (the index changes only by merges, bulk loads and removals, so
+        that its filter is rewritten only then). The cells added."""
         new = nums >= self._first_new
         added = 0
+        tier = self._t.new_cells_tier()
         if new.any():
             keys, packed = grouped(rows[new], nums[new])
-            tier = self._t.new_cells_tier()
             dropped, moved = _append_cells(self._t, self._txn, tier, keys, packed)
+            self._added += zip(keys, packed)
             appended = int(new.sum()) * rows.shape[1]
             added += appended - dropped
             self._fresh_cells(appended - moved)
         if new.all():
             return added
         keys, packed = grouped(rows[~new], nums[~new])
-        cursor = self._txn.cursor(self._t.index)
-        fresh = self._t.fresh
+        found = self._t.buckets(self._txn, keys)
         for key, cells in zip(keys, packed):
-            old = cursor.get(key) or b""
-            both = old if fresh is None else old + (self._txn.get(key, db=fresh) or b"")
+            both = found.get(key, b"")
             new = [cells[i : i + CELL_BYTES] for i in range(0, len(cells), CELL_BYTES)]
             spilled = spilled_leads(both)
             extra = b"".join(
@@ -1135,8 +1325,10 @@ class _Commit:
                 if not _holds(both, c) and not (c[:2] in spilled and self._spilled_holds(key, c))
             )
             if extra:
-                cursor.put(key, old + extra)
+                self._txn.put(key, (self._txn.get(key, db=tier) or b"") + extra, db=tier)
+                self._added.append((key, extra))
                 added += len(extra) // CELL_BYTES
+                self._fresh_cells(len(extra) // CELL_BYTES)
         return added
 
     def _delete(self, arg: tuple[np.ndarray, list[bytes]]) -> None:
@@ -1230,7 +1422,8 @@ class _Commit:
 
     def _finish(self) -> None:
         """Names rows (the commit record of the batch's cells), number-only docs rows
-        of ids that got cells but no document, the store's record."""
+        of ids that got cells but no document, the store's record, the filter of
+        the tier the cells went to."""
         if self._named:
             nums = sorted(self._named)
             fps, raws = zip(*map(self._named.__getitem__, nums))
@@ -1249,6 +1442,8 @@ class _Commit:
                     self._txn.put(self._h.fold(raw), _NUM.pack(num), db=self._t.docs)
             self._state["next"] = max(self._state["next"], nums[-1] + 1)
         self._t.put_state(self._txn, self._state)
+        tier = FRESH if self._t.new_cells_tier() is self._t.fresh else b"index"
+        self._t.add_to_filter(self._txn, tier, self._added)
 
 
 #: A wide scan matches cells to prefixes this many cells at a time (memory: ~30
@@ -1407,13 +1602,19 @@ def bulk_load(
             count += len(docs)
         for handle in spills.values():
             handle.close()
-        cells_held = sum(_append_flag(tables, work / f"flag-{flag}") for flag in sorted(spills))
+        paths = [work / f"flag-{flag}" for flag in sorted(spills)]
+        cells = sum(path.stat().st_size for path in paths) // _SPILL.itemsize
+        main = PrefixFilter.empty(filter_shift(cells, TIER_FILTER_BITS[b"index"]))
+        cells_held = sum(_append_flag(tables, path, main) for path in paths)
     finally:
         for handle in spills.values():
             handle.close()
     with tables.env.begin(write=True) as txn:
         state.update(next=count, cells=cells_held, documents=count)
         tables.put_state(txn, state)
+        if tables.kept is not None:  # the index's filter, marked as it was appended
+            tables.save_filter(txn, b"index", main)
+            tables.save_filter(txn, FRESH, tables._filter(txn, tables.fresh, 0))
     return count
 
 
@@ -1468,8 +1669,9 @@ def _spill(rows: np.ndarray, nums: np.ndarray, spills: dict[int, Any], work: Pat
         out.tofile(spills[flag])
 
 
-def _append_flag(tables: Tables, spill: Path) -> int:
-    """One flag's cells, grouped by bucket, appended to the index; the cells held."""
+def _append_flag(tables: Tables, spill: Path, main: PrefixFilter) -> int:
+    """One flag's cells, grouped by bucket, appended to the index (their prefixes
+    marked in ``main``); the cells held."""
     flag = int(spill.name.rsplit("-", 1)[1])
     spilled = np.fromfile(spill, dtype=_SPILL)
     spill.unlink()
@@ -1491,6 +1693,7 @@ def _append_flag(tables: Tables, spill: Path) -> int:
         bounds = [*(starts * CELL_BYTES).tolist(), len(buf)]
         values = [buf[a:b] for a, b in pairwise(bounds)]
         names = keys.view("V3").tolist()
+        tables.probe.mark(main.bits, main.shift, list(zip(names, values)))
         with tables.env.begin(write=True) as txn:
             cursor = txn.cursor(tables.index)
             if at and cursor.last() and cursor.key() == names[0]:

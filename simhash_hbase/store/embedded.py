@@ -473,27 +473,14 @@ class EmbeddedStore:
             )
 
     def _open_compact(self, names: set[bytes], readonly: bool) -> None:
-        """Formats 2 and 3 (store/compact.py); a new index records its format in
-        meta; a format 2 file opened for writing becomes format 3 (an empty fresh
-        tier and empty hot rows are added, nothing moves), and a format 3 file
-        written before hot rows existed gets its empty hot rows."""
-        if not names >= set(compact.TABLES):
-            if readonly:
-                raise IndexNotFound(self.url)
-            with self._env.begin(write=True) as txn:
-                handles = compact.Tables.open(self._env, txn)
-                txn.put(
-                    compact.STATE.encode(),
-                    codec.encode_json(compact.new_state()),
-                    db=handles[b"meta"],
-                )
-        elif not names >= {compact.FRESH, compact.HOT_ROWS} and not readonly:
-            with self._env.begin(write=True) as txn:
-                handles = compact.Tables.open(self._env, txn)
-                compact.Tables.upgrade(txn, handles[b"meta"])
-        else:
-            handles = compact.Tables.open(self._env)
-        self._index, self._docs, self._meta = handles[b"index"], handles[b"docs"], handles[b"meta"]
+        """Formats 2 to 4 (store/compact.py); a new index records its format in
+        meta; a format 2 or 3 file opened for writing becomes format 4 in place
+        (the tables it lacks are added empty: fresh tier, hot rows, filters; each
+        tier's filter is made in one pass; no cell moves)."""
+        create = not names >= set(compact.TABLES)
+        if create and readonly:
+            raise IndexNotFound(self.url)
+        upgrade = create or (not readonly and not names >= set(compact.ALL_TABLES))
         max_key = self._env.max_key_size()
         helpers = compact.Helpers(
             path=self.path,
@@ -504,7 +491,18 @@ class EmbeddedStore:
             corrupt_row=self._corrupt_row,
             rebuild=_REBUILD,
         )
-        self._compact = compact.Tables(self._env, handles, helpers)
+        if upgrade:
+            with self._env.begin(write=True) as txn:
+                handles = compact.Tables.open(self._env, txn)
+                if create:
+                    state = codec.encode_json(compact.new_state())
+                    txn.put(compact.STATE.encode(), state, db=handles[b"meta"])
+                self._compact = compact.Tables(self._env, handles, helpers)
+                self._compact.upgrade(txn)
+        else:
+            handles = compact.Tables.open(self._env)
+            self._compact = compact.Tables(self._env, handles, helpers)
+        self._index, self._docs, self._meta = handles[b"index"], handles[b"docs"], handles[b"meta"]
 
     @staticmethod
     def _remove(created: list[Path]) -> None:
@@ -701,11 +699,13 @@ class EmbeddedStore:
 
     @property
     def format(self) -> int:
-        """The file's layout: 1 (a key per cell), 2 (compact, store/compact.py) or 3
-        (compact with a fresh tier)."""
+        """The file's layout: 1 (a key per cell), 2 (compact, store/compact.py), 3
+        (compact with a fresh tier) or 4 (3 with the tiers' prefix filters)."""
         if self._compact is None:
             return 1
-        return 2 if self._compact.tier() is None else compact.FORMAT
+        if self._compact.tier() is None:
+            return 2
+        return 3 if self._compact.kept is None else compact.FORMAT
 
     @contextmanager
     def batch(self) -> Iterator[_LmdbBatch | compact.CompactBatch]:
@@ -747,7 +747,7 @@ class EmbeddedStore:
         if madvise(ctypes.c_void_p(start), ctypes.c_size_t(size), _MADV_POPULATE_READ):
             pages = (ctypes.c_char * size).from_address(start)
             _ = pages[:: mmap.PAGESIZE]  # one byte a page, read in C
-        if self._compact is not None:
+        if self._compact is not None and self._compact.kept is None:  # no persisted filters
             try:
                 with self._env.begin() as txn:
                     self._compact.filter = self._compact.filters(txn)
