@@ -204,7 +204,7 @@ def test_format_4_bytes_decode_by_spec_alone(tmp_path: Path, merged: bool) -> No
             shift, size = head[8], 1 << (64 - head[8] - 3)
             bits = b"".join(
                 txn.get(tier + i.to_bytes(4, "big"), db=db[b"filters"])
-                for i in range(-(-size // 2**20))
+                for i in range(-(-size // 1984))
             )
             assert len(head) == 9 and len(bits) == size
             for bucket, packed in txn.cursor(db[tier]):

@@ -103,6 +103,9 @@ SPILLED = b"\xff\xff\xff\xff"
 _HEAD_BYTES = 5  # a spilled cell's key: flag, field (4), fingerprint (8), id
 
 
+Buckets = tuple[list[bytes], list[bytes]]  # bucket keys and their packed cells
+
+
 class Helpers(NamedTuple):
     """What the layout borrows from :class:`EmbeddedStore` (format 1's row codecs)."""
 
@@ -280,17 +283,29 @@ _SPREAD = 0x9E37_79B9_7F4A_7C15  # 2^64 / the golden ratio, odd (Fibonacci hashi
 _WORD = (1 << 64) - 1
 #: A persisted filter: under the tier's name, the id of the write transaction that
 #: wrote it and its shift; its bits under the name + u32 chunk number, this many
-#: bytes a chunk (LMDB copies a value of many pages on each read: kept in chunks,
-#: a writer's allocation stays small).
+#: bytes a chunk: two to a 4 KB LMDB page, no overflow pages (those LMDB reuses
+#: only in contiguous runs: a filter rewritten each batch in 1 MB chunks grew the
+#: file by ~60 B a document at 1 M).
 _FILTER_HEAD = struct.Struct(">QB")
-FILTER_CHUNK = 1 << 20
+FILTER_CHUNK = 1984
 
 
 def filter_shift(cells: int, per_cell: int) -> int:
     """The shift of a filter of at least ``per_cell`` bits for each of ``cells``
     (up to twice that: a tier that grows past it gets one twice as big)."""
-    size = (per_cell * max(cells, 0)).bit_length()
+    size = (per_cell * max(cells, 1) - 1).bit_length()
     return 64 - min(_MAX_FILTER_LOG, max(_MIN_FILTER_LOG, size))
+
+
+def tier_cells(state: dict[str, Any], tier: bytes) -> int:
+    """The cells a tier holds, by the store's record."""
+    fresh: int = state.get("fresh", 0)
+    return fresh if tier == FRESH else state["cells"] - fresh
+
+
+def fresh_due(state: dict[str, Any]) -> int:
+    """The cells at which the fresh tier is merged into the index."""
+    return max(FRESH_MIN_CELLS, tier_cells(state, b"index") // FRESH_RATIO)
 
 
 class PrefixFilter(NamedTuple):
@@ -355,6 +370,9 @@ class Tables:
         self.h = helpers
         self.filter: TierFilters | None = None  # see filters(); set by a warm reader
         self._held = _Held(-1, None, None)  # see query_filters()
+        #: The fresh filter this process last committed: (tier, head, filter), taken
+        #: by its next batch instead of reading it back (see add_to_filter).
+        self.mine: tuple[bytes, bytes, PrefixFilter] | None = None
         self.probe = Probe.best()
 
     @staticmethod
@@ -383,9 +401,8 @@ class Tables:
     def rebuild_filters(self, txn: Txn) -> None:
         """Each tier's filter made anew from its cells (one pass over each)."""
         state = self.state(txn)
-        fresh = state.get("fresh", 0)
-        self.save_filter(txn, b"index", self._filter(txn, self.index, state["cells"] - fresh))
-        self.save_filter(txn, FRESH, self._filter(txn, self.fresh, fresh))
+        for tier in TIERS:
+            self.save_filter(txn, tier, self._filter(txn, tier, self.shift_for(state, tier)))
 
     def load_filter(self, txn: Txn, tier: bytes) -> PrefixFilter | None:
         """A tier's persisted filter (its bits writable), None if it has none."""
@@ -409,8 +426,8 @@ class Tables:
             )
         return PrefixFilter(shift, bits)
 
-    def save_filter(self, txn: Txn, tier: bytes, held: PrefixFilter) -> None:
-        """Write a tier's filter in ``txn``: what readers of its commit use."""
+    def save_filter(self, txn: Txn, tier: bytes, held: PrefixFilter) -> bytes:
+        """Write a tier's filter in ``txn``: what readers of its commit use; its head."""
         self.drop_filter(txn, tier)
         bits = memoryview(held.bits)
         chunks = [
@@ -418,7 +435,9 @@ class Tables:
             for i, at in enumerate(range(0, len(bits), FILTER_CHUNK))
         ]
         txn.cursor(self.kept).putmulti(chunks)
-        txn.put(tier, _FILTER_HEAD.pack(txn.id(), held.shift), db=self.kept)
+        head = _FILTER_HEAD.pack(txn.id(), held.shift)
+        txn.put(tier, head, db=self.kept)
+        return head
 
     def drop_filter(self, txn: Txn, tier: bytes) -> None:
         """Remove a tier's filter: its readers then read all of its buckets."""
@@ -427,25 +446,42 @@ class Tables:
         while found and cursor.key().startswith(tier):
             found = cursor.delete()
 
-    def add_to_filter(self, txn: Txn, tier: bytes, added: list[tuple[bytes, bytes]]) -> None:
+    def add_to_filter(
+        self, txn: Txn, tier: bytes, added: Buckets
+    ) -> tuple[bytes, bytes, PrefixFilter] | None:
         """Keep a tier's filter exact in the commit that put the cells ``added``
-        ((bucket key, packed cells)) in it: their bits set, or (the tier has
-        outgrown it, or has none) made anew from the tier, bigger."""
-        if self.kept is None or not added:
-            return
-        cells = self.tier_cells(txn, tier)
-        held = self.load_filter(txn, tier)
-        if held is None or held.shift > filter_shift(cells, TIER_FILTER_BITS[tier]):
-            held = self._filter(txn, self.table(tier), cells)
-        else:
-            for at in range(0, len(added), _MARK_CHUNK):
-                self.probe.mark(held.bits, held.shift, added[at : at + _MARK_CHUNK])
-        self.save_filter(txn, tier, held)
-
-    def tier_cells(self, txn: Txn, tier: bytes) -> int:
+        (bucket keys, their packed cells) in it: their bits set, or (the tier has
+        outgrown it, or has none) made anew from the tier, bigger. (tier, head,
+        filter) written, for :attr:`mine` once committed."""
+        keys, packed = added
+        if self.kept is None or not keys:
+            return None
         state = self.state(txn)
-        fresh = state.get("fresh", 0)
-        return fresh if tier == FRESH else state["cells"] - fresh
+        mine, self.mine = self.mine, None
+        if mine is not None and mine[0] == tier and txn.get(tier, db=self.kept) == mine[1]:
+            held: PrefixFilter | None = mine[2]  # what this process committed last, unchanged
+        else:
+            held = self.load_filter(txn, tier)
+        if held is None or held.shift > filter_shift(
+            tier_cells(state, tier), TIER_FILTER_BITS[tier]
+        ):
+            held = self._filter(txn, tier, self.shift_for(state, tier))
+        else:
+            for at in range(0, len(keys), _MARK_CHUNK):  # tuples made a chunk at a time
+                chunk = list(zip(keys[at : at + _MARK_CHUNK], packed[at : at + _MARK_CHUNK]))
+                self.probe.mark(held.bits, held.shift, chunk)
+        return tier, self.save_filter(txn, tier, held), held
+
+    @staticmethod
+    def shift_for(state: dict[str, Any], tier: bytes) -> int:
+        """The size (shift) of a tier's filter made anew: for the index, its cells;
+        for the fresh tier, 4-8 times its cells, up to what it will hold at its
+        next merge (so that it is made anew a few times a merge, not each batch)."""
+        cells = tier_cells(state, tier)
+        need = filter_shift(cells, TIER_FILTER_BITS[tier])
+        if tier != FRESH:
+            return need
+        return min(need, max(need - 2, filter_shift(fresh_due(state), TIER_FILTER_BITS[FRESH])))
 
     def table(self, tier: bytes) -> Any:
         return self.fresh if tier == FRESH else self.index
@@ -668,15 +704,16 @@ class Tables:
         held = state.get("fresh", 0) if fresh is not None else 0
         return TierFilters(
             txn.id(),
-            self._filter(txn, self.index, state["cells"] - held),
-            None if fresh is None else self._filter(txn, fresh, held),
+            self._filter(
+                txn, b"index", filter_shift(state["cells"] - held, TIER_FILTER_BITS[b"index"])
+            ),
+            None if fresh is None else self._filter(txn, FRESH, self.shift_for(state, FRESH)),
         )
 
-    def _filter(self, txn: Txn, db: Any, cells: int) -> PrefixFilter:
-        """The :class:`PrefixFilter` of the tier ``db`` holding about ``cells`` cells."""
-        per_cell = TIER_FILTER_BITS[FRESH if db is self.fresh else b"index"]
-        held = PrefixFilter.empty(filter_shift(cells, per_cell))
-        items = iter(txn.cursor(db))
+    def _filter(self, txn: Txn, tier: bytes, shift: int) -> PrefixFilter:
+        """The :class:`PrefixFilter` of ``tier``'s cells, of 2^(64 - ``shift``) bits."""
+        held = PrefixFilter.empty(shift)
+        items = iter(txn.cursor(self.tier(txn) if tier == FRESH else self.index))
         while chunk := list(islice(items, _MARK_CHUNK)):
             self.probe.mark(held.bits, held.shift, chunk)
         return held
@@ -893,13 +930,14 @@ class CompactBatch:
         """New documents' cells in parts, then everything else in one commit."""
         fresh = self._fresh()
         nums: dict[bytes, int] = {}
-        written: list[tuple[bytes, bytes]] = []
+        written: Buckets = ([], [])
         if fresh:
             nums = self._reserve(fresh)
             written = self._write_fresh(nums)
         with self._t.env.begin(write=True) as txn:
             commit = _Commit(self._t, txn, nums, written, self.prewritten)
             commit.run(self._ops, self._observed)
+        self._t.mine = commit.saved  # committed: the file holds that filter now
         merge_fresh(self._t)
 
     def _fresh(self) -> list[bytes]:
@@ -937,9 +975,9 @@ class CompactBatch:
             self._t.put_state(txn, state)
         return dict(zip(fresh, range(start, start + len(fresh))))
 
-    def _write_fresh(self, nums: dict[bytes, int]) -> list[tuple[bytes, bytes]]:
-        """The cells of the reserved numbers, in :meth:`_parts` commits: (bucket
-        key, packed cells) of each bucket written."""
+    def _write_fresh(self, nums: dict[bytes, int]) -> Buckets:
+        """The cells of the reserved numbers, in :meth:`_parts` commits: the keys
+        of the buckets written and their packed cells."""
         blocks = []
         for i, (op, arg) in enumerate(self._ops):
             if op != "put":
@@ -980,7 +1018,7 @@ class CompactBatch:
                         state["fresh"] = state.get("fresh", 0) - moved
                     self._t.put_state(txn, state)
         self._write_fresh_docs(nums, parts)
-        return list(zip(keys, packed))
+        return keys, packed
 
     def _write_fresh_docs(self, nums: dict[bytes, int], parts: int) -> None:
         """The docs rows of reserved numbers (bare ones: number and fingerprint), in
@@ -1026,8 +1064,7 @@ def merge_fresh(tables: Tables, *, force: bool = False, on_part: OnMergePart | N
     with tables.env.begin() as txn:
         state = tables.state(txn)
         held = state.get("fresh", 0)
-        due = max(FRESH_MIN_CELLS, (state["cells"] - held) // FRESH_RATIO)
-        if held == 0 or (held < due and not force):
+        if held == 0 or (held < fresh_due(state) and not force):
             return 0
         keys = list(txn.cursor(tables.fresh).iternext(keys=True, values=False))
     parts = int(max(1, min(MAX_PARTS, state["cells"] * (CELL_BYTES + 1) // PART_BYTES)))
@@ -1079,14 +1116,16 @@ class _MergeFilter:
         if t.kept is None:
             return
         held = self.bits
-        cells = t.tier_cells(txn, b"index")
-        if held is None or held.shift > filter_shift(cells, TIER_FILTER_BITS[b"index"]):
-            held = t._filter(txn, t.index, cells)
+        state = t.state(txn)
+        need = t.shift_for(state, b"index")
+        if held is None or held.shift > need:
+            held = t._filter(txn, b"index", need)
         t.save_filter(txn, b"index", held)
         if txn.get(self._TOKEN, db=t.kept) == self._token:
             txn.delete(self._TOKEN, db=t.kept)
-        if not txn.stat(t.fresh)["entries"]:  # a small filter for the tier's new cycle
-            t.save_filter(txn, FRESH, t._filter(txn, t.fresh, 0))
+        if not txn.stat(t.fresh)["entries"]:  # sized for the cells it will take until the next
+            size = filter_shift(fresh_due(state), TIER_FILTER_BITS[FRESH])
+            t.save_filter(txn, FRESH, PrefixFilter.empty(size))
 
 
 def _merge_part(tables: Tables, txn: Txn, keys: list[bytes], merge: _MergeFilter) -> int:
@@ -1208,18 +1247,19 @@ class _Commit:
         tables: Tables,
         txn: Txn,
         reserved: dict[bytes, int],
-        written: list[tuple[bytes, bytes]],
+        written: Buckets,
         prewritten: dict[bytes, bytes],
     ) -> None:
         self._prewritten = prewritten
         # (bucket key, packed cells) put in the tier of new cells, by this batch:
         # their bits go in its filter at this commit, where they become visible.
         self._added = written
+        self.saved: tuple[bytes, bytes, PrefixFilter] | None = None  # see Tables.mine
         self._t = tables
         self._txn = txn
         self._h = tables.h
         self._state = tables.state(txn)
-        count = sum(len(packed) for _, packed in written) // CELL_BYTES
+        count = sum(map(len, written[1])) // CELL_BYTES
         self._state["cells"] += count  # the reserved numbers' cells, visible from here
         self._fresh_cells(count)
         self._reserved = reserved
@@ -1307,7 +1347,8 @@ class _Commit:
         if new.any():
             keys, packed = grouped(rows[new], nums[new])
             dropped, moved = _append_cells(self._t, self._txn, tier, keys, packed)
-            self._added += zip(keys, packed)
+            self._added[0].extend(keys)
+            self._added[1].extend(packed)
             appended = int(new.sum()) * rows.shape[1]
             added += appended - dropped
             self._fresh_cells(appended - moved)
@@ -1326,7 +1367,8 @@ class _Commit:
             )
             if extra:
                 self._txn.put(key, (self._txn.get(key, db=tier) or b"") + extra, db=tier)
-                self._added.append((key, extra))
+                self._added[0].append(key)
+                self._added[1].append(extra)
                 added += len(extra) // CELL_BYTES
                 self._fresh_cells(len(extra) // CELL_BYTES)
         return added
@@ -1443,7 +1485,7 @@ class _Commit:
             self._state["next"] = max(self._state["next"], nums[-1] + 1)
         self._t.put_state(self._txn, self._state)
         tier = FRESH if self._t.new_cells_tier() is self._t.fresh else b"index"
-        self._t.add_to_filter(self._txn, tier, self._added)
+        self.saved = self._t.add_to_filter(self._txn, tier, self._added)
 
 
 #: A wide scan matches cells to prefixes this many cells at a time (memory: ~30
@@ -1603,8 +1645,8 @@ def bulk_load(
         for handle in spills.values():
             handle.close()
         paths = [work / f"flag-{flag}" for flag in sorted(spills)]
-        cells = sum(path.stat().st_size for path in paths) // _SPILL.itemsize
-        main = PrefixFilter.empty(filter_shift(cells, TIER_FILTER_BITS[b"index"]))
+        spilled = sum(path.stat().st_size for path in paths) // _SPILL.itemsize
+        main = PrefixFilter.empty(filter_shift(spilled, TIER_FILTER_BITS[b"index"]))
         cells_held = sum(_append_flag(tables, path, main) for path in paths)
     finally:
         for handle in spills.values():
@@ -1614,7 +1656,7 @@ def bulk_load(
         tables.put_state(txn, state)
         if tables.kept is not None:  # the index's filter, marked as it was appended
             tables.save_filter(txn, b"index", main)
-            tables.save_filter(txn, FRESH, tables._filter(txn, tables.fresh, 0))
+            tables.save_filter(txn, FRESH, PrefixFilter.empty(tables.shift_for(state, FRESH)))
     return count
 
 
