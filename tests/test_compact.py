@@ -712,3 +712,33 @@ def test_format_3_file_opens_read_only_and_upgrades_to_4(tmp_path: Path) -> None
     with SimhashIndex.open(str(folder)) as writer:
         assert writer.stats()["format"] == 4 and _state(writer) == before
         _filters_hold_every_cell(writer)
+
+
+def test_a_merge_overtaken_by_another_keeps_the_index_filter_exact(tmp_path: Path) -> None:
+    """Two merges at once (another process's starts between this one's commits):
+    the first one's copy of the index filter lacks the cells the other moved, so
+    it sees the other's token and makes the filter anew from the tier; every
+    index cell's bit is then set, and no query misses it."""
+    fps = _fingerprints(3_200)
+    with SimhashIndex.open(str(tmp_path / "ix")) as index, pytest.MonkeyPatch.context() as mp:
+        pairs = enumerate_ids(fps)
+        index_fingerprints(index, pairs[:3_000], IngestOptions(find_k=None))
+        tables = index._store._compact  # type: ignore[attr-defined]
+        compact.merge_fresh(tables, force=True)  # the index's filter: room for 32,768 cells
+        index_fingerprints(index, pairs[3_000:], IngestOptions(find_k=None))
+        mp.setattr(compact, "PART_BYTES", 1)  # a merge in MAX_PARTS commits
+        with tables.env.begin() as txn:
+            last = list(txn.cursor(tables.fresh).iternext(values=False))[-40:]
+
+        def other_merge(done: int, parts: int, moved: int) -> None:
+            if done == 1:  # another merge's first commit moves the last buckets
+                with tables.env.begin(write=True) as txn:
+                    other = compact._MergeFilter(tables)
+                    other.check(txn, first=True)
+                    compact._merge_part(tables, txn, last, other)
+
+        assert compact.merge_fresh(tables, force=True, on_part=other_merge) > 0
+        _filters_hold_every_cell(index)
+        for fp in fps[-300:].tolist():
+            want = {f"d{j}" for j in np.flatnonzero(np.bitwise_count(fps ^ np.uint64(fp)) <= 3)}
+            assert {m.doc_id for m in index.query_fingerprint(fp, 3, limit=None)} == want
