@@ -742,3 +742,21 @@ def test_a_merge_overtaken_by_another_keeps_the_index_filter_exact(tmp_path: Pat
         for fp in fps[-300:].tolist():
             want = {f"d{j}" for j in np.flatnonzero(np.bitwise_count(fps ^ np.uint64(fp)) <= 3)}
             assert {m.doc_id for m in index.query_fingerprint(fp, 3, limit=None)} == want
+
+
+def test_a_smaller_filter_leaves_no_chunk_of_the_one_before(tmp_path: Path) -> None:
+    """A tier's filter written over a bigger one: its chunks replace the first
+    ones, those past its end are removed, and it reads back as written."""
+    with SimhashIndex.open(str(tmp_path / "ix")) as index:
+        tables = index._store._compact  # type: ignore[attr-defined]
+        big, small = compact.PrefixFilter.empty(64 - 20), compact.PrefixFilter.empty(64 - 17)
+        big.bits[:] = b"\xff" * len(big.bits)
+        small.bits[7] = 5
+        for held in (big, small):
+            with tables.env.begin(write=True) as txn:
+                tables.save_filter(txn, compact.FRESH, held)
+        with tables.env.begin() as txn:
+            chunks = [k for k in txn.cursor(tables.kept).iternext(values=False) if len(k) == 9]
+            fresh = [k for k in chunks if k.startswith(compact.FRESH)]
+            assert len(fresh) == -(-len(small.bits) // compact.FILTER_CHUNK)
+            assert tables.load_filter(txn, compact.FRESH) == small

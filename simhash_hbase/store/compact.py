@@ -427,14 +427,18 @@ class Tables:
         return PrefixFilter(shift, bits)
 
     def save_filter(self, txn: Txn, tier: bytes, held: PrefixFilter) -> bytes:
-        """Write a tier's filter in ``txn``: what readers of its commit use; its head."""
-        self.drop_filter(txn, tier)
+        """Write a tier's filter in ``txn``: what readers of its commit use; its head.
+        Its chunks overwrite those of the one before (those past its end go)."""
         bits = memoryview(held.bits)
         chunks = [
             (tier + _NUM.pack(i), bytes(bits[at : at + FILTER_CHUNK]))
             for i, at in enumerate(range(0, len(bits), FILTER_CHUNK))
         ]
-        txn.cursor(self.kept).putmulti(chunks)
+        cursor = txn.cursor(self.kept)
+        cursor.putmulti(chunks)
+        found = cursor.set_range(tier + _NUM.pack(len(chunks)))
+        while found and cursor.key().startswith(tier):
+            found = cursor.delete()
         head = _FILTER_HEAD.pack(txn.id(), held.shift)
         txn.put(tier, head, db=self.kept)
         return head
