@@ -341,10 +341,10 @@ def figures(r: dict[str, Any]) -> list[Figure]:
                     baseline=f"{qs['p50_us']['shdb']:.1f} µs{_cpu_us(qs)}",
                     exact=qm["wrong"] == 0,
                     bound="at 300 k every cell is in one tier (the fresh one: 41 MB of leaves, "
-                    "3 levels) and the index is empty; at 3 M a query reads both tiers (290 MB "
-                    "of index leaves, 4 levels), cold all 10 buckets of each, after warm() those "
-                    "whose prefix a tier's bitmap holds (~6 a query): a colder, deeper leaf a "
-                    "probe (FAISS, in RAM, grew "
+                    "3 levels) and the index is empty; at 3 M a query reads the buckets whose "
+                    "prefix a tier's bitmap (in the file: format 4) holds, ~6 a query, in a tier "
+                    "of 290 MB of leaves and 4 levels: a colder, deeper leaf a probe, and cold, "
+                    "its first touch in the process (FAISS, in RAM, grew "
                     f"{qm['p50_us']['faiss'] / qs['p50_us']['faiss']:.2f}x)",
                 )
             )
@@ -401,10 +401,10 @@ def figures(r: dict[str, Any]) -> list[Figure]:
                     measured=f"{q['p50_us']['shdb']:.1f} µs{_cpu_us(q)}{_faults_text(q)}",
                     baseline=f"FAISS {q['p50_us']['faiss']:.1f} µs{_cpu_us(q, 'faiss')}",
                     exact=q["wrong"] == 0,
-                    bound="cold: 10 probes, a B+tree leaf each a tier (cache and TLB misses and "
-                    "page faults), one LMDB multi-get a tier and a few C calls (bucket keys, the "
-                    "cells of each lead); after warm(), a tier's bucket is read only where its "
-                    "prefix bitmap holds the prefix (~6 of 20 a query; docs/embedded.md)",
+                    bound="10 probes; a tier's bucket is read only where its prefix bitmap (kept "
+                    "in the file: format 4) holds the prefix (~6 of 20 a query; docs/embedded.md): "
+                    "a B+tree leaf each (cache and TLB misses; cold, a page fault), one LMDB "
+                    "multi-get a tier and a few C calls",
                 )
             )
     return rows
