@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -760,3 +761,49 @@ def test_a_smaller_filter_leaves_no_chunk_of_the_one_before(tmp_path: Path) -> N
             fresh = [k for k in chunks if k.startswith(compact.FRESH)]
             assert len(fresh) == -(-len(small.bits) // compact.FILTER_CHUNK)
             assert tables.load_filter(txn, compact.FRESH) == small
+
+
+@settings(max_examples=10, deadline=None)
+@given(small=st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=12))
+def test_a_small_commit_rewrites_only_the_filter_chunks_it_marks(
+    small: list[int], tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """A batch's commit writes only the chunks of the fresh filter its cells mark
+    (at most 10 a document, not the whole bitmap), and the file's filter, read
+    back by a new process, still has the bit of every cell."""
+    folder = tmp_path_factory.mktemp("chunks") / "ix"
+    written: list[int] = []
+    save = compact.Tables.save_filter
+
+    def spy(self: Any, txn: Any, tier: bytes, held: Any, dirty: Any = None) -> bytes:
+        written.append(-1 if dirty is None else len(dirty))
+        return save(self, txn, tier, held, dirty)
+
+    with SimhashIndex.open(str(folder)) as index, pytest.MonkeyPatch.context() as mp:
+        index_fingerprints(index, enumerate_ids(_fingerprints(20_000)), IngestOptions(find_k=None))
+        mp.setattr(compact.Tables, "save_filter", spy)
+        for i, fp in enumerate(small):
+            index.add_fingerprint(f"s{i}", fp)
+    assert written and all(0 < n <= 10 for n in written)
+    with SimhashIndex.open(str(folder), readonly=True) as reader:
+        _filters_hold_every_cell(reader)
+        for i, fp in enumerate(small):
+            assert f"s{i}" in {m.doc_id for m in reader.query_fingerprint(fp, 0, limit=None)}
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    shift=st.integers(44, 52),
+    cells=st.lists(
+        st.tuples(st.binary(min_size=3, max_size=3), st.binary(max_size=40)), max_size=20
+    ),
+)
+def test_marked_chunks_are_the_chunks_marking_changes(
+    shift: int, cells: list[tuple[bytes, bytes]]
+) -> None:
+    """marked_chunks names exactly the chunks in which mark_prefixes sets a bit of
+    an empty bitmap: a commit that writes only those loses no bit."""
+    bits = bytearray(1 << (64 - shift - 3))
+    compact.mark_prefixes(bits, shift, cells)
+    changed = {i // compact.FILTER_CHUNK for i, b in enumerate(bits) if b}
+    assert compact.marked_chunks(shift, cells) == changed

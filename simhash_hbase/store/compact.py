@@ -227,10 +227,9 @@ def bucket_nums(
     return list(counts), list(counts.values())
 
 
-def mark_prefixes(bits: bytearray, shift: int, chunk: list[tuple[bytes, bytes]]) -> None:
-    """Set in ``bits`` the bit (:meth:`PrefixFilter.slot`) of the prefix of each
-    whole cell of ``chunk`` ((bucket key, packed cells) of a tier).
-    The reference of ``_native.mark_prefixes``."""
+def _slots(shift: int, chunk: list[tuple[bytes, bytes]]) -> np.ndarray:
+    """The bit (:meth:`PrefixFilter.slot`) of the prefix of each whole cell of
+    ``chunk`` ((bucket key, packed cells) of a tier)."""
     keys = [b"\x00" + key for key, _ in chunk]
     values = [packed[: len(packed) - len(packed) % CELL_BYTES] for _, packed in chunk]
     sizes = np.fromiter(map(len, values), dtype=np.int64, count=len(values)) // CELL_BYTES
@@ -238,10 +237,25 @@ def mark_prefixes(bits: bytearray, shift: int, chunk: list[tuple[bytes, bytes]])
     lo = np.frombuffer(b"".join(values), dtype=CELL)["lo"].astype(np.uint64)
     field = (head & np.uint64(0xFFFF)) << np.uint64(16) | lo
     value = field << np.uint64(8) | head >> np.uint64(16)
-    slot = value * np.uint64(_SPREAD) >> np.uint64(shift)  # the product wraps, as in slot()
+    return value * np.uint64(_SPREAD) >> np.uint64(shift)  # the product wraps, as in slot()
+
+
+def mark_prefixes(bits: bytearray, shift: int, chunk: list[tuple[bytes, bytes]]) -> None:
+    """Set in ``bits`` the bit of the prefix of each whole cell of ``chunk``.
+    The reference of ``_native.mark_prefixes``."""
+    slot = _slots(shift, chunk)
     view, byte, bit = np.frombuffer(bits, dtype=np.uint8), slot >> np.uint64(3), slot & np.uint64(7)
     for b in range(8):  # one bit at a time: a byte listed twice gets the same value twice
         view[byte[bit == b]] |= np.uint8(1 << b)
+
+
+def marked_chunks(shift: int, chunk: list[tuple[bytes, bytes]]) -> set[int]:
+    """The numbers of the persisted chunks (``FILTER_CHUNK`` bytes each) that
+    marking ``chunk`` may change: a batch's commit rewrites only those, not the
+    whole bitmap (16 MB for a fresh tier sized for 2^23 cells: a one-document
+    commit took 15 ms instead of 1)."""
+    byte = _slots(shift, chunk) >> np.uint64(3)
+    return set(np.unique(byte // np.uint64(FILTER_CHUNK)).tolist())
 
 
 class Probe(NamedTuple):
@@ -426,19 +440,24 @@ class Tables:
             )
         return PrefixFilter(shift, bits)
 
-    def save_filter(self, txn: Txn, tier: bytes, held: PrefixFilter) -> bytes:
+    def save_filter(
+        self, txn: Txn, tier: bytes, held: PrefixFilter, dirty: set[int] | None = None
+    ) -> bytes:
         """Write a tier's filter in ``txn``: what readers of its commit use; its head.
-        Its chunks overwrite those of the one before (those past its end go)."""
+        Its chunks overwrite those of the one before (those past its end go), or,
+        given ``dirty``, only those chunks: the filter is the file's own, marked."""
         bits = memoryview(held.bits)
+        numbers = range(-(-len(bits) // FILTER_CHUNK)) if dirty is None else sorted(dirty)
         chunks = [
-            (tier + _NUM.pack(i), bytes(bits[at : at + FILTER_CHUNK]))
-            for i, at in enumerate(range(0, len(bits), FILTER_CHUNK))
+            (tier + _NUM.pack(i), bytes(bits[i * FILTER_CHUNK : (i + 1) * FILTER_CHUNK]))
+            for i in numbers
         ]
         cursor = txn.cursor(self.kept)
         cursor.putmulti(chunks)
-        found = cursor.set_range(tier + _NUM.pack(len(chunks)))
-        while found and cursor.key().startswith(tier):
-            found = cursor.delete()
+        if dirty is None:
+            found = cursor.set_range(tier + _NUM.pack(len(chunks)))
+            while found and cursor.key().startswith(tier):
+                found = cursor.delete()
         head = _FILTER_HEAD.pack(txn.id(), held.shift)
         txn.put(tier, head, db=self.kept)
         return head
@@ -470,11 +489,13 @@ class Tables:
             tier_cells(state, tier), TIER_FILTER_BITS[tier]
         ):
             held = self._filter(txn, tier, self.shift_for(state, tier))
-        else:
-            for at in range(0, len(keys), _MARK_CHUNK):  # tuples made a chunk at a time
-                chunk = list(zip(keys[at : at + _MARK_CHUNK], packed[at : at + _MARK_CHUNK]))
-                self.probe.mark(held.bits, held.shift, chunk)
-        return tier, self.save_filter(txn, tier, held), held
+            return tier, self.save_filter(txn, tier, held), held
+        dirty: set[int] = set()
+        for at in range(0, len(keys), _MARK_CHUNK):  # tuples made a chunk at a time
+            chunk = list(zip(keys[at : at + _MARK_CHUNK], packed[at : at + _MARK_CHUNK]))
+            self.probe.mark(held.bits, held.shift, chunk)
+            dirty |= marked_chunks(held.shift, chunk)
+        return tier, self.save_filter(txn, tier, held, dirty), held
 
     @staticmethod
     def shift_for(state: dict[str, Any], tier: bytes) -> int:
@@ -693,11 +714,17 @@ class Tables:
         self, txn: Txn, tier: bytes, head: bytes | None, mine: tuple[bytes, PrefixFilter] | None
     ) -> tuple[bytes, PrefixFilter] | None:
         """A tier's filter as of ``head`` (None: it has none): the copy held if
-        the same commit wrote it, else read."""
+        the same commit wrote it (this reader's, or this process's last commit's:
+        a writer that queries between its batches reads nothing back), else read.
+        A writer marks its copy in place for its next batch: bits set early only
+        cost a bucket read, never a cell."""
         if head is None:
             return None
         if mine is not None and mine[0] == head:
             return mine
+        written = self.mine
+        if written is not None and written[0] == tier and written[1] == head:
+            return head, written[2]
         return head, self._read_bits(txn, tier, head)
 
     def filters(self, txn: Txn) -> TierFilters:
