@@ -369,18 +369,25 @@ def test_batch_check_equals_one_by_one(docs: list[Document]) -> None:
 def _as_format_2(folder: Path) -> None:
     """Make ``folder`` a format 2 file, as the code before the fresh tier left one:
     every cell in ``index``, no ``fresh`` table, the record saying format 2."""
-    import lmdb
-
     with SimhashIndex.open(str(folder)) as index, pytest.MonkeyPatch.context() as mp:
         mp.setattr(compact, "FRESH_MIN_CELLS", 0)
         compact.merge_fresh(index._store._compact, force=True)  # type: ignore[attr-defined]
-    env = lmdb.open(str(folder), max_dbs=5)
+    _as_format(folder, 2, b"fresh")
+
+
+def _as_format(folder: Path, fmt: int, dropped: bytes) -> None:
+    """Drop the table ``dropped`` (new in the format after ``fmt``) and make the
+    store record say ``fmt``, as the code of that format left a file."""
+    import lmdb
+
+    env = lmdb.open(str(folder), max_dbs=8)
     with env.begin(write=True) as txn:
-        txn.drop(env.open_db(b"fresh", txn=txn), delete=True)
+        txn.drop(env.open_db(dropped, txn=txn), delete=True)
         meta = env.open_db(b"meta", txn=txn)
         state = json.loads(txn.get(b"store/embedded", db=meta))
-        state["format"] = 2
-        del state["fresh"]
+        state["format"] = fmt
+        if fmt < 3:
+            del state["fresh"]
         txn.put(b"store/embedded", json.dumps(state).encode(), db=meta)
     env.close()
 
@@ -626,16 +633,7 @@ def test_warm_maps_the_whole_file_and_changes_no_answer(tmp_path: Path) -> None:
 def _as_format_3(folder: Path) -> None:
     """Make ``folder`` a format 3 file, as the code before persisted filters left
     one: no ``filters`` table, the record saying format 3."""
-    import lmdb
-
-    env = lmdb.open(str(folder), max_dbs=8)
-    with env.begin(write=True) as txn:
-        txn.drop(env.open_db(b"filters", txn=txn), delete=True)
-        meta = env.open_db(b"meta", txn=txn)
-        state = json.loads(txn.get(b"store/embedded", db=meta))
-        state["format"] = 3
-        txn.put(b"store/embedded", json.dumps(state).encode(), db=meta)
-    env.close()
+    _as_format(folder, 3, b"filters")
 
 
 def _filters_hold_every_cell(index: SimhashIndex) -> None:

@@ -217,6 +217,19 @@ def test_a_crash_in_the_bucket_layout_hides_documents_never_shows_stale_ones() -
         assert [m.doc_id for m in index.query_fingerprint(old)] == ["b"]
 
 
+def _count_row_page_reads(monkeypatch: pytest.MonkeyPatch, store: HBaseStore) -> list[int]:
+    """A list that gains an item at each multi-get of bucket rows ``store`` makes."""
+    calls: list[int] = []
+    read = store.transport.get_row_pages
+
+    def counted(*args: object) -> object:
+        calls.append(1)
+        return read(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(store.transport, "get_row_pages", counted)
+    return calls
+
+
 @pytest.mark.hbase
 def test_a_hot_bucket_is_read_in_one_round_trip_once_known(monkeypatch: pytest.MonkeyPatch) -> None:
     """A bucket holding a fingerprint past ``row_cap`` costs one more multi-get the
@@ -232,14 +245,7 @@ def test_a_hot_bucket_is_read_in_one_round_trip_once_known(monkeypatch: pytest.M
         assert isinstance(store, HBaseStore) and store.layout == "buckets"
         with store.batch() as batch:
             batch.put_index(cells)
-        calls: list[int] = []
-        read = store.transport.get_row_pages
-
-        def counted(*args: object) -> object:
-            calls.append(1)
-            return read(*args)  # type: ignore[arg-type]
-
-        monkeypatch.setattr(store.transport, "get_row_pages", counted)
+        calls = _count_row_page_reads(monkeypatch, store)
         want = sorted(cells[:5] + cells[100:])
         for expected_calls in (2, 1, 1):
             calls.clear()
@@ -270,14 +276,7 @@ def test_a_bucket_query_is_one_multi_get_with_the_plain_paths_answer(
     with fresh_hbase_url("thrift2") as url, SimhashIndex.open(url) as index:
         store = index._store
         assert isinstance(store, HBaseStore) and store.layout == "buckets"
-        calls: list[int] = []
-        read = store.transport.get_row_pages
-
-        def counted(*args: object) -> object:
-            calls.append(1)
-            return read(*args)  # type: ignore[arg-type]
-
-        monkeypatch.setattr(store.transport, "get_row_pages", counted)
+        calls = _count_row_page_reads(monkeypatch, store)
         examples = iter(range(10**6))
 
         @settings(max_examples=25, deadline=None, suppress_health_check=list(HealthCheck))
