@@ -128,6 +128,27 @@ def test_the_addon_enables_the_pipeline_and_opens_the_index_as_the_crawler_start
     assert [m["id"] for m in near(copy)] == ["u/original"]
 
 
+@pytest.mark.parametrize("own_index", [False, True], ids=["runner's", "spider's own"])
+def test_the_addon_starts_the_index_process_with_the_runner_for_the_crawler_to_take(
+    tmp_path: Path, own_index: bool
+) -> None:
+    """The process starts before any crawler exists; the crawler whose SHDB_INDEX it
+    opens takes it, and one whose spider names another index closes it and starts
+    its own."""
+    runner_index, spider_index = str(tmp_path / "runner"), str(tmp_path / "spider")
+    spider = type("OwnIndexSpider", (scrapy.Spider,),
+                  {"name": "own", "custom_settings": {"SHDB_INDEX": spider_index}})  # fmt: skip
+    crawler = get_crawler(spider if own_index else None,
+                          {"ADDONS": ADDON, "SHDB_INDEX": runner_index})  # fmt: skip
+    assert NearDuplicateAddon._early == {}  # taken or closed by the crawler's add-on
+    addon = crawler.get_addon(NearDuplicateAddon)
+    assert addon is not None and addon._started is not None
+    assert addon._started.url == (spider_index if own_index else runner_index)
+    addon._engine_stopped()  # ends the process no pipeline took
+    assert addon._started is None
+    assert Path(runner_index).exists()  # the early process opened the runner's index
+
+
 def test_without_scrapy_the_import_says_which_extra_to_install() -> None:
     code = (
         "import sys; sys.modules['scrapy'] = None; sys.modules['itemadapter'] = None\n"

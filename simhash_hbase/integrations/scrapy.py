@@ -21,16 +21,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, MutableMapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
 from itertools import count, groupby
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 try:
-    from itemadapter import ItemAdapter
     from scrapy import signals
     from scrapy.exceptions import DropItem
 except ImportError as exc:  # the hint is the point of this module's import
@@ -45,10 +44,11 @@ from simhash_hbase.errors import (
     ShdbError,
     StoreError,
 )
-from simhash_hbase.index.remote import RemoteIndex
 from simhash_hbase.integrations.indexer import IndexProcess
 from simhash_hbase.records import Matches
-from simhash_hbase.text.extract import decode
+
+if TYPE_CHECKING:  # imported where used: the crawl process starts without them
+    from simhash_hbase.index.remote import RemoteIndex
 
 ACTIONS = ("drop", "tag")
 STATS = "shdb/"
@@ -157,6 +157,8 @@ class NearDuplicatePipeline:
         url = self.settings.index
         try:
             if _is_service(url):
+                from simhash_hbase.index.remote import RemoteIndex
+
                 self._index = await self._run(RemoteIndex, url)
             else:
                 self._indexer = await self._run(self._index_process(url).opened)
@@ -168,7 +170,7 @@ class NearDuplicatePipeline:
         self._log.info("shdb: checking items against %s (%s)", url, self.settings.action)
 
     async def process_item(self, item: Any, spider: Any = None) -> Any:
-        adapter = ItemAdapter(item)
+        adapter = _fields(item)
         doc_id = adapter.get(self.settings.id_field)
         if not isinstance(doc_id, str) or not doc_id:
             self._stats.inc_value(f"{STATS}skipped_no_id")
@@ -184,18 +186,13 @@ class NearDuplicatePipeline:
             return item
         if self._failed is not None:
             raise DropItem(f"not checked: the index failed earlier ({self._failed})")
-        matches = await self._submit(doc_id, *content)
+        matches = await self._submit(doc_id, *content)  # counted by its batch (_count)
         if matches is None:
-            self._stats.inc_value(f"{STATS}skipped_unusable")
             return item
-        self._stats.inc_value(f"{STATS}checked")
-        if matches:
-            self._stats.inc_value(f"{STATS}near_duplicates")
         if self.settings.action == "tag":
             return self._tagged(adapter, item, matches)
         if not matches:
             return item
-        self._stats.inc_value(f"{STATS}dropped")
         nearest = matches[0]
         raise DropItem(
             f"near-duplicate of {nearest.doc_id} (distance {nearest.distance}, similarity "
@@ -223,13 +220,15 @@ class NearDuplicatePipeline:
         return started or IndexProcess(url)
 
     # -- batching -------------------------------------------------------------
-    def _content_of(self, adapter: ItemAdapter) -> tuple[str, str] | None:
+    def _content_of(self, adapter: Fields) -> tuple[str, str] | None:
         """The item's text (``text`` format), else its HTML (``html``), else None."""
         text = adapter.get(self.settings.text_field)
         if isinstance(text, str) and text.strip():
             return text, "text"
         html = adapter.get(self.settings.html_field)
         if isinstance(html, bytes):  # a response body: its declared charset decides
+            from simhash_hbase.text.extract import decode
+
             html = decode(html, "html")
         if isinstance(html, str) and html.strip():
             return html, "html"
@@ -314,9 +313,24 @@ class NearDuplicatePipeline:
         except ShdbError as exc:
             self._fail(batch, exc)
             return
-        self._stats.inc_value(f"{STATS}batches")
+        self._count(results)
         for pending, matches in zip(batch, results):
             pending.answer.set_result(matches)
+
+    def _count(self, results: Sequence[Matches | None]) -> None:
+        """A batch's counters, added once a batch rather than an item at a time."""
+        checked = [m for m in results if m is not None]
+        near = sum(1 for m in checked if m)
+        counts = {
+            "batches": 1,
+            "checked": len(checked),
+            "skipped_unusable": len(results) - len(checked),
+            "near_duplicates": near,
+            "dropped": near if self.settings.action == "drop" else 0,
+        }
+        for name, n in counts.items():
+            if n:
+                self._stats.inc_value(f"{STATS}{name}", n)
 
     def _write_with_retries(self, batch: Sequence[_Pending]) -> list[Matches | None]:
         """On the worker thread: check and add one batch in arrival order, retrying a
@@ -381,7 +395,7 @@ class NearDuplicatePipeline:
         self._flushes.add(closing)
         closing.add_done_callback(self._flushes.discard)
 
-    def _tagged(self, adapter: ItemAdapter, item: Any, matches: Matches) -> Any:
+    def _tagged(self, adapter: Fields, item: Any, matches: Matches) -> Any:
         """``near_duplicates`` on the item: a scrapy.Item or dataclass must declare it."""
         adapter["near_duplicates"] = [
             {"id": m.doc_id, "distance": m.distance, "similarity": m.similarity} for m in matches
@@ -398,9 +412,14 @@ PIPELINE = f"{__name__}.NearDuplicatePipeline"
 class NearDuplicateAddon:
     """A Scrapy add-on: ``ADDONS = {"simhash_hbase.integrations.scrapy.NearDuplicateAddon":
     0}`` enables the pipeline (``ITEM_PIPELINES``, order 300) and starts its index
-    process as the crawler starts. The index then opens (its imports, the store) while
-    Scrapy builds its extensions and middlewares, instead of holding the crawl at
-    spider open (about 0.4 s a crawl here)."""
+    process as the ``CrawlerProcess`` (or runner) starts, before the crawler exists
+    (``update_pre_crawler_settings``). The index then opens (its imports, the store)
+    while Scrapy builds its crawler, extensions and middlewares, instead of holding
+    the crawl at spider open (about 0.4 s a crawl here)."""
+
+    #: Processes started with the runner's settings, by URL, until a crawler's add-on
+    #: takes the one for its own SHDB_INDEX (the others are then closed).
+    _early: ClassVar[dict[str, IndexProcess]] = {}
 
     def __init__(self, crawler: Any) -> None:
         self._started: IndexProcess | None = None
@@ -410,13 +429,24 @@ class NearDuplicateAddon:
     def from_crawler(cls, crawler: Any) -> NearDuplicateAddon:
         return cls(crawler)
 
+    @classmethod
+    def update_pre_crawler_settings(cls, settings: Any) -> None:
+        url = _local_index(settings)
+        if url is not None and url not in cls._early:
+            with suppress(ShdbError):  # errors wait for the pipeline's open, as below
+                cls._early[url] = IndexProcess(url)
+
     def update_settings(self, settings: Any) -> None:
         settings["ITEM_PIPELINES"].setdefault(PIPELINE, 300)
-        url = settings.get("SHDB_INDEX")
-        if url and not _is_service(str(url)):
+        url = _local_index(settings)  # the crawler's: a spider's settings may name another
+        early, NearDuplicateAddon._early = NearDuplicateAddon._early, {}
+        self._started = early.pop(url, None) if url is not None else None
+        for unused in early.values():
+            unused.close()
+        if url is not None and self._started is None:
             # errors wait for the pipeline's open, which names SHDB_INDEX and the fix
             with suppress(ShdbError):
-                self._started = IndexProcess(str(url))
+                self._started = IndexProcess(url)
 
     def take(self, url: str) -> IndexProcess | None:
         """The process started for ``url``, handed over once."""
@@ -431,6 +461,28 @@ class NearDuplicateAddon:
         if self._started is not None:
             self._started.close()
             self._started = None
+
+
+Fields = MutableMapping[str, Any]  # a dict item, or itemadapter's view of another kind
+
+
+def _fields(item: Any) -> Fields:
+    """The item's fields: a dict item itself; any other kind (``scrapy.Item``,
+    dataclass, attrs, pydantic) through itemadapter, imported on the first such
+    item. A crawl of dict items then never imports it: itemadapter imports pydantic
+    where it is installed, ~50 ms of CPU in the crawl's start-up (Scrapy imports
+    itemadapter only to export items)."""
+    if isinstance(item, dict):
+        return item
+    from itemadapter import ItemAdapter
+
+    return ItemAdapter(item)
+
+
+def _local_index(settings: Any) -> str | None:
+    """SHDB_INDEX when it names an index this crawl's own process opens (not a service)."""
+    url = settings.get("SHDB_INDEX")
+    return None if not url or _is_service(str(url)) else str(url)
 
 
 def _is_service(url: str) -> bool:
