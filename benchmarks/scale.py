@@ -180,7 +180,8 @@ def _pass(index: Any, peer: Any, fps: np.ndarray, rng: np.random.Generator) -> d
 
 
 def _faults() -> np.ndarray:
-    usage = resource.getrusage(resource.RUSAGE_SELF)
+    """This thread's (the store maps pages in a thread of its own)."""
+    usage = resource.getrusage(getattr(resource, "RUSAGE_THREAD", resource.RUSAGE_SELF))
     return np.array([usage.ru_minflt, usage.ru_majflt], dtype=np.int64)
 
 

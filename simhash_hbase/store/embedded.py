@@ -20,10 +20,10 @@ from __future__ import annotations
 import errno
 import hashlib
 import heapq
-import mmap
 import os
 import struct
 import tempfile
+import threading
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -44,11 +44,13 @@ from simhash_hbase.errors import (
 )
 from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
-from simhash_hbase.store import compact
+from simhash_hbase.store import compact, pages
 from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell
 
 _MAP_SIZE = 1 << 40  # address space only; the file grows as data is written
-_MADV_POPULATE_READ = 22  # Linux 5.14+: map the pages of a range now (EINVAL before)
+#: A read-only store maps the file's cached pages in the background from this
+#: query on (pages.Populator): a one-shot query never pays for it.
+POPULATE_AFTER = 16
 _ID_COLUMN = b"_id"  # full id of a docs row whose key had to be folded
 _DATA_FILE = "data.mdb"
 _LOCK_FILE = "lock.mdb"
@@ -322,6 +324,10 @@ class EmbeddedStore:
         self.path = Path(path)
         self.url = str(self.path)
         self._closed = False
+        self._readonly = readonly
+        self._queries = 0  # counted up to POPULATE_AFTER
+        self._populator: pages.Populator | None = None
+        self._starting = threading.Lock()
         self._compact: compact.Tables | None = None
         if format not in (1, compact.FORMAT):
             raise ValueError(f"the embedded store has formats 1 and {compact.FORMAT}")
@@ -733,20 +739,20 @@ class EmbeddedStore:
         Linux 5.14+ maps them all in one ``madvise(MADV_POPULATE_READ)``; before
         it, one byte of each page is read.
         """
-        import ctypes  # only a reader that warms up pays for the import
-
-        start = _mapped_at(self.path / _DATA_FILE)
+        start = pages.mapped_at(self.path / _DATA_FILE)
         if start is None:
             return 0
-        size = (self._env.info()["last_pgno"] + 1) * self._env.stat()["psize"]
+        with self._starting:
+            self._queries = POPULATE_AFTER  # mapped here: no background pass
+            if self._populator is not None:
+                self._populator.stop()
+        size = self._mapped_size()
         with open(self.path / _DATA_FILE, "rb", buffering=0) as data:
             chunk = bytearray(1 << 20)
             while data.readinto(chunk):
                 pass
-        madvise = ctypes.CDLL(None, use_errno=True).madvise
-        if madvise(ctypes.c_void_p(start), ctypes.c_size_t(size), _MADV_POPULATE_READ):
-            pages = (ctypes.c_char * size).from_address(start)
-            _ = pages[:: mmap.PAGESIZE]  # one byte a page, read in C
+        if not pages.populate(start, size):
+            pages.touch(start, size)
         if self._compact is not None and self._compact.kept is None:  # no persisted filters
             try:
                 with self._env.begin() as txn:
@@ -754,6 +760,24 @@ class EmbeddedStore:
             except lmdb.Error as exc:
                 raise self._error(exc, "read") from exc
         return size
+
+    def _mapped_size(self) -> int:
+        """The bytes of the file in use (LMDB's map reaches past its end)."""
+        return int((self._env.info()["last_pgno"] + 1) * self._env.stat()["psize"])
+
+    def _counted(self) -> None:
+        """Count a query; at the :data:`POPULATE_AFTER`-th of a read-only store,
+        start mapping the file's cached pages in the background (a writer's file
+        changes under it, and its batches map what they touch)."""
+        self._queries += 1
+        if self._queries < POPULATE_AFTER:
+            return
+        with self._starting:  # threads may share a store
+            if self._populator is not None or not self._readonly or self._closed:
+                return
+            start = pages.mapped_at(self.path / _DATA_FILE)
+            if start is not None:
+                self._populator = pages.Populator(start, self._mapped_size())
 
     def merge_fresh(self, on_part: compact.OnMergePart | None = None) -> int:
         """Merge the fresh tier into the index now (format 3; see
@@ -804,6 +828,8 @@ class EmbeddedStore:
         # Prefixes given in key order (the index sorts a batch's) make each
         # seek descend through pages the one before has just read.
         results: list[list[IndexCell]] = []
+        if self._queries < POPULATE_AFTER:
+            self._counted()
         try:
             with self._env.begin(db=self._index) as txn:
                 if self._compact is not None:
@@ -851,6 +877,8 @@ class EmbeddedStore:
         None in format 1 or where the plain scan is needed."""
         if self._compact is None:
             return None
+        if self._queries < POPULATE_AFTER:
+            self._counted()
         try:
             with self._env.begin() as txn:
                 return self._compact.scan_documents(txn, prefixes, row_cap)
@@ -960,7 +988,10 @@ class EmbeddedStore:
         }
 
     def close(self) -> None:
-        self._closed = True
+        with self._starting:
+            self._closed = True
+            if self._populator is not None:
+                self._populator.stop()  # before the file is unmapped
         self._env.close()
 
     def __enter__(self) -> EmbeddedStore:
@@ -968,19 +999,3 @@ class EmbeddedStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _mapped_at(data: Path) -> int | None:
-    """Where this process maps ``data`` (LMDB maps its file once), from
-    /proc/self/maps; None where there is no such file (not Linux)."""
-    try:
-        with open("/proc/self/maps", encoding="utf-8", errors="surrogateescape") as maps:
-            lines = maps.read().splitlines()
-    except OSError:
-        return None
-    path = os.path.realpath(data)
-    for line in lines:
-        fields = line.split(maxsplit=5)
-        if len(fields) == 6 and fields[5] == path and int(fields[2], 16) == 0:
-            return int(fields[0].split("-")[0], 16)
-    return None
