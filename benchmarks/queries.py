@@ -55,6 +55,14 @@ QUERY_FLOOR = 2.0
 _FRESH = "tables as shdb creates them, just loaded"
 _FLUSHED = "the same, memstores flushed"
 _BLOCK = 20  # queries per interleaving block
+#: Untimed queries before each HBase step, per measured one: right after a load, a
+#: flush or the compaction, the JVMs' code for what the reads meet (memstore, HFile
+#: blocks) is new to their JIT, and the first few thousand multi-gets cost more.
+#: Measured at 100 k flushed (2026-11-25, 1,000 queries at a time after the 300 random
+#: ones this replaced): 2.16x a get, then 1.72-1.87x; the raw getMultiple of the same
+#: rows 1.94x, then 1.55-1.71x. An index in service runs warm (issue 24: "with warm
+#: JVMs").
+HBASE_WARMUP_PER_QUERY = 2
 
 
 def make_queries(fps: np.ndarray, count: int, seed: int) -> list[tuple[int, str]]:
@@ -152,16 +160,18 @@ def measure_step(
     extra: dict[str, Callable[[int], Any]],
     warmup: int = 5,
 ) -> dict[str, Any]:
-    """One N: latency of the index and its baselines, candidates, exactness."""
+    """One N: latency of the index and its baselines, candidates, exactness.
+
+    ``warmup`` queries of the same mix (random and planted, another seed) first go
+    through every task but brute force (no connection, cache or JIT to warm), untimed."""
     tasks: dict[str, Callable[[int], Any]] = {
         "shdb": lambda fp: index.query_fingerprint(fp, k=K),
         "numpy brute force": lambda fp: brute_force(fps, fp),
         **extra,
     }
-    rng = random.Random(warmup)
-    for _ in range(warmup):  # warm connections, caches and code paths (untimed)
-        fp = rng.getrandbits(64)
-        for task in tasks.values():
+    warm = [task for name, task in tasks.items() if name != "numpy brute force"]
+    for fp, _ in make_queries(fps, warmup, seed=-warmup):
+        for task in warm:
             task(fp)
     times, answers = interleaved_blocks(tasks, [fp for fp, _ in queries], _BLOCK)
     out: dict[str, Any] = {name: latency_summary(ts) for name, ts in times.items()}
@@ -180,6 +190,17 @@ def measure_step(
         )
     out["candidates"] = _candidates(index, fps, queries)
     return out
+
+
+def _measure_hbase(
+    index: Any,
+    view: np.ndarray,
+    queries: list[tuple[int, str]],
+    gets: dict[str, Callable[[int], Any]],
+) -> dict[str, Any]:
+    """:func:`measure_step` of an HBase step, after :data:`HBASE_WARMUP_PER_QUERY`."""
+    warmup = HBASE_WARMUP_PER_QUERY * len(queries)
+    return {**measure_step(index, view, queries, gets, warmup), "warmup_queries": warmup}
 
 
 def _profile(index: Any, queries: list[tuple[int, str]]) -> list[dict[str, Any]]:
@@ -309,7 +330,7 @@ def run_hbase(ctx: Context) -> dict[str, Any]:
                     queries = make_queries(view, plan.hbase_queries, plan.seed + n)
                     gets = _gets(index, client, prefix, n)
                     cold = _warm_block_cache(index, n, plan.seed + n)
-                    step = measure_step(index, view, queries, gets)
+                    step = _measure_hbase(index, view, queries, gets)
                     step.update(n=n, build_docs_per_s=rate, cold_cache=cold)
                     step["layout"] = index.manifest.get("hbase_index", "rows")
                     if n == plan.hbase_ns[-1] and not hbase.external:
@@ -345,7 +366,7 @@ def _measure_flushed(
     from HFiles, through their bloom filters and the block cache, and a just-loaded
     one from memory-store skip lists, which cost a get of the bucket layout more."""
     hbase.admin("flush", f"{prefix}_index", f"{prefix}_docs")
-    step = measure_step(index, view, queries, gets, warmup=300)
+    step = _measure_hbase(index, view, queries, gets)
     step["ratio_to_get_p50"] = ratio(step["shdb"]["p50_ms"], step[GET]["p50_ms"])
     log(
         f"  flushed: p50 {step['shdb']['p50_ms']:.2f} ms = {step['ratio_to_get_p50']:.1f}x a "
@@ -388,7 +409,7 @@ def remeasure_hbase(ctx: Context) -> Any:
             with SimhashIndex.open(f"{hbase.thrift2_url}?prefix={prefix}") as index:
                 gets = _gets(index, client, prefix, n)
                 # Regions were reopened and rewritten: warm the block cache first.
-                step = measure_step(index, view, queries, gets, warmup=300)
+                step = _measure_hbase(index, view, queries, gets)
                 step["cpu_per_query"] = cpu_per_query(index, queries, hbase)
             step.update(n=n)
             step["ratio_to_get_p50"] = ratio(step["shdb"]["p50_ms"], step[GET]["p50_ms"])
@@ -678,8 +699,14 @@ def render_hbase(results: dict[str, Any]) -> str:
     )
     cpu = _cpu_rows(hb, schema)
     cpu_header = ("scheme", "tables", "wall ms", "client CPU ms", "HBase CPU ms", "CPU / wall")
+    first = next(iter(hb["schemes"].values()))[0]
+    warm = first.get("warmup_queries")
     return report.fill(
         "bench/query_hbase.md",
+        queries=f"{first['shdb']['n']:,}",
+        warmup=f", after {warm:,} untimed ones of the same mix: JVMs warm, as in service"
+        if warm
+        else "",
         table=report.table(header, rows),
         cpu_table=report.table(cpu_header, cpu) if cpu else "(not measured in this run)",
     )
