@@ -511,26 +511,6 @@ def test_a_store_that_keeps_failing_is_retried_then_stops_the_crawl(tmp_path: Pa
     assert stats(pipeline)["shdb/errors"] == 3
 
 
-def test_the_index_process_loads_jieba_for_repeats_before_the_first_page(
-    tmp_path: Path,
-) -> None:
-    """Its warm-up (after the open, while Scrapy starts) loads jieba, which cuts the
-    blocks holding a repeat, once: the first page with one does not stall the crawl."""
-    code = (
-        "import sys\n"
-        "from simhash_hbase.fingerprint import segment\n"
-        "from simhash_hbase.integrations import indexer\n"
-        "calls, real = [], segment._jieba\n"
-        "segment._jieba = lambda: calls.append(1) or real()\n"
-        "indexer.open_index(sys.argv[1]); indexer.warm_up(); print(len(calls))\n"
-        "indexer.prepare([('u', '哈哈哈哈哈哈，天天向上，常常看看' * 3, 'text')])\n"
-        "print(len(calls))"
-    )
-    argv = [sys.executable, "-c", code, str(tmp_path / "idx")]
-    done = subprocess.run(argv, capture_output=True, text=True, check=True)
-    assert done.stdout.split() == ["1", "1"]  # loaded at warm-up, and only then
-
-
 def test_an_index_process_that_dies_stops_the_crawl_and_its_items_are_errors(
     tmp_path: Path,
 ) -> None:

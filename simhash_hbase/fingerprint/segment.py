@@ -243,15 +243,6 @@ def preload() -> None:
         _dictionaries.whole()
 
 
-def preload_repeats() -> None:
-    """Load jieba itself now too, which cuts the blocks holding a periodic repeat
-    (above): a long-lived process that will meet one pays its ~0.4 s of CPU at start
-    instead of stalling on the first such text (a crawl's index process: its first
-    pages then wait for it, see docs/scrapy.md)."""
-    if resolve() == "rjieba":
-        segmenter("jieba")
-
-
 def _jieba() -> Cut:
     import logging
 

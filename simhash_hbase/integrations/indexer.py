@@ -138,17 +138,12 @@ def open_index(url: str) -> None:
 
 
 def warm_up() -> None:
-    """Load the segmenter's whole dictionary, and jieba for the blocks holding a
-    repeat, while Scrapy starts. A crawl cuts more than the few texts that per-text
-    dictionaries serve for less (0.1 s of CPU once, instead of 0.07 s of per-text
-    lookups in the first pages and the same 0.1 s then); and loading jieba (0.4 s)
-    at the crawl's first page with a repeat stalled the process there: the pages
-    that came meanwhile waited 0.6 s for their answers instead of 0.06, and the
-    crawl's collector kept rescanning them."""
+    """Load the segmenter's whole dictionary while Scrapy starts: a crawl cuts more
+    than the few texts that per-text dictionaries serve for less (0.1 s of CPU once,
+    instead of 0.07 s of per-text lookups in the first pages and the same 0.1 s then)."""
     from simhash_hbase.fingerprint import segment
 
     segment.preload()
-    segment.preload_repeats()
     _prepared(_held(), "", WARM_UP, "text")
 
 
