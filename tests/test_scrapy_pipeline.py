@@ -11,6 +11,7 @@ import asyncio
 import dataclasses
 import json
 import os
+import pickle
 import signal
 import subprocess
 import sys
@@ -509,6 +510,26 @@ def test_a_store_that_keeps_failing_is_retried_then_stops_the_crawl(tmp_path: Pa
     assert all(isinstance(r, DropItem) for r in results)
     assert closed == ["shdb_store_error"]
     assert stats(pipeline)["shdb/errors"] == 3
+
+
+def test_an_index_process_whose_crawl_is_gone_closes_its_index_and_exits_quietly(
+    tmp_path: Path,
+) -> None:
+    """A process started with the runner that no crawler took, once the Scrapy process
+    ended: its reply to the open has no reader. It closes the index and exits 0,
+    without a traceback, and the index opens again."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "simhash_hbase.integrations.indexer"],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )  # fmt: skip
+    assert proc.stdin is not None and proc.stdout is not None
+    proc.stdout.close()  # the crawl is gone before the reply
+    pickle.dump(("open_index", (str(tmp_path / "idx"),)), proc.stdin)
+    proc.stdin.flush()
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 0
+    assert b"Traceback" not in err
+    SimhashIndex.open(str(tmp_path / "idx")).close()
 
 
 def test_an_index_process_that_dies_stops_the_crawl_and_its_items_are_errors(

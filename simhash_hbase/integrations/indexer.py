@@ -214,7 +214,8 @@ ONE_WAY: dict[str, Callable[..., None]] = {"prepare": prepare}  # no reply
 
 
 def _reply(requests: BinaryIO, replies: BinaryIO) -> str | None:
-    """Answer one request; the name of the call, None at end of input."""
+    """Answer one request; the name of the call, None at end of input or once no one
+    reads the replies."""
     try:
         name, args = pickle.load(requests)
     except EOFError:
@@ -228,8 +229,11 @@ def _reply(requests: BinaryIO, replies: BinaryIO) -> str | None:
         reply = ("store", str(exc))  # take several arguments, and would not unpickle
     except ShdbError as exc:
         reply = ("error", str(exc))
-    pickle.dump(reply, replies, pickle.HIGHEST_PROTOCOL)
-    replies.flush()
+    try:
+        pickle.dump(reply, replies, pickle.HIGHEST_PROTOCOL)
+        replies.flush()
+    except BrokenPipeError:  # the crawl is gone (it ended, or never took this process)
+        return None
     return str(name)
 
 
