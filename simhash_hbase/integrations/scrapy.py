@@ -23,7 +23,6 @@ import logging
 import time
 from collections.abc import Callable, MutableMapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import suppress
 from dataclasses import dataclass
 from functools import partial
 from itertools import count, groupby
@@ -409,6 +408,15 @@ class NearDuplicatePipeline:
 PIPELINE = f"{__name__}.NearDuplicatePipeline"
 
 
+def _quietly_started(url: str) -> IndexProcess | None:
+    """An index process for ``url``, or None: its errors wait for the pipeline's
+    open, which names SHDB_INDEX and the fix."""
+    try:
+        return IndexProcess(url)
+    except ShdbError:
+        return None
+
+
 class NearDuplicateAddon:
     """A Scrapy add-on: ``ADDONS = {"simhash_hbase.integrations.scrapy.NearDuplicateAddon":
     0}`` enables the pipeline (``ITEM_PIPELINES``, order 300) and starts its index
@@ -433,8 +441,9 @@ class NearDuplicateAddon:
     def update_pre_crawler_settings(cls, settings: Any) -> None:
         url = _local_index(settings)
         if url is not None and url not in cls._early:
-            with suppress(ShdbError):  # errors wait for the pipeline's open, as below
-                cls._early[url] = IndexProcess(url)
+            started = _quietly_started(url)
+            if started is not None:
+                cls._early[url] = started
 
     def update_settings(self, settings: Any) -> None:
         settings["ITEM_PIPELINES"].setdefault(PIPELINE, 300)
@@ -444,9 +453,7 @@ class NearDuplicateAddon:
         for unused in early.values():
             unused.close()
         if url is not None and self._started is None:
-            # errors wait for the pipeline's open, which names SHDB_INDEX and the fix
-            with suppress(ShdbError):
-                self._started = IndexProcess(url)
+            self._started = _quietly_started(url)
 
     def take(self, url: str) -> IndexProcess | None:
         """The process started for ``url``, handed over once."""

@@ -324,8 +324,8 @@ class EmbeddedStore:
         self.path = Path(path)
         self.url = str(self.path)
         self._closed = False
-        self._readonly = readonly
-        self._queries = 0  # counted up to POPULATE_AFTER
+        # counted up to POPULATE_AFTER; a writer starts there (its batches map what they touch)
+        self._queries = 0 if readonly else POPULATE_AFTER
         self._populator: pages.Populator | None = None
         self._starting = threading.Lock()
         self._compact: compact.Tables | None = None
@@ -773,7 +773,7 @@ class EmbeddedStore:
         if self._queries < POPULATE_AFTER:
             return
         with self._starting:  # threads may share a store
-            if self._populator is not None or not self._readonly or self._closed:
+            if self._populator is not None or self._closed:
                 return
             start = pages.mapped_at(self.path / _DATA_FILE)
             if start is not None:
