@@ -6,6 +6,7 @@ there a missing rjieba is a failure; elsewhere those tests skip.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -21,6 +22,7 @@ from simhash_hbase.errors import InvalidInput
 from simhash_hbase.fingerprint import dictionary, segment
 from simhash_hbase.fingerprint.cache import cache_dir
 
+ROOT = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("SHDB_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 SEEDS = sorted((SHARED / "seeds").glob("*.txt"))
 
@@ -286,6 +288,44 @@ def test_the_sorted_dictionary_finds_every_word_of_a_text(
     subs = {text[i:j] for i in range(len(text)) for j in range(i + 1, len(text) + 1)}
     assert sorted_words.words_in(text) == {w: freqs[w] for w in subs if w in freqs}
     assert sorted_words.total == sum(freqs.values())
+    with jieba.get_dict_file() as f:  # jieba's own total counts a word listed twice twice
+        assert sorted_words.jieba_total == sum(int(line.split()[1]) for line in f)
+    assert sorted_words.jieba_total != sorted_words.total  # dict.txt lists one word twice
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(_TEXTS, _REPEAT_TEXTS))
+def test_jieba_given_a_texts_own_words_cuts_as_with_its_whole_dictionary(
+    cuts: tuple[Callable[[str], list[str]], Callable[[str], list[str]]],
+    sorted_words: dictionary.SortedWords,
+    text: str,
+) -> None:
+    """The blocks where jieba's HMM meets a repeat are cut by jieba itself; a one-shot
+    query gives it the text's part of its prefix dictionary instead of loading it."""
+    jieba_cut, _ = cuts
+    assert segment._jieba_with_own_words(sorted_words, text) == jieba_cut(text)
+
+
+def test_a_one_shot_cut_of_a_repeat_does_not_load_jiebas_whole_dictionary(
+    cuts: tuple[Callable[[str], list[str]], Callable[[str], list[str]]],
+    sorted_words: dictionary.SortedWords,
+) -> None:
+    """The README's example query (a repeat that jieba itself must cut) took 0.8 s,
+    0.5 s of it loading jieba's dictionary; pkg_resources (jieba's import) 0.09 s."""
+    text = "口孩快口孩快口孩快口孩快，" + (ROOT / "examples" / "repost.txt").read_text("utf-8")
+    code = (
+        "import json, sys\n"
+        "from simhash_hbase.fingerprint import segment\n"
+        "segment._jieba = lambda: sys.exit('the whole dictionary was loaded')\n"
+        "tokens = list(segment.segmenter('rjieba')(sys.stdin.read()))\n"
+        "print(json.dumps([tokens, 'jieba' in sys.modules, 'pkg_resources' in sys.modules]))\n"
+    )
+    run = subprocess.run(
+        [sys.executable, "-c", code], input=text, capture_output=True, text=True, check=True
+    )
+    tokens, jieba_imported, pkg_resources_imported = json.loads(run.stdout)
+    assert tokens == cuts[0](text)
+    assert jieba_imported and not pkg_resources_imported  # jieba cut a block, by its own words
 
 
 def test_dictionaries_switch_to_the_whole_one_past_the_budget() -> None:

@@ -87,13 +87,16 @@ class _Keys:
 
 
 class SortedWords:
-    """jieba's dictionary as sorted records: :meth:`words_in` a text, and the total."""
+    """jieba's dictionary as sorted records: :meth:`words_in` a text, and the totals
+    of its frequencies: jieba-rs's (``total``: each word once) and jieba's own
+    (``jieba_total``: each line of ``dict.txt``, a word listed twice counted twice)."""
 
-    def __init__(self, data: mmap.mmap | bytes, total: int) -> None:
+    def __init__(self, data: mmap.mmap | bytes, total: int, jieba_total: int) -> None:
         self._data = data
         self._keys = _Keys(data)
         self._count = len(self._keys)
         self.total = total
+        self.jieba_total = jieba_total
 
     def words_in(self, text: str) -> dict[str, int]:
         """Every dictionary word that occurs in ``text``, with its frequency."""
@@ -125,6 +128,16 @@ class SortedWords:
         jieba.add_word(filler, self.total - sum(words.values()), None)
         return jieba
 
+    def prefix_dict_for(self, text: str) -> dict[str, int]:
+        """jieba's prefix dictionary (``Tokenizer.FREQ``) as far as ``text`` can see it:
+        the text's words, and each prefix of them that is not a word at 0. jieba's DAG
+        walks a run of the text only while it is in ``FREQ``, so a prefix of no word
+        of the text stops it where the whole dictionary's would find no word either."""
+        words = self.words_in(text)
+        freq = dict.fromkeys((w[:i] for w in words for i in range(1, len(w))), 0)
+        freq.update(words)
+        return freq
+
 
 def _dict_path() -> Path | None:
     spec = importlib.util.find_spec("jieba")  # its location, without importing it (~0.2 s)
@@ -133,20 +146,23 @@ def _dict_path() -> Path | None:
     return Path(spec.submodule_search_locations[0]) / "dict.txt"
 
 
-def _records(raw: bytes) -> tuple[bytes, int] | None:
-    """``dict.txt`` ('word freq [tag]' lines) as sorted records, and the total of its
-    frequencies, each word counted once with its last frequency (jieba-rs
-    ``load_dict``); None if a word is longer than the records hold."""
+def _records(raw: bytes) -> tuple[bytes, int, int] | None:
+    """``dict.txt`` ('word freq [tag]' lines) as sorted records, and the two totals of
+    its frequencies (:class:`SortedWords`): each word counted once with its last
+    frequency (jieba-rs ``load_dict``), and each line (jieba ``gen_pfdict``); None if
+    a word is longer than the records hold."""
     freqs: dict[str, int] = {}
+    lines_total = 0
     for line in raw.decode("utf-8").splitlines():
         parts = line.split()
         if parts:
             freqs[parts[0]] = int(parts[1])
+            lines_total += int(parts[1])
     if max(map(len, freqs)) > _LONGEST:
         return None
     keys = sorted(w.encode("utf-32-be").ljust(_KEY, b"\0") for w in freqs)
     body = b"".join(k + freqs[k.decode("utf-32-be").rstrip("\0")].to_bytes(8, "big") for k in keys)
-    return body, sum(freqs.values())
+    return body, sum(freqs.values()), lines_total
 
 
 @cache
@@ -160,20 +176,21 @@ def sorted_words() -> SortedWords | None:
     name = f"dict-{st.st_dev}-{st.st_ino}-{st.st_size}-{st.st_mtime_ns}"
     path = folder / f"{name}.records"
     try:
-        total = read_entry(f"{name}.total")
-        if total is None or (total != b"-" and not checked_files(name, (path,))):
+        totals = read_entry(f"{name}.totals")  # "<total> <jieba_total>", or "-"
+        if totals is None or (totals != b"-" and not checked_files(name, (path,))):
             built = _records(source.read_bytes())
-            total = b"-" if built is None else str(built[1]).encode()
+            totals = b"-" if built is None else b"%d %d" % built[1:]
             if built is not None:
                 write_entry(f"{name}.sha256", save_file(path, built[0]))
-            write_entry(f"{name}.total", total)
-        if total == b"-":
+            write_entry(f"{name}.totals", totals)
+        if totals == b"-":
             return None  # a word too long for the records: the whole dictionary it is
+        total, jieba_total = map(int, totals.split())
         with path.open("rb") as f:
             data = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
     except (OSError, ValueError):
         return None
-    return SortedWords(data, int(total))
+    return SortedWords(data, total, jieba_total)
 
 
 class Dictionaries:
@@ -183,6 +200,11 @@ class Dictionaries:
     def __init__(self, budget: int = BUDGET) -> None:
         self._left = budget
         self._whole: NativeCut | None = None
+
+    @property
+    def per_text(self) -> bool:
+        """Whether texts are still cut with dictionaries of their own words."""
+        return self._whole is None
 
     def cut_for(self, text: str) -> NativeCut:
         if self._whole is None and len(text) <= self._left:

@@ -15,8 +15,9 @@ differently from jieba, and :func:`_rjieba` corrects both:
   between paths, and the two implementations break them differently (issue 22.7:
   ~1.7 % of such contexts). A block of jieba's (a run of Chinese, letters and
   digits, cut independently of the rest) that holds a repeat of up to
-  :data:`MAX_PERIOD` Chinese characters is cut by jieba itself; the rest of the
-  text stays on the fast path. tests/test_segment.py fuzzes this.
+  :data:`MAX_PERIOD` Chinese characters is cut by jieba itself (given the block's
+  own words, as rjieba is, while texts get dictionaries of their own: below); the
+  rest of the text stays on the fast path. tests/test_segment.py fuzzes this.
 
 Both implementations belong to one *family* (:data:`FAMILY`), which is what the
 index manifest records: an index built with one opens with the other. Identity
@@ -41,15 +42,22 @@ import importlib.util
 import os
 import re
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Iterable
 from functools import cache
 from pathlib import Path
+from types import ModuleType
 
 from simhash_hbase.errors import InvalidInput
 from simhash_hbase.fingerprint import native
 from simhash_hbase.fingerprint.cache import private_dir
-from simhash_hbase.fingerprint.dictionary import Dictionaries, NativeCut
+from simhash_hbase.fingerprint.dictionary import (
+    Dictionaries,
+    NativeCut,
+    SortedWords,
+    sorted_words,
+)
 from simhash_hbase.fingerprint.memo import Memo
 
 Cut = Callable[[str], Iterable[str]]
@@ -217,7 +225,7 @@ def _rjieba_cut(native_cut: NativeCut, text: str, fast: FastCut = _fast_py) -> l
         start, end = _block_around(text, *square)
         if _hmm_meets_repeat(native_cut(text[start:end], False)):
             out += fast(native_cut, text[last:start])
-            out += segmenter("jieba")(text[start:end])
+            out += _jieba_block(text[start:end])
             last = end
         square = _find_square(text, end)
     out += fast(native_cut, text[last:])
@@ -226,6 +234,42 @@ def _rjieba_cut(native_cut: NativeCut, text: str, fast: FastCut = _fast_py) -> l
 
 #: The dictionaries rjieba cuts with: per text at first, then the whole one.
 _dictionaries = Dictionaries()
+
+
+def _jieba_block(block: str) -> list[str]:
+    """jieba's own cut of one block (where its HMM meets a repeat). While texts get
+    dictionaries of their own words, jieba gets one too (its prefix dictionary as far
+    as the block sees it, and jieba's total), so a one-shot query does not load the
+    whole one (~0.5 s, most of ``shdb query`` of such a text); then the whole one."""
+    words = sorted_words() if _dictionaries.per_text else None
+    if words is None:
+        return list(segmenter("jieba")(block))
+    return _jieba_with_own_words(words, block)
+
+
+def _jieba_with_own_words(words: SortedWords, text: str) -> list[str]:
+    """``jieba.Tokenizer().cut(text)``, the tokenizer given the text's part of its
+    prefix dictionary and its total instead of loading them (same tokens, as for
+    rjieba: :mod:`~simhash_hbase.fingerprint.dictionary`)."""
+    tok = _import_jieba().Tokenizer()
+    tok.FREQ, tok.total = words.prefix_dict_for(text), words.jieba_total
+    tok.initialized = True  # its dictionary is given, not loaded
+    return list(tok.cut(text))
+
+
+def _import_jieba() -> ModuleType:
+    """jieba, imported without ``pkg_resources`` where nothing has imported that yet:
+    ``jieba._compat`` imports it (~0.09 s, most of jieba's import) only to open
+    jieba's own files, and opens them by path without it."""
+    if "jieba" in sys.modules or "pkg_resources" in sys.modules:
+        import jieba
+    else:
+        sys.modules["pkg_resources"] = None  # type: ignore[assignment]  # import fails
+        try:
+            import jieba
+        finally:
+            del sys.modules["pkg_resources"]
+    return jieba
 
 
 def _rjieba() -> Cut:
@@ -246,8 +290,7 @@ def preload() -> None:
 def _jieba() -> Cut:
     import logging
 
-    import jieba
-
+    jieba = _import_jieba()
     jieba.setLogLevel(logging.WARNING)  # it prints "Building prefix dict" otherwise
     tok = jieba.Tokenizer()
     # jieba writes its cache atomically (temp file + rename). Never in a shared
