@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import bisect
 import heapq
+from collections import defaultdict
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
@@ -268,34 +269,31 @@ class Nearest(NamedTuple):
 def nearest_earlier(graph: NearGraph, ids: Sequence[str], limit: int | None) -> Iterator[Nearest]:
     """For each input with near-copies before it in input order, its nearest ones.
 
-    One sweep in input order: per distinct fingerprint, how many inputs held it so
-    far and the ``limit`` smallest ids among them; an input reads those of its own
-    fingerprint and of its near ones. Work: inputs x (near fingerprints + limit).
+    One sweep in input order over the inputs whose fingerprint has near ones or
+    copies (the others have no near-copy, and none of them is one): per distinct
+    fingerprint, how many inputs held it so far and the ``limit`` smallest ids among
+    them; an input reads those of its own fingerprint and of its near ones. Work:
+    inputs in pairs x (near fingerprints + limit), no Python step for the others
+    (1 M inputs with 10,000 near pairs: 2.1 s of a 2.4 s ``shdb dedup`` before).
     """
     n = len(graph.unique)
-    a, b, d = graph.edges
-    sims = np.full(len(a), np.nan) if graph.similarity is None else graph.similarity
     same = [1.0 if s else None for s in _flags(graph.sketched, n)]
     whole = [True] * n if graph.complete is None else graph.complete.tolist()
-    ends = np.concatenate([a, b])
-    order = np.argsort(ends, kind="stable")
-    other, dist = np.concatenate([b, a])[order], np.concatenate([d, d])[order]
-    sim = np.concatenate([sims, sims])[order]
-    start = np.searchsorted(ends[order], np.arange(n + 1))
-    seen = np.zeros(n, dtype=np.int64)
-    smallest: list[list[tuple[str, int]]] = [[] for _ in range(n)]
-    for j, u in enumerate(graph.inverse.tolist()):
+    nears = _near_lists(graph)
+    inverse = np.asarray(graph.inverse, dtype=np.int64)
+    paired = np.zeros(n, dtype=bool)
+    paired[list(nears)] = True
+    paired |= np.bincount(inverse, minlength=n) > 1
+    inputs = np.flatnonzero(paired[inverse])
+    seen: dict[int, int] = {}
+    smallest: defaultdict[int, list[tuple[str, int]]] = defaultdict(list)
+    for j, u in zip(inputs.tolist(), inverse[inputs].tolist()):
         hits = [(0, doc_id, i, same[u]) for doc_id, i in smallest[u]]
-        total = int(seen[u])
-        if start[u + 1] > start[u]:
-            near = slice(start[u], start[u + 1])
-            held = np.flatnonzero(seen[other[near]])
-            total += int(seen[other[near][held]].sum())
-            for v, dv, sv in zip(
-                other[near][held].tolist(), dist[near][held].tolist(), sim[near][held].tolist()
-            ):
-                s = None if sv != sv else sv  # NaN: no estimate
-                hits += [(dv, doc_id, i, s) for doc_id, i in smallest[v]]
+        total = seen.get(u, 0)
+        for v, dv, sv in nears.get(u, ()):
+            if v in seen:
+                total += seen[v]
+                hits += [(dv, doc_id, i, sv) for doc_id, i in smallest[v]]
         if total:
             top = (
                 sorted(hits, key=_hit_key)
@@ -303,10 +301,24 @@ def nearest_earlier(graph: NearGraph, ids: Sequence[str], limit: int | None) -> 
                 else heapq.nsmallest(limit, hits, key=_hit_key)
             )
             yield Nearest(j, [(i, dv, s) for dv, _, i, s in top], total, whole[u])
-        seen[u] += 1
+        seen[u] = seen.get(u, 0) + 1
         bisect.insort(smallest[u], (ids[j], j))
         if limit is not None:
             del smallest[u][limit:]
+
+
+def _near_lists(graph: NearGraph) -> dict[int, list[tuple[int, int, float | None]]]:
+    """Each distinct fingerprint's near ones [(fingerprint, distance, similarity or
+    None)], in edge order, for those that have any."""
+    a, b, d = graph.edges
+    sims = graph.similarity
+    sim = [None] * len(a) if sims is None else [None if s != s else s for s in sims.tolist()]
+    nears: dict[int, list[tuple[int, int, float | None]]] = {}
+    for u, v, dv, sv in zip(
+        [*a.tolist(), *b.tolist()], [*b.tolist(), *a.tolist()], [*d.tolist()] * 2, sim * 2
+    ):
+        nears.setdefault(u, []).append((v, dv, sv))
+    return nears
 
 
 def _hit_key(hit: tuple[int, str, int, float | None]) -> tuple[int, str, int]:
