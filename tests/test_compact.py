@@ -641,7 +641,7 @@ def _filters_hold_every_cell(index: SimhashIndex) -> None:
     of every cell the tier holds, marks included: no query skips a cell."""
     tables = index._store._compact  # type: ignore[attr-defined]
     with tables.env.begin() as txn:
-        held = tables.query_filters(txn)
+        held = tables.query_probe(txn)[:2]
         for tier, db in zip(held, (tables.index, tables.fresh)):
             assert tier is not None
             for key, packed in txn.cursor(db):

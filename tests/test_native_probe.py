@@ -8,8 +8,14 @@ scan on either path.
 
 from __future__ import annotations
 
+import bisect
+import ctypes
+import sys
+from pathlib import Path
 from types import ModuleType
 
+import lmdb
+import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -18,7 +24,7 @@ from simhash_hbase import SimhashIndex
 from simhash_hbase.layout import codec
 from simhash_hbase.layout.scheme import DEFAULT_SCHEME, SCHEMES
 from simhash_hbase.records import Document
-from simhash_hbase.store import compact
+from simhash_hbase.store import compact, pages
 from tests.test_native import compiled  # noqa: F401 (a fixture)
 
 _FP = st.integers(0, (1 << 64) - 1)
@@ -174,3 +180,127 @@ def test_either_path_answers_as_the_scan(
                     got = index.query_fingerprint(x, k, limit=limit)
                     (want,) = index.query_probed([[x]], k, limit=limit)
                     assert (got, got.total, got.total_exact) == (want, want.total, want.total_exact)
+
+
+# -- the C probe's prefetching walk of LMDB's trees (compact.Trees) ----------------
+def _leaf_keys(trees: compact.Trees, page: int) -> list[bytes]:
+    """The keys of a leaf page, read by LMDB 0.9's page layout (mdb.c)."""
+    raw = ctypes.string_at(trees.base + page * trees.psize, trees.psize)
+
+    def u16(at: int) -> int:
+        return int.from_bytes(raw[at : at + 2], sys.byteorder)
+
+    assert u16(10) & 0x02, f"page {page} is not a leaf"
+    nodes = [u16(16 + 2 * i) for i in range((u16(12) - 16) // 2)]
+    return [raw[off + 8 : off + 8 + u16(off + 6)] for off in nodes]
+
+
+def _trees_of(env: lmdb.Environment, txn: lmdb.Transaction, name: bytes) -> compact.Trees:
+    base = pages.mapped_at(Path(env.path()) / pages.DATA_FILE)
+    if base is None or not compact._WALKABLE:
+        pytest.skip("no walkable map of the file here (Linux, LMDB 0.9, 64-bit)")
+    (root,) = compact._DB_RECORD.unpack(txn.get(name))[-1:]
+    return compact.Trees(
+        base, env.info()["last_pgno"] + 1, env.stat()["psize"], root, compact._NO_ROOT
+    )
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    keys=st.lists(st.binary(min_size=1, max_size=12), min_size=1, max_size=3000, unique=True),
+    sizes=st.lists(st.integers(0, 3000), min_size=1, max_size=8),
+    probes=st.lists(st.binary(max_size=12), max_size=40),
+)
+def test_the_walk_reaches_the_leaf_lmdb_searches(
+    compiled: ModuleType,  # noqa: F811
+    tmp_path_factory: pytest.TempPathFactory,
+    keys: list[bytes],
+    sizes: list[int],
+    probes: list[bytes],
+) -> None:
+    """Each key's walk ends at the leaf holding the greatest key <= it (the
+    first key where none is): LMDB's own search's leaf, in trees of any depth,
+    values on overflow pages too."""
+    folder = tmp_path_factory.mktemp("walk")
+    with lmdb.open(str(folder), map_size=1 << 30, max_dbs=2) as env:
+        db = env.open_db(b"t")
+        with env.begin(write=True) as txn:
+            for i, key in enumerate(keys):
+                txn.put(key, bytes(sizes[i % len(sizes)]), db=db)
+        ordered = sorted(keys)
+        asked = probes + keys[:24]  # at most 64 (the C probe's limit)
+        with env.begin() as txn:
+            trees = _trees_of(env, txn, b"t")
+            leaves = compiled.lmdb_leaves(trees, False, asked)
+            for key, leaf in zip(asked, leaves):
+                assert leaf is not None
+                below = bisect.bisect_right(ordered, key) - 1
+                assert ordered[max(below, 0)] in _leaf_keys(trees, leaf)
+
+
+@settings(max_examples=25, deadline=None)
+@given(roots=st.lists(st.integers(0, 1 << 70), min_size=1, max_size=20), data=st.data())
+def test_a_walk_from_any_page_stays_in_the_file(
+    compiled: ModuleType,  # noqa: F811
+    tmp_path_factory: pytest.TempPathFactory,
+    roots: list[int],
+    data: st.DataObject,
+) -> None:
+    """A walk from a page that is no root (a leaf, an overflow page, a meta or
+    free page, past the file's end: a walk never trusts what it reads) ends
+    without a crash, at None or at a page of the file."""
+    folder = tmp_path_factory.mktemp("any")
+    with lmdb.open(str(folder), map_size=1 << 30, max_dbs=2) as env:
+        db = env.open_db(b"t")
+        with env.begin(write=True) as txn:
+            for i in range(2000):
+                txn.put(i.to_bytes(4, "big"), bytes(i % 700), db=db)
+        with env.begin() as txn:
+            trees = _trees_of(env, txn, b"t")
+            keys = data.draw(st.lists(st.binary(max_size=8), max_size=10))
+            for root in roots:
+                walk = trees._replace(index_root=min(root, (1 << 64) - 1) % (trees.pages + 3))
+                for leaf in compiled.lmdb_leaves(walk, False, keys):
+                    assert leaf is None or leaf < trees.pages
+
+
+@settings(max_examples=60, deadline=None)
+@given(prefixes=_query(), data=st.data())
+def test_bucket_keys_with_the_stores_trees_are_pythons(
+    compiled: ModuleType,  # noqa: F811
+    tmp_path_factory: pytest.TempPathFactory,
+    prefixes: list[bytes],
+    data: st.DataObject,
+) -> None:
+    """The store's own Trees: the prefetching probe asks what the reference
+    asks, and each bucket's walk in either tier reaches the leaf holding it."""
+    folder = tmp_path_factory.mktemp("store") / "ix"
+    rng = np.random.default_rng(data.draw(st.integers(0, 3)))
+    with SimhashIndex.open(str(folder)) as index:  # type: ignore[operator]
+        index.bulk_load([Document(f"b{i}", int(fp)) for i, fp in enumerate(_fps(rng, 3000))])
+        index.add_documents([Document(f"a{i}", int(fp)) for i, fp in enumerate(_fps(rng, 300))])
+        tables = index._store._compact  # type: ignore[attr-defined]
+        with tables.env.begin() as txn:
+            main, fresh, trees = tables.query_probe(txn)
+            if trees is None:
+                pytest.skip("no walkable map of the file here (Linux, LMDB 0.9, 64-bit)")
+            want = compact.bucket_keys(prefixes, main, fresh)
+            assert compiled.bucket_keys(prefixes, main, fresh, trees) == want
+            for tier, db in enumerate((tables.index, tables.fresh)):
+                held = [key for key, _ in txn.cursor(db)]
+                asked = data.draw(st.lists(st.sampled_from(held), max_size=20))
+                for key, leaf in zip(asked, compiled.lmdb_leaves(trees, tier, asked)):
+                    assert key in _leaf_keys(trees, leaf)
+
+
+def _fps(rng: np.random.Generator, n: int) -> np.ndarray:
+    return rng.integers(0, 1 << 63, n, dtype=np.int64).astype(np.uint64) * np.uint64(2)
+
+
+def test_bad_trees_are_refused_in_c(compiled: ModuleType) -> None:  # noqa: F811
+    with pytest.raises(TypeError, match="trees"):
+        compiled.bucket_keys([b"abcde"], None, None, (1, 2))
+    with pytest.raises(ValueError, match="page size"):
+        compiled.bucket_keys([b"abcde"], None, None, compact.Trees(1 << 20, 1, 1000, 0, 0))
+    with pytest.raises(ValueError, match="no map"):
+        compiled.lmdb_leaves(compact.Trees(0, 1, 4096, 0, 0), False, [b"a"])

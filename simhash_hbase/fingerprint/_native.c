@@ -17,7 +17,10 @@
  *   probes of the embedded store and its prefix filters (codec.encode_prefixes,
  *   compact.bucket_keys/bucket_nums/mark_prefixes; the
  *   references, compared in tests/test_native_probe.py), so that a query makes
- *   a few C calls instead of ~100 Python ones.
+ *   a few C calls instead of ~100 Python ones. bucket_keys also prefetches the
+ *   pages LMDB's searches of the buckets will read (compact.Trees: a walk of
+ *   LMDB 0.9's page layout that decides no answer; lmdb_leaves shows tests
+ *   where it ends).
  * - match_cells(found, probes, order): compact._matched_py, the cells of a
  *   batch's buckets matched to its prefixes in one pass, with no array per cell.
  *
@@ -1408,33 +1411,295 @@ read_filter(PyObject *filter, int *shift, const unsigned char **bits, Py_ssize_t
     return read_shift(PyTuple_GET_ITEM(filter, 0), *size, shift);
 }
 
-/* Whether a prefix's bit is set in a filter (read_filter checked its size). */
+/* ------------------------------------------------------------------ */
+/* Prefetching the pages of LMDB searches (compact.Trees)              */
+/* ------------------------------------------------------------------ */
+
+/* LMDB 0.9's page layout (mdb.c: MDB_page, MDB_node), read only to prefetch:
+ * nothing read here decides an answer, LMDB still does every search. Each page
+ * read is first checked to lie in the file and to name itself (its header
+ * holds its own number), each node to lie in its page. */
+#define LM_HEADER 16   /* PAGEHDRSZ: number (8), pad (2), flags (2), lower (2), upper (2) */
+#define LM_BRANCH 0x01 /* P_BRANCH */
+#define LM_LEAF 0x02   /* P_LEAF */
+#define LM_NODE 8      /* a node's header: data size lo, hi (or child page), flags, key size */
+#define LM_BIGDATA 0x01 /* F_BIGDATA: the value is on overflow pages */
+#define LM_MAX_DEPTH 32
+#define LM_NONE UINT64_MAX
+#define LM_VALUE_LINES 16 /* of a leaf value, the first this many cache lines are fetched */
+
+typedef struct {
+    const unsigned char *base; /* where this process maps the file */
+    uint64_t pages;            /* pages the file held (it never shrinks) */
+    uint32_t psize;
+} lm_map;
+
+static unsigned
+lm_u16(const unsigned char *at)
+{
+    uint16_t v;
+    memcpy(&v, at, 2);
+    return v;
+}
+
+/* Page pgno, or NULL where it is past the file or does not name itself. */
+static const unsigned char *
+lm_page(const lm_map *m, uint64_t pgno)
+{
+    if (pgno >= m->pages) {
+        return NULL;
+    }
+    const unsigned char *p = m->base + pgno * m->psize;
+    uint64_t own;
+    memcpy(&own, p, 8);
+    return own == pgno ? p : NULL;
+}
+
+static unsigned
+lm_count(const lm_map *m, const unsigned char *p)
+{
+    unsigned lower = lm_u16(p + 12);
+    return lower < LM_HEADER || lower > m->psize ? 0 : (lower - LM_HEADER) >> 1;
+}
+
+/* Node i of page p (and its key size), NULL where it would leave the page. */
+static const unsigned char *
+lm_node(const lm_map *m, const unsigned char *p, unsigned i, unsigned *ksize)
+{
+    unsigned off = lm_u16(p + LM_HEADER + 2 * i);
+    if (off < LM_HEADER || off + LM_NODE > m->psize) {
+        return NULL;
+    }
+    *ksize = lm_u16(p + off + 6);
+    return off + LM_NODE + *ksize <= m->psize ? p + off : NULL;
+}
+
+/* mdb_cmp_memn: the bytes, then the length */
 static int
-filter_holds(const unsigned char *prefix, int shift, const unsigned char *bits)
+lm_cmp(const unsigned char *a, unsigned alen, const unsigned char *b, unsigned blen)
+{
+    int c = memcmp(a, b, alen < blen ? alen : blen);
+    return c ? c : (int)alen - (int)blen;
+}
+
+/* The child page a key descends to from branch page p: that of the last node
+ * whose key is <= the key (node 0 stands for all keys below node 1's). */
+static uint64_t
+lm_child(const lm_map *m, const unsigned char *p, const unsigned char *key, unsigned klen)
+{
+    unsigned n = lm_count(m, p), ks, lo = 1, hi = n, at = 0; /* search [lo, hi) */
+    while (lo < hi) {
+        unsigned mid = lo + (hi - lo) / 2;
+        const unsigned char *node = lm_node(m, p, mid, &ks);
+        if (node == NULL) {
+            return LM_NONE;
+        }
+        if (lm_cmp(key, klen, node + LM_NODE, ks) >= 0) {
+            at = mid;
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    const unsigned char *node = n ? lm_node(m, p, at, &ks) : NULL;
+    if (node == NULL) {
+        return LM_NONE;
+    }
+    return (uint64_t)lm_u16(node) | (uint64_t)lm_u16(node + 2) << 16 | (uint64_t)lm_u16(node + 4) << 32;
+}
+
+/* Prefetch the first line of each node of page p (its search reads their keys). */
+static void
+lm_fetch_nodes(const lm_map *m, const unsigned char *p)
+{
+    unsigned n = lm_count(m, p);
+    for (unsigned i = 0; i < n; i++) {
+        unsigned off = lm_u16(p + LM_HEADER + 2 * i);
+        if (off < m->psize) {
+            __builtin_prefetch(p + off);
+        }
+    }
+}
+
+/* Prefetch the value of key in leaf p (where it is there, and not on overflow pages). */
+static void
+lm_fetch_value(const lm_map *m, const unsigned char *p, const unsigned char *key, unsigned klen)
+{
+    unsigned ks, lo = 0, hi = lm_count(m, p);
+    while (lo < hi) {
+        unsigned mid = lo + (hi - lo) / 2;
+        const unsigned char *node = lm_node(m, p, mid, &ks);
+        if (node == NULL) {
+            return;
+        }
+        int c = lm_cmp(key, klen, node + LM_NODE, ks);
+        if (c == 0) {
+            if (lm_u16(node + 4) & LM_BIGDATA) {
+                return;
+            }
+            size_t start = (size_t)(node - p) + LM_NODE + ks;
+            size_t end = start + (lm_u16(node) | (size_t)lm_u16(node + 2) << 16);
+            if (end > m->psize) {
+                end = m->psize;
+            }
+            for (size_t at = start, k = 0; at < end && k < LM_VALUE_LINES; at += 64, k++) {
+                __builtin_prefetch(p + at);
+            }
+            return;
+        }
+        if (c > 0) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+}
+
+/* Each key's search from its root, all keys a level at a time: the pages of a
+ * level are prefetched (their nodes' first lines) before any is searched, so
+ * that the cache misses of the keys' searches overlap instead of coming one
+ * after another; at the leaves, each key's value. at[i] ends as the leaf page
+ * key i's search reaches, or LM_NONE. */
+static void
+lm_descend(const lm_map *m, uint64_t *at, const unsigned char *const *keys, const unsigned *klens, Py_ssize_t n)
+{
+    for (int level = 0; level < LM_MAX_DEPTH; level++) {
+        int branches = 0;
+        for (Py_ssize_t i = 0; i < n; i++) {
+            const unsigned char *p = at[i] == LM_NONE ? NULL : lm_page(m, at[i]);
+            if (p == NULL) {
+                at[i] = LM_NONE;
+            } else if (lm_u16(p + 10) & LM_BRANCH) {
+                at[i] = lm_child(m, p, keys[i], klens[i]);
+                if (at[i] < m->pages) {
+                    const unsigned char *c = m->base + at[i] * m->psize;
+                    __builtin_prefetch(c);
+                    __builtin_prefetch(c + 64);
+                    branches = 1;
+                }
+            }
+        }
+        if (!branches) {
+            break;
+        }
+        for (Py_ssize_t i = 0; i < n; i++) {
+            const unsigned char *p = at[i] == LM_NONE ? NULL : lm_page(m, at[i]);
+            if (p != NULL) {
+                lm_fetch_nodes(m, p);
+            }
+        }
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        const unsigned char *p = at[i] == LM_NONE ? NULL : lm_page(m, at[i]);
+        if (p != NULL && lm_u16(p + 10) & LM_LEAF) {
+            lm_fetch_value(m, p, keys[i], klens[i]);
+        } else {
+            at[i] = LM_NONE;
+        }
+    }
+}
+
+/* A compact.Trees (base, pages, psize, index root, fresh root): the map, and the roots. */
+static int
+read_trees(PyObject *trees, lm_map *m, uint64_t roots[2])
+{
+    unsigned long long base, pages, psize;
+    if (!PyTuple_Check(trees) ||
+        !PyArg_ParseTuple(trees, "KKKKK;trees are (base, pages, psize, index root, fresh root)", &base,
+                          &pages, &psize, &roots[0], &roots[1])) {
+        if (!PyErr_Occurred()) {
+            PyErr_SetString(PyExc_TypeError, "trees are (base, pages, psize, index root, fresh root)");
+        }
+        return -1;
+    }
+    if (base == 0 || psize < 512 || psize > 65536 || (psize & (psize - 1)) || pages > UINT64_MAX / psize) {
+        PyErr_SetString(PyExc_ValueError, "trees: no map, or a bad page size");
+        return -1;
+    }
+    m->base = (const unsigned char *)(uintptr_t)base;
+    m->pages = pages;
+    m->psize = (uint32_t)psize;
+    return 0;
+}
+
+/* lmdb_leaves(trees, tier, keys): the leaf page (number) each key's search
+ * from the tier's root (0: index, 1: fresh) reaches, None where the walk met
+ * no leaf: how tests check the walk against LMDB's own searches. */
+static PyObject *
+lmdb_leaves(PyObject *self, PyObject *args)
+{
+    PyObject *trees, *list;
+    int tier;
+    lm_map m;
+    uint64_t roots[2], at[MAX_PROBES];
+    const unsigned char *keys[MAX_PROBES] = {NULL};
+    unsigned klens[MAX_PROBES] = {0};
+    if (!PyArg_ParseTuple(args, "OpO!:lmdb_leaves", &trees, &tier, &PyList_Type, &list) ||
+        read_trees(trees, &m, roots) < 0) {
+        return NULL;
+    }
+    Py_ssize_t n = PyList_GET_SIZE(list);
+    if (n > MAX_PROBES) {
+        PyErr_SetString(PyExc_ValueError, "too many keys");
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *k = PyList_GET_ITEM(list, i);
+        if (!PyBytes_Check(k)) {
+            PyErr_SetString(PyExc_TypeError, "keys are bytes");
+            return NULL;
+        }
+        keys[i] = (const unsigned char *)PyBytes_AS_STRING(k);
+        klens[i] = (unsigned)PyBytes_GET_SIZE(k);
+        at[i] = roots[tier];
+    }
+    lm_descend(&m, at, keys, klens, n);
+    PyObject *out = PyList_New(n);
+    for (Py_ssize_t i = 0; out != NULL && i < n; i++) {
+        PyObject *v = at[i] == LM_NONE ? Py_NewRef(Py_None) : PyLong_FromUnsignedLongLong(at[i]);
+        if (v == NULL) {
+            Py_CLEAR(out);
+            break;
+        }
+        PyList_SET_ITEM(out, i, v);
+    }
+    return out;
+}
+
+/* A prefix's value: its 5 bytes, big-endian (compact.PrefixFilter.slot). */
+static uint64_t
+prefix_value(const unsigned char *prefix)
 {
     uint64_t v = 0;
     for (int j = 0; j < PREFIX_BYTES; j++) {
         v = v << 8 | prefix[j];
     }
-    uint64_t h = filter_slot(v, shift);
-    return bits[h >> 3] >> (h & 7) & 1;
+    return v;
 }
 
-/* compact.bucket_keys */
+/* compact.bucket_keys; given trees (compact.Trees), the pages of the searches
+ * of the keys asked are prefetched, the bits of the filters first: the cache
+ * misses of the ten probes overlap (the answer is the same). */
 static PyObject *
 bucket_keys(PyObject *self, PyObject *args)
 {
-    PyObject *prefixes, *filters[2];
+    PyObject *prefixes, *filters[2], *trees = Py_None;
     int shift[2] = {0, 0};
     const unsigned char *bits[2];
     Py_ssize_t size[2] = {0, 0};
     const unsigned char *p[MAX_PROBES];
     unsigned char keys[MAX_PROBES][3];
+    uint64_t slot[2][MAX_PROBES];
     Py_ssize_t n;
-    if (!PyArg_ParseTuple(args, "OOO:bucket_keys", &prefixes, &filters[0], &filters[1]) ||
+    if (!PyArg_ParseTuple(args, "OOO|O:bucket_keys", &prefixes, &filters[0], &filters[1], &trees) ||
         read_prefixes(prefixes, p, &n) < 0 ||
         read_filter(filters[0], &shift[0], &bits[0], &size[0]) < 0 ||
         read_filter(filters[1], &shift[1], &bits[1], &size[1]) < 0) {
+        return NULL;
+    }
+    lm_map m;
+    uint64_t roots[2];
+    if (trees != Py_None && read_trees(trees, &m, roots) < 0) {
         return NULL;
     }
     for (Py_ssize_t i = 0; i < n; i++) {
@@ -1445,25 +1710,46 @@ bucket_keys(PyObject *self, PyObject *args)
             }
         }
     }
+    for (int t = 0; t < 2; t++) {
+        for (Py_ssize_t i = 0; bits[t] != NULL && i < n; i++) {
+            slot[t][i] = filter_slot(prefix_value(p[i]), shift[t]);
+            __builtin_prefetch(bits[t] + (slot[t][i] >> 3));
+        }
+    }
+    /* asking: the keys each tier is asked, as (tier, prefix); their searches' pages */
+    int tier_of[2 * MAX_PROBES];
+    Py_ssize_t prefix_of[2 * MAX_PROBES], asking = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        for (int t = 0; t < 2; t++) {
+            uint64_t h = slot[t][i];
+            if (bits[t] == NULL || bits[t][h >> 3] >> (h & 7) & 1) {
+                tier_of[asking] = t;
+                prefix_of[asking++] = i;
+            }
+        }
+    }
+    if (trees != Py_None) {
+        uint64_t at[2 * MAX_PROBES];
+        const unsigned char *searched[2 * MAX_PROBES];
+        unsigned klens[2 * MAX_PROBES];
+        for (Py_ssize_t a = 0; a < asking; a++) {
+            at[a] = roots[tier_of[a]];
+            searched[a] = keys[prefix_of[a]];
+            klens[a] = 3;
+        }
+        lm_descend(&m, at, searched, klens, asking);
+    }
     PyObject *asked[2] = {PyList_New(0), PyList_New(0)};
     if (asked[0] == NULL || asked[1] == NULL) {
         goto fail;
     }
-    for (Py_ssize_t i = 0; i < n; i++) {
-        PyObject *key = NULL;
-        for (int t = 0; t < 2; t++) {
-            if (bits[t] != NULL && !filter_holds(p[i], shift[t], bits[t])) {
-                continue;
-            }
-            if (key == NULL && (key = PyBytes_FromStringAndSize((const char *)keys[i], 3)) == NULL) {
-                goto fail;
-            }
-            if (PyList_Append(asked[t], key) < 0) {
-                Py_DECREF(key);
-                goto fail;
-            }
+    for (Py_ssize_t a = 0; a < asking; a++) {
+        PyObject *key = PyBytes_FromStringAndSize((const char *)keys[prefix_of[a]], 3);
+        if (key == NULL || PyList_Append(asked[tier_of[a]], key) < 0) {
+            Py_XDECREF(key);
+            goto fail;
         }
-        Py_XDECREF(key);
+        Py_DECREF(key);
     }
     PyObject *result = PyTuple_Pack(2, asked[0], asked[1]);
     Py_DECREF(asked[0]);
@@ -1790,7 +2076,9 @@ static PyMethodDef module_methods[] = {
     {"encode_prefixes", encode_prefixes, METH_VARARGS,
      "encode_prefixes(fp, terms): codec.encode_prefixes in C."},
     {"bucket_keys", bucket_keys, METH_VARARGS,
-     "bucket_keys(prefixes, index_filter, fresh_filter): compact.bucket_keys in C."},
+     "bucket_keys(prefixes, index_filter, fresh_filter, trees=None): compact.bucket_keys in C."},
+    {"lmdb_leaves", lmdb_leaves, METH_VARARGS,
+     "lmdb_leaves(trees, tier, keys): the leaf page each key's search reaches (tests)."},
     {"bucket_nums", bucket_nums, METH_VARARGS,
      "bucket_nums(prefixes, found, row_cap): compact.bucket_nums in C."},
     {"match_cells", match_cells, METH_VARARGS,

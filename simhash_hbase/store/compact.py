@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import heapq
 import struct
+import sys
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import suppress
@@ -59,6 +60,7 @@ from simhash_hbase.errors import StoreCorrupt, StoreError
 from simhash_hbase.fingerprint import native
 from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
+from simhash_hbase.store import pages
 from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell
 
 FORMAT = 4  # 3 + the tiers' prefix filters; 3 is 2 + the fresh tier
@@ -185,12 +187,17 @@ def spilled_leads(packed: bytes) -> set[bytes]:
 
 
 def bucket_keys(
-    prefixes: list[bytes], index: PrefixFilter | None, fresh: PrefixFilter | None
+    prefixes: list[bytes],
+    index: PrefixFilter | None,
+    fresh: PrefixFilter | None,
+    trees: Trees | None = None,
 ) -> tuple[list[bytes], list[bytes]] | None:
     """One query's bucket keys (each prefix's flag, then its field's top two
     bytes) to ask of each tier: all, or (a :class:`PrefixFilter` of the tier)
     those whose prefix's bit is set. None where two prefixes share a bucket.
-    The reference of ``_native.bucket_keys``."""
+    The reference of ``_native.bucket_keys``, which also prefetches the pages
+    of the searches (``trees``, :class:`Trees`): that changes no answer, and
+    this one has no use for them."""
     keys = [prefix[4:5] + prefix[0:2] for prefix in prefixes]
     if len(set(keys)) != len(keys):
         return None
@@ -264,7 +271,7 @@ class Probe(NamedTuple):
     same answers."""
 
     keys: Callable[
-        [list[bytes], PrefixFilter | None, PrefixFilter | None],
+        [list[bytes], PrefixFilter | None, PrefixFilter | None, Trees | None],
         tuple[list[bytes], list[bytes]] | None,
     ]
     nums: Callable[
@@ -358,14 +365,43 @@ class TierFilters(NamedTuple):
     fresh: PrefixFilter | None
 
 
+class Trees(NamedTuple):
+    """Where one snapshot's bucket tables lie in this process's map of the file:
+    the map's address, the pages the file held (it never shrinks), the page
+    size, and the root page of each tier's table (``P_INVALID``, 2^64 - 1: empty).
+    The C probe prefetches with it the pages the searches of a query's buckets
+    will read, the searches of all ten a tree level at a time, so that their
+    cache misses overlap: at 3 M documents a bucket read waited on ~5 of them,
+    one after another (docs/embedded.md, "Prefetched searches")."""
+
+    base: int
+    pages: int
+    psize: int
+    index_root: int
+    fresh_root: int
+
+
+#: An LMDB sub-database's record in the main database (LMDB 0.9's ``MDB_db``,
+#: 64-bit): pad, flags, depth, branch, leaf and overflow pages, entries, root.
+_DB_RECORD = struct.Struct("=IHHQQQQQ")
+_NO_ROOT = (1 << 64) - 1  # P_INVALID
+#: The page layout the C walk reads (mdb.c's MDB_page and MDB_node) is LMDB
+#: 0.9's on 64-bit machines; another LMDB is never walked.
+_WALKABLE = lmdb.version()[:2] == (0, 9) and sys.maxsize > 1 << 32
+
+
 class _Held(NamedTuple):
     """A reader's copy of the persisted filters, as of the snapshot ``txn_id``:
     each tier's (head, filter), kept while its head (the id of the commit that
-    wrote it) is unchanged. One object, replaced whole (threads share it)."""
+    wrote it) is unchanged; and what :meth:`Tables.query_probe` gives for that
+    snapshot (and ``warm``, the filters warm() made). One object, replaced whole
+    (threads share it)."""
 
     txn_id: int
+    warm: TierFilters | None
     main: tuple[bytes, PrefixFilter] | None
     fresh: tuple[bytes, PrefixFilter] | None
+    probe: tuple[PrefixFilter | None, PrefixFilter | None, Trees | None]
 
 
 class Tables:
@@ -383,7 +419,8 @@ class Tables:
         self.catalog = env.open_db(None)  # LMDB's main database: the named ones' records
         self.h = helpers
         self.filter: TierFilters | None = None  # see filters(); set by a warm reader
-        self._held = _Held(-1, None, None)  # see query_filters()
+        self._held = _Held(-1, None, None, None, (None, None, None))  # see query_probe()
+        self._map: tuple[int, int] | None = None  # see trees(): (address, page size)
         #: The fresh filter this process last committed: (tier, head, filter), taken
         #: by its next batch instead of reading it back (see add_to_filter).
         self.mine: tuple[bytes, bytes, PrefixFilter] | None = None
@@ -511,28 +548,48 @@ class Tables:
     def table(self, tier: bytes) -> Any:
         return self.fresh if tier == FRESH else self.index
 
-    def query_filters(self, txn: Txn) -> tuple[PrefixFilter | None, PrefixFilter | None]:
-        """The (index, fresh) filters a query of ``txn``'s snapshot may use: the
-        persisted ones (format 4; a copy held while no commit rewrote them), else
-        those warm() made for this very snapshot, else none."""
-        now = txn.id()
+    def query_probe(
+        self, txn: Txn
+    ) -> tuple[PrefixFilter | None, PrefixFilter | None, Trees | None]:
+        """:func:`bucket_keys`' arguments after the prefixes for a query of
+        ``txn``'s snapshot: the (index, fresh) filters it may use (the persisted
+        ones, format 4: a copy held while no commit rewrote them; else those
+        warm() made for this very snapshot; else none), and its :meth:`trees`.
+        Worked out once a snapshot."""
+        now, held = txn.id(), self._held
+        if held.txn_id == now and held.warm is self.filter:
+            return held.probe
+        warm = self.filter
         if self.kept is None:
-            warm = self.filter
-            if warm is not None and warm.txn_id == now:
-                return warm.main, warm.fresh
-            return None, None
-        held = self._held
-        if held.txn_id != now:
+            main = fresh = None
+            usable = warm is not None and warm.txn_id == now
+            filters = (warm.main, warm.fresh) if warm is not None and usable else (None, None)
+        else:
             heads = dict(txn.cursor(self.kept).getmulti(list(TIERS)))
             main, fresh = (
                 self._kept(txn, tier, heads.get(tier), mine)
                 for tier, mine in zip(TIERS, (held.main, held.fresh))
             )
-            held = self._held = _Held(now, main, fresh)
-        return (
-            None if held.main is None else held.main[1],
-            None if held.fresh is None else held.fresh[1],
-        )
+            filters = (None if main is None else main[1], None if fresh is None else fresh[1])
+        probe = (filters[0], filters[1], self.trees(txn))
+        self._held = _Held(now, warm, main, fresh, probe)
+        return probe
+
+    def trees(self, txn: Txn) -> Trees | None:
+        """The :class:`Trees` of ``txn``'s snapshot; None where this process's
+        map of the file is not known (not Linux) or the LMDB is not one whose
+        pages the C walk can read (:data:`_WALKABLE`)."""
+        if self._map is None:
+            start = pages.mapped_at(self.h.path / pages.DATA_FILE) if _WALKABLE else None
+            self._map = (start or 0, int(self.env.stat()["psize"]))
+        base, psize = self._map
+        if not base:
+            return None
+        roots = [txn.get(name, db=self.catalog) for name in TIERS]
+        if any(raw is not None and len(raw) != _DB_RECORD.size for raw in roots):
+            return None
+        index, fresh = (_NO_ROOT if raw is None else _DB_RECORD.unpack(raw)[-1] for raw in roots)
+        return Trees(base, int(self.env.info()["last_pgno"]) + 1, psize, index, fresh)
 
     def hot_rows(self) -> Any:
         """The hot rows' handle, or None if the file has none (then no bucket marks a
@@ -682,14 +739,14 @@ class Tables:
         """:meth:`scan` of one query's prefixes, as the distinct documents found
         ((id, fingerprint), in no order) and the count of visible cells, without
         a tuple per cell: a multi-get of the buckets a tier (only those its
-        :class:`PrefixFilter` may hold, where it has one: :meth:`query_filters`),
+        :class:`PrefixFilter` may hold, where it has one: :meth:`query_probe`),
         the cells of each lead (:func:`bucket_nums`, in C where built), one
         names get per document.
         None (use :meth:`scan`) where that would differ: two prefixes of one
         bucket, a lead marked spilled, or a prefix with ``row_cap`` cells or more
         (a capped scan may cut its row)."""
         listed = prefixes if type(prefixes) is list else list(prefixes)
-        probe = self.probe.keys(listed, *self.query_filters(txn))
+        probe = self.probe.keys(listed, *self.query_probe(txn))
         if probe is None:
             return None
         keys, asked = probe

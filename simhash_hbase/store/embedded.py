@@ -52,7 +52,7 @@ _MAP_SIZE = 1 << 40  # address space only; the file grows as data is written
 #: query on (pages.Populator): a one-shot query never pays for it.
 POPULATE_AFTER = 16
 _ID_COLUMN = b"_id"  # full id of a docs row whose key had to be folded
-_DATA_FILE = "data.mdb"
+_DATA_FILE = pages.DATA_FILE
 _LOCK_FILE = "lock.mdb"
 _TABLES = (b"index", b"docs", b"meta")  # format 1; format 2's are compact.TABLES
 _WIDE = 256  # a list of more prefixes than this is scanned without a Python loop per prefix

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 MADV_POPULATE_READ = 22  # Linux 5.14+: map the pages of a range now (EINVAL before)
+DATA_FILE = "data.mdb"  # the file of an LMDB environment, which LMDB maps
 #: Bytes a populate call maps: ~5-10 ms each, the longest ``stop()`` waits.
 CHUNK = 64 << 20
 
