@@ -203,6 +203,18 @@ def _measure_hbase(
     return {**measure_step(index, view, queries, gets, warmup), "warmup_queries": warmup}
 
 
+def bucket_reads(url: str) -> str:
+    """How a store reads a query's bucket rows on this HBase: ``"observer"`` (one
+    get, answered by the region servers' multi-row read observer, docs/hbase.md) or
+    ``"getMultiple"`` (no observer there)."""
+    from simhash_hbase.store import open_store
+
+    with open_store(url, create=False) as store:
+        store.scan_documents([bytes(5)])
+        transport = getattr(store, "transport", None)  # an HBaseStore's
+        return "observer" if getattr(transport, "observer", False) else "getMultiple"
+
+
 def _profile(index: Any, queries: list[tuple[int, str]]) -> list[dict[str, Any]]:
     """cProfile of the index's queries alone: where a query's microseconds go."""
     profiler = cProfile.Profile()
@@ -333,6 +345,7 @@ def run_hbase(ctx: Context) -> dict[str, Any]:
                     step = _measure_hbase(index, view, queries, gets)
                     step.update(n=n, build_docs_per_s=rate, cold_cache=cold)
                     step["layout"] = index.manifest.get("hbase_index", "rows")
+                    step["bucket_reads"] = bucket_reads(f"{hbase.thrift2_url}?prefix={prefix}")
                     if n == plan.hbase_ns[-1] and not hbase.external:
                         step["cpu_per_query"] = cpu_per_query(index, queries, hbase)
                     step["ratio_to_get_p50"] = ratio(step["shdb"]["p50_ms"], step[GET]["p50_ms"])
@@ -340,7 +353,9 @@ def run_hbase(ctx: Context) -> dict[str, Any]:
                         step["flushed"] = _measure_flushed(
                             index, hbase, prefix, view, queries, gets
                         )
-                        step["flushed"].update(n=n, layout=step["layout"])
+                        step["flushed"].update(
+                            n=n, layout=step["layout"], bucket_reads=step["bucket_reads"]
+                        )
                     steps.append(step)
                     log(
                         f"hbase {scheme} N={n:,} (thrift2): p50 {step['shdb']['p50_ms']:.2f} ms = "
@@ -411,7 +426,7 @@ def remeasure_hbase(ctx: Context) -> Any:
                 # Regions were reopened and rewritten: warm the block cache first.
                 step = _measure_hbase(index, view, queries, gets)
                 step["cpu_per_query"] = cpu_per_query(index, queries, hbase)
-            step.update(n=n)
+            step.update(n=n, bucket_reads=bucket_reads(f"{hbase.thrift2_url}?prefix={prefix}"))
             step["ratio_to_get_p50"] = ratio(step["shdb"]["p50_ms"], step[GET]["p50_ms"])
             out[scheme] = step
             log(
@@ -526,9 +541,14 @@ def _thrift2_bound(scheme: str, step: dict[str, Any]) -> str:
 
     ranges = get_scheme(scheme).rows_per_fingerprint
     if step.get("layout") == "buckets":
+        read = (
+            "one get of the query's {} bucket rows, read by the region servers' multi-row "
+            "read observer"
+            if step.get("bucket_reads") == "observer"
+            else "one getMultiple of the query's {} bucket rows"
+        )
         design = (
-            f"bucket layout (format 2): one getMultiple of the query's {ranges} bucket rows, "
-            "no confirming read: one round trip"
+            f"bucket layout (format 2): {read.format(ranges)}, no confirming read: one round trip"
         )
     else:
         regions = len(hbase_tables.split_points("index")) + 1

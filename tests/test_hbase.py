@@ -386,3 +386,112 @@ def test_a_large_batch_is_sent_in_bounded_requests(
         assert max(sizes) <= 50 and sum(sizes) == 170
         prefixes = sorted({row[:5] for row, _ in cells})
         assert sorted(store.scan_prefixes(prefixes)) == sorted(cells)
+
+
+_NO_OBSERVER = (
+    "the test HBase does not run the multi-row read observer: restart it with "
+    "scripts/hbase, or rebuild its image with docker/build"
+)
+
+
+def _sent_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """A list that gains the method name of every Thrift2 call sent from now on."""
+    from simhash_hbase.store import hbase_thrift2
+
+    sent: list[str] = []
+    send = hbase_thrift2.Client._send
+
+    def counted(self: hbase_thrift2.Client, api: str, **kwargs: object) -> None:
+        sent.append(api)
+        send(self, api, **kwargs)
+
+    monkeypatch.setattr(hbase_thrift2.Client, "_send", counted)
+    return sent
+
+
+@pytest.mark.hbase
+@pytest.mark.parametrize("server", ["observer", "no observer", "regions moved"])
+def test_bucket_reads_take_the_observer_path_and_its_fallbacks_answer_alike(
+    monkeypatch: pytest.MonkeyPatch, server: str
+) -> None:
+    """The test HBase loads the multi-row read observer (scripts/hbase, the Docker
+    image): a query's bucket rows are one Thrift2 ``get``, no ``getMultiple``. The
+    answers equal those of plain multi-gets for empty, ordinary, paged (past 1,000
+    columns) and hot buckets, every row cap; so do those of a server without the
+    observer (the store notices once and reads by ``getMultiple`` from then on) and
+    of one whose regions moved (rows it did not read are read by ``getMultiple``)."""
+    import random
+
+    from simhash_hbase.layout import codec
+    from simhash_hbase.store import hbase_thrift2
+
+    rng = random.Random(24)
+    prefixes = [codec.encode_prefix(rng.getrandbits(8) << 24 | i, 1 + i % 10) for i in range(12)]
+    cells = []
+    for i, prefix in enumerate(prefixes[:-2]):  # the last two stay empty
+        width = {0: 1500, 1: 3}.get(i, rng.randrange(1, 60))  # a row of two pages
+        fps = [rng.getrandbits(64) for _ in range(max(1, width // 4))]
+        cells += [
+            (prefix + codec.fingerprint_to_bytes(rng.choice(fps)), f"d{i}-{j}")
+            for j in range(width)
+        ]
+    hot = prefixes[1] + codec.fingerprint_to_bytes(0x5000)
+    cells += [(hot, f"h{j:03d}") for j in range(100)]
+    queries = [prefixes[:10], prefixes[2:], prefixes[1:3], prefixes[-2:]]
+    caps = [None, 1, 5, 40, None]
+
+    def answers(url: str, plain: bool, sent: list[str] | None = None) -> list[object]:
+        with open_store(url) as store:
+            if sent is not None:
+                sent.clear()  # the queries' calls only
+            assert isinstance(store, HBaseStore) and isinstance(
+                store.transport, hbase_thrift2.Thrift2Transport
+            )
+            if plain:
+                store.transport.observer = False
+            out: list[object] = []
+            for cap in caps:
+                for query in queries:
+                    (cells_found,) = store.scan_prefixes_many([query], row_cap=cap)
+                    documents = store.scan_documents(query, row_cap=cap)
+                    out.append((sorted(cells_found), documents and sorted(documents[0])))
+            return out
+
+    with fresh_hbase_url("thrift2") as url:
+        with open_store(url) as store, store.batch() as batch:
+            batch.put_index(cells)
+        expected = answers(url, plain=True)
+        if server == "no observer":  # the request without its attribute: an ordinary get
+            make_get = hbase_thrift2._observer_get
+            monkeypatch.setattr(
+                hbase_thrift2,
+                "_observer_get",
+                lambda *args: hbase_thrift2._IDL.TGet(row=make_get(*args).row),
+            )
+        elif server == "regions moved":  # the observer reads the first row of each request only
+            observed = hbase_thrift2._observed
+
+            def partly(result: object, starts: object, job: list[int]) -> object:
+                answer = observed(result, starts, job)  # type: ignore[arg-type]
+                assert answer is not None, _NO_OBSERVER
+                assert not answer[1]
+                return [p for p in answer[0] if p[0] == starts[job[0]][0]], job[1:]  # type: ignore[index]
+
+            monkeypatch.setattr(hbase_thrift2, "_observed", partly)
+        sent = _sent_calls(monkeypatch)
+        with open_store(url) as store:
+            sent.clear()
+            assert store.scan_documents(queries[1]) is not None  # rows of one page each
+            first = list(sent)
+        assert answers(url, plain=False, sent=sent) == expected
+    no_cap, cap_1 = expected[0], expected[len(queries)]  # the first query, uncapped and capped
+    assert no_cap != cap_1 and any(a[1] is None for a in expected)  # caps did cut
+    first = [call for call in first if call != "getAllRegionLocations"]  # cached after
+    if server == "observer":
+        assert first == ["get"], _NO_OBSERVER
+        assert "getMultiple" not in sent
+    elif server == "no observer":
+        assert first == ["get", "getMultiple"]  # learnt once per store, then multi-gets only
+        assert sent.count("get") == 1
+    else:
+        assert first == ["get", "getMultiple"]

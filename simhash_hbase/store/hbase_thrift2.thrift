@@ -29,6 +29,7 @@ struct TResult {
 struct TGet {
   1: required binary row,
   2: optional list<TColumn> columns,
+  7: optional map<binary, binary> attributes,
   12: optional i32 storeLimit,
   15: optional binary filterBytes,
 }
