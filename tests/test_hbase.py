@@ -495,3 +495,55 @@ def test_bucket_reads_take_the_observer_path_and_its_fallbacks_answer_alike(
         assert sent.count("get") == 1
     else:
         assert first == ["get", "getMultiple"]
+
+
+@pytest.mark.hbase
+def test_the_observer_answers_by_spec_alone() -> None:
+    """docs/SPEC.md "Multi-row reads", written out here with struct and a raw Thrift2
+    client: entries (repeated keys, a page size, a start qualifier, absent rows) in
+    entry order, the marker first; a request of another version is an ordinary get."""
+    import struct
+
+    from simhash_hbase.store import hbase_thrift2
+
+    idl = hbase_thrift2._IDL
+    with fresh_hbase_url("thrift2") as url, open_store(url) as store:
+        assert isinstance(store, HBaseStore)
+        table = store.tables["index"]
+        rows = {b"\x10aaaa": [b"q%02d" % i for i in range(6)], b"\xf0zzzz": [b"only"]}
+        with store.batch() as batch:
+            batch.put_index([(key + q, "x") for key, qs in rows.items() for q in qs])
+        written = {
+            r.row: [cv.qualifier for cv in r.columnValues]
+            for r in store.transport._pool.call(  # type: ignore[attr-defined]
+                "read", lambda c: c.getMultiple(table, [idl.TGet(row=k) for k in rows])
+            )
+        }
+        entries = [
+            (b"\x10aaaa", b""),
+            (b"\x77none", b""),
+            (b"\xf0zzzz", b""),
+            (b"\x10aaaa", written[b"\x10aaaa"][3]),
+        ]
+        body = b"".join(
+            struct.pack(">B", len(k)) + k + struct.pack(">H", len(s)) + s for k, s in entries
+        )
+
+        def get(version: bytes) -> list[tuple[bytes, bytes]]:
+            tget = idl.TGet(
+                row=b"\x10aaaa", attributes={b"shdb.rows": version + struct.pack(">i", 2) + body}
+            )
+            result = store.transport._pool.call("read", lambda c: c.get(table, tget))  # type: ignore[attr-defined]
+            return [(cv.qualifier, cv.value) for cv in result.columnValues]
+
+        reply = get(b"\x01")
+        assert reply[0] == (b"\x00shdb-multiget-v1", b"")  # the marker: every entry read
+        q = written[b"\x10aaaa"]
+        assert reply[1:] == [
+            (struct.pack(">H", 0) + q[0], b""),
+            (struct.pack(">H", 0) + q[1], b""),
+            (struct.pack(">H", 2) + written[b"\xf0zzzz"][0], b""),
+            (struct.pack(">H", 3) + q[3], b""),
+            (struct.pack(">H", 3) + q[4], b""),
+        ]
+        assert get(b"\x02") == [(c, b"") for c in q]  # unknown version: the anchor row itself
