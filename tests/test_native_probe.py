@@ -17,7 +17,7 @@ from types import ModuleType
 import lmdb
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import event, given, settings
 from hypothesis import strategies as st
 
 from simhash_hbase import SimhashIndex
@@ -200,35 +200,42 @@ def _trees_of(env: lmdb.Environment, txn: lmdb.Transaction, name: bytes) -> comp
     if base is None or not compact._WALKABLE:
         pytest.skip("no walkable map of the file here (Linux, LMDB 0.9, 64-bit)")
     (root,) = compact._DB_RECORD.unpack(txn.get(name))[-1:]
-    return compact.Trees(
-        base, env.info()["last_pgno"] + 1, env.stat()["psize"], root, compact._NO_ROOT
-    )
+    psize = env.stat()["psize"]
+    return compact.Trees(base, env.info()["last_pgno"] + 1, psize, root, compact._NO_ROOT)
 
 
 @settings(max_examples=25, deadline=None)
 @given(
-    keys=st.lists(st.binary(min_size=1, max_size=12), min_size=1, max_size=3000, unique=True),
+    count=st.sampled_from([1, 300, 5_000, 40_000]) | st.integers(1, 40_000),
+    widths=st.tuples(st.integers(1, 12), st.integers(0, 12)) | st.just((150, 300)),
     sizes=st.lists(st.integers(0, 3000), min_size=1, max_size=8),
+    seed=st.integers(0, 2**32 - 1),
     probes=st.lists(st.binary(max_size=12), max_size=40),
 )
 def test_the_walk_reaches_the_leaf_lmdb_searches(
     compiled: ModuleType,  # noqa: F811
     tmp_path_factory: pytest.TempPathFactory,
-    keys: list[bytes],
+    count: int,
+    widths: tuple[int, int],
     sizes: list[int],
+    seed: int,
     probes: list[bytes],
 ) -> None:
     """Each key's walk ends at the leaf holding the greatest key <= it (the
-    first key where none is): LMDB's own search's leaf, in trees of any depth,
-    values on overflow pages too."""
+    first key where none is): LMDB's own search's leaf, in trees of depth 1 to
+    5, keys of 1-450 bytes, values on overflow pages too."""
+    rng = np.random.default_rng(seed)
+    lengths = rng.integers(widths[0], widths[0] + widths[1] + 1, count)
+    keys = list({rng.bytes(int(n)) for n in lengths})
     folder = tmp_path_factory.mktemp("walk")
-    with lmdb.open(str(folder), map_size=1 << 30, max_dbs=2) as env:
+    with lmdb.open(str(folder), map_size=1 << 32, max_dbs=2) as env:
         db = env.open_db(b"t")
         with env.begin(write=True) as txn:
             for i, key in enumerate(keys):
-                txn.put(key, bytes(sizes[i % len(sizes)]), db=db)
+                txn.put(key, bytes(sizes[i % len(sizes)] if i % 7 == 0 else 20), db=db)
         ordered = sorted(keys)
         asked = probes + keys[:24]  # at most 64 (the C probe's limit)
+        event(f"depth {env.stat()['depth'] and env.begin().stat(db)['depth']}")
         with env.begin() as txn:
             trees = _trees_of(env, txn, b"t")
             leaves = compiled.lmdb_leaves(trees, False, asked)
