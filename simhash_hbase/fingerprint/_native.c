@@ -29,6 +29,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <math.h>
 #include <stdint.h>
 #include <string.h>
@@ -1512,10 +1513,11 @@ lm_child(const lm_map *m, const unsigned char *p, const unsigned char *key, unsi
 static void
 lm_fetch_nodes(const lm_map *m, const unsigned char *p)
 {
-    unsigned n = lm_count(m, p);
+    unsigned n = lm_count(m, p), last = UINT_MAX;
     for (unsigned i = 0; i < n; i++) {
         unsigned off = lm_u16(p + LM_HEADER + 2 * i);
-        if (off < m->psize) {
+        if (off < m->psize && off >> 6 != last) { /* a line once (a run of small nodes shares one) */
+            last = off >> 6;
             __builtin_prefetch(p + off);
         }
     }
