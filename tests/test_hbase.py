@@ -410,7 +410,7 @@ def _sent_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
 
 @pytest.mark.hbase
-@pytest.mark.parametrize("server", ["observer", "no observer", "regions moved"])
+@pytest.mark.parametrize("server", ["observer", "two servers", "no observer", "regions moved"])
 def test_bucket_reads_take_the_observer_path_and_its_fallbacks_answer_alike(
     monkeypatch: pytest.MonkeyPatch, server: str
 ) -> None:
@@ -418,8 +418,9 @@ def test_bucket_reads_take_the_observer_path_and_its_fallbacks_answer_alike(
     image): a query's bucket rows are one Thrift2 ``get``, no ``getMultiple``. The
     answers equal those of plain multi-gets for empty, ordinary, paged (past 1,000
     columns) and hot buckets, every row cap; so do those of a server without the
-    observer (the store notices once and reads by ``getMultiple`` from then on) and
-    of one whose regions moved (rows it did not read are read by ``getMultiple``)."""
+    observer (the store notices once and reads by ``getMultiple`` from then on), of
+    one whose regions moved (rows it did not read are read by ``getMultiple``), and
+    of rows on two region servers (a get each, sent at once)."""
     import random
 
     from simhash_hbase.layout import codec
@@ -461,7 +462,11 @@ def test_bucket_reads_take_the_observer_path_and_its_fallbacks_answer_alike(
         with open_store(url) as store, store.batch() as batch:
             batch.put_index(cells)
         expected = answers(url, plain=True)
-        if server == "no observer":  # the request without its attribute: an ordinary get
+        if server == "two servers":  # as if the lower half of the key space were elsewhere
+            monkeypatch.setattr(
+                hbase_thrift2._Regions, "server_of", lambda self, key: key < b"\x80"
+            )
+        elif server == "no observer":  # the request without its attribute: an ordinary get
             make_get = hbase_thrift2._observer_get
             monkeypatch.setattr(
                 hbase_thrift2,
@@ -487,8 +492,8 @@ def test_bucket_reads_take_the_observer_path_and_its_fallbacks_answer_alike(
     no_cap, cap_1 = expected[0], expected[len(queries)]  # the first query, uncapped and capped
     assert no_cap != cap_1 and any(a[1] is None for a in expected)  # caps did cut
     first = [call for call in first if call != "getAllRegionLocations"]  # cached after
-    if server == "observer":
-        assert first == ["get"], _NO_OBSERVER
+    if server in ("observer", "two servers"):
+        assert first == ["get"] * (1 if server == "observer" else 2), _NO_OBSERVER
         assert "getMultiple" not in sent
     elif server == "no observer":
         assert first == ["get", "getMultiple"]  # learnt once per store, then multi-gets only

@@ -170,27 +170,22 @@ class Thrift2Transport:
         self, table: bytes, starts: Sequence[tuple[bytes, bytes]], columns: int
     ) -> list[Page]:
         """``storeLimit`` cuts each row on the region server; a ColumnRangeFilter
-        starts a row's later pages at the qualifier given. A batch lookup's
+        starts a row's later pages at the qualifier given. A query's rows go to the
+        observer where there is one (:meth:`_observed_pages`); a batch lookup's
         thousands of rows go in chunks of ``_CHUNK_GETS``, several at once."""
-        gets = [
-            _IDL.TGet(
-                row=key,
-                storeLimit=columns,
-                filterBytes=hbase_filters.column_range_from(start) if start else None,
-            )
-            for key, start in starts
-        ]
         action = f"read {table.decode()}"
-        if len(gets) <= _CHUNK_GETS:  # a query: one call, nothing to pipeline
+        if len(starts) <= _CHUNK_GETS:  # a query: one call, nothing to pipeline
+            pages: list[Page] = []
             if self.observer is not False and _observable(starts):
                 observed = self._observed_pages(table, starts, columns, action)
                 if observed is not None:
                     pages, missing = observed
                     if not missing:
                         return pages
-                    gets = [gets[i] for i in missing]
-                    return pages + _pages(self._call(action, lambda c: c.getMultiple(table, gets)))
-            return _pages(self._call(action, lambda c: c.getMultiple(table, gets)))
+                    starts = [starts[i] for i in missing]  # read by getMultiple
+            gets = _page_gets(starts, columns)
+            return pages + _pages(self._call(action, lambda c: c.getMultiple(table, gets)))
+        gets = _page_gets(starts, columns)
         chunks = [gets[i : i + _CHUNK_GETS] for i in range(0, len(gets), _CHUNK_GETS)]
 
         def send(client: Client, chunk: list[Any]) -> None:
@@ -216,16 +211,23 @@ class Thrift2Transport:
             by_server: dict[Any, list[int]] = {}
             for i, (key, _) in enumerate(starts):
                 by_server.setdefault(regions.server_of(key), []).append(i)
-            jobs = list(by_server.values())
+            if len(by_server) == 1:  # standalone, or a query's rows on one server
+                (job,) = by_server.values()
+                tget = _observer_get(starts, job, columns)
+                answers = [
+                    self._pool.call(action, lambda c: _observed(c.get(table, tget), starts, job))
+                ]
+            else:
 
-            def send(client: Client, job: list[int]) -> None:
-                client.send("get", table=table, tget=_observer_get(starts, job, columns))
+                def send(client: Client, job: list[int]) -> None:
+                    client.send("get", table=table, tget=_observer_get(starts, job, columns))
 
-            def receive(client: Client, job: list[int]) -> tuple[Any, None]:
-                return _observed(client.receive("get"), starts, job), None
+                def receive(client: Client, job: list[int]) -> tuple[Any, None]:
+                    return _observed(client.receive("get"), starts, job), None
 
-            answers = self._pool.call_many(action, jobs, send, receive)
-        if any(answer is None for answer in answers):
+                answers = self._pool.call_many(action, list(by_server.values()), send, receive)
+        found = [answer for answer in answers if answer is not None]
+        if len(found) < len(answers):
             log.info(
                 "%s: no multi-row read observer on the region servers; reading by getMultiple",
                 self._where,
@@ -233,8 +235,11 @@ class Thrift2Transport:
             self.observer = False
             return None
         self.observer = True
-        pages = [page for answer in answers for page in answer[0]]
-        missing = [i for answer in answers for i in answer[1]]
+        if len(found) == 1:
+            pages, missing = found[0]
+        else:
+            pages = [page for answer in found for page in answer[0]]
+            missing = [i for answer in found for i in answer[1]]
         if missing:  # a region moved: its rows are read by getMultiple, locations reloaded
             with self._regions_lock:
                 self._regions.pop(table, None)
@@ -398,15 +403,30 @@ def _observable(starts: Sequence[tuple[bytes, bytes]]) -> bool:
     return all(len(key) < 0x100 and len(start) < 0x10000 for key, start in starts)
 
 
+def _page_gets(starts: Sequence[tuple[bytes, bytes]], columns: int) -> list[Any]:
+    """The TGets of :meth:`Thrift2Transport.get_row_pages`' rows, for ``getMultiple``."""
+    return [
+        _IDL.TGet(
+            row=key,
+            storeLimit=columns,
+            filterBytes=hbase_filters.column_range_from(start) if start else None,
+        )
+        for key, start in starts
+    ]
+
+
 def _observer_get(starts: Sequence[tuple[bytes, bytes]], job: list[int], columns: int) -> Any:
     """The one get that asks the observer for rows ``job`` of ``starts``, each a page of
-    ``columns`` from its qualifier (the request format: MultiRowGetObserver.java)."""
-    entries = b"".join(
-        len(key).to_bytes(1, "big") + key + len(start).to_bytes(2, "big") + start
-        for key, start in (starts[i] for i in job)
-    )
-    request = _OBSERVER_VERSION + columns.to_bytes(4, "big") + entries
-    return _IDL.TGet(row=starts[job[0]][0], attributes={_OBSERVER_ATTRIBUTE: request})
+    ``columns`` from its qualifier (the request format: docs/SPEC.md)."""
+    request = bytearray(_OBSERVER_VERSION)
+    request += columns.to_bytes(4, "big")
+    for i in job:
+        key, start = starts[i]
+        request.append(len(key))
+        request += key
+        request += len(start).to_bytes(2, "big")
+        request += start
+    return _IDL.TGet(row=starts[job[0]][0], attributes={_OBSERVER_ATTRIBUTE: bytes(request)})
 
 
 def _observed(
