@@ -426,6 +426,7 @@ def remeasure_hbase(ctx: Context) -> Any:
                 # Regions were reopened and rewritten: warm the block cache first.
                 step = _measure_hbase(index, view, queries, gets)
                 step["cpu_per_query"] = cpu_per_query(index, queries, hbase)
+                step["layout"] = index.manifest.get("hbase_index", "rows")  # for its bound
             step.update(n=n, bucket_reads=bucket_reads(f"{hbase.thrift2_url}?prefix={prefix}"))
             step["ratio_to_get_p50"] = ratio(step["shdb"]["p50_ms"], step[GET]["p50_ms"])
             out[scheme] = step
