@@ -200,8 +200,8 @@ def _trees_of(env: lmdb.Environment, txn: lmdb.Transaction, name: bytes) -> comp
     if base is None or not compact._WALKABLE:
         pytest.skip("no walkable map of the file here (Linux, LMDB 0.9, 64-bit)")
     (root,) = compact._DB_RECORD.unpack(txn.get(name))[-1:]
-    psize = env.stat()["psize"]
-    return compact.Trees(base, env.info()["last_pgno"] + 1, psize, root, compact._NO_ROOT)
+    psize, none = env.stat()["psize"], compact._NO_ROOT
+    return compact.Trees(base, env.info()["last_pgno"] + 1, psize, root, none, none)
 
 
 @settings(max_examples=25, deadline=None)
@@ -238,7 +238,7 @@ def test_the_walk_reaches_the_leaf_lmdb_searches(
         event(f"depth {env.stat()['depth'] and env.begin().stat(db)['depth']}")
         with env.begin() as txn:
             trees = _trees_of(env, txn, b"t")
-            leaves = compiled.lmdb_leaves(trees, False, asked)
+            leaves = compiled.lmdb_leaves(trees, 0, asked)
             for key, leaf in zip(asked, leaves):
                 assert leaf is not None
                 below = bisect.bisect_right(ordered, key) - 1
@@ -267,25 +267,32 @@ def test_a_walk_from_any_page_stays_in_the_file(
             keys = data.draw(st.lists(st.binary(max_size=8), max_size=10))
             for root in roots:
                 walk = trees._replace(index_root=min(root, (1 << 64) - 1) % (trees.pages + 3))
-                for leaf in compiled.lmdb_leaves(walk, False, keys):
+                for leaf in compiled.lmdb_leaves(walk, 0, keys):
                     assert leaf is None or leaf < trees.pages
 
 
+_NEAR = 0x0123_4567_89AB_CDEF  # the store below holds near copies of it in both tiers
+
+
 @settings(max_examples=60, deadline=None)
-@given(prefixes=_query(), data=st.data())
+@given(prefixes=_query() | _FP.map(lambda x: _prefixes(_NEAR ^ x & 0x8421)), data=st.data())
 def test_bucket_keys_with_the_stores_trees_are_pythons(
     compiled: ModuleType,  # noqa: F811
     tmp_path_factory: pytest.TempPathFactory,
     prefixes: list[bytes],
     data: st.DataObject,
 ) -> None:
-    """The store's own Trees: the prefetching probe asks what the reference
-    asks, and each bucket's walk in either tier reaches the leaf holding it."""
+    """The store's own Trees: the prefetching probes give what the references
+    give (queries finding several documents too), and each walk, of a bucket
+    in either tier or of a number in ``names``, reaches the leaf holding it."""
     folder = tmp_path_factory.mktemp("store") / "ix"
     rng = np.random.default_rng(data.draw(st.integers(0, 3)))
+    near = [Document(f"n{b}", _NEAR ^ 1 << b) for b in range(0, 64, 3)]
     with SimhashIndex.open(str(folder)) as index:  # type: ignore[operator]
-        index.bulk_load([Document(f"b{i}", int(fp)) for i, fp in enumerate(_fps(rng, 3000))])
-        index.add_documents([Document(f"a{i}", int(fp)) for i, fp in enumerate(_fps(rng, 300))])
+        loaded = [Document(f"b{i}", int(fp)) for i, fp in enumerate(_fps(rng, 3000))]
+        index.bulk_load(loaded + near[::2])
+        added = [Document(f"a{i}", int(fp)) for i, fp in enumerate(_fps(rng, 300))]
+        index.add_documents(added + near[1::2])
         tables = index._store._compact  # type: ignore[attr-defined]
         with tables.env.begin() as txn:
             main, fresh, trees = tables.query_probe(txn)
@@ -293,11 +300,21 @@ def test_bucket_keys_with_the_stores_trees_are_pythons(
                 pytest.skip("no walkable map of the file here (Linux, LMDB 0.9, 64-bit)")
             want = compact.bucket_keys(prefixes, main, fresh)
             assert compiled.bucket_keys(prefixes, main, fresh, trees) == want
-            for tier, db in enumerate((tables.index, tables.fresh)):
+            if want is not None:
+                got = txn.cursor(tables.index).getmulti(want[0])
+                got += txn.cursor(tables.fresh).getmulti(want[1])
+                nums = compact.bucket_nums(prefixes, got, None)
+                assert compiled.bucket_nums(prefixes, got, None, trees) == nums
+                event(f"numbers found: {min(len(nums[0]), 2) if nums else None}")
+            for tier, db in enumerate((tables.index, tables.fresh, tables.names)):
                 held = [key for key, _ in txn.cursor(db)]
                 asked = data.draw(st.lists(st.sampled_from(held), max_size=20))
                 for key, leaf in zip(asked, compiled.lmdb_leaves(trees, tier, asked)):
                     assert key in _leaf_keys(trees, leaf)
+
+
+def _prefixes(fp: int) -> list[bytes]:
+    return codec.encode_prefixes(fp, SCHEMES[DEFAULT_SCHEME].prefix_terms or ())
 
 
 def _fps(rng: np.random.Generator, n: int) -> np.ndarray:
@@ -308,6 +325,10 @@ def test_bad_trees_are_refused_in_c(compiled: ModuleType) -> None:  # noqa: F811
     with pytest.raises(TypeError, match="trees"):
         compiled.bucket_keys([b"abcde"], None, None, (1, 2))
     with pytest.raises(ValueError, match="page size"):
-        compiled.bucket_keys([b"abcde"], None, None, compact.Trees(1 << 20, 1, 1000, 0, 0))
+        compiled.bucket_keys([b"abcde"], None, None, compact.Trees(1 << 20, 1, 1000, 0, 0, 0))
     with pytest.raises(ValueError, match="no map"):
-        compiled.lmdb_leaves(compact.Trees(0, 1, 4096, 0, 0), False, [b"a"])
+        compiled.lmdb_leaves(compact.Trees(0, 1, 4096, 0, 0, 0), 0, [b"a"])
+    with pytest.raises(ValueError, match="table"):
+        compiled.lmdb_leaves(compact.Trees(1 << 20, 1, 4096, 0, 0, 0), 3, [b"a"])
+    with pytest.raises(TypeError, match="trees"):
+        compiled.bucket_nums([b"abcde"], [], None, (1, 2, 3, 4, 5))

@@ -18,9 +18,10 @@
  *   compact.bucket_keys/bucket_nums/mark_prefixes; the
  *   references, compared in tests/test_native_probe.py), so that a query makes
  *   a few C calls instead of ~100 Python ones. bucket_keys also prefetches the
- *   pages LMDB's searches of the buckets will read (compact.Trees: a walk of
- *   LMDB 0.9's page layout that decides no answer; lmdb_leaves shows tests
- *   where it ends).
+ *   pages LMDB's searches of the buckets will read, bucket_nums those of the
+ *   names rows where there are two or more (compact.Trees: a walk of LMDB
+ *   0.9's page layout that decides no answer; lmdb_leaves shows tests where
+ *   it ends).
  * - match_cells(found, probes, order): compact._matched_py, the cells of a
  *   batch's buckets matched to its prefixes in one pass, with no array per cell.
  *
@@ -1601,16 +1602,18 @@ lm_descend(const lm_map *m, uint64_t *at, const unsigned char *const *keys, cons
     }
 }
 
-/* A compact.Trees (base, pages, psize, index root, fresh root): the map, and the roots. */
+#define LM_TREES "trees are (base, pages, psize, index root, fresh root, names root)"
+#define LM_ROOTS 3
+
+/* A compact.Trees: the map, and the roots (index, fresh, names). */
 static int
-read_trees(PyObject *trees, lm_map *m, uint64_t roots[2])
+read_trees(PyObject *trees, lm_map *m, uint64_t roots[LM_ROOTS])
 {
     unsigned long long base, pages, psize;
     if (!PyTuple_Check(trees) ||
-        !PyArg_ParseTuple(trees, "KKKKK;trees are (base, pages, psize, index root, fresh root)", &base,
-                          &pages, &psize, &roots[0], &roots[1])) {
+        !PyArg_ParseTuple(trees, "KKKKKK;" LM_TREES, &base, &pages, &psize, &roots[0], &roots[1], &roots[2])) {
         if (!PyErr_Occurred()) {
-            PyErr_SetString(PyExc_TypeError, "trees are (base, pages, psize, index root, fresh root)");
+            PyErr_SetString(PyExc_TypeError, LM_TREES);
         }
         return -1;
     }
@@ -1624,20 +1627,24 @@ read_trees(PyObject *trees, lm_map *m, uint64_t roots[2])
     return 0;
 }
 
-/* lmdb_leaves(trees, tier, keys): the leaf page (number) each key's search
- * from the tier's root (0: index, 1: fresh) reaches, None where the walk met
- * no leaf: how tests check the walk against LMDB's own searches. */
+/* lmdb_leaves(trees, table, keys): the leaf page (number) each key's search
+ * from a table's root (0: index, 1: fresh, 2: names) reaches, None where the
+ * walk met no leaf: how tests check the walk against LMDB's own searches. */
 static PyObject *
 lmdb_leaves(PyObject *self, PyObject *args)
 {
     PyObject *trees, *list;
-    int tier;
+    int table;
     lm_map m;
-    uint64_t roots[2], at[MAX_PROBES];
+    uint64_t roots[LM_ROOTS], at[MAX_PROBES];
     const unsigned char *keys[MAX_PROBES] = {NULL};
     unsigned klens[MAX_PROBES] = {0};
-    if (!PyArg_ParseTuple(args, "OpO!:lmdb_leaves", &trees, &tier, &PyList_Type, &list) ||
+    if (!PyArg_ParseTuple(args, "OiO!:lmdb_leaves", &trees, &table, &PyList_Type, &list) ||
         read_trees(trees, &m, roots) < 0) {
+        return NULL;
+    }
+    if (table < 0 || table >= LM_ROOTS) {
+        PyErr_SetString(PyExc_ValueError, "table is 0 (index), 1 (fresh) or 2 (names)");
         return NULL;
     }
     Py_ssize_t n = PyList_GET_SIZE(list);
@@ -1653,7 +1660,7 @@ lmdb_leaves(PyObject *self, PyObject *args)
         }
         keys[i] = (const unsigned char *)PyBytes_AS_STRING(k);
         klens[i] = (unsigned)PyBytes_GET_SIZE(k);
-        at[i] = roots[tier];
+        at[i] = roots[table];
     }
     lm_descend(&m, at, keys, klens, n);
     PyObject *out = PyList_New(n);
@@ -1700,7 +1707,7 @@ bucket_keys(PyObject *self, PyObject *args)
         return NULL;
     }
     lm_map m;
-    uint64_t roots[2];
+    uint64_t roots[LM_ROOTS];
     if (trees != Py_None && read_trees(trees, &m, roots) < 0) {
         return NULL;
     }
@@ -1800,13 +1807,15 @@ static PyObject *
 bucket_nums(PyObject *self, PyObject *args)
 {
     static const unsigned char spilled[4] = {0xFF, 0xFF, 0xFF, 0xFF};
-    PyObject *prefixes, *found, *cap_obj;
+    PyObject *prefixes, *found, *cap_obj, *trees = Py_None;
     const unsigned char *p[MAX_PROBES];
     unsigned char keys[MAX_PROBES][3];
     Py_ssize_t per_prefix[MAX_PROBES] = {0};
     Py_ssize_t n, cap = PY_SSIZE_T_MAX;
-    if (!PyArg_ParseTuple(args, "OOO:bucket_nums", &prefixes, &found, &cap_obj) ||
-        read_prefixes(prefixes, p, &n) < 0) {
+    lm_map m;
+    uint64_t roots[LM_ROOTS];
+    if (!PyArg_ParseTuple(args, "OOO|O:bucket_nums", &prefixes, &found, &cap_obj, &trees) ||
+        read_prefixes(prefixes, p, &n) < 0 || (trees != Py_None && read_trees(trees, &m, roots) < 0)) {
         return NULL;
     }
     if (cap_obj != Py_None) {
@@ -1896,6 +1905,20 @@ bucket_nums(PyObject *self, PyObject *args)
     }
     for (Py_ssize_t i = 0; i < n; i++) {
         spill |= per_prefix[i] >= cap;
+    }
+    if (trees != Py_None && !spill && PyList_GET_SIZE(nums) >= 2) {
+        /* two numbers or more: their names searches, overlapped (one has nothing to
+         * overlap, and its walk cost more than it saved) */
+        uint64_t at[MAX_PROBES];
+        const unsigned char *searched[MAX_PROBES];
+        unsigned klens[MAX_PROBES];
+        Py_ssize_t walked = PyList_GET_SIZE(nums) < MAX_PROBES ? PyList_GET_SIZE(nums) : MAX_PROBES;
+        for (Py_ssize_t k = 0; k < walked; k++) {
+            at[k] = roots[2];
+            searched[k] = (const unsigned char *)PyBytes_AS_STRING(PyList_GET_ITEM(nums, k));
+            klens[k] = (unsigned)PyBytes_GET_SIZE(PyList_GET_ITEM(nums, k));
+        }
+        lm_descend(&m, at, searched, klens, walked);
     }
     if (spill) { /* a lead marked spilled, or a row the cap may cut */
         Py_INCREF(Py_None);
@@ -2080,9 +2103,9 @@ static PyMethodDef module_methods[] = {
     {"bucket_keys", bucket_keys, METH_VARARGS,
      "bucket_keys(prefixes, index_filter, fresh_filter, trees=None): compact.bucket_keys in C."},
     {"lmdb_leaves", lmdb_leaves, METH_VARARGS,
-     "lmdb_leaves(trees, tier, keys): the leaf page each key's search reaches (tests)."},
+     "lmdb_leaves(trees, table, keys): the leaf page each key's search reaches (tests)."},
     {"bucket_nums", bucket_nums, METH_VARARGS,
-     "bucket_nums(prefixes, found, row_cap): compact.bucket_nums in C."},
+     "bucket_nums(prefixes, found, row_cap, trees=None): compact.bucket_nums in C."},
     {"match_cells", match_cells, METH_VARARGS,
      "match_cells(found, probes, order): compact._matched_py, one pass over the cells."},
     {"mark_prefixes", mark_prefixes, METH_VARARGS,

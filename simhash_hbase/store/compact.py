@@ -209,13 +209,18 @@ def bucket_keys(
 
 
 def bucket_nums(
-    prefixes: list[bytes], found: list[tuple[bytes, bytes]], row_cap: int | None
+    prefixes: list[bytes],
+    found: list[tuple[bytes, bytes]],
+    row_cap: int | None,
+    trees: Trees | None = None,
 ) -> tuple[list[bytes], list[int]] | None:
     """The numbers of the cells of each prefix's lead in ``found`` ((bucket key,
     packed cells) of both tiers; the prefixes of distinct buckets), each once in
     the order first met, and how many cells name each. None where a lead is
     marked spilled or a prefix has ``row_cap`` (1 or more) cells or more.
-    The reference of ``_native.bucket_nums``."""
+    The reference of ``_native.bucket_nums``, which also prefetches the pages of
+    the numbers' ``names`` searches where there are two or more (``trees``, as
+    :func:`bucket_keys`)."""
     leads = {prefix[4:5] + prefix[0:2]: prefix[2:4] for prefix in prefixes}
     counts: dict[bytes, int] = {}
     per_key: dict[bytes, int] = {}  # cells of each prefix, in both tiers
@@ -275,7 +280,8 @@ class Probe(NamedTuple):
         tuple[list[bytes], list[bytes]] | None,
     ]
     nums: Callable[
-        [list[bytes], list[tuple[bytes, bytes]], int | None], tuple[list[bytes], list[int]] | None
+        [list[bytes], list[tuple[bytes, bytes]], int | None, Trees | None],
+        tuple[list[bytes], list[int]] | None,
     ]
     mark: Callable[[bytearray, int, list[tuple[bytes, bytes]]], None]
 
@@ -368,7 +374,8 @@ class TierFilters(NamedTuple):
 class Trees(NamedTuple):
     """Where one snapshot's bucket tables lie in this process's map of the file:
     the map's address, the pages the file held (it never shrinks), the page
-    size, and the root page of each tier's table (``P_INVALID``, 2^64 - 1: empty).
+    size, and the root page of each tier's table and of ``names`` (``P_INVALID``,
+    2^64 - 1: empty).
     The C probe prefetches with it the pages the searches of a query's buckets
     will read, the searches of all ten a tree level at a time, so that their
     cache misses overlap: at 3 M documents a bucket read waited on ~5 of them,
@@ -379,6 +386,7 @@ class Trees(NamedTuple):
     psize: int
     index_root: int
     fresh_root: int
+    names_root: int
 
 
 #: An LMDB sub-database's record in the main database (LMDB 0.9's ``MDB_db``,
@@ -585,11 +593,11 @@ class Tables:
         base, psize = self._map
         if not base:
             return None
-        roots = [txn.get(name, db=self.catalog) for name in TIERS]
-        if any(raw is not None and len(raw) != _DB_RECORD.size for raw in roots):
+        records = [txn.get(name, db=self.catalog) for name in (*TIERS, b"names")]
+        if any(raw is not None and len(raw) != _DB_RECORD.size for raw in records):
             return None
-        index, fresh = (_NO_ROOT if raw is None else _DB_RECORD.unpack(raw)[-1] for raw in roots)
-        return Trees(base, int(self.env.info()["last_pgno"]) + 1, psize, index, fresh)
+        roots = [_NO_ROOT if raw is None else _DB_RECORD.unpack(raw)[-1] for raw in records]
+        return Trees(base, int(self.env.info()["last_pgno"]) + 1, psize, *roots)
 
     def hot_rows(self) -> Any:
         """The hot rows' handle, or None if the file has none (then no bucket marks a
@@ -746,7 +754,8 @@ class Tables:
         bucket, a lead marked spilled, or a prefix with ``row_cap`` cells or more
         (a capped scan may cut its row)."""
         listed = prefixes if type(prefixes) is list else list(prefixes)
-        probe = self.probe.keys(listed, *self.query_probe(txn))
+        main, fresh_filter, trees = self.query_probe(txn)
+        probe = self.probe.keys(listed, main, fresh_filter, trees)
         if probe is None:
             return None
         keys, asked = probe
@@ -754,7 +763,7 @@ class Tables:
         fresh = self.fresh if self.fresh is not None else self.tier(txn)
         if fresh is not None and asked:
             found += txn.cursor(fresh).getmulti(asked)
-        counted = self.probe.nums(listed, found, row_cap)
+        counted = self.probe.nums(listed, found, row_cap, trees)
         if counted is None:
             return None
         get, names = txn.get, self.names
