@@ -68,6 +68,7 @@ public class MultiRowGetObserver implements RegionCoprocessor, RegionObserver {
     DataInputStream in = new DataInputStream(new ByteArrayInputStream(request, 1, request.length - 1));
     ByteArrayOutputStream missing = new ByteArrayOutputStream();
     List<Cell> cells = new ArrayList<>();
+    List<? extends Region> others = null;
     byte[] anchor = get.getRow();
     try {
       int columns = in.readInt();
@@ -82,7 +83,13 @@ public class MultiRowGetObserver implements RegionCoprocessor, RegionObserver {
         if (key.length == 0) {
           throw new DoNotRetryIOException(ATTRIBUTE + ": an empty row key");
         }
-        Region region = regionOf(env, home, table, key);
+        Region region = home;
+        if (!home.getRegionInfo().containsRow(key)) {
+          if (others == null) { // the table's other regions on this server, listed once
+            others = env.getOnlineRegions().getRegions(table);
+          }
+          region = regionOf(others, key);
+        }
         List<Cell> row = region == null ? null : read(region, key, start, columns);
         if (row == null) {
           missing.write(index >> 8);
@@ -102,14 +109,9 @@ public class MultiRowGetObserver implements RegionCoprocessor, RegionObserver {
     c.bypass();
   }
 
-  /** The region online here that holds {@code key} (null: none does). */
-  private static Region regionOf(
-      RegionCoprocessorEnvironment env, Region home, TableName table, byte[] key)
-      throws IOException {
-    if (home.getRegionInfo().containsRow(key)) {
-      return home;
-    }
-    for (Region region : env.getOnlineRegions().getRegions(table)) {
+  /** The region among {@code regions} that holds {@code key} (null: none does). */
+  private static Region regionOf(List<? extends Region> regions, byte[] key) {
+    for (Region region : regions) {
       RegionInfo info = region.getRegionInfo();
       if (info.getReplicaId() == RegionInfo.DEFAULT_REPLICA_ID && info.containsRow(key)) {
         return region;
