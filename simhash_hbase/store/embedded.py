@@ -49,8 +49,10 @@ from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell
 
 _MAP_SIZE = 1 << 40  # address space only; the file grows as data is written
 #: A read-only store maps the file's cached pages in the background from this
-#: query on (pages.Populator): a one-shot query never pays for it.
-POPULATE_AFTER = 16
+#: query on (pages.Populator): a one-shot query never pays for it, and a process
+#: that asks more starts it at once (from the 16th, the first fifth of a 3 M
+#: index's cold pass paid ~10 page faults a query; docs/embedded.md).
+POPULATE_AFTER = 2
 _ID_COLUMN = b"_id"  # full id of a docs row whose key had to be folded
 _DATA_FILE = pages.DATA_FILE
 _LOCK_FILE = "lock.mdb"
