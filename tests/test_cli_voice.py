@@ -122,19 +122,76 @@ def test_plain_text_on_stdin_without_an_id_gets_a_hint(tmp_path: Path) -> None:
     assert "stdin is read as JSON lines; for one plain text give --id ID" in result.stderr
 
 
-def test_hbase_without_the_extra_is_a_hint_not_a_traceback() -> None:
-    code = (
-        "import sys; sys.modules['thriftpy2'] = None; sys.modules['happybase'] = None\n"
-        "from simhash_hbase.cli.app import main\n"
-        "sys.argv = ['shdb', 'stats', '-i', 'hbase://127.0.0.1:9090?prefix=x']\n"
-        "main()\n"
-    )
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, env=env, timeout=120
-    )
-    assert proc.returncode == 2, proc.stderr
-    assert "pip install 'simhash-hbase[hbase]'" in proc.stderr and "Traceback" not in proc.stderr
+#: The top-level modules of the optional extras (hbase, spark, serve, scrapy, fuzz,
+#: docs): a plain ``pip install simhash-hbase`` has none of them.
+OPTIONAL_MODULES = (
+    "thriftpy2", "happybase", "pyspark", "py4j", "starlette", "uvicorn", "orjson",
+    "prometheus_client", "httptools", "uvloop", "scrapy", "itemadapter", "atheris", "mkdocs",
+)  # fmt: skip
+_WITHOUT_EXTRAS = """
+import sys
+for name in OPTIONAL:
+    sys.modules[name] = None
+from simhash_hbase.cli.app import app, main
+"""
+_EVERY_HELP = """
+import json
+from typer.main import get_command
+
+def commands(group, path):
+    yield path
+    for name in group.list_commands(None) if hasattr(group, "list_commands") else ():
+        yield from commands(group.get_command(None, name), [*path, name])
+
+codes = {}
+for path in list(commands(get_command(app), [])):
+    sys.argv = ["shdb", *path, "--help"]
+    try:
+        main()
+    except SystemExit as exc:
+        codes[" ".join(path)] = exc.code or 0
+print(json.dumps(codes))
+"""
+
+
+def without_extras(code: str) -> subprocess.CompletedProcess[str]:
+    """``code`` run after the CLI's import, in a Python where no extra is importable."""
+    return subprocess.run(
+        [sys.executable, "-c", f"OPTIONAL = {OPTIONAL_MODULES!r}\n{_WITHOUT_EXTRAS}{code}"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )  # fmt: skip
+
+
+def test_every_help_works_without_the_optional_extras() -> None:
+    """`shdb --help` loads every command module to list it: one that imports an
+    extra at its top (the HBase client, Spark, the service) breaks every user of a
+    plain install, not only that command's."""
+    proc = without_extras(_EVERY_HELP)
+    assert proc.returncode == 0 and "Traceback" not in proc.stderr, proc.stderr[-3000:]
+    codes = json.loads(proc.stdout.splitlines()[-1])
+    assert {"", "spark", "spark dedup", "spark ingest", "serve", "idf", "migrate"} <= set(codes)
+    assert codes == dict.fromkeys(codes, 0)
+
+
+@pytest.mark.parametrize(
+    ("args", "extra"),
+    [
+        (["stats", "-i", "hbase://127.0.0.1:9090?prefix=x"], "hbase"),
+        (["ingest", "examples/corpus", "-i", "hbase://127.0.0.1:9090"], "hbase"),
+        (["spark", "dedup", "examples/corpus", "-o", "{tmp}/pairs"], "spark"),
+        (["spark", "ingest", "examples/corpus", "-i", "hbase://127.0.0.1:9090"], "spark"),
+        (["serve", "-i", "{tmp}/ix"], "serve"),
+    ],
+)
+def test_a_missing_extra_is_a_hint_not_a_traceback(
+    args: list[str], extra: str, tmp_path: Path
+) -> None:
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    proc = without_extras(f"sys.argv = ['shdb', *{argv!r}]\nmain()\n")
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert f"pip install 'simhash-hbase[{extra}]'" in proc.stderr, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
 
 
 def test_idf_build_has_json(tmp_path: Path) -> None:

@@ -11,7 +11,6 @@ import dataclasses
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Annotated, Any
-from urllib.parse import parse_qs, urlsplit
 
 import typer
 
@@ -38,7 +37,7 @@ from simhash_hbase.layout.scheme import DEFAULT_SCHEME, get_scheme
 from simhash_hbase.records import DEFAULT_LIMIT, check_limit
 from simhash_hbase.spark import inputs
 from simhash_hbase.store import resolve_url
-from simhash_hbase.store.hbase import DEFAULT_PREFIX
+from simhash_hbase.store.hbase_settings import parse_url
 from simhash_hbase.text.readers import DEFAULT_MAX_BYTES, SourceOptions
 
 if TYPE_CHECKING:
@@ -270,5 +269,4 @@ def _bulk_target(url: str, staging: str | None, zookeeper: str | None) -> BulkTa
             "--bulk-load needs --zookeeper HOST:PORT, the ZooKeeper quorum of the HBase "
             "cluster behind --index (hbase.zookeeper.quorum in its hbase-site.xml)"
         )
-    prefix = parse_qs(urlsplit(url).query).get("prefix", [DEFAULT_PREFIX])[-1]
-    return Target(zookeeper, prefix, staging)
+    return Target(zookeeper, parse_url(url)["prefix"], staging)

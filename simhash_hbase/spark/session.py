@@ -101,6 +101,7 @@ class SparkJobFailed(ShdbError):
 def job_errors() -> Iterator[None]:
     """A failed job as one :class:`SparkJobFailed` naming the executor's error,
     instead of a JVM stack trace."""
+    require_pyspark()  # entered before the session is built: the extra is named first
     from py4j.protocol import Py4JJavaError  # type: ignore[import-untyped]
     from pyspark.errors import PySparkException
 

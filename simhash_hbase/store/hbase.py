@@ -13,33 +13,32 @@ from __future__ import annotations
 import bisect
 import os
 import random
-import re
 import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
 
 from simhash_hbase.errors import IndexNotFound, InvalidIndexUrl, StoreCorrupt, StoreError
 from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
 from simhash_hbase.store import hbase_tables
 from simhash_hbase.store.base import CellsOf, IndexCell
+from simhash_hbase.store.hbase_settings import (
+    BUCKETS,
+    DEFAULT_POOL,
+    DEFAULT_PORT,
+    DEFAULT_PREFIX,
+    DEFAULT_TIMEOUT_MS,
+    ROWS,
+    layout_of,
+    parse_url,
+)
 from simhash_hbase.store.hbase_thrift1 import Thrift1Transport
 from simhash_hbase.store.hbase_thrift2 import Thrift2Transport, gateway_api
 from simhash_hbase.store.hbase_transport import Page, Row, Transport
 
-DEFAULT_PORT = 9090
-DEFAULT_PREFIX = "shdb"
-DEFAULT_POOL = 12
-DEFAULT_TIMEOUT_MS = 30_000
-APIS = ("thrift1", "thrift2")
-#: Index table layouts (docs/SPEC.md, "index"): one row per 13-byte key, or
-#: one row per 5-byte prefix (a bucket) holding a column per (fingerprint, id).
-ROWS, BUCKETS = "rows", "buckets"
-LAYOUTS = (ROWS, BUCKETS)
 #: The manifest entries of a bucket-layout index: format 2 (versions that know only
 #: format 1 refuse it, rather than write 13-byte rows into it).
 _BUCKET_MANIFEST = {"format_version": 2, "hbase_index": BUCKETS}
@@ -55,7 +54,6 @@ _SCAN_ROWS = 1000  # rows per page of a full-table scan
 _GET_ROWS = 1000  # rows per multi-get
 _FLUSH_CELLS = 20_000  # buffered mutations before a batch flushes
 _META_COL = b"m:json"
-_PREFIX_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 _DOC_COLUMNS = (
     codec.COL_FINGERPRINT,
     codec.COL_TEXT,
@@ -97,44 +95,6 @@ class _Clock:
 
 
 _clock = _Clock()
-
-
-def _parse_url(url: str) -> dict[str, Any]:
-    parts = urlsplit(url)
-    query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
-    unknown = set(query) - {"prefix", "pool", "timeout", "api", "layout"}
-    if unknown:
-        raise InvalidIndexUrl(
-            f"index URL {url!r}: unknown parameter {sorted(unknown)[0]!r}; known: prefix, "
-            "pool, timeout (ms), api (thrift1 or thrift2), layout (rows or buckets)"
-        )
-    try:
-        port = parts.port or DEFAULT_PORT
-        pool = int(query.get("pool", DEFAULT_POOL))
-        timeout = int(query.get("timeout", DEFAULT_TIMEOUT_MS))
-    except ValueError as exc:
-        raise InvalidIndexUrl(f"index URL {url!r}: {exc}") from None
-    prefix = query.get("prefix", DEFAULT_PREFIX)
-    api = query.get("api")
-    if api is not None and api not in APIS:
-        raise InvalidIndexUrl(f"index URL {url!r}: api must be thrift1 or thrift2, not {api!r}")
-    layout = query.get("layout")
-    if layout is not None and layout not in LAYOUTS:
-        raise InvalidIndexUrl(f"index URL {url!r}: layout must be rows or buckets, not {layout!r}")
-    if not parts.hostname or not _PREFIX_RE.match(prefix) or pool < 1 or timeout < 1:
-        raise InvalidIndexUrl(
-            f"index URL {url!r} is not of the form hbase://HOST[:PORT][?prefix=NAME] "
-            "(prefix: letters, digits, _ . -; pool and timeout positive)"
-        )
-    return {
-        "host": parts.hostname,
-        "port": port,
-        "prefix": prefix,
-        "pool": pool,
-        "timeout": timeout,
-        "api": api,
-        "layout": layout,
-    }
 
 
 class _HBaseBatch:
@@ -354,7 +314,7 @@ class HBaseStore:
 
     @classmethod
     def from_url(cls, url: str, *, create: bool = True) -> HBaseStore:
-        return cls(**_parse_url(url), create=create)
+        return cls(**parse_url(url), create=create)
 
     @property
     def api(self) -> str:
@@ -679,11 +639,6 @@ class HBaseStore:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def layout_of(manifest: dict[str, Any]) -> str:
-    """The index table layout a manifest records: rows unless it says buckets."""
-    return BUCKETS if manifest.get("hbase_index") == BUCKETS else ROWS
 
 
 def _check_bucket_keys(prefixes: Sequence[bytes]) -> None:

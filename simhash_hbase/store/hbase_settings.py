@@ -1,0 +1,73 @@
+"""What names an HBase index, read without the HBase client: its ``hbase://`` URL
+and its index table layout.
+
+Kept apart from :mod:`~simhash_hbase.store.hbase` (which imports the Thrift
+transports, the ``hbase`` extra) so that an install without that extra can list
+and check every command: ``shdb --help`` loads ``shdb spark``'s module, which
+reads the prefix of ``--index``, and a Spark job names its missing extra before
+it touches HBase.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+from simhash_hbase.errors import InvalidIndexUrl
+
+DEFAULT_PORT = 9090
+DEFAULT_PREFIX = "shdb"
+DEFAULT_POOL = 12
+DEFAULT_TIMEOUT_MS = 30_000
+APIS = ("thrift1", "thrift2")
+#: Index table layouts (docs/SPEC.md, "index"): one row per 13-byte key, or
+#: one row per 5-byte prefix (a bucket) holding a column per (fingerprint, id).
+ROWS, BUCKETS = "rows", "buckets"
+LAYOUTS = (ROWS, BUCKETS)
+_PREFIX_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+
+
+def parse_url(url: str) -> dict[str, Any]:
+    """The parts of an ``hbase://HOST[:PORT][?prefix=NAME&...]`` URL, checked: the
+    keyword arguments of :class:`~simhash_hbase.store.hbase.HBaseStore`."""
+    parts = urlsplit(url)
+    query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
+    unknown = set(query) - {"prefix", "pool", "timeout", "api", "layout"}
+    if unknown:
+        raise InvalidIndexUrl(
+            f"index URL {url!r}: unknown parameter {sorted(unknown)[0]!r}; known: prefix, "
+            "pool, timeout (ms), api (thrift1 or thrift2), layout (rows or buckets)"
+        )
+    try:
+        port = parts.port or DEFAULT_PORT
+        pool = int(query.get("pool", DEFAULT_POOL))
+        timeout = int(query.get("timeout", DEFAULT_TIMEOUT_MS))
+    except ValueError as exc:
+        raise InvalidIndexUrl(f"index URL {url!r}: {exc}") from None
+    prefix = query.get("prefix", DEFAULT_PREFIX)
+    api = query.get("api")
+    if api is not None and api not in APIS:
+        raise InvalidIndexUrl(f"index URL {url!r}: api must be thrift1 or thrift2, not {api!r}")
+    layout = query.get("layout")
+    if layout is not None and layout not in LAYOUTS:
+        raise InvalidIndexUrl(f"index URL {url!r}: layout must be rows or buckets, not {layout!r}")
+    if not parts.hostname or not _PREFIX_RE.match(prefix) or pool < 1 or timeout < 1:
+        raise InvalidIndexUrl(
+            f"index URL {url!r} is not of the form hbase://HOST[:PORT][?prefix=NAME] "
+            "(prefix: letters, digits, _ . -; pool and timeout positive)"
+        )
+    return {
+        "host": parts.hostname,
+        "port": port,
+        "prefix": prefix,
+        "pool": pool,
+        "timeout": timeout,
+        "api": api,
+        "layout": layout,
+    }
+
+
+def layout_of(manifest: dict[str, Any]) -> str:
+    """The index table layout a manifest records: rows unless it says buckets."""
+    return BUCKETS if manifest.get("hbase_index") == BUCKETS else ROWS
