@@ -167,6 +167,46 @@ def test_format_1_index_opens_answers_and_migrates(tmp_path: Path) -> None:
         migrate(str(old), str(new))
 
 
+def _texts() -> list[tuple[str, str]]:
+    """(id, text): the example articles, and each with a line added and one cut."""
+    corpus = Path(__file__).resolve().parents[1] / "examples" / "corpus"
+    texts = [(p.name, p.read_text("utf-8")) for p in sorted(corpus.glob("*.txt"))]
+    return [
+        *texts,
+        *((f"{i}+", f"{t}\n转载请注明出处。") for i, t in texts),
+        *((f"{i}-", t[: len(t) * 3 // 4]) for i, t in texts),
+    ]
+
+
+@pytest.mark.parametrize("batch_size", [3, 100_000])
+def test_bulk_load_and_migrate_keep_the_band_cells(tmp_path: Path, batch_size: int) -> None:
+    """Documents with band keys (the LSH net of texts) own band cells beside the
+    pigeonhole's: a bulk load, and so a migrate, writes them too, for documents
+    with bands and without them mixed in one block: the same cells, answers and
+    a clean verify as the streamed index."""
+    from simhash_hbase.jobs.verify import verify
+
+    texts, fps = _texts(), _fingerprints(200)
+    old, new = tmp_path / "old", tmp_path / "new"
+    with SimhashIndex.open(str(old)) as index:
+        for n, (doc_id, text) in enumerate(texts):
+            index.add(doc_id, text, {"n": n})
+            index.add_fingerprint(f"fp{n}", int(fps[n]))  # no bands, between banded ones
+        assert index.minhasher is not None, "new indexes have the LSH net (docs/nets.md)"
+        docs = list(index.documents())
+        assert sum(d.bands is not None for d in docs) == len(texts)
+        before = _state(index)
+        answers = [index.query(text) for _, text in texts]
+    assert migrate(str(old), str(new)) == len(docs)
+    with SimhashIndex.open(str(tmp_path / "loaded")) as loaded:
+        assert loaded.bulk_load(iter(docs), batch_size=batch_size) == len(docs)
+        assert _state(loaded) == before
+    with SimhashIndex.open(str(new), readonly=True) as index:
+        assert _state(index) == before
+        assert [index.query(text) for _, text in texts] == answers
+        assert verify(index).clean
+
+
 def enumerate_ids(fps: np.ndarray) -> list[tuple[str, int]]:
     return [(f"d{i}", fp) for i, fp in enumerate(fps.tolist())]
 
@@ -304,6 +344,14 @@ def test_cli_migrate(tmp_path: Path) -> None:
         assert index.get("a") == Document("a", 1, "text", {"k": 1})
         assert [m.doc_id for m in index.query_fingerprint(0, 3)] == ["a", "b"]
     assert shdb("migrate", str(old), str(new)).exit_code != 0  # NEW must be new
+    for bad, says in [
+        (old / "inner", "inside"),
+        (old, "is the index"),
+        (old / ".", "is the index"),
+    ]:
+        result = shdb("migrate", str(old), str(bad))
+        assert result.exit_code == 2 and says in result.stderr, result.output
+    assert not (old / "inner").exists()
 
 
 def test_a_batch_cut_before_its_last_commit_leaves_nothing_visible(tmp_path: Path) -> None:

@@ -537,10 +537,8 @@ class SimhashIndex:
             docs_first = self._store.index_follows_docs
             if docs_first:
                 batch.put_docs(new)
-            batch.put_index(self._cell_block(new))
-            banded = self._band_block(new)
-            if banded is not None:
-                batch.put_index(banded)
+            for block in self._cell_blocks(new):
+                batch.put_index(block)
             if not docs_first:
                 batch.put_docs(new)
 
@@ -574,8 +572,14 @@ class SimhashIndex:
     def cells(self, docs: Sequence[Document]) -> list[IndexCell]:
         """The index cells (row key, id) that ``docs`` own: the pigeonhole's under
         this scheme, and the LSH bands of those that have band keys."""
+        return [cell for block in self._cell_blocks(docs) for cell in block]
+
+    def _cell_blocks(self, docs: Sequence[Document]) -> list[CellBlock]:
+        """:meth:`cells` as arrays, for a store to write in bulk: the pigeonhole's
+        block (every document, in order), then the band rows of those of them that
+        have band keys, if any (in order too)."""
         banded = self._band_block(docs)
-        return [*self._cell_block(docs), *(banded or ())]
+        return [self._cell_block(docs), *([] if banded is None else [banded])]
 
     def _band_block(self, docs: Sequence[Document]) -> CellBlock | None:
         """The band rows of the documents that have band keys (flags after the
@@ -605,10 +609,10 @@ class SimhashIndex:
             raise InvalidInput(f"{self.url} has no bulk load (the embedded store has); ingest")
         items = iter(docs)
 
-        def blocks() -> Iterator[tuple[CellBlock, list[Document]]]:
+        def blocks() -> Iterator[tuple[list[CellBlock], list[Document]]]:
             while chunk := list(islice(items, batch_size)):
                 codec.check_documents(chunk)
-                yield self._cell_block(chunk), chunk
+                yield self._cell_blocks(chunk), chunk
 
         with gc_paused():  # every block's documents and cells: see gc_paused
             return int(load(blocks()))

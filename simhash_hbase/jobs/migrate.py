@@ -40,14 +40,25 @@ def migrate(source: str, target: str) -> int:
             "migrate copies an embedded index to a folder, or an HBase index to a new "
             "HBase index: give two folders or two hbase:// URLs"
         )
-    if dst.exists() and any(Path(dst).iterdir()):
-        raise InvalidIndexUrl(f"{dst} is not empty; migrate writes into a new or empty folder")
+    _check_folders(src, dst)
     with EmbeddedStore(src, create=False, readonly=True) as old:
         with EmbeddedStore(dst) as new:
             for name, value in old.iter_meta():
                 new.put_meta(name, value)
         with SimhashIndex.open(str(dst), create=False) as index:
             return index.bulk_load(old.iter_docs())
+
+
+def _check_folders(src: Path, dst: Path) -> None:
+    """NEW is a new or empty folder outside OLD (inside it, a copy would be a second
+    LMDB file in OLD's folder, taken for OLD's own and copied by a backup of it)."""
+    old, new = src.resolve(), dst.resolve()
+    if new == old:
+        raise InvalidIndexUrl(f"{dst} is the index to copy; give migrate a new folder")
+    if old in new.parents:
+        raise InvalidIndexUrl(f"{dst} is inside {src}; give migrate a folder outside it")
+    if dst.exists() and any(Path(dst).iterdir()):
+        raise InvalidIndexUrl(f"{dst} is not empty; migrate writes into a new or empty folder")
 
 
 def _migrate_hbase(source: str, target: str) -> int:

@@ -1714,14 +1714,16 @@ _LOAD_CELLS = 1 << 22  # cells a commit while appending the sorted index
 
 
 def bulk_load(
-    tables: Tables, blocks: Iterable[tuple[CellBlock, Sequence[Document]]], work: Path
+    tables: Tables, blocks: Iterable[tuple[Sequence[CellBlock], Sequence[Document]]], work: Path
 ) -> int:
-    """Fill an empty index from ``blocks`` of (cells, their documents) without
+    """Fill an empty index from ``blocks`` of (cell blocks, their documents) without
     a B+tree insert per cell: numbers are given in order (names rows are
     appended), each block's docs rows are sorted and put in one sweep, and each
     flag's cells are spilled to a file in ``work``, sorted there by bucket, and
     appended to the index bucket by bucket. The index pages are written full and
-    once. Ids must be unique across the blocks."""
+    once. Ids must be unique across the blocks. The first cell block of a block
+    holds every document's cells in order (the pigeonhole's); the others, some of
+    the documents' in order (the band rows of those that have band keys)."""
     with tables.env.begin() as txn:
         state = tables.state(txn)
         if state["next"] or txn.stat(tables.docs)["entries"]:
@@ -1732,12 +1734,13 @@ def bulk_load(
     spills: dict[int, Any] = {}
     count = 0
     try:
-        for cells, docs in blocks:
+        for cell_blocks, docs in blocks:
             nums = np.arange(count, count + len(docs), dtype=np.uint32)
             _check_room(tables, count, len(docs))
             with tables.env.begin(write=True) as txn:
-                _load_rows(tables, txn, docs, nums, cells.rows[:, 0]["fp"])
-            _spill(cells.rows, nums, spills, work)
+                _load_rows(tables, txn, docs, nums, cell_blocks[0].rows[:, 0]["fp"])
+            for cells in cell_blocks:
+                _spill(cells.rows, _numbers(cells.doc_ids, docs, nums), spills, work)
             count += len(docs)
         for handle in spills.values():
             handle.close()
@@ -1790,6 +1793,15 @@ def _load_rows(
             f"a bulk load into {tables.h.path} was given one id twice; ids must be "
             "unique (ingest replaces documents, a bulk load does not)"
         )
+
+
+def _numbers(ids: Sequence[str], docs: Sequence[Document], nums: np.ndarray) -> np.ndarray:
+    """The numbers of ``ids``: all of the block's documents in order, or some of
+    them in order (a lookup only then)."""
+    if len(ids) == len(docs):
+        return nums
+    at = {doc.doc_id: i for i, doc in enumerate(docs)}
+    return nums[np.fromiter((at[doc_id] for doc_id in ids), dtype=np.intp, count=len(ids))]
 
 
 def _spill(rows: np.ndarray, nums: np.ndarray, spills: dict[int, Any], work: Path) -> None:

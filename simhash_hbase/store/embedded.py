@@ -791,7 +791,7 @@ class EmbeddedStore:
         except lmdb.Error as exc:
             raise self._error(exc, "write to") from exc
 
-    def load(self, blocks: Iterable[tuple[CellBlock, Sequence[Document]]]) -> int:
+    def load(self, blocks: Iterable[tuple[Sequence[CellBlock], Sequence[Document]]]) -> int:
         """Bulk load an empty index (a backfill): see :func:`compact.bulk_load`.
         Scratch files go in a folder inside the index, removed at the end."""
         if self._compact is None:
