@@ -52,10 +52,10 @@ CASES = {
     "invalid UTF-8": Case(b'{"id": "u", "text": "\xff\xfe"}', message="{path}:2: invalid UTF-8"),
     "NUL byte": Case(b'{"id": "n", "text": "a\x00b"}', message="{path}:2: binary content"),
     "malformed JSON": Case(b'{"id": "m", "text": ', message="{path}:2: malformed JSON"),
-    "JSON not an object": Case(b"[1, 2]", message="{path}:2: a JSON list, not an object"),
+    "JSON not an object": Case(b"[1, 2]", message="{path}:2: an array, not an object"),
     "missing id": Case(b'{"text": "x"}', message="{path}:2: no 'id' field"),
     "missing text": Case(b'{"id": "t"}', message="{path}:2: no 'text' field"),
-    "non-string id": Case(_line(12345), message="{path}:2: field 'id' is a int, not a string"),
+    "non-string id": Case(_line(12345), message="{path}:2: field 'id' is a number, not a string"),
     "id over 1024 bytes": Case(_line("x" * 1025), message="{path}:2: document id 'xxxx"),
     "line over --max-bytes": Case(
         _line("big", "字" * 3000),

@@ -41,11 +41,18 @@ def test_folder_gives_one_document_per_file_with_relative_ids(tmp_path: Path) ->
     ("line", "reason"),
     [
         (b'{"id": "x", "text": ', "malformed JSON"),
-        (b'["not", "an", "object"]', "a JSON list, not an object"),
+        (b'["not", "an", "object"]', "an array, not an object"),
         (b'{"text": "t"}', "no 'id' field (fields: text)"),
         (b'{"id": "x"}', "no 'text' field"),
-        (b'{"id": 7, "text": "t"}', "field 'id' is a int, not a string"),
-        (b'{"id": "x", "text": null}', "field 'text' is a NoneType"),
+        (b'{"id": 7, "text": "t"}', "field 'id' is a number, not a string"),
+        (b'{"id": "x", "text": null}', "field 'text' is JSON null"),
+        (b'{"id": "x", "text": true}', "field 'text' is JSON true, not a string"),
+        (b'{"id": "x", "text": ["a"]}', "field 'text' is an array, not a string"),
+        (b'{"id": "x", "text": {}}', "field 'text' is an object, not a string"),
+        (b'{"id": "x", "text": 1.5}', "field 'text' is a number, not a string"),
+        (b"null", "JSON null, not an object"),
+        (b'"text"', "a string, not an object"),
+        (b'{"id": "x", "text": "a\tb"}', "(Invalid control character at column 23)"),
         (b'{"id": "x", "text": "\xff\xfe bad"}', "invalid UTF-8"),
         (b'{"id": "x", "text": "a\x00b"}', "binary content"),
     ],
@@ -58,6 +65,7 @@ def test_bad_jsonl_line_is_named_and_neighbours_survive(
     assert [r.doc_id for r in records if isinstance(r, Record)] == ["before", "after"]
     bad = [r for r in records if isinstance(r, BadRecord)]
     assert len(bad) == 1 and bad[0].where == f"{path}:2"
+    assert " at at " not in bad[0].reason and "Type" not in bad[0].reason
     assert reason in bad[0].reason
 
 

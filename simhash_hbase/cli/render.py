@@ -70,7 +70,7 @@ PROBLEM_HINTS = {
     Problem.MISSING_FIELD: "set --id-field/--text-field",
     Problem.WRONG_TYPE: "make it a JSON string",
     Problem.MALFORMED: "fix or remove the record",
-    Problem.BAD_ID: "ids are 1 to 1024 bytes of UTF-8 (hash longer ones, e.g. URLs)",
+    Problem.BAD_ID: "fix or remove the record",  # the reason says what an id must be
     Problem.UNREADABLE: "check its permissions",
     Problem.SYMLINK: "--follow-symlinks reads what it leads to",
 }

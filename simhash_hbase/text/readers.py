@@ -307,6 +307,14 @@ def bounded_lines(f: BinaryIO, max_bytes: int) -> Iterator[tuple[int, bytes | No
         yield lineno, line, 0
 
 
+def json_kind(value: Any) -> str:
+    """What a parsed JSON value is, in JSON's words ("a number", not "a float")."""
+    if value is None or isinstance(value, bool):
+        return f"JSON {json.dumps(value)}"
+    kinds = {str: "a string", int: "a number", float: "a number", list: "an array"}
+    return kinds.get(type(value), "an object")
+
+
 def _field(obj: dict[str, Any], name: str, where: str) -> str | BadRecord:
     if name not in obj:
         present = ", ".join(sorted(map(str, obj))) or "none"
@@ -317,7 +325,7 @@ def _field(obj: dict[str, Any], name: str, where: str) -> str | BadRecord:
     if not isinstance(value, str):
         return BadRecord(
             where,
-            f"field {name!r} is a {type(value).__name__}, not a string",
+            f"field {name!r} is {json_kind(value)}, not a string",
             0,
             Problem.WRONG_TYPE,
         )
@@ -348,7 +356,7 @@ def parse_json_line(line: bytes, where: str, opts: SourceOptions) -> Record | Ba
     except json.JSONDecodeError as exc:
         return BadRecord(
             where,
-            f"malformed JSON ({exc.msg} at column {exc.colno})",
+            f"malformed JSON ({exc.msg.removesuffix(' at')} at column {exc.colno})",
             len(line),
             Problem.MALFORMED,
         )
@@ -356,9 +364,7 @@ def parse_json_line(line: bytes, where: str, opts: SourceOptions) -> Record | Ba
         reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
         return BadRecord(where, f"unusable JSON ({reason})", len(line), Problem.MALFORMED)
     if not isinstance(obj, dict):
-        return BadRecord(
-            where, f"a JSON {type(obj).__name__}, not an object", len(line), Problem.MALFORMED
-        )
+        return BadRecord(where, f"{json_kind(obj)}, not an object", len(line), Problem.MALFORMED)
     return _record_from_fields(obj, opts, where, len(line))
 
 
