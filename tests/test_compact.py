@@ -853,3 +853,57 @@ def test_marked_chunks_are_the_chunks_marking_changes(
     compact.mark_prefixes(bits, shift, cells)
     changed = {i // compact.FILTER_CHUNK for i, b in enumerate(bits) if b}
     assert compact.marked_chunks(shift, cells) == changed
+
+
+@pytest.mark.parametrize("existed", [False, True])
+def test_an_interrupted_migrate_leaves_new_as_it_was(
+    tmp_path: Path, existed: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Cut in its bulk load (Ctrl-C, or any error), a migrate leaves OLD as it was
+    and NEW as before it (absent, or an empty folder), so that running it again
+    works; the CLI says so and exits 130."""
+    from .test_cli import shdb
+
+    old, new = tmp_path / "old", tmp_path / "new"
+    fps = _fingerprints(3_000)
+    with SimhashIndex.open(str(old)) as index:
+        index_fingerprints(index, enumerate_ids(fps), IngestOptions(find_k=None))
+        before = _state(index)
+    if existed:
+        new.mkdir()
+    real = compact._append_flag
+
+    def cut(tables: Any, spill: Path, main: Any) -> int:
+        if spill.name == "flag-3":  # two flags appended already
+            raise KeyboardInterrupt
+        return real(tables, spill, main)
+
+    monkeypatch.setattr(compact, "_append_flag", cut)
+    result = shdb("migrate", str(old), str(new))
+    assert result.exit_code == 130, result.output
+    assert "interrupted" in result.stderr and "run `shdb migrate` again" in result.stderr
+    assert new.is_dir() == existed and not (existed and any(new.iterdir()))
+    monkeypatch.setattr(compact, "_append_flag", real)
+    assert shdb("migrate", str(old), str(new)).exit_code == 0
+    for path in (old, new):
+        with SimhashIndex.open(str(path), readonly=True) as index:
+            assert _state(index) == before
+
+
+def test_an_interrupted_compact_says_what_was_kept(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from .test_cli import shdb
+
+    url = str(tmp_path / "ix")
+    with SimhashIndex.open(url) as index:
+        index_fingerprints(index, enumerate_ids(_fingerprints(3_000)), IngestOptions(find_k=None))
+
+    def cut(self: SimhashIndex, on_part: Any = None) -> int:
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(SimhashIndex, "compact", cut)
+    result = shdb("compact", "-i", url)
+    assert result.exit_code == 130
+    assert "shdb: error: interrupted" in result.stderr
+    assert "run `shdb compact` again to finish" in result.stderr

@@ -74,6 +74,13 @@ PROBLEM_HINTS = {
     Problem.UNREADABLE: "check its permissions",
     Problem.SYMLINK: "--follow-symlinks reads what it leads to",
 }
+#: What an interrupted command kept, and what to do, by command (ingest says its own).
+INTERRUPT_HINTS = {
+    "compact": "the parts merged before it are kept (the index is valid); "
+    "run `shdb compact` again to finish",
+    "migrate": "OLD is unchanged and a NEW folder as it was before: run `shdb migrate` "
+    "again (to HBase: with a new prefix)",
+}
 #: A malformed line on stdin is most often a plain text read as JSON lines.
 _STDIN_TEXT_HINT = "stdin is read as JSON lines; for one plain text give --id ID"
 
@@ -152,6 +159,9 @@ class Group(TyperGroup):
         except ShdbError as exc:
             error(message(exc), hint(exc))
             raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:  # typer would exit 130 in silence
+            error("interrupted", INTERRUPT_HINTS.get(ctx.invoked_subcommand or ""))
+            raise typer.Exit(EXIT_INTERRUPTED) from None
         except BrokenPipeError:  # e.g. `shdb ... | head -1`: say so where it can be read
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the flush at exit must not fail
             error("the output was closed before shdb finished (broken pipe)")

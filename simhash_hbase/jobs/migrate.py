@@ -17,6 +17,7 @@ The source is opened read-only and left as it was.
 
 from __future__ import annotations
 
+import shutil
 from itertools import islice
 from pathlib import Path
 
@@ -41,12 +42,32 @@ def migrate(source: str, target: str) -> int:
             "HBase index: give two folders or two hbase:// URLs"
         )
     _check_folders(src, dst)
-    with EmbeddedStore(src, create=False, readonly=True) as old:
-        with EmbeddedStore(dst) as new:
-            for name, value in old.iter_meta():
-                new.put_meta(name, value)
-        with SimhashIndex.open(str(dst), create=False) as index:
-            return index.bulk_load(old.iter_docs())
+    made = not dst.exists()
+    done = False
+    try:
+        with EmbeddedStore(src, create=False, readonly=True) as old:
+            with EmbeddedStore(dst) as new:
+                for name, value in old.iter_meta():
+                    new.put_meta(name, value)
+            with SimhashIndex.open(str(dst), create=False) as index:
+                copied = index.bulk_load(old.iter_docs())
+        done = True
+        return copied
+    finally:
+        if not done:  # failed or interrupted: NEW goes back to what it was, so a re-run can go
+            _empty(dst, made)
+
+
+def _empty(folder: Path, remove: bool) -> None:
+    """Remove what a copy left in ``folder`` (and ``folder`` itself if it made it)."""
+    if remove:
+        shutil.rmtree(folder, ignore_errors=True)
+        return
+    for child in folder.iterdir() if folder.is_dir() else ():
+        if child.is_dir():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
 
 
 def _check_folders(src: Path, dst: Path) -> None:
