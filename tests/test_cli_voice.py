@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -136,6 +137,7 @@ from simhash_hbase.cli.app import app, main
 """
 _EVERY_HELP = """
 import json
+import re
 from typer.main import get_command
 
 def commands(group, path):
@@ -263,3 +265,26 @@ def test_exit_codes_are_the_documented_ones(index_url: str, tmp_path: Path) -> N
     ):
         assert f"| {code} | {meaning}" in readme
     assert issubclass(InvalidQuery, ShdbError)
+
+
+_TSV = {"t": "\t", "n": "\n", "r": "\r"}
+HEALTH = HealthCheck.function_scoped_fixture
+
+
+@given(doc_id=st.text(st.sampled_from("a\t\n\r\\ 路x"), min_size=1, max_size=8))
+@settings(
+    max_examples=30, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+def test_a_table_row_is_one_line_of_its_columns(tmp_path: Path, doc_id: str) -> None:
+    """Ids holding a tab, a newline or a backslash: each row of a table is still
+    one line, with the header's columns, and reads back as the id."""
+    url = str(tmp_path / os.urandom(8).hex())
+    with SimhashIndex.open(url) as index:
+        index.add_fingerprint(doc_id, 0x3C312E605D790631)
+    for args, column in [(["get", doc_id], 0), (["query", "--fingerprint", "3c312e605d790631"], 3)]:
+        result = shdb(*args, "-i", url)
+        assert result.exit_code == 0, result.output
+        header, row = result.stdout.splitlines()
+        cells = row.split("\t")
+        assert len(cells) == len(header.split("\t"))
+        assert re.sub(r"\\(.)", lambda m: _TSV.get(m[1], m[1]), cells[column]) == doc_id

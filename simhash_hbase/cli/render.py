@@ -214,11 +214,16 @@ def open_output(path: str) -> Iterator[TextIO]:
 
 
 # -- rows -------------------------------------------------------------------------
+#: A cell's backslash, tab and line breaks escaped, as linear TSV does: an id or a
+#: value holding a tab or a newline keeps its row one line of as many columns.
+_TSV_ESCAPES = str.maketrans({"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"})
+
+
 def table(header: Sequence[str], rows: Iterable[Sequence[Any]]) -> None:
     """Human output: tab-separated columns under a header line."""
     typer.echo("\t".join(header))
     for row in rows:
-        typer.echo("\t".join(str(cell) for cell in row))
+        typer.echo("\t".join(str(cell).translate(_TSV_ESCAPES) for cell in row))
 
 
 def dumps(value: Any, **kwargs: Any) -> str:
