@@ -10,16 +10,18 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import lmdb
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simhash_hbase import SimhashIndex
-from simhash_hbase.errors import ShdbError, StoreError
+from simhash_hbase.errors import ShdbError, StoreCorrupt, StoreError
 from simhash_hbase.fingerprint import native
 from simhash_hbase.jobs.ingest import IngestOptions, index_fingerprints
 from simhash_hbase.jobs.migrate import migrate
+from simhash_hbase.jobs.verify import verify
 from simhash_hbase.records import Document
 from simhash_hbase.store import compact
 from simhash_hbase.store.embedded import EmbeddedStore
@@ -184,7 +186,6 @@ def test_bulk_load_and_migrate_keep_the_band_cells(tmp_path: Path, batch_size: i
     pigeonhole's: a bulk load, and so a migrate, writes them too, for documents
     with bands and without them mixed in one block: the same cells, answers and
     a clean verify as the streamed index."""
-    from simhash_hbase.jobs.verify import verify
 
     texts, fps = _texts(), _fingerprints(200)
     old, new = tmp_path / "old", tmp_path / "new"
@@ -907,3 +908,31 @@ def test_an_interrupted_compact_says_what_was_kept(
     assert result.exit_code == 130
     assert "shdb: error: interrupted" in result.stderr
     assert "run `shdb compact` again to finish" in result.stderr
+
+
+def test_a_file_ending_in_free_pages_is_not_truncated(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A commit can leave data.mdb shorter than its header's last page: pages
+    taken from the end and given back before the commit are free and never
+    written. Such a healthy index opens (it was refused as truncated, for good);
+    a file cut into pages the snapshot uses is still refused."""
+    monkeypatch.setattr(compact, "FRESH_MIN_CELLS", 1 << 15)  # a merge after the first batch
+    short = []
+    for seed in range(4):
+        path = tmp_path / f"ix{seed}"
+        fps = np.random.default_rng(seed).integers(0, 2**64, 5000, dtype=np.uint64)
+        with SimhashIndex.open(str(path)) as index:
+            index.add_documents([Document(f"d{i}", int(f)) for i, f in enumerate(fps.tolist())])
+        data = path / "data.mdb"
+        with lmdb.open(str(path), readonly=True, lock=False, subdir=True) as env:
+            header = (env.info()["last_pgno"] + 1) * env.stat()["psize"]
+        short.append(data.stat().st_size < header)
+        with SimhashIndex.open(str(path), readonly=True) as index:
+            assert index.stats()["documents"] == 5000 and verify(index).clean
+            assert [m.doc_id for m in index.query_fingerprint(int(fps[7]), 0)] == ["d7"]
+        with data.open("r+b") as f:
+            f.truncate(data.stat().st_size // 2)
+        with pytest.raises(StoreCorrupt, match="is truncated"):
+            SimhashIndex.open(str(path), readonly=True)
+    assert any(short), "no file ended before its header's last page: the case is not tested"

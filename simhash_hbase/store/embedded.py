@@ -44,7 +44,7 @@ from simhash_hbase.errors import (
 )
 from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
-from simhash_hbase.store import compact, pages
+from simhash_hbase.store import compact, lmdb_free, pages
 from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell
 
 _MAP_SIZE = 1 << 40  # address space only; the file grows as data is written
@@ -64,6 +64,7 @@ _WIDE = 256  # a list of more prefixes than this is scanned without a Python loo
 _MAGIC = 0xBEEFC0DE
 _DATA_VERSION = 1
 _META_HEAD = struct.Struct("<II8xQI")  # at 16: magic, version, (address), map size, page size
+_FREE_ROOT = struct.Struct("<Q")  # at 80: the free list's root page (MDB_db's md_root)
 _META_TAIL = struct.Struct("<QQ")  # at 136: last page number in use, txn id
 _META_END = 152
 # LMDB reports a short write (what a full disk gives) as EIO.
@@ -85,6 +86,7 @@ class _Meta(NamedTuple):
     page_size: int
     last_page: int
     txn_id: int
+    free_root: int
 
 
 def _capped(cells: list[IndexCell], row_cap: int | None) -> list[IndexCell]:
@@ -380,24 +382,30 @@ class EmbeddedStore:
         """True if data.mdb holds committed data, after checking it against its header.
 
         LMDB maps the file at the size its header claims; pages beyond a truncated
-        end raise SIGBUS when touched, so a short file must be refused here.
+        end raise SIGBUS when touched, so a short file must be refused here. The
+        header is read before the size: a commit writes its pages, then the header.
+        A file may end before the header's last page where those pages are free
+        (:func:`lmdb_free.tail_is_free`): that is not a truncation.
         """
-        size = data.stat().st_size
-        if size == 0:
-            return False  # a creation that failed before LMDB wrote anything
         with data.open("rb") as f:
             first = self._read_meta(data, f.read(_META_END))
             if first is None:
+                size = os.fstat(f.fileno()).st_size
+                if size == 0:
+                    return False  # a creation that failed before LMDB wrote anything
                 raise StoreCorrupt(f"{data} is truncated or not an LMDB file ({size} bytes)")
             f.seek(first.page_size)
             second = self._read_meta(data, f.read(_META_END))
-        current = max((first, second) if second else (first,), key=lambda m: m.txn_id)
-        needed = (current.last_page + 1) * current.page_size
-        if size < needed:
-            raise StoreCorrupt(
-                f"{data} is truncated: it has {size} bytes, its header says at least "
-                f"{needed}; {_REBUILD}"
-            )
+            current = max((first, second) if second else (first,), key=lambda m: m.txn_id)
+            size = os.fstat(f.fileno()).st_size
+            needed = (current.last_page + 1) * current.page_size
+            if size < needed and not lmdb_free.tail_is_free(
+                f, current.page_size, current.free_root, current.last_page, size
+            ):
+                raise StoreCorrupt(
+                    f"{data} is truncated: it has {size} bytes, its header says at least "
+                    f"{needed}; {_REBUILD}"
+                )
         return current.txn_id > 0
 
     @staticmethod
@@ -416,7 +424,7 @@ class EmbeddedStore:
                 f"(format {version}, page size {page_size}); {_REBUILD}"
             )
         last_page, txn_id = _META_TAIL.unpack_from(raw, 136)
-        return _Meta(page_size, last_page, txn_id)
+        return _Meta(page_size, last_page, txn_id, _FREE_ROOT.unpack_from(raw, 80)[0])
 
     def _open_env(self, readonly: bool) -> lmdb.Environment:
         def open_(lock: bool) -> lmdb.Environment:
