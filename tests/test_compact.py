@@ -936,3 +936,61 @@ def test_a_file_ending_in_free_pages_is_not_truncated(
         with pytest.raises(StoreCorrupt, match="is truncated"):
             SimhashIndex.open(str(path), readonly=True)
     assert any(short), "no file ended before its header's last page: the case is not tested"
+
+
+def test_a_bulk_load_that_fails_leaves_the_index_empty(tmp_path: Path) -> None:
+    """An id repeated in a later block: the blocks before it were written; the
+    load leaves none of them (they were visible, without all their cells, and a
+    later add took their numbers), and a second load goes through."""
+    docs = [Document(f"u{i}", int(fp)) for i, fp in enumerate(_fingerprints(3_000).tolist())]
+    with SimhashIndex.open(str(tmp_path / "ix")) as index:
+        with pytest.raises(StoreError, match="twice"):
+            index.bulk_load([*docs, Document("u5", 1)], batch_size=1_000)
+        assert list(index.documents()) == [] and index.get("u1") is None
+        assert index.stats()["documents"] == index.stats()["index_cells"] == 0
+        assert index.bulk_load(docs, batch_size=1_000) == len(docs)
+        index.add_documents([Document("new", 12345)])
+        assert index.remove("u0") and index.get("new") == Document("new", 12345)
+        assert verify(index).clean and index.stats()["documents"] == len(docs)
+
+
+def test_a_killed_bulk_load_is_refused_until_loaded_again(tmp_path: Path) -> None:
+    """SIGKILL in the middle of a load (two flags' cells appended): readers and
+    writers refuse the index with what to do; a load again starts over and gives
+    the index a clean load gives; its scratch folder goes."""
+    path, fps_file = tmp_path / "ix", tmp_path / "fps.npy"
+    fps = _fingerprints(20_000)
+    np.save(fps_file, fps)
+    script = (
+        "import os, signal, sys\n"
+        "import numpy as np\n"
+        "from simhash_hbase import SimhashIndex\n"
+        "from simhash_hbase.records import Document\n"
+        "from simhash_hbase.store import compact\n"
+        "real = compact._append_flag\n"
+        "def cut(tables, spill, main):\n"
+        "    if spill.name == 'flag-3':\n"
+        "        os.kill(os.getpid(), signal.SIGKILL)\n"
+        "    return real(tables, spill, main)\n"
+        "compact._append_flag = cut\n"
+        "fps = np.load(sys.argv[2])\n"
+        "with SimhashIndex.open(sys.argv[1]) as index:\n"
+        "    index.bulk_load((Document(f'd{i}', int(f)) for i, f in enumerate(fps.tolist())),\n"
+        "                    batch_size=3_000)\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", script, str(path), str(fps_file)], check=False)
+    assert proc.returncode == -9
+    assert list(path.glob(".load-*")), "the killed load left its scratch folder"
+    with pytest.raises(StoreCorrupt, match="cut short"):
+        SimhashIndex.open(str(path), readonly=True)
+    with SimhashIndex.open(str(path)) as index:
+        with pytest.raises(StoreCorrupt, match="run the bulk load again"):
+            index.add_documents([Document("x", 1)])
+        docs = [Document(f"d{i}", int(f)) for i, f in enumerate(fps.tolist())]
+        assert index.bulk_load(iter(docs), batch_size=3_000) == len(docs)
+    with SimhashIndex.open(str(tmp_path / "clean")) as clean:
+        clean.bulk_load(iter(docs), batch_size=3_000)
+        expected = _state(clean)
+    with SimhashIndex.open(str(path), readonly=True) as index:
+        assert _state(index) == expected and verify(index).clean
+    assert not list(path.glob(".load-*"))

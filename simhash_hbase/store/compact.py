@@ -131,6 +131,10 @@ def decode_id(raw: bytes) -> str:
     return raw.decode("utf-8", "surrogateescape")
 
 
+#: In the store's record while a bulk load runs: its rows become one index at its end.
+LOADING = "loading"
+
+
 def new_state() -> dict[str, Any]:
     return {
         "format": FORMAT,
@@ -626,11 +630,20 @@ class Tables:
         return self.fresh
 
     # -- the store's own record -------------------------------------------------
-    def state(self, txn: Txn) -> dict[str, Any]:
+    def state(self, txn: Txn, *, loading: bool = False) -> dict[str, Any]:
+        """The store's record; :class:`StoreCorrupt` while it says a bulk load runs
+        (one that was killed: its rows are not all there), unless ``loading``."""
         raw = txn.get(STATE.encode(), db=self.meta)
         if raw is None:
             raise StoreCorrupt(f"the embedded index at {self.h.path} lacks its record {STATE!r}")
-        return codec.decode_json(raw)
+        state: dict[str, Any] = codec.decode_json(raw)
+        if state.get(LOADING) and not loading:
+            raise StoreCorrupt(
+                f"a bulk load into the embedded index at {self.h.path} was cut short (its "
+                "process was killed), so it holds part of the documents: run the bulk load "
+                "again (it starts over), or remove the folder"
+            )
+        return state
 
     def put_state(self, txn: Txn, state: dict[str, Any]) -> None:
         txn.put(STATE.encode(), codec.encode_json(state), db=self.meta)
@@ -1724,15 +1737,21 @@ def bulk_load(
     once. Ids must be unique across the blocks. The first cell block of a block
     holds every document's cells in order (the pigeonhole's); the others, some of
     the documents' in order (the band rows of those that have band keys)."""
-    with tables.env.begin() as txn:
-        state = tables.state(txn)
-        if state["next"] or txn.stat(tables.docs)["entries"]:
+    with tables.env.begin(write=True) as txn:
+        state = tables.state(txn, loading=True)
+        if state.get(LOADING):  # a load that was killed: start over
+            _empty(tables, txn)
+            state = {**{k: v for k, v in state.items() if k != LOADING}, **new_state()}
+        elif state["next"] or txn.stat(tables.docs)["entries"]:
             raise StoreError(
                 f"a bulk load needs an empty index, and {tables.h.path} holds documents; "
                 "ingest into it instead, or load into a new folder"
             )
+        tables.put_state(txn, {**state, LOADING: True})
+    empty = dict(state)
     spills: dict[int, Any] = {}
     count = 0
+    loaded = False
     try:
         for cell_blocks, docs in blocks:
             nums = np.arange(count, count + len(docs), dtype=np.uint32)
@@ -1748,16 +1767,29 @@ def bulk_load(
         spilled = sum(path.stat().st_size for path in paths) // _SPILL.itemsize
         main = PrefixFilter.empty(filter_shift(spilled, TIER_FILTER_BITS[b"index"]))
         cells_held = sum(_append_flag(tables, path, main) for path in paths)
+        with tables.env.begin(write=True) as txn:
+            state.update(next=count, cells=cells_held, documents=count)
+            tables.put_state(txn, state)  # without LOADING: the rows are one index from here
+            if tables.kept is not None:  # the index's filter, marked as it was appended
+                tables.save_filter(txn, b"index", main)
+                tables.save_filter(txn, FRESH, PrefixFilter.empty(tables.shift_for(state, FRESH)))
+        loaded = True
     finally:
         for handle in spills.values():
             handle.close()
-    with tables.env.begin(write=True) as txn:
-        state.update(next=count, cells=cells_held, documents=count)
-        tables.put_state(txn, state)
-        if tables.kept is not None:  # the index's filter, marked as it was appended
-            tables.save_filter(txn, b"index", main)
-            tables.save_filter(txn, FRESH, PrefixFilter.empty(tables.shift_for(state, FRESH)))
+        if not loaded:  # an error or Ctrl-C: the index is left empty, as it was
+            with tables.env.begin(write=True) as txn:
+                _empty(tables, txn)
+                tables.put_state(txn, empty)
     return count
+
+
+def _empty(tables: Tables, txn: Txn) -> None:
+    """Every row of a load's tables deleted (the tables stay)."""
+    tiers = (tables.index, tables.tier(txn), tables.hot_rows())
+    for db in (tables.docs, tables.names, *tiers, tables.kept):
+        if db is not None:
+            txn.drop(db, delete=False)
 
 
 def _load_rows(

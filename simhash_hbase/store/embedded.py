@@ -21,6 +21,7 @@ import errno
 import hashlib
 import heapq
 import os
+import shutil
 import struct
 import tempfile
 import threading
@@ -79,6 +80,7 @@ _CORRUPT = (
     lmdb.IncompatibleError,
     lmdb.BadChecksumError,
 )
+_LOAD_SCRATCH = ".load-"  # a bulk load's scratch folders in the index folder
 _REBUILD = "restore it from a backup, or rebuild it by ingesting into a new folder"
 
 
@@ -518,6 +520,9 @@ class EmbeddedStore:
         else:
             handles = compact.Tables.open(self._env)
             self._compact = compact.Tables(self._env, handles, helpers)
+            if readonly:  # a reader refuses a bulk load cut short; a writer may load again
+                with self._env.begin() as txn:
+                    self._compact.state(txn)
         self._index, self._docs, self._meta = handles[b"index"], handles[b"docs"], handles[b"meta"]
 
     @staticmethod
@@ -807,8 +812,10 @@ class EmbeddedStore:
                 f"the embedded index at {self.path} is in format 1, which has no bulk load; "
                 "load into a new folder (docs/embedded.md, migration)"
             )
+        for stale in self.path.glob(f"{_LOAD_SCRATCH}*"):  # of a load that was killed
+            shutil.rmtree(stale, ignore_errors=True)
         try:
-            with tempfile.TemporaryDirectory(prefix=".load-", dir=self.path) as work:
+            with tempfile.TemporaryDirectory(prefix=_LOAD_SCRATCH, dir=self.path) as work:
                 return compact.bulk_load(self._compact, blocks, Path(work))
         except lmdb.Error as exc:
             raise self._error(exc, "write to") from exc
