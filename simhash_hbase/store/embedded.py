@@ -25,6 +25,7 @@ import shutil
 import struct
 import tempfile
 import threading
+import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, suppress
@@ -330,6 +331,7 @@ class EmbeddedStore:
         self.path = Path(path)
         self.url = str(self.path)
         self._closed = False
+        self._reads: list[None] = []  # one item a read under way (see _reading)
         # counted up to POPULATE_AFTER; a writer starts there (its batches map what they touch)
         self._queries = 0 if readonly else POPULATE_AFTER
         self._populator: pages.Populator | None = None
@@ -660,7 +662,7 @@ class EmbeddedStore:
     # -- protocol -------------------------------------------------------------
     def get_meta(self, name: str) -> dict[str, Any] | None:
         try:
-            with self._env.begin(db=self._meta) as txn:
+            with self._reading(db=self._meta) as txn:
                 raw = txn.get(name.encode())
         except lmdb.Error as exc:
             raise self._error(exc, "read") from exc
@@ -683,7 +685,7 @@ class EmbeddedStore:
     def iter_meta(self) -> Iterator[tuple[str, dict[str, Any]]]:
         """Every meta record (name, value) but the store's own (a copy takes these)."""
         try:
-            with self._env.begin(db=self._meta) as txn:
+            with self._reading(db=self._meta) as txn:
                 for key, value in txn.cursor():
                     name = bytes(key).decode("utf-8", "replace")
                     if name != compact.STATE:
@@ -770,7 +772,7 @@ class EmbeddedStore:
             pages.touch(start, size)
         if self._compact is not None and self._compact.kept is None:  # no persisted filters
             try:
-                with self._env.begin() as txn:
+                with self._reading() as txn:
                     self._compact.filter = self._compact.filters(txn)
             except lmdb.Error as exc:
                 raise self._error(exc, "read") from exc
@@ -827,7 +829,7 @@ class EmbeddedStore:
 
     def get_docs(self, doc_ids: Sequence[str]) -> dict[str, Document]:
         try:
-            with self._env.begin() as txn:
+            with self._reading() as txn:
                 if self._compact is not None:
                     return self._compact.get_docs(txn, doc_ids)
                 return self._get_docs(txn, doc_ids)
@@ -848,7 +850,7 @@ class EmbeddedStore:
         if self._queries < POPULATE_AFTER:
             self._counted()
         try:
-            with self._env.begin(db=self._index) as txn:
+            with self._reading(db=self._index) as txn:
                 if self._compact is not None:
                     return self._compact_scan(txn, prefix_lists, row_cap)
                 cursor = txn.cursor()
@@ -896,11 +898,16 @@ class EmbeddedStore:
             return None
         if self._queries < POPULATE_AFTER:
             self._counted()
+        self._reads.append(None)  # inline: the hot path pays no context manager
         try:
+            if self._closed:
+                raise self._error(lmdb.Error("closed"), "read")
             with self._env.begin() as txn:
                 return self._compact.scan_documents(txn, prefixes, row_cap)
         except lmdb.Error as exc:
             raise self._error(exc, "read") from exc
+        finally:
+            self._reads.pop()
 
     def _compact_scan(
         self, txn: lmdb.Transaction, prefix_lists: Sequence[Sequence[bytes]], row_cap: int | None
@@ -927,7 +934,7 @@ class EmbeddedStore:
         100,000 copies: ~10 ms, against ~0.3 s to read and decode its cells)."""
         sizes: dict[bytes, int] = {}
         try:
-            with self._env.begin(db=self._index) as txn:
+            with self._reading(db=self._index) as txn:
                 if self._compact is not None:
                     return {row: self._compact.row_size(txn, row) for row in rows}
                 cursor = txn.cursor()
@@ -948,7 +955,7 @@ class EmbeddedStore:
     ) -> Iterator[Document]:
         """Every document; a damaged row raises, or goes to ``on_corrupt(id, error)``."""
         try:
-            with self._env.begin(db=self._docs) as txn:
+            with self._reading(db=self._docs) as txn:
                 for key, doc in self._doc_items_of(txn):
                     if isinstance(doc, StoreCorrupt):
                         if on_corrupt is None:
@@ -971,7 +978,7 @@ class EmbeddedStore:
 
     def iter_index(self) -> Iterator[IndexCell]:
         try:
-            with self._env.begin(db=self._index) as txn:
+            with self._reading(db=self._index) as txn:
                 if self._compact is not None:
                     yield from self._compact.iter_index(txn)
                     return
@@ -982,7 +989,7 @@ class EmbeddedStore:
 
     def stats(self) -> dict[str, Any]:
         try:
-            with self._env.begin() as txn:
+            with self._reading() as txn:
                 fresh = None
                 if self._compact is not None:
                     docs, cells = self._compact.counts(txn)
@@ -1004,11 +1011,28 @@ class EmbeddedStore:
             "disk_bytes": (self.path / _DATA_FILE).stat().st_size,
         }
 
+    @contextmanager
+    def _reading(self, **kwargs: Any) -> Iterator[Any]:  # an lmdb.Transaction
+        """A read transaction that :meth:`close` waits for: LMDB reads the map with
+        the GIL released, and a map unmapped under them crashes the process."""
+        self._reads.append(None)  # a list's append and pop are atomic under the GIL
+        try:
+            if self._closed:
+                raise self._error(lmdb.Error("closed"), "read")
+            with self._env.begin(**kwargs) as txn:
+                yield txn
+        finally:
+            self._reads.pop()
+
     def close(self) -> None:
+        """Close; reads under way in other threads finish first, later ones get
+        :class:`StoreClosed` (threads may share a store)."""
         with self._starting:
-            self._closed = True
+            self._closed = True  # before the count is read: a read counted after sees it
             if self._populator is not None:
                 self._populator.stop()  # before the file is unmapped
+        while self._reads:
+            time.sleep(0.001)
         self._env.close()
 
     def __enter__(self) -> EmbeddedStore:
