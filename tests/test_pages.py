@@ -184,3 +184,23 @@ def test_close_while_other_threads_read_is_an_error_there_not_a_crash(tmp_path: 
         [sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=300
     )
     assert proc.returncode == 0 and proc.stdout.strip() == "ok", (proc.returncode, proc.stderr)
+
+
+def test_close_with_an_unfinished_iteration_returns(tmp_path: Path) -> None:
+    """A generator left suspended holds no read close() waits for."""
+    path = tmp_path / "ix"
+    with SimhashIndex.open(str(path)) as index:
+        index.add_documents([Document(f"d{i}", i) for i in range(10)])
+    script = (
+        "import sys\n"
+        "from simhash_hbase import SimhashIndex\n"
+        "index = SimhashIndex.open(sys.argv[1], readonly=True)\n"
+        "docs, cells = index.documents(), index.index_cells()\n"
+        "next(docs), next(cells)\n"
+        "index.close()\n"
+        "print('ok')\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", script, str(path)], capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0 and proc.stdout.strip() == "ok", proc.stderr

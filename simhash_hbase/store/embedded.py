@@ -685,7 +685,7 @@ class EmbeddedStore:
     def iter_meta(self) -> Iterator[tuple[str, dict[str, Any]]]:
         """Every meta record (name, value) but the store's own (a copy takes these)."""
         try:
-            with self._reading(db=self._meta) as txn:
+            with self._env.begin(db=self._meta) as txn:
                 for key, value in txn.cursor():
                     name = bytes(key).decode("utf-8", "replace")
                     if name != compact.STATE:
@@ -955,7 +955,7 @@ class EmbeddedStore:
     ) -> Iterator[Document]:
         """Every document; a damaged row raises, or goes to ``on_corrupt(id, error)``."""
         try:
-            with self._reading(db=self._docs) as txn:
+            with self._env.begin(db=self._docs) as txn:
                 for key, doc in self._doc_items_of(txn):
                     if isinstance(doc, StoreCorrupt):
                         if on_corrupt is None:
@@ -978,7 +978,7 @@ class EmbeddedStore:
 
     def iter_index(self) -> Iterator[IndexCell]:
         try:
-            with self._reading(db=self._index) as txn:
+            with self._env.begin(db=self._index) as txn:
                 if self._compact is not None:
                     yield from self._compact.iter_index(txn)
                     return
@@ -1014,7 +1014,8 @@ class EmbeddedStore:
     @contextmanager
     def _reading(self, **kwargs: Any) -> Iterator[Any]:  # an lmdb.Transaction
         """A read transaction that :meth:`close` waits for: LMDB reads the map with
-        the GIL released, and a map unmapped under them crashes the process."""
+        the GIL released, and a map unmapped under them crashes the process. Not for
+        generators: one left unfinished would hold close() for good."""
         self._reads.append(None)  # a list's append and pop are atomic under the GIL
         try:
             if self._closed:
