@@ -72,6 +72,7 @@ from simhash_hbase.records import (
     check_limit,
 )
 from simhash_hbase.store import CellBlock, IndexCell, Store, open_store
+from simhash_hbase.store.lock import fingerprint_locks
 from simhash_hbase.text.extract import to_text
 
 DEFAULT_K = 3
@@ -85,10 +86,7 @@ _SCALAR_MAX = 4  # below this many fingerprints, plain Python beats NumPy
 _SCALAR_CANDIDATES = 24  # and below this many candidates of one query (~20 breaks even)
 _STATE = "state/"  # meta records of jobs (e.g. ingest checkpoints) live under this
 _IDF = "idf/"  # custom IDF tables, by digest
-_LOCKS = "lock/"  # fingerprints being checked and added where writers are many (HBase)
-_LOCK_STALE_MS = 30_000  # a lock held longer was left by a writer that stopped
-_LOCK_WAIT_S = 60.0  # at most this long for a lock held elsewhere
-_RELEASED: dict[str, Any] = {"free": True}
+_LOCK_WAIT_S = 60.0  # at most this long for a fingerprint locked elsewhere (HBase)
 
 
 @contextmanager
@@ -145,7 +143,7 @@ class SimhashIndex:
         self._minhasher: MinHasher | None = None
         self.cost = QueryCost()
         self._encode_prefixes = codec.prefix_encoder()  # the one-query hot path's
-        self._nonce = os.urandom(8).hex()  # names this handle's locks (_locks)
+        self._nonce = os.urandom(8).hex()  # names this handle's fingerprint locks
 
     # -- opening ----------------------------------------------------------------
     @classmethod
@@ -377,7 +375,7 @@ class SimhashIndex:
         ):
             raise InvalidInput("each document needs its probe list, its own fingerprint first")
         check_limit(limit)
-        with gc_paused():
+        with gc_paused(), self._store.write_section():  # lookups and write: one section
             latest = {d.doc_id: d for d in docs}  # the last one wins
             found: list[Lookup] = []
             if find_k is not None:
@@ -406,9 +404,11 @@ class SimhashIndex:
         held documents and the documents of this call before it that are written.
         Unlike ingest, a document's own held version counts: a re-submitted
         document (same id and text) is a near-copy of itself, so it is not new.
-        Of many identical submissions exactly one is new: on the embedded store
-        when calls do not overlap (one writer, as ``shdb serve`` has); on HBase
-        also across processes (:meth:`_add_exclusively`).
+        Of many identical submissions exactly one is new, however they overlap:
+        on the embedded store the lookups and the write are one critical section
+        of every writer of the folder, threads and processes alike
+        (:meth:`Store.write_section`); on HBase each fingerprint is locked across
+        processes (:meth:`_add_exclusively`).
         """
         for doc in docs:
             codec.check_document(doc)
@@ -420,12 +420,13 @@ class SimhashIndex:
         if not docs:
             return []
         pairs: list[tuple[Document, Sequence[int]]] = list(zip(docs, lists))
-        if self._store.atomic_batches:
-            found, written = self._lookups(pairs, k, limit, keep=every)
-            if written:
-                self.add_documents([docs[j] for j in written], checked=True)
-        else:
-            found = self._add_exclusively(pairs, k, limit, every)
+        with self._store.write_section() as exclusive:
+            if exclusive:
+                found, written = self._lookups(pairs, k, limit, keep=every)
+                if written:
+                    self.add_documents([docs[j] for j in written], checked=True)
+            else:
+                found = self._add_exclusively(pairs, k, limit, every)
         return [m if m is not None else Matches() for m in found]
 
     def _add_exclusively(
@@ -444,7 +445,8 @@ class SimhashIndex:
         pending = list(range(len(pairs)))
         deadline, pause = time.monotonic() + _LOCK_WAIT_S, 0.002
         while pending:
-            with self._locks({pairs[j][0].fingerprint for j in pending}) as held:
+            fps = {pairs[j][0].fingerprint for j in pending}
+            with fingerprint_locks(self._store, self._nonce, fps) as held:
                 now = [j for j in pending if pairs[j][0].fingerprint in held]
                 if now:
                     result, written = self._lookups(
@@ -464,31 +466,6 @@ class SimhashIndex:
                 time.sleep(pause)
                 pause = min(pause * 2, 0.1)
         return found
-
-    @contextmanager
-    def _locks(self, fps: set[int]) -> Iterator[set[int]]:
-        """Those of ``fps`` whose lock rows (meta ``lock/<hex>``) this process got:
-        a checkAndPut from absent, released or stale (older than
-        ``_LOCK_STALE_MS``, left by a writer that stopped) to this one's; released
-        at the end by a checkAndPut back to released."""
-        now = int(time.time() * 1000)
-        mine = {"by": self._nonce, "at": now}
-        names = {f"{_LOCKS}{fp:016x}": fp for fp in sorted(fps)}
-        tried = self._store.swap_meta([(name, None, mine) for name in names])
-        held = [name for name, ok in zip(names, tried) if ok]
-        retry = []
-        for name in (name for name, ok in zip(names, tried) if not ok):
-            value = self._store.get_meta(name)
-            if value == mine:  # a retried call whose reply was lost
-                held.append(name)
-            elif value is None or value.get("free") or now - value.get("at", 0) > _LOCK_STALE_MS:
-                retry.append((name, value, mine))
-        held += [item[0] for item, ok in zip(retry, self._store.swap_meta(retry)) if ok]
-        try:
-            yield {names[name] for name in held}
-        finally:
-            if held:
-                self._store.swap_meta([(name, mine, _RELEASED) for name in held])
 
     def check_and_add_texts(
         self,
@@ -547,7 +524,7 @@ class SimhashIndex:
         codec.encode_doc_id(doc_id)
         if doc_id not in self._store.get_docs([doc_id]):
             return False
-        with self._store.batch() as batch:
+        with self._store.write_section(), self._store.batch() as batch:
             old = batch.claim_docs({doc_id: None}, self.cells).get(doc_id)
             if old is None:  # another writer removed it meanwhile
                 return False

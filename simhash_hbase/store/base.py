@@ -107,6 +107,16 @@ class Store(Protocol):
         ...
 
     def delete_meta(self, name: str) -> None: ...
+    def write_section(self) -> AbstractContextManager[bool]:
+        """Hold the critical section of a check and the write it decides (a
+        check-and-add, an ingest batch's lookups and write): one holder at a time
+        among every writer of the index, threads and processes alike, so identical
+        submissions that overlap give exactly one new. True: held (embedded: a lock
+        of the handle's threads and ``flock`` on the folder's ``shdb-write.lock``,
+        :mod:`store.lock`); False: the store has no such section (HBase), and
+        check-and-add locks each fingerprint in meta rows instead."""
+        ...
+
     def batch(self) -> AbstractContextManager[StoreBatch]: ...
     def get_docs(self, doc_ids: Sequence[str]) -> dict[str, Document]: ...
     def doc_fingerprints(self, doc_ids: Sequence[str]) -> dict[str, int]:

@@ -28,7 +28,7 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from contextlib import AbstractContextManager, contextmanager, suppress
 from itertools import repeat
 from operator import itemgetter
 from pathlib import Path
@@ -48,6 +48,7 @@ from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
 from simhash_hbase.store import compact, lmdb_free, pages
 from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell
+from simhash_hbase.store.lock import LOCK_FILES, WriteSection
 
 _MAP_SIZE = 1 << 40  # address space only; the file grows as data is written
 #: A read-only store maps the file's cached pages in the background from this
@@ -337,6 +338,7 @@ class EmbeddedStore:
         self._populator: pages.Populator | None = None
         self._starting = threading.Lock()
         self._compact: compact.Tables | None = None
+        self._section = WriteSection(self.path)
         if format not in (1, compact.FORMAT):
             raise ValueError(f"the embedded store has formats 1 and {compact.FORMAT}")
         created = self._prepare(create and not readonly)
@@ -368,7 +370,7 @@ class EmbeddedStore:
                 raise IndexNotFound(self.url)
             # lock.mdb and an empty data.mdb are what a failed creation can leave.
             if self.path.exists() and any(
-                p.name not in (_DATA_FILE, _LOCK_FILE) for p in self.path.iterdir()
+                p.name not in (_DATA_FILE, _LOCK_FILE, *LOCK_FILES) for p in self.path.iterdir()
             ):
                 raise InvalidIndexUrl(
                     f"{self.path} is a non-empty directory that is not an shdb index; "
@@ -730,6 +732,9 @@ class EmbeddedStore:
             return 2
         return 3 if self._compact.kept is None else compact.FORMAT
 
+    def write_section(self) -> AbstractContextManager[bool]:
+        return self._section.held()
+
     @contextmanager
     def batch(self) -> Iterator[_LmdbBatch | compact.CompactBatch]:
         try:
@@ -1035,6 +1040,7 @@ class EmbeddedStore:
         while self._reads:
             time.sleep(0.001)
         self._env.close()
+        self._section.close()
 
     def __enter__(self) -> EmbeddedStore:
         return self

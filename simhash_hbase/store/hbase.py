@@ -17,7 +17,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from simhash_hbase.errors import IndexNotFound, InvalidIndexUrl, StoreCorrupt, StoreError
@@ -397,6 +397,10 @@ class HBaseStore:
         self.transport.mutate(
             self.tables["meta"], {}, {name.encode(): [_META_COL]}, _clock.pair()[0]
         )
+
+    def write_section(self) -> AbstractContextManager[bool]:
+        """None across replicas: check-and-add locks fingerprints in meta rows."""
+        return nullcontext(False)
 
     @contextmanager
     def batch(self) -> Iterator[_HBaseBatch]:

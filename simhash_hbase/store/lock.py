@@ -1,0 +1,130 @@
+"""The writer lock of an embedded index: a ``flock``'d file in its folder.
+
+LMDB serialises write transactions, but a check-and-add is a lookup (read
+transactions) followed by a write, and two writers that both look up before
+either writes both call the same text new. :class:`WriteSection` makes the
+lookup and the write one critical section for every writer of the folder: a
+lock of the handle's threads, then ``flock`` on ``shdb-write.lock`` (per open
+file, so it also excludes a second handle in the same process).
+
+:func:`fingerprint_locks` is the same section where no process can hold a
+folder (HBase): a lock row per fingerprint in the meta table.
+
+``flock`` locks go with their holder: a killed process leaves nothing to clear.
+Readers never take it. A forked child closes its copy of the file, so it can
+never keep its parent's lock alive.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import threading
+import time
+import weakref
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from simhash_hbase.errors import StoreError
+from simhash_hbase.store.base import Store
+
+WRITE_FILE = "shdb-write.lock"
+LOCK_FILES = (WRITE_FILE,)
+_LOCKS = "lock/"  # meta rows of fingerprints being checked and added (HBase)
+_LOCK_STALE_MS = 30_000  # a lock row held longer was left by a writer that stopped
+_RELEASED: dict[str, Any] = {"free": True}
+
+
+class _Locked:
+    """A lock file opened on first use (a store that never writes creates none)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd: int | None = None
+        _OPEN.add(self)
+
+    def fd(self) -> int:
+        if self._fd is None:
+            try:
+                self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
+            except OSError as exc:
+                raise StoreError(
+                    f"cannot open the writer lock {self.path}: {exc.strerror}; writing the "
+                    "index needs a folder this user may write"
+                ) from exc
+        return self._fd
+
+    def close(self) -> None:
+        """Close the file; in a forked child this leaves the parent's lock held."""
+        if self._fd is not None:
+            os.close(self._fd)
+            self._fd = None
+
+
+_OPEN: weakref.WeakSet[_Locked] = weakref.WeakSet()
+
+
+def _close_in_child() -> None:
+    for lock in list(_OPEN):
+        lock.close()
+
+
+os.register_at_fork(after_in_child=_close_in_child)
+
+
+class WriteSection(_Locked):
+    """One check-and-add (or ingest batch) at a time among all writers of a folder.
+
+    Reentrant in the thread that holds it: ``flock`` is taken by the outermost
+    hold and released by it."""
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__(folder / WRITE_FILE)
+        self._mutex = threading.RLock()
+        self._depth = 0
+
+    @contextmanager
+    def held(self) -> Iterator[bool]:
+        """Held (True, as :meth:`Store.write_section` says) till the block ends."""
+        with self._mutex:
+            if self._depth == 0:
+                fcntl.flock(self.fd(), fcntl.LOCK_EX)  # waits; the GIL is released
+            self._depth += 1
+            try:
+                yield True
+            finally:
+                self._depth -= 1
+                if self._depth == 0:
+                    fcntl.flock(self.fd(), fcntl.LOCK_UN)
+
+    def close(self) -> None:
+        with self._mutex:
+            super().close()
+
+
+@contextmanager
+def fingerprint_locks(store: Store, owner: str, fps: set[int]) -> Iterator[set[int]]:
+    """Those of ``fps`` whose lock rows (meta ``lock/<hex>``) ``owner`` got: a
+    checkAndPut from absent, released or stale (older than ``_LOCK_STALE_MS``,
+    left by a writer that stopped) to its own; released at the end by a
+    checkAndPut back to released."""
+    now = int(time.time() * 1000)
+    mine = {"by": owner, "at": now}
+    names = {f"{_LOCKS}{fp:016x}": fp for fp in sorted(fps)}
+    tried = store.swap_meta([(name, None, mine) for name in names])
+    held = [name for name, ok in zip(names, tried) if ok]
+    retry = []
+    for name in (name for name, ok in zip(names, tried) if not ok):
+        value = store.get_meta(name)
+        if value == mine:  # a retried call whose reply was lost
+            held.append(name)
+        elif value is None or value.get("free") or now - value.get("at", 0) > _LOCK_STALE_MS:
+            retry.append((name, value, mine))
+    held += [item[0] for item, ok in zip(retry, store.swap_meta(retry)) if ok]
+    try:
+        yield {names[name] for name in held}
+    finally:
+        if held:
+            store.swap_meta([(name, mine, _RELEASED) for name in held])
