@@ -14,6 +14,7 @@ from simhash_hbase.version import __version__
 if TYPE_CHECKING:
     from simhash_hbase.errors import (
         EmptyDocument,
+        IndexBusy,
         IndexNotFound,
         InvalidIndexUrl,
         InvalidInput,
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
 _HOMES = {
     "simhash_hbase.errors": (
         "EmptyDocument",
+        "IndexBusy",
         "IndexNotFound",
         "InvalidIndexUrl",
         "InvalidInput",
@@ -94,6 +96,7 @@ __all__ = [
     "EmptyDocument",
     "FingerprintParams",
     "Fingerprinter",
+    "IndexBusy",
     "IndexNotFound",
     "IngestSummary",
     "InvalidIndexUrl",

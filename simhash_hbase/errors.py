@@ -85,6 +85,25 @@ class StoreCorrupt(StoreError):
     """Stored bytes cannot be read back: a damaged, truncated or foreign file or row."""
 
 
+class IndexBusy(StoreError):
+    """Another writing job (an ingest) holds the index; ``holder`` is what it wrote
+    about itself (pid, host, job, command, start time; empty if not yet written)."""
+
+    def __init__(self, url: str, holder: dict[str, Any]) -> None:
+        who = (
+            f"pid {holder.get('pid')} on {holder.get('host')} ({holder.get('job')}, started "
+            f"{holder.get('started')}: {holder.get('command')})"
+            if holder
+            else "a process that is starting"
+        )
+        super().__init__(
+            f"the index at {url} is being written by {who}; one writing job at a time "
+            "keeps checkpoints and reports whole: wait for it to finish, or stop it "
+            "(a stopped run leaves no lock). Queries and serve's reads are not blocked"
+        )
+        self.url, self.holder = url, holder
+
+
 class StoreClosed(StoreError):
     """The store was used after ``close()``."""
 

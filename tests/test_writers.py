@@ -1,15 +1,20 @@
-"""Writers that overlap on one embedded index (issue 39): check-and-add gives exactly
-one new across threads, processes and `shdb serve` processes."""
+"""Writers that overlap on one embedded index (issues 39 and 43): check-and-add gives
+exactly one new across threads and processes, two ingests never share a run, and
+readers never wait for a writer."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import multiprocessing
 import os
 import random
+import signal
+import subprocess
 import sys
 import threading
+import time
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -17,6 +22,7 @@ from typing import Any
 import httpx
 
 from simhash_hbase import SimhashIndex
+from simhash_hbase.errors import IndexNotFound
 
 from .serve_server import live_server
 
@@ -132,8 +138,136 @@ def test_a_folder_left_by_a_failed_creation_is_created_again(tmp_path: Path) -> 
     """An empty data.mdb beside lock files is what a cut creation leaves: not refused."""
     folder = tmp_path / "ix"
     folder.mkdir()
-    for name in ("data.mdb", "lock.mdb", "shdb-write.lock"):
+    for name in ("data.mdb", "lock.mdb", "shdb-write.lock", "shdb-run.lock"):
         (folder / name).touch()
     with SimhashIndex.open(str(folder)) as index:
         index.add_fingerprint("a", 1 << 40 | 7)
         assert index.get("a") is not None
+
+
+def _fingerprint_corpus(path: Path, n: int, seed: int = 5) -> list[str]:
+    """``n`` fingerprint lines; every tenth a near-copy of one 1 to 500 lines before."""
+    rng = random.Random(seed)
+    fps: list[int] = []
+    for i in range(n):
+        near = i % 10 == 9
+        earlier = fps[i - rng.randint(1, min(i, 500))] if near else 0
+        fps.append(earlier ^ 1 << rng.randrange(64) if near else rng.getrandbits(64))
+    ids = [f"d{i:06d}" for i in range(n)]
+    path.write_text("".join(f"{i}\t{fp:016x}\n" for i, fp in zip(ids, fps)), encoding="utf-8")
+    return ids
+
+
+def _ingest(corpus: Path, index: Path, report: Path) -> list[str]:
+    return [*SHDB, "ingest", "--fingerprints", str(corpus), "-i", str(index),
+            "--report", str(report), "--batch-size", "100"]  # fmt: skip
+
+
+def _until(what: str, ready: Any, timeout: float = 60) -> None:
+    deadline = time.monotonic() + timeout
+    while not ready():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.02)
+
+
+def _holds(url: Path, doc_id: str) -> bool:
+    try:
+        with SimhashIndex.open(str(url), create=False, readonly=True) as index:
+            return index.get(doc_id) is not None
+    except IndexNotFound:  # not yet created
+        return False
+
+
+def test_two_ingests_into_one_index_second_refused_nothing_lost(tmp_path: Path) -> None:
+    """A second `shdb ingest` into an index another ingest is writing is refused,
+    naming the first one's pid and start time; the first finishes with every
+    document held and each report line once (the report of a run alone); readers
+    answer meanwhile."""
+    corpus = tmp_path / "fps.tsv"
+    ids = _fingerprint_corpus(corpus, 20_000)
+    alone, alone_report = tmp_path / "alone", tmp_path / "alone.jsonl"
+    subprocess.run(_ingest(corpus, alone, alone_report), env=ENV, check=True, timeout=300)
+    index, report = tmp_path / "ix", tmp_path / "report.jsonl"
+    first = subprocess.Popen(_ingest(corpus, index, report), env=ENV, cwd=ROOT)
+    try:
+        _until("the first ingest's first batch", lambda: _holds(index, ids[0]))
+        started = time.monotonic()
+        with SimhashIndex.open(str(index), create=False, readonly=True) as reader:
+            assert reader.get(ids[0]) is not None and reader.stats()["documents"] >= 1
+            reader.query_fingerprint(0x0123456789ABCDEF)
+        second = subprocess.run(
+            _ingest(corpus, index, report), env=ENV, cwd=ROOT, capture_output=True, timeout=300
+        )
+        overlapped = first.poll() is None
+        message = second.stderr.decode()
+        assert second.returncode == 2, (overlapped, message)
+        assert overlapped, "the first ingest ended before the second was refused"
+        assert time.monotonic() - started < 30
+        assert f"pid {first.pid}" in message and "started" in message and "shdb ingest" in message
+        assert first.wait(300) == 0
+    finally:
+        first.kill()
+        first.wait()
+    lines = report.read_text(encoding="utf-8").splitlines()
+    assert len(lines) == len(set(lines))
+    assert sorted(lines) == sorted(alone_report.read_text(encoding="utf-8").splitlines())
+    with SimhashIndex.open(str(index), create=False, readonly=True) as reader:
+        assert len(reader.get_many(ids)) == len(ids)
+
+
+HOLD = """
+import sys, time
+from simhash_hbase import SimhashIndex
+index = SimhashIndex.open(sys.argv[1])
+with index.sole_writer("test holder"), index._store.write_section():
+    print("held", flush=True)
+    time.sleep(600)
+"""
+
+
+def test_readers_never_wait_and_a_dead_holder_leaves_no_lock(tmp_path: Path) -> None:
+    """While a process holds both writer locks, readers (library and CLI) answer,
+    an ingest is refused naming the holder, and a check-and-add waits; once the
+    holder is killed, both go through."""
+    url, corpus = tmp_path / "ix", tmp_path / "fps.tsv"
+    ids = _fingerprint_corpus(corpus, 300)
+    with SimhashIndex.open(str(url)) as index:
+        index.add_fingerprint("held", 0x0123456789ABCDEF)
+    holder = subprocess.Popen(
+        [sys.executable, "-c", HOLD, str(url)], env=ENV, cwd=ROOT, stdout=subprocess.PIPE
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+        with SimhashIndex.open(str(url), create=False, readonly=True) as reader:
+            assert [m.doc_id for m in reader.query_fingerprint(0x0123456789ABCDEF)] == ["held"]
+            assert reader.get("held") is not None and reader.stats()["documents"] == 1
+        query = subprocess.run(
+            [*SHDB, "get", "-i", str(url), "held", "--json"],
+            env=ENV,
+            capture_output=True,
+            timeout=60,
+        )
+        assert query.returncode == 0 and json.loads(query.stdout)["id"] == "held"
+        refused = subprocess.run(
+            _ingest(corpus, url, tmp_path / "r.jsonl"), env=ENV, capture_output=True, timeout=120
+        )
+        assert refused.returncode == 2 and f"pid {holder.pid}" in refused.stderr.decode()
+        with SimhashIndex.open(str(url)) as writer:
+            done = threading.Event()
+
+            def check() -> None:
+                writer.add_fingerprint("late", 0x0F0F0F0F0F0F0F0F)
+                done.set()
+
+            waiting = threading.Thread(target=check)
+            waiting.start()
+            assert not done.wait(1.0), "a write went through while another process held the lock"
+            holder.send_signal(signal.SIGKILL)
+            assert done.wait(30)
+            waiting.join()
+    finally:
+        holder.kill()
+        holder.wait()
+    subprocess.run(_ingest(corpus, url, tmp_path / "r.jsonl"), env=ENV, check=True, timeout=120)
+    with SimhashIndex.open(str(url), create=False, readonly=True) as reader:
+        assert len(reader.get_many([*ids, "held", "late"])) == len(ids) + 2

@@ -18,7 +18,7 @@ import os
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass
 from itertools import chain, islice
 from typing import Any
@@ -309,6 +309,13 @@ class SimhashIndex:
         """``doc`` with the sketch and band keys of ``text`` (as is without the LSH net)."""
         hasher = self.minhasher
         return doc if hasher is None else sketch_document(hasher, doc, text)
+
+    def sole_writer(self, job: str, wait: float = 0.0) -> AbstractContextManager[None]:
+        """Hold the index for one writing job (an ingest run) till the block ends:
+        a second job is refused (after ``wait`` s) with :class:`IndexBusy`, which
+        names the holder's pid and start time; readers never wait. Embedded only
+        (:meth:`Store.run_lock`)."""
+        return self._store.run_lock(job, wait)
 
     # -- job state (e.g. ingest checkpoints), small JSON records in the meta table -
     def get_state(self, name: str) -> dict[str, Any] | None:

@@ -9,6 +9,7 @@ fatal with :attr:`OnError.FAIL`) and never costs a batch-mate.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import os
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from functools import partial
 from itertools import islice
 from pathlib import Path
-from typing import Any, BinaryIO, Protocol
+from typing import Any, BinaryIO, Concatenate, ParamSpec, Protocol, TypeVar
 
 import numpy as np
 
@@ -377,6 +378,8 @@ def _write_stream(
 
 
 _FAULT_HITS: Counter[str] = Counter()
+P = ParamSpec("P")
+R = TypeVar("R")
 
 
 def _fault(point: str) -> None:
@@ -726,10 +729,14 @@ def index_for_ingest(
     """Open (or create) the index an ingest writes to. If this run created it and
     it holds no document at the end (every record skipped), it is removed again:
     a run that adds nothing creates nothing, and a re-run with other settings is
-    not refused by the settings of an empty index."""
+    not refused by the settings of an empty index. The run holds the index from
+    here (:func:`_sole_run`): a second run never discards what the first writes."""
     folder = local_path(url)
     fresh = folder is not None and not folder.exists()
-    with SimhashIndex.open(url, scheme=scheme, params=params) as index:
+    with (
+        SimhashIndex.open(url, scheme=scheme, params=params) as index,
+        index.sole_writer("shdb ingest"),
+    ):
         failed = True
         try:
             yield index
@@ -768,6 +775,22 @@ def input_identity(
     return identity
 
 
+def _sole_run(
+    job: Callable[Concatenate[SimhashIndex, P], R],
+) -> Callable[Concatenate[SimhashIndex, P], R]:
+    """``job`` holding its index for its whole run (:meth:`SimhashIndex.sole_writer`):
+    a second run at once is refused with the first one's pid and start time, so a
+    checkpoint and a report belong to one run."""
+
+    @functools.wraps(job)
+    def run(index: SimhashIndex, /, *args: P.args, **kwargs: P.kwargs) -> R:
+        with index.sole_writer(f"shdb {job.__name__}"):
+            return job(index, *args, **kwargs)
+
+    return run
+
+
+@_sole_run
 def ingest(
     index: SimhashIndex,
     paths: Sequence[str],

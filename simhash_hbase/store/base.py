@@ -117,6 +117,14 @@ class Store(Protocol):
         check-and-add locks each fingerprint in meta rows instead."""
         ...
 
+    def run_lock(self, job: str, wait: float = 0.0) -> AbstractContextManager[None]:
+        """Hold the index for one writing job (an ingest run) till the block ends,
+        so two runs never share a checkpoint or a report; another run holding it
+        makes this wait up to ``wait`` s, then raise :class:`IndexBusy` naming its
+        pid and start time. Readers never wait for it. Embedded: ``flock`` on
+        ``shdb-run.lock`` (a killed holder leaves none); HBase: not locked."""
+        ...
+
     def batch(self) -> AbstractContextManager[StoreBatch]: ...
     def get_docs(self, doc_ids: Sequence[str]) -> dict[str, Document]: ...
     def doc_fingerprints(self, doc_ids: Sequence[str]) -> dict[str, int]:

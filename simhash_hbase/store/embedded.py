@@ -48,7 +48,7 @@ from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
 from simhash_hbase.store import compact, lmdb_free, pages
 from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell
-from simhash_hbase.store.lock import LOCK_FILES, WriteSection
+from simhash_hbase.store.lock import LOCK_FILES, RunLock, WriteSection
 
 _MAP_SIZE = 1 << 40  # address space only; the file grows as data is written
 #: A read-only store maps the file's cached pages in the background from this
@@ -338,7 +338,7 @@ class EmbeddedStore:
         self._populator: pages.Populator | None = None
         self._starting = threading.Lock()
         self._compact: compact.Tables | None = None
-        self._section = WriteSection(self.path)
+        self._section, self._run = WriteSection(self.path), RunLock(self.path)
         if format not in (1, compact.FORMAT):
             raise ValueError(f"the embedded store has formats 1 and {compact.FORMAT}")
         created = self._prepare(create and not readonly)
@@ -735,6 +735,9 @@ class EmbeddedStore:
     def write_section(self) -> AbstractContextManager[bool]:
         return self._section.held()
 
+    def run_lock(self, job: str, wait: float = 0.0) -> AbstractContextManager[None]:
+        return self._run.held(job, wait)
+
     @contextmanager
     def batch(self) -> Iterator[_LmdbBatch | compact.CompactBatch]:
         try:
@@ -1041,6 +1044,7 @@ class EmbeddedStore:
             time.sleep(0.001)
         self._env.close()
         self._section.close()
+        self._run.close()
 
     def __enter__(self) -> EmbeddedStore:
         return self

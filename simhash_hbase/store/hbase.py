@@ -402,6 +402,10 @@ class HBaseStore:
         """None across replicas: check-and-add locks fingerprints in meta rows."""
         return nullcontext(False)
 
+    def run_lock(self, job: str, wait: float = 0.0) -> AbstractContextManager[None]:
+        """Not locked: one ingest per HBase index at a time is the operator's to keep."""
+        return nullcontext()
+
     @contextmanager
     def batch(self) -> Iterator[_HBaseBatch]:
         batch = _HBaseBatch(self)

@@ -1,4 +1,4 @@
-"""The writer lock of an embedded index: a ``flock``'d file in its folder.
+"""The writer locks of an embedded index: ``flock``'d files in its folder.
 
 LMDB serialises write transactions, but a check-and-add is a lookup (read
 transactions) followed by a write, and two writers that both look up before
@@ -7,18 +7,26 @@ lookup and the write one critical section for every writer of the folder: a
 lock of the handle's threads, then ``flock`` on ``shdb-write.lock`` (per open
 file, so it also excludes a second handle in the same process).
 
+:class:`RunLock` is held by a whole writing job (an ingest run) so that two runs
+never share its checkpoint and report: the second is refused, told the holder's
+pid, command and start time, which the holder writes into ``shdb-run.lock``.
+
 :func:`fingerprint_locks` is the same section where no process can hold a
 folder (HBase): a lock row per fingerprint in the meta table.
 
-``flock`` locks go with their holder: a killed process leaves nothing to clear.
-Readers never take it. A forked child closes its copy of the file, so it can
-never keep its parent's lock alive.
+``flock`` locks go with their holder: a killed process leaves nothing to clear
+(the file's stale content is overwritten by the next holder). Readers take
+neither lock. A forked child closes its copies of the files, so it can never
+keep its parent's lock alive.
 """
 
 from __future__ import annotations
 
 import fcntl
+import json
 import os
+import socket
+import sys
 import threading
 import time
 import weakref
@@ -27,11 +35,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from simhash_hbase.errors import StoreError
+from simhash_hbase.errors import IndexBusy, StoreError
 from simhash_hbase.store.base import Store
 
 WRITE_FILE = "shdb-write.lock"
-LOCK_FILES = (WRITE_FILE,)
+RUN_FILE = "shdb-run.lock"
+LOCK_FILES = (WRITE_FILE, RUN_FILE)
 _LOCKS = "lock/"  # meta rows of fingerprints being checked and added (HBase)
 _LOCK_STALE_MS = 30_000  # a lock row held longer was left by a writer that stopped
 _RELEASED: dict[str, Any] = {"free": True}
@@ -102,6 +111,66 @@ class WriteSection(_Locked):
     def close(self) -> None:
         with self._mutex:
             super().close()
+
+
+class RunLock(_Locked):
+    """The one writing job of a folder at a time (reentrant in the thread that
+    holds it; another thread of the process is refused like another process)."""
+
+    def __init__(self, folder: Path) -> None:
+        super().__init__(folder / RUN_FILE)
+        self._mutex = threading.Lock()
+        self._depth = 0
+        self._owner: int | None = None
+
+    @contextmanager
+    def held(self, job: str, wait: float = 0.0) -> Iterator[None]:
+        """Hold the folder for ``job``; another holder makes this wait up to
+        ``wait`` seconds, then raise :class:`IndexBusy` naming it."""
+        deadline, pause = time.monotonic() + wait, 0.01
+        while not self._take(job):
+            if time.monotonic() >= deadline:
+                raise IndexBusy(str(self.path.parent), self.holder())
+            time.sleep(pause)
+            pause = min(pause * 2, 0.5)
+        try:
+            yield
+        finally:
+            with self._mutex:
+                self._depth -= 1
+                if self._depth == 0:
+                    fcntl.flock(self.fd(), fcntl.LOCK_UN)
+
+    def _take(self, job: str) -> bool:
+        with self._mutex:
+            if self._depth and self._owner != threading.get_ident():
+                return False
+            if self._depth == 0:
+                try:
+                    fcntl.flock(self.fd(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    return False
+                os.ftruncate(self.fd(), 0)
+                os.pwrite(self.fd(), _holder_record(job), 0)
+                self._owner = threading.get_ident()
+            self._depth += 1
+            return True
+
+    def holder(self) -> dict[str, Any]:
+        """What the holder wrote about itself ({} if it has not yet)."""
+        try:
+            raw = os.pread(self.fd(), 4096, 0)
+            value = json.loads(raw) if raw else {}
+        except (OSError, ValueError):
+            return {}
+        return value if isinstance(value, dict) else {}
+
+
+def _holder_record(job: str) -> bytes:
+    started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+    command = " ".join(sys.argv)[:300]
+    record = {"pid": os.getpid(), "host": socket.gethostname(), "started": started}
+    return json.dumps(record | {"job": job, "command": command}).encode() + b"\n"
 
 
 @contextmanager
