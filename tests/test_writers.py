@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 
 from simhash_hbase import SimhashIndex
-from simhash_hbase.errors import IndexNotFound
+from simhash_hbase.errors import IndexBusy, IndexNotFound
 
 from .serve_server import live_server
 
@@ -271,3 +271,37 @@ def test_readers_never_wait_and_a_dead_holder_leaves_no_lock(tmp_path: Path) -> 
     subprocess.run(_ingest(corpus, url, tmp_path / "r.jsonl"), env=ENV, check=True, timeout=120)
     with SimhashIndex.open(str(url), create=False, readonly=True) as reader:
         assert len(reader.get_many([*ids, "held", "late"])) == len(ids) + 2
+
+
+def test_sole_writer_waits_then_refuses_naming_the_holder(tmp_path: Path) -> None:
+    """The library's run lock: another job (here another thread) waits up to
+    ``wait`` s, then gets IndexBusy with the holder's pid and start time; a job
+    that waits longer than the holder holds gets it."""
+    url = str(tmp_path / "ix")
+    outcome: list[object] = []
+
+    def second_job(wait: float) -> None:
+        started = time.monotonic()
+        try:
+            with index.sole_writer("job two", wait=wait):
+                outcome.append(json.loads((tmp_path / "ix" / "shdb-run.lock").read_text()))
+        except IndexBusy as exc:
+            outcome.append(exc)
+        outcome.append(time.monotonic() - started)
+
+    with SimhashIndex.open(url) as index:
+        with index.sole_writer("job one"), index.sole_writer("job one, nested"):  # reentrant
+            worker = threading.Thread(target=second_job, args=(0.3,))
+            worker.start()
+            worker.join()
+        busy, waited = outcome
+        assert isinstance(busy, IndexBusy) and isinstance(waited, float) and waited >= 0.3
+        assert busy.holder["pid"] == os.getpid() and busy.holder["job"] == "job one"
+        assert f"pid {os.getpid()}" in str(busy) and "started" in str(busy)
+        outcome.clear()
+        with index.sole_writer("job one"):
+            worker = threading.Thread(target=second_job, args=(30.0,))
+            worker.start()
+            time.sleep(0.2)
+        worker.join()
+        assert outcome[0]["job"] == "job two"  # type: ignore[index]

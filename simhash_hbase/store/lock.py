@@ -4,8 +4,8 @@ LMDB serialises write transactions, but a check-and-add is a lookup (read
 transactions) followed by a write, and two writers that both look up before
 either writes both call the same text new. :class:`WriteSection` makes the
 lookup and the write one critical section for every writer of the folder: a
-lock of the handle's threads, then ``flock`` on ``shdb-write.lock`` (per open
-file, so it also excludes a second handle in the same process).
+lock of the handle's threads, then ``flock`` on ``shdb-write.lock`` (other
+processes).
 
 :class:`RunLock` is held by a whole writing job (an ingest run) so that two runs
 never share its checkpoint and report: the second is refused, told the holder's
