@@ -21,7 +21,7 @@ from typing import Any
 
 import httpx
 
-from simhash_hbase import SimhashIndex
+from simhash_hbase import Document, SimhashIndex
 from simhash_hbase.errors import IndexBusy, IndexNotFound
 
 from .serve_server import live_server
@@ -305,3 +305,42 @@ def test_sole_writer_waits_then_refuses_naming_the_holder(tmp_path: Path) -> Non
             time.sleep(0.2)
         worker.join()
         assert outcome[0]["job"] == "job two"  # type: ignore[index]
+
+
+class _NoSection:
+    """The embedded store without its write section: check-and-add then locks each
+    fingerprint in meta rows, as on HBase."""
+
+    def __init__(self, store: object) -> None:
+        self._held = store
+
+    def write_section(self) -> contextlib.AbstractContextManager[bool]:
+        return contextlib.nullcontext(False)
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._held, name)
+
+
+def test_fingerprint_locks_exclusive_across_threads_of_one_handle(tmp_path: Path) -> None:
+    """HBase's path (meta lock rows) with 10 threads sharing one handle, 5 rounds:
+    exactly one new (two threads locking in one millisecond both held the row)."""
+    with SimhashIndex.open(str(tmp_path / "ix")) as index:
+        store = index._store
+        index._store = _NoSection(store)  # type: ignore[assignment]
+        barrier, found = threading.Barrier(10), {}
+        fps = [random.Random(r).getrandbits(64) for r in range(5)]
+
+        def submit(t: int) -> None:
+            for r in range(5):
+                barrier.wait()
+                doc = Document(f"r{r}-t{t}", fps[r])
+                found[doc.doc_id] = index.check_and_add([doc])[0].total
+
+        workers = [threading.Thread(target=submit, args=(t,)) for t in range(10)]
+        for w in workers:
+            w.start()
+        for w in workers:
+            w.join()
+        index._store = store
+        new = Counter(doc_id.split("-")[0] for doc_id, total in found.items() if not total)
+        assert [new[f"r{r}"] for r in range(5)] == [1] * 5

@@ -23,6 +23,7 @@ keep its parent's lock alive.
 from __future__ import annotations
 
 import fcntl
+import itertools
 import json
 import os
 import socket
@@ -44,6 +45,7 @@ LOCK_FILES = (WRITE_FILE, RUN_FILE)
 _LOCKS = "lock/"  # meta rows of fingerprints being checked and added (HBase)
 _LOCK_STALE_MS = 30_000  # a lock row held longer was left by a writer that stopped
 _RELEASED: dict[str, Any] = {"free": True}
+_CALLS = itertools.count()  # makes each fingerprint_locks call's lock value unique
 
 
 class _Locked:
@@ -178,9 +180,10 @@ def fingerprint_locks(store: Store, owner: str, fps: set[int]) -> Iterator[set[i
     """Those of ``fps`` whose lock rows (meta ``lock/<hex>``) ``owner`` got: a
     checkAndPut from absent, released or stale (older than ``_LOCK_STALE_MS``,
     left by a writer that stopped) to its own; released at the end by a
-    checkAndPut back to released."""
+    checkAndPut back to released. Each call's value is its own (threads of one
+    ``owner`` in one millisecond once wrote equal values, and both held)."""
     now = int(time.time() * 1000)
-    mine = {"by": owner, "at": now}
+    mine = {"by": f"{owner}.{next(_CALLS)}", "at": now}
     names = {f"{_LOCKS}{fp:016x}": fp for fp in sorted(fps)}
     tried = store.swap_meta([(name, None, mine) for name in names])
     held = [name for name, ok in zip(names, tried) if ok]
