@@ -87,11 +87,13 @@ def test_the_shell_script_creates_what_the_json_says() -> None:
 
 
 @pytest.mark.hbase
-def test_the_tables_the_code_creates_are_those_of_the_json(hbase_api: str, hbase_url: str) -> None:
+def test_the_tables_the_code_creates_are_those_of_the_json(
+    hbase_api: str, new_hbase_url: str
+) -> None:
     """Each gateway creates what it can express of the JSON: Thrift2 all of it, Thrift1
     the family, VERSIONS, COMPRESSION, BLOCKCACHE and its bloom filter. A new index
     over Thrift2 has the bucket layout, whose index table is ``index_buckets``."""
-    with open_store(hbase_url) as store:
+    with open_store(new_hbase_url) as store:
         assert isinstance(store, HBaseStore)
         names = {
             table: name.decode() if isinstance(name, bytes) else name
