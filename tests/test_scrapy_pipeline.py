@@ -34,7 +34,7 @@ from typer.testing import CliRunner
 
 from benchmarks.site import Page, build_pages, serve, write_site
 from simhash_hbase.cli import app
-from simhash_hbase.errors import InvalidSetting, ShdbError, StoreError
+from simhash_hbase.errors import InvalidSetting, StoreError
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.integrations import indexer
 from simhash_hbase.integrations import scrapy as pipeline_module

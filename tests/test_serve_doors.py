@@ -5,6 +5,8 @@ doors: query parameters, percent-encoding, the token, the hints."""
 
 from __future__ import annotations
 
+import contextlib
+import select
 import socket
 import threading
 import time
@@ -91,6 +93,9 @@ def test_remote_index_refuses_what_json_cannot_carry_before_sending() -> None:
     with pytest.raises(BatchRefused) as info:
         remote.check_and_add_texts([("a", TEXT), ("b", b"x")])  # type: ignore[list-item]
     assert list(info.value.refused) == [1]
+    for path_call in (remote.get, remote.remove):
+        with pytest.raises(InvalidInput, match="lone surrogate"):
+            path_call("a\udc80")
 
 
 def test_remote_index_batches_write_nothing_when_an_item_is_refused(tmp_path: Path) -> None:
@@ -160,22 +165,20 @@ def _rss_mb(pid: int) -> float:
 
 def _flood(port: int, head: bytes, chunk: bytes, seconds: float, pause: float = 0.0) -> str:
     """Send ``head`` then ``chunk`` again and again for up to ``seconds``: how the
-    server ended it (its answer's status line, or how the connection closed), or
-    "open" if it never did."""
+    server ended it (its answer's status line, or the connection reset), or "open" if
+    it never did (a server that only stops reading is not an end)."""
     with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.settimeout(1)
         deadline = time.monotonic() + seconds
         try:
             sock.sendall(head)
             while time.monotonic() < deadline:
-                sock.sendall(chunk)
+                with contextlib.suppress(TimeoutError):  # the server is not reading
+                    sock.sendall(chunk)
                 time.sleep(pause)
-                try:
-                    if answer := sock.recv(100, socket.MSG_DONTWAIT):
-                        return answer.split(b"\r\n")[0].decode()
-                except BlockingIOError:
-                    pass
-        except OSError as exc:  # reset or broken pipe: the server closed it
+                if select.select([sock], [], [], 0)[0]:  # an answer, or the end
+                    return sock.recv(100).split(b"\r\n")[0].decode() or "closed (EOF)"
+        except ConnectionError as exc:  # reset or broken pipe: the server closed it
             return f"closed ({exc.__class__.__name__})"
         return "open"
 

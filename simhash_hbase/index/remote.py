@@ -175,7 +175,7 @@ class RemoteIndex:
         return [_matches(r) for r in self._batch(endpoint, items, k=k)]
 
     def get(self, doc_id: str) -> Document | None:
-        status, body = self._call("GET", f"/v1/docs/{quote(doc_id, safe='')}", None, {})
+        status, body = self._call("GET", _doc_path(doc_id), None, {})
         if status == 404:
             return None
         return Document(
@@ -184,7 +184,7 @@ class RemoteIndex:
 
     def remove(self, doc_id: str) -> bool:
         """Delete a document; False if it was not there."""
-        status, _ = self._call("DELETE", f"/v1/docs/{quote(doc_id, safe='')}", None, {})
+        status, _ = self._call("DELETE", _doc_path(doc_id), None, {})
         return status != 404
 
     # -- HTTP -----------------------------------------------------------------------
@@ -303,6 +303,15 @@ class RemoteIndex:
             conn = kind(self._parts.hostname or "", self._parts.port, timeout=self._timeout)
             self._local.conn = conn
         return conn
+
+
+def _doc_path(doc_id: str) -> str:
+    if not isinstance(doc_id, str):
+        raise InvalidInput(f"document id {doc_id!r:.80} is a {type(doc_id).__name__}, not a string")
+    try:
+        return f"/v1/docs/{quote(doc_id, safe='')}"
+    except UnicodeEncodeError:
+        raise InvalidInput(f"document id {doc_id!r:.80} holds a lone surrogate") from None
 
 
 def _body(items: list[dict[str, Any]]) -> bytes:

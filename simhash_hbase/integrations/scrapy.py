@@ -189,7 +189,8 @@ class NearDuplicatePipeline:
             self._stats.inc_value(f"{STATS}skipped_no_id")
             return item
         try:
-            content = self._content_of(adapter, doc_id)
+            _check_id(doc_id)
+            content = self._content_of(adapter)
         except OddItem as exc:  # checked here: it never reaches the index, nor its batch
             self._stats.inc_value(f"{STATS}skipped_invalid")
             self._warn_once(exc.kind, doc_id, str(exc))
@@ -240,11 +241,10 @@ class NearDuplicatePipeline:
         return started or IndexProcess(url)
 
     # -- batching -------------------------------------------------------------
-    def _content_of(self, adapter: Fields, doc_id: Any) -> tuple[str, str] | None:
+    def _content_of(self, adapter: Fields) -> tuple[str, str] | None:
         """The item's text (``text`` format), else its HTML (``html``), else None;
-        :class:`OddItem` for an id or field the index cannot take (checked here, so
-        that it never fails the batch it would join)."""
-        _check_id(doc_id)
+        :class:`OddItem` for a field the index cannot take (checked here, so that it
+        never fails the batch it would join)."""
         text = adapter.get(self.settings.text_field)
         if text is not None and not isinstance(text, str):
             raise OddItem(
