@@ -18,7 +18,7 @@ import httpx
 import pytest
 from typer.testing import CliRunner
 
-from simhash_hbase import RemoteIndex, SimhashIndex
+from simhash_hbase import Document, RemoteIndex, SimhashIndex
 from simhash_hbase.cli import app as cli_app
 from simhash_hbase.errors import BatchRefused, InvalidInput, InvalidQuery, InvalidSetting
 from simhash_hbase.serve.app import create_app
@@ -51,6 +51,14 @@ def test_the_library_writes_nothing_of_a_batch_with_a_bad_item(tmp_path: Path) -
         assert index.get("p1") is None and index.get("p3") is None
         again = index.check_and_add_texts([BATCH[0], BATCH[2]], always=False)
         assert again == [[], []]  # the truth: both new
+
+
+def test_the_library_checks_every_document_before_writing_any(tmp_path: Path) -> None:
+    docs = [Document("f1", 0xF0F0), Document("x" * 2000, 0xF0F1), Document("f3", 1 << 64)]
+    with SimhashIndex.open(str(tmp_path / "ix")) as index:
+        with pytest.raises(BatchRefused) as info:
+            index.check_and_add(docs, always=True)
+        assert sorted(info.value.refused) == [1, 2] and index.get("f1") is None
 
 
 @pytest.mark.parametrize("call", ["add", "query"])

@@ -31,6 +31,7 @@ from simhash_hbase.errors import (
     IndexNotFound,
     InvalidInput,
     InvalidQuery,
+    ShdbError,
     StoreCorrupt,
     StoreError,
 )
@@ -408,10 +409,17 @@ class SimhashIndex:
         document (same id and text) is a near-copy of itself, so it is not new.
         Of many identical submissions exactly one is new: on the embedded store
         when calls do not overlap (one writer, as ``shdb serve`` has); on HBase
-        also across processes (:meth:`_add_exclusively`).
+        also across processes (:meth:`_add_exclusively`). Every document is checked
+        first: a bad one raises :class:`BatchRefused` naming each, and nothing is written.
         """
-        for doc in docs:
-            codec.check_document(doc)
+        refused: dict[int, ShdbError] = {}
+        for n, doc in enumerate(docs):
+            try:
+                codec.check_document(doc)
+            except InvalidInput as exc:
+                refused[n] = exc
+        if refused:
+            raise BatchRefused(refused, len(docs))
         check_limit(limit)
         lists = [list(p) for p in probes] if probes is not None else [[d.fingerprint] for d in docs]
         every = [always] * len(docs) if isinstance(always, bool) else list(always)
