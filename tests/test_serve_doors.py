@@ -13,16 +13,19 @@ import time
 import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
+import uvicorn
 from typer.testing import CliRunner
 
 from simhash_hbase import Document, RemoteIndex, SimhashIndex
 from simhash_hbase.cli import app as cli_app
 from simhash_hbase.errors import BatchRefused, InvalidInput, InvalidQuery, InvalidSetting
 from simhash_hbase.serve.app import create_app
-from simhash_hbase.serve.settings import ServeSettings
+from simhash_hbase.serve.bounds import bounded
+from simhash_hbase.serve.settings import Limits, ServeSettings
 
 from .serve_server import Server, live_server
 from .test_serve import OTHER, TEXT, TOKEN, _error
@@ -233,3 +236,52 @@ def test_a_flood_before_the_token_is_cut_off_and_others_are_answered(
 def test_a_long_request_target_is_refused(flooded: Server) -> None:
     outcome = _flood(flooded.port, b"GET /" + b"a" * 100_000 + b" HTTP/1.1\r\n\r\n", b"", 5)
     assert "414 URI Too Long" in outcome or outcome.startswith("closed")
+
+
+async def _echo_length(scope: dict[str, Any], receive: Any, send: Any) -> None:
+    """An ASGI app that reads the whole body and answers its length."""
+    if scope["type"] != "http":
+        return
+    size, more = 0, True
+    while more:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+        size, more = size + len(message.get("body", b"")), message.get("more_body", False)
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    await send({"type": "http.response.body", "body": str(size).encode()})
+
+
+@pytest.fixture
+def quick_limits() -> Iterator[int]:
+    """uvicorn with the bounded protocol, head and body allowed a second each: the
+    port it listens on (an ephemeral one)."""
+    limits = Limits(head_seconds=1.0, body_seconds=1.0)
+    config = uvicorn.Config(_echo_length, host="127.0.0.1", port=0, http=bounded(limits),
+                            lifespan="off", log_level="warning")  # fmt: skip
+    server = uvicorn.Server(config)
+    thread = threading.Thread(target=server.run, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.01)
+    yield int(server.servers[0].sockets[0].getsockname()[1])
+    server.should_exit = True
+    thread.join(10)
+
+
+def test_a_body_sent_a_byte_at_a_time_is_cut_off_after_its_bound(quick_limits: int) -> None:
+    head = b"POST / HTTP/1.1\r\nHost: x\r\nContent-Length: 1000\r\n\r\n"
+    began = time.monotonic()
+    outcome = _flood(quick_limits, head, b"a", 10, pause=0.2)
+    assert outcome.startswith("closed") and time.monotonic() - began < 5, outcome
+    with socket.create_connection(("127.0.0.1", quick_limits)) as sock:  # whole: answered
+        sock.sendall(head + b"a" * 1000)
+        assert sock.recv(100).startswith(b"HTTP/1.1 200")
+
+
+def test_a_connection_that_sends_nothing_is_closed(quick_limits: int) -> None:
+    with socket.create_connection(("127.0.0.1", quick_limits)) as sock:
+        sock.settimeout(5)
+        began = time.monotonic()
+        assert sock.recv(100) == b""  # closed, without an answer: nothing was asked
+        assert time.monotonic() - began < 4
