@@ -28,6 +28,9 @@ MaxItemsOpt = Annotated[int, typer.Option(metavar="N", min=1, help="Items per re
 MaxBodyOpt = Annotated[
     int, typer.Option(metavar="BYTES", min=1024, help="Request body size, at most.")
 ]
+MaxTextOpt = Annotated[
+    int, typer.Option(metavar="BYTES", min=1024, help="One item's text (UTF-8), at most.")
+]
 QueueOpt = Annotated[
     int, typer.Option(metavar="DOCS", min=1, help="Documents waiting to be written; beyond: 429.")
 ]
@@ -53,6 +56,7 @@ def serve_cmd(
     probes: QueryProbesOpt = None,
     max_items: MaxItemsOpt = 10_000,
     max_body_bytes: MaxBodyOpt = 64 * 1024 * 1024,
+    max_text_bytes: MaxTextOpt = 4 * 1024 * 1024,
     queue: QueueOpt = 200_000,
     fingerprint_workers: WorkersOpt = None,
     access_log: AccessLogOpt = False,
@@ -71,6 +75,7 @@ def serve_cmd(
         probes=DEFAULT_QUERY_PROBES if probes is None else probes,
         max_items=max_items,
         max_body_bytes=max_body_bytes,
+        max_text_bytes=max_text_bytes,
         queue_documents=queue,
         fingerprint_workers=(
             _default_workers() if fingerprint_workers is None else fingerprint_workers

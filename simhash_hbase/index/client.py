@@ -26,10 +26,12 @@ from typing import Any
 import numpy as np
 
 from simhash_hbase.errors import (
+    BatchRefused,
     EmptyDocument,
     IndexNotFound,
     InvalidInput,
     InvalidQuery,
+    ShdbError,
     StoreCorrupt,
     StoreError,
 )
@@ -332,8 +334,7 @@ class SimhashIndex:
         store_text: bool = False,
     ) -> int:
         """Index ``text`` under ``doc_id`` (replacing an earlier version); its fingerprint."""
-        if not isinstance(text, str):
-            raise InvalidInput(f"the text of {doc_id!r} is a {type(text).__name__}, not a string")
+        check_text(text, f"the text of {doc_id!r}")
         fp = self.fingerprint(text)
         doc = self.sketched(Document(doc_id, fp, text if store_text else None, meta), text)
         self.add_documents([doc])
@@ -408,10 +409,17 @@ class SimhashIndex:
         document (same id and text) is a near-copy of itself, so it is not new.
         Of many identical submissions exactly one is new: on the embedded store
         when calls do not overlap (one writer, as ``shdb serve`` has); on HBase
-        also across processes (:meth:`_add_exclusively`).
+        also across processes (:meth:`_add_exclusively`). Every document is checked
+        first: a bad one raises :class:`BatchRefused` naming each, and nothing is written.
         """
-        for doc in docs:
-            codec.check_document(doc)
+        refused: dict[int, ShdbError] = {}
+        for n, doc in enumerate(docs):
+            try:
+                codec.check_document(doc)
+            except InvalidInput as exc:
+                refused[n] = exc
+        if refused:
+            raise BatchRefused(refused, len(docs))
         check_limit(limit)
         lists = [list(p) for p in probes] if probes is not None else [[d.fingerprint] for d in docs]
         every = [always] * len(docs) if isinstance(always, bool) else list(always)
@@ -502,9 +510,18 @@ class SimhashIndex:
     ) -> list[Matches]:
         """:meth:`check_and_add` of (id, raw text or HTML) items: each one's
         near-copies (none: it was new). ``always`` writes every item, as ingest
-        does; else only the new ones."""
+        does; else only the new ones. Every item is read before anything is written:
+        a batch holding a bad one (a bad id, not text, no usable terms) raises
+        :class:`BatchRefused` naming each, and writes nothing."""
         check_probes(probes)
-        prepared = [self.prepare_text(doc_id, raw, fmt, probes) for doc_id, raw in items]
+        prepared, refused = [], {}
+        for n, (doc_id, raw) in enumerate(items):
+            try:
+                prepared.append(self.prepare_text(doc_id, raw, fmt, probes))
+            except InvalidInput as exc:
+                refused[n] = exc
+        if refused:
+            raise BatchRefused(refused, len(items))
         docs, lists = [doc for doc, _ in prepared], [fps for _, fps in prepared]
         return self.check_and_add(docs, k, probes=lists, always=always, limit=limit)
 
@@ -513,8 +530,12 @@ class SimhashIndex:
     ) -> tuple[Document, list[int]]:
         """``raw`` as the document :meth:`check_and_add` takes, and its probe list:
         pure CPU (extraction, fingerprint, sketch), so a caller may run it in another
-        process on an index opened read-only there."""
-        text = self.to_text(raw, fmt)
+        process on an index opened read-only there. A bad id or text raises
+        :class:`InvalidInput` (no usable terms: :class:`EmptyDocument`)."""
+        codec.encode_doc_id(doc_id)
+        if not isinstance(raw, str | bytes):
+            check_text(raw, f"the text of {doc_id!r}")
+        text = check_text(self.to_text(raw, fmt), f"the text of {doc_id!r}")
         fps = self.fingerprinter.probes(text, probes)
         return self.sketched(Document(doc_id, fps[0]), text), fps
 
@@ -1263,12 +1284,34 @@ def _within(cand: int, probes: Sequence[int], k: int) -> bool:
 
 
 def check_query_text(text: object) -> None:
-    """:class:`InvalidQuery` unless ``text`` is a string (None, bytes: a caller's slip)."""
+    """:class:`InvalidQuery` unless ``text`` is a string (None, bytes: a caller's slip)
+    of Unicode characters."""
     if not isinstance(text, str):
         raise InvalidQuery(
             f"a query text must be a str, not {type(text).__name__} ({text!r:.40}); "
             "decode bytes first, or query a fingerprint with query_fingerprint()"
         )
+    try:
+        check_text(text, "the query text")
+    except InvalidInput as exc:
+        raise InvalidQuery(str(exc)) from None
+
+
+def check_text(text: object, what: str) -> str:
+    """``text`` if it is a string the fingerprint can read: a lone surrogate (from
+    ``errors="surrogateescape"``, or a JSON escape) is not a character, and would fail
+    deep in the segmenter (OpenCC) as a UnicodeEncodeError."""
+    if not isinstance(text, str):
+        raise InvalidInput(f"{what} is a {type(text).__name__}, not a string")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidInput(
+                f"{what} holds a lone surrogate ({text[exc.start]!r} at character "
+                f"{exc.start}), not Unicode text: decode its source with errors='replace'"
+            ) from None
+    return text
 
 
 def check_fingerprints(fps: list[int]) -> None:
