@@ -11,7 +11,7 @@ from simhash_hbase.errors import InvalidIndexUrl
 from simhash_hbase.store.base import CellBlock, IndexCell, Store, StoreBatch
 
 if TYPE_CHECKING:
-    from simhash_hbase.store.hbase import HBaseStore
+    from simhash_hbase.store.hbase.store import HBaseStore
 
 DEFAULT_INDEX = "shdb-index"
 
@@ -51,7 +51,7 @@ def local_path(url: str | None) -> Path | None:
 def _hbase_store() -> type[HBaseStore]:
     """The HBase store class; a clear error when the `hbase` extra is not installed."""
     try:
-        from simhash_hbase.store.hbase import HBaseStore
+        from simhash_hbase.store.hbase.store import HBaseStore
     except ModuleNotFoundError as exc:
         if exc.name not in ("thriftpy2", "happybase"):
             raise
