@@ -17,8 +17,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simhash_hbase import SimhashIndex
+from simhash_hbase import _native as native
 from simhash_hbase.errors import ShdbError, StoreCorrupt, StoreError
-from simhash_hbase.fingerprint import native
 from simhash_hbase.jobs.ingest import IngestOptions, index_fingerprints
 from simhash_hbase.jobs.migrate import migrate
 from simhash_hbase.jobs.verify import verify

@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from simhash_hbase import _native as native
 from simhash_hbase.errors import InvalidInput, StoreCorrupt, StoreError
-from simhash_hbase.fingerprint import native
 from simhash_hbase.records import Document
 
 FINGERPRINT_BYTES = 8

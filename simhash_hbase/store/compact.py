@@ -56,8 +56,8 @@ from typing import Any, NamedTuple
 import lmdb
 import numpy as np
 
+from simhash_hbase import _native as native
 from simhash_hbase.errors import StoreCorrupt, StoreError
-from simhash_hbase.fingerprint import native
 from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
 from simhash_hbase.store import pages
