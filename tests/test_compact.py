@@ -23,8 +23,8 @@ from simhash_hbase.jobs.ingest import IngestOptions, index_fingerprints
 from simhash_hbase.jobs.migrate import migrate
 from simhash_hbase.jobs.verify import verify
 from simhash_hbase.records import Document
-from simhash_hbase.store import compact
-from simhash_hbase.store.embedded import EmbeddedStore
+from simhash_hbase.store.lmdb import tables as compact
+from simhash_hbase.store.lmdb.store import EmbeddedStore
 
 IDS = st.sampled_from([f"d{i}" for i in range(12)] + ["é/路径", "l" * 600])
 # A few fingerprints close to each other, so that queries find several.
@@ -966,7 +966,7 @@ def test_a_killed_bulk_load_is_refused_until_loaded_again(tmp_path: Path) -> Non
         "import numpy as np\n"
         "from simhash_hbase import SimhashIndex\n"
         "from simhash_hbase.records import Document\n"
-        "from simhash_hbase.store import compact\n"
+        "from simhash_hbase.store.lmdb import tables as compact\n"
         "real = compact._append_flag\n"
         "def cut(tables, spill, main):\n"
         "    if spill.name == 'flag-3':\n"

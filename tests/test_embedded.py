@@ -15,7 +15,7 @@ from simhash_hbase.jobs.ingest import index_fingerprints
 from simhash_hbase.layout import codec
 from simhash_hbase.layout.scheme import SCHEMES
 from simhash_hbase.records import Document
-from simhash_hbase.store.embedded import (
+from simhash_hbase.store.lmdb.store import (
     EmbeddedStore,
     fold_key,
     pack_columns,

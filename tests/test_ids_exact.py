@@ -18,7 +18,7 @@ from simhash_hbase import InvalidInput, SimhashIndex
 from simhash_hbase.jobs.verify import verify
 from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
-from simhash_hbase.store.embedded import EmbeddedStore, _encode_id, fold_key, pack_columns
+from simhash_hbase.store.lmdb.store import EmbeddedStore, _encode_id, fold_key, pack_columns
 
 LIMIT = 511  # LMDB's key limit (the embedded store reads it from LMDB)
 KEY_LENGTHS = st.integers(LIMIT - 40, LIMIT + 40)

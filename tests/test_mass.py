@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.jobs.ingest import IngestOptions, _record_chunks, index_fingerprints
 from simhash_hbase.records import DEFAULT_LIMIT, Lookup, Record
-from simhash_hbase.store import compact
+from simhash_hbase.store.lmdb import tables as compact
 
 BASE = 0x5A5A_1234_9876_F00D
 

@@ -24,7 +24,8 @@ from simhash_hbase import SimhashIndex
 from simhash_hbase.layout import codec
 from simhash_hbase.layout.scheme import DEFAULT_SCHEME, SCHEMES
 from simhash_hbase.records import Document
-from simhash_hbase.store import compact, pages
+from simhash_hbase.store.lmdb import pages
+from simhash_hbase.store.lmdb import tables as compact
 from tests.test_native import compiled  # noqa: F401 (a fixture)
 
 _FP = st.integers(0, (1 << 64) - 1)

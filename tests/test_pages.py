@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from simhash_hbase import SimhashIndex
 from simhash_hbase.records import Document
-from simhash_hbase.store import embedded, pages
+from simhash_hbase.store.lmdb import pages
+from simhash_hbase.store.lmdb import store as embedded
 
 linux = pytest.mark.skipif(
     not Path("/proc/self/maps").exists(), reason="pages are mapped ahead on Linux"

@@ -68,7 +68,7 @@ def open_store(url: str | None, *, create: bool = True, readonly: bool = False) 
     url = resolve_url(url)
     path = local_path(url)
     if path is not None:
-        from simhash_hbase.store.embedded import EmbeddedStore
+        from simhash_hbase.store.lmdb.store import EmbeddedStore
 
         return EmbeddedStore(path, create=create and not readonly, readonly=readonly)
     scheme = urlsplit(url).scheme.lower()

@@ -60,8 +60,8 @@ from simhash_hbase import _native as native
 from simhash_hbase.errors import StoreCorrupt, StoreError
 from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
-from simhash_hbase.store import pages
 from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell
+from simhash_hbase.store.lmdb import pages
 
 FORMAT = 4  # 3 + the tiers' prefix filters; 3 is 2 + the fresh tier
 STATE = "store/embedded"  # meta record: format, next number, cells and documents held

@@ -46,8 +46,10 @@ from simhash_hbase.errors import (
 )
 from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
-from simhash_hbase.store import compact, lmdb_free, pages
 from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell
+from simhash_hbase.store.lmdb import free as lmdb_free
+from simhash_hbase.store.lmdb import pages
+from simhash_hbase.store.lmdb import tables as compact
 
 _MAP_SIZE = 1 << 40  # address space only; the file grows as data is written
 #: A read-only store maps the file's cached pages in the background from this
