@@ -13,7 +13,7 @@
 #include "kernels.h"
 
 /* ------------------------------------------------------------------ */
-/* Batch lookups of the compact store: compact._matched_py in C        */
+/* Batch lookups of the compact store: probes._matched_py in C         */
 /* ------------------------------------------------------------------ */
 
 typedef struct {
@@ -81,7 +81,7 @@ match_bucket(const unsigned char *cells, Py_ssize_t n, const uint64_t *probes, P
     return 0;
 }
 
-/* match_cells(found, probes, order): compact._matched_py. ``found``: a list of
+/* match_cells(found, probes, order): probes._matched_py. ``found``: a list of
  * (3-byte bucket key, its cells); ``probes``: bucket << 16 | lead, ascending
  * (uint64); ``order``: the prefix position of each probe (int64). Each cell is
  * compared only with the probes of its own bucket, found by binary search: one
@@ -136,6 +136,6 @@ done:
 
 PyMethodDef shdb_match_methods[] = {
     {"match_cells", match_cells, METH_VARARGS,
-     "match_cells(found, probes, order): compact._matched_py, one pass over the cells."},
+     "match_cells(found, probes, order): probes._matched_py, one pass over the cells."},
     {NULL, NULL, 0, NULL},
 };

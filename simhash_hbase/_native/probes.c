@@ -19,7 +19,7 @@
 #include "kernels.h"
 
 /* ------------------------------------------------------------------ */
-/* One query's probes of the embedded store (store/compact.py)         */
+/* One query's probes of the embedded store (store/lmdb/probes.py)    */
 /* ------------------------------------------------------------------ */
 
 /* codec.encode_prefixes: (fp << 40) >> r & m in 64 bits, which is exact for a
@@ -128,9 +128,9 @@ bucket_key(const unsigned char *p, unsigned char *key)
     key[2] = p[1];
 }
 
-#define SPREAD 0x9E3779B97F4A7C15ULL /* compact._SPREAD */
+#define SPREAD 0x9E3779B97F4A7C15ULL /* filters._SPREAD */
 
-/* compact.PrefixFilter.slot: the shift must leave 3 to 40 bits (set by read_shift). */
+/* filters.PrefixFilter.slot: the shift must leave 3 to 40 bits (set by read_shift). */
 static uint64_t
 filter_slot(uint64_t value, int shift)
 {
@@ -180,7 +180,7 @@ read_filter(PyObject *filter, int *shift, const unsigned char **bits, Py_ssize_t
 }
 
 /* ------------------------------------------------------------------ */
-/* Prefetching the pages of LMDB searches (compact.Trees)              */
+/* Prefetching the pages of LMDB searches (probes.Trees)              */
 /* ------------------------------------------------------------------ */
 
 /* LMDB 0.9's page layout (mdb.c: MDB_page, MDB_node), read only to prefetch:
@@ -371,7 +371,7 @@ lm_descend(const lm_map *m, uint64_t *at, const unsigned char *const *keys, cons
 #define LM_TREES "trees are (base, pages, psize, index root, fresh root, names root)"
 #define LM_ROOTS 3
 
-/* A compact.Trees: the map, and the roots (index, fresh, names). */
+/* A probes.Trees: the map, and the roots (index, fresh, names). */
 static int
 read_trees(PyObject *trees, lm_map *m, uint64_t roots[LM_ROOTS])
 {
@@ -441,7 +441,7 @@ lmdb_leaves(PyObject *self, PyObject *args)
     return out;
 }
 
-/* A prefix's value: its 5 bytes, big-endian (compact.PrefixFilter.slot). */
+/* A prefix's value: its 5 bytes, big-endian (filters.PrefixFilter.slot). */
 static uint64_t
 prefix_value(const unsigned char *prefix)
 {
@@ -452,7 +452,7 @@ prefix_value(const unsigned char *prefix)
     return v;
 }
 
-/* compact.bucket_keys; given trees (compact.Trees), the pages of the searches
+/* probes.bucket_keys; given trees (probes.Trees), the pages of the searches
  * of the keys asked are prefetched, the bits of the filters first: the cache
  * misses of the ten probes overlap (the answer is the same). */
 static PyObject *
@@ -536,7 +536,7 @@ fail:
     return NULL;
 }
 
-/* compact.mark_prefixes */
+/* filters.mark_prefixes */
 static PyObject *
 mark_prefixes(PyObject *self, PyObject *args)
 {
@@ -568,7 +568,7 @@ mark_prefixes(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
-/* compact.bucket_nums */
+/* probes.bucket_nums */
 static PyObject *
 bucket_nums(PyObject *self, PyObject *args)
 {
@@ -714,12 +714,12 @@ PyMethodDef shdb_probe_methods[] = {
     {"encode_prefixes", encode_prefixes, METH_VARARGS,
      "encode_prefixes(fp, terms): codec.encode_prefixes in C."},
     {"bucket_keys", bucket_keys, METH_VARARGS,
-     "bucket_keys(prefixes, index_filter, fresh_filter, trees=None): compact.bucket_keys in C."},
+     "bucket_keys(prefixes, index_filter, fresh_filter, trees=None): probes.bucket_keys in C."},
     {"lmdb_leaves", lmdb_leaves, METH_VARARGS,
      "lmdb_leaves(trees, table, keys): the leaf page each key's search reaches (tests)."},
     {"bucket_nums", bucket_nums, METH_VARARGS,
-     "bucket_nums(prefixes, found, row_cap, trees=None): compact.bucket_nums in C."},
+     "bucket_nums(prefixes, found, row_cap, trees=None): probes.bucket_nums in C."},
     {"mark_prefixes", mark_prefixes, METH_VARARGS,
-     "mark_prefixes(bits, shift, chunk): compact.mark_prefixes in C."},
+     "mark_prefixes(bits, shift, chunk): filters.mark_prefixes in C."},
     {NULL, NULL, 0, NULL},
 };

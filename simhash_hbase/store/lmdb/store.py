@@ -49,7 +49,19 @@ from simhash_hbase.records import Document
 from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell
 from simhash_hbase.store.lmdb import free as lmdb_free
 from simhash_hbase.store.lmdb import pages
-from simhash_hbase.store.lmdb import tables as compact
+from simhash_hbase.store.lmdb.cells import (
+    ALL_TABLES,
+    FORMAT,
+    STATE,
+    TABLES,
+    Helpers,
+    Txn,
+    new_state,
+)
+from simhash_hbase.store.lmdb.commit import CompactBatch
+from simhash_hbase.store.lmdb.load import bulk_load
+from simhash_hbase.store.lmdb.merge import OnMergePart, merge_fresh
+from simhash_hbase.store.lmdb.tables import Tables
 
 _MAP_SIZE = 1 << 40  # address space only; the file grows as data is written
 #: A read-only store maps the file's cached pages in the background from this
@@ -60,7 +72,7 @@ POPULATE_AFTER = 2
 _ID_COLUMN = b"_id"  # full id of a docs row whose key had to be folded
 _DATA_FILE = pages.DATA_FILE
 _LOCK_FILE = "lock.mdb"
-_TABLES = (b"index", b"docs", b"meta")  # format 1; format 2's are compact.TABLES
+_TABLES = (b"index", b"docs", b"meta")  # format 1; format 2's are cells.TABLES
 _WIDE = 256  # a list of more prefixes than this is scanned without a Python loop per prefix
 
 # LMDB's data file starts with two meta pages (mdb.c, MDB_meta after a 16-byte
@@ -328,7 +340,7 @@ class EmbeddedStore:
         *,
         create: bool = True,
         readonly: bool = False,
-        format: int = compact.FORMAT,
+        format: int = FORMAT,
     ) -> None:
         self.path = Path(path)
         self.url = str(self.path)
@@ -338,9 +350,9 @@ class EmbeddedStore:
         self._queries = 0 if readonly else POPULATE_AFTER
         self._populator: pages.Populator | None = None
         self._starting = threading.Lock()
-        self._compact: compact.Tables | None = None
-        if format not in (1, compact.FORMAT):
-            raise ValueError(f"the embedded store has formats 1 and {compact.FORMAT}")
+        self._compact: Tables | None = None
+        if format not in (1, FORMAT):
+            raise ValueError(f"the embedded store has formats 1 and {FORMAT}")
         created = self._prepare(create and not readonly)
         try:
             self._env = self._open_env(readonly)
@@ -437,7 +449,7 @@ class EmbeddedStore:
             return lmdb.open(
                 str(self.path),
                 map_size=_MAP_SIZE,
-                max_dbs=len(compact.ALL_TABLES),
+                max_dbs=len(ALL_TABLES),
                 create=not readonly,
                 readonly=readonly,
                 lock=lock,
@@ -463,7 +475,7 @@ class EmbeddedStore:
         untouched, an LMDB file that is not ours."""
         with self._env.begin() as txn:
             names = {bytes(key) for key, _ in txn.cursor()}
-        if names - set(compact.ALL_TABLES):
+        if names - set(ALL_TABLES):
             shown = ", ".join(sorted(n.decode("utf-8", "replace") for n in names)[:8])
             raise StoreCorrupt(
                 f"{self.path} holds an LMDB database that is not an shdb index "
@@ -479,7 +491,7 @@ class EmbeddedStore:
                 f"{self.path} holds LMDB tables named like shdb's but no index manifest; "
                 "it was left untouched: give a new or empty directory"
             )
-        if b"names" in names or (format == compact.FORMAT and names <= {b"meta"}):
+        if b"names" in names or (format == FORMAT and names <= {b"meta"}):
             self._open_compact(names, readonly)
             return
         if names != set(_TABLES):
@@ -495,16 +507,16 @@ class EmbeddedStore:
             )
 
     def _open_compact(self, names: set[bytes], readonly: bool) -> None:
-        """Formats 2 to 4 (store/compact.py); a new index records its format in
+        """Formats 2 to 4 (tables.py); a new index records its format in
         meta; a format 2 or 3 file opened for writing becomes format 4 in place
         (the tables it lacks are added empty: fresh tier, hot rows, filters; each
         tier's filter is made in one pass; no cell moves)."""
-        create = not names >= set(compact.TABLES)
+        create = not names >= set(TABLES)
         if create and readonly:
             raise IndexNotFound(self.url)
-        upgrade = create or (not readonly and not names >= set(compact.ALL_TABLES))
+        upgrade = create or (not readonly and not names >= set(ALL_TABLES))
         max_key = self._env.max_key_size()
-        helpers = compact.Helpers(
+        helpers = Helpers(
             path=self.path,
             max_key=max_key,
             fold=lambda raw: fold_key(raw, max_key)[0],
@@ -515,15 +527,15 @@ class EmbeddedStore:
         )
         if upgrade:
             with self._env.begin(write=True) as txn:
-                handles = compact.Tables.open(self._env, txn)
+                handles = Tables.open(self._env, txn)
                 if create:
-                    state = codec.encode_json(compact.new_state())
-                    txn.put(compact.STATE.encode(), state, db=handles[b"meta"])
-                self._compact = compact.Tables(self._env, handles, helpers)
+                    state = codec.encode_json(new_state())
+                    txn.put(STATE.encode(), state, db=handles[b"meta"])
+                self._compact = Tables(self._env, handles, helpers)
                 self._compact.upgrade(txn)
         else:
-            handles = compact.Tables.open(self._env)
-            self._compact = compact.Tables(self._env, handles, helpers)
+            handles = Tables.open(self._env)
+            self._compact = Tables(self._env, handles, helpers)
             if readonly:  # a reader refuses a bulk load cut short; a writer may load again
                 with self._env.begin() as txn:
                     self._compact.state(txn)
@@ -690,7 +702,7 @@ class EmbeddedStore:
             with self._env.begin(db=self._meta) as txn:
                 for key, value in txn.cursor():
                     name = bytes(key).decode("utf-8", "replace")
-                    if name != compact.STATE:
+                    if name != STATE:
                         yield name, codec.decode_json(bytes(value))
         except lmdb.Error as exc:
             raise self._error(exc, "read") from exc
@@ -724,19 +736,19 @@ class EmbeddedStore:
 
     @property
     def format(self) -> int:
-        """The file's layout: 1 (a key per cell), 2 (compact, store/compact.py), 3
+        """The file's layout: 1 (a key per cell), 2 (compact, tables.py), 3
         (compact with a fresh tier) or 4 (3 with the tiers' prefix filters)."""
         if self._compact is None:
             return 1
         if self._compact.tier() is None:
             return 2
-        return 3 if self._compact.kept is None else compact.FORMAT
+        return 3 if self._compact.kept is None else FORMAT
 
     @contextmanager
-    def batch(self) -> Iterator[_LmdbBatch | compact.CompactBatch]:
+    def batch(self) -> Iterator[_LmdbBatch | CompactBatch]:
         try:
             if self._compact is not None:
-                batch = compact.CompactBatch(self._compact)
+                batch = CompactBatch(self._compact)
                 yield batch
                 batch.commit()
                 return
@@ -798,18 +810,18 @@ class EmbeddedStore:
             if start is not None:
                 self._populator = pages.Populator(start, self._mapped_size())
 
-    def merge_fresh(self, on_part: compact.OnMergePart | None = None) -> int:
+    def merge_fresh(self, on_part: OnMergePart | None = None) -> int:
         """Merge the fresh tier into the index now (format 3; see
-        :func:`compact.merge_fresh`): the cells moved, 0 in other formats."""
+        :func:`.merge.merge_fresh`): the cells moved, 0 in other formats."""
         if self._compact is None or self._compact.fresh is None:
             return 0
         try:
-            return compact.merge_fresh(self._compact, force=True, on_part=on_part)
+            return merge_fresh(self._compact, force=True, on_part=on_part)
         except lmdb.Error as exc:
             raise self._error(exc, "write to") from exc
 
     def load(self, blocks: Iterable[tuple[Sequence[CellBlock], Sequence[Document]]]) -> int:
-        """Bulk load an empty index (a backfill): see :func:`compact.bulk_load`.
+        """Bulk load an empty index (a backfill): see :func:`.load.bulk_load`.
         Scratch files go in a folder inside the index, removed at the end."""
         if self._compact is None:
             raise StoreError(
@@ -820,7 +832,7 @@ class EmbeddedStore:
             shutil.rmtree(stale, ignore_errors=True)
         try:
             with tempfile.TemporaryDirectory(prefix=_LOAD_SCRATCH, dir=self.path) as work:
-                return compact.bulk_load(self._compact, blocks, Path(work))
+                return bulk_load(self._compact, blocks, Path(work))
         except lmdb.Error as exc:
             raise self._error(exc, "write to") from exc
         except OSError as exc:
@@ -894,7 +906,7 @@ class EmbeddedStore:
     def scan_documents(
         self, prefixes: Sequence[bytes], row_cap: int | None = None
     ) -> tuple[list[tuple[str, int]], int] | None:
-        """One query's hot path in formats 2 and 3 (:meth:`compact.Tables.scan_documents`);
+        """One query's hot path in formats 2 and 3 (:meth:`.tables.Tables.scan_documents`);
         None in format 1 or where the plain scan is needed."""
         if self._compact is None:
             return None
@@ -968,7 +980,7 @@ class EmbeddedStore:
         except lmdb.Error as exc:
             raise self._error(exc, "read") from exc
 
-    def _doc_items_of(self, txn: compact.Txn) -> Iterator[tuple[bytes, Document | StoreCorrupt]]:
+    def _doc_items_of(self, txn: Txn) -> Iterator[tuple[bytes, Document | StoreCorrupt]]:
         if self._compact is not None:
             yield from self._compact.iter_docs(txn)
             return
