@@ -1,5 +1,5 @@
 """A read-only embedded store maps its file's cached pages in the background once
-it has served a few queries (store/pages.py): never for a one-shot query or a
+it has served a few queries (store/lmdb/pages.py): never for a one-shot query or a
 writer, stopped by close(), answers unchanged."""
 
 from __future__ import annotations
