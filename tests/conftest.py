@@ -237,7 +237,7 @@ def store_url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     if request.param == "embedded":
         yield str(tmp_path / "index")
     elif request.param == "embedded-format1":
-        from simhash_hbase.store.embedded import EmbeddedStore
+        from simhash_hbase.store.lmdb.store import EmbeddedStore
 
         EmbeddedStore(tmp_path / "index", format=1).close()
         yield str(tmp_path / "index")

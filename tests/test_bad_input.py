@@ -425,7 +425,7 @@ def test_read_only_index_folder_can_be_read_not_written(tmp_path: Path) -> None:
         # The child imports everything first: /root's Python is unreadable once it is nobody.
         code = (
             "import sys, lmdb._envid, typer._click.decorators, simhash_hbase.cli.app as cli\n"
-            "import simhash_hbase.store.embedded, simhash_hbase.jobs.verify\n"
+            "import simhash_hbase.store.lmdb.store, simhash_hbase.jobs.verify\n"
             "from tests.test_bad_input import _as_nobody; _as_nobody()\n"
             "sys.argv[0] = 'shdb'; cli.main()"
         )

@@ -25,7 +25,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simhash_hbase import EmptyDocument, FingerprintParams
-from simhash_hbase.fingerprint import native, opencc_cache, segment, simhash
+from simhash_hbase import _native as native
+from simhash_hbase.fingerprint import opencc_cache, segment, simhash
 from simhash_hbase.fingerprint.simhash import Fingerprinter, register_idf
 from tests.test_segment import _REPEAT_TEXTS, _TEXTS, SEEDS, _real_texts
 

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from simhash_hbase.store import hbase_tables, open_store
-from simhash_hbase.store.hbase import HBaseStore
+from simhash_hbase.store import open_store
+from simhash_hbase.store.hbase import tables as hbase_tables
+from simhash_hbase.store.hbase.store import HBaseStore
 
 from .conftest import gateway_address
 from .test_cli import shdb
@@ -124,7 +125,7 @@ def test_the_tables_the_code_creates_are_those_of_the_json(
 
 
 def _thrift2_tables(names: dict[str, str]) -> dict[str, dict[str, Any]]:
-    from simhash_hbase.store import hbase_thrift2
+    from simhash_hbase.store.hbase import thrift2 as hbase_thrift2
 
     idl = hbase_thrift2._IDL
     host, port = gateway_address("thrift2").rsplit(":", 1)

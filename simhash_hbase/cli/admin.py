@@ -26,7 +26,7 @@ from simhash_hbase.jobs.idf import build_idf_file
 from simhash_hbase.jobs.ingest import check_output
 from simhash_hbase.jobs.migrate import migrate
 from simhash_hbase.jobs.verify import verify
-from simhash_hbase.store.hbase_tables import shell_script
+from simhash_hbase.store.hbase.tables import shell_script
 from simhash_hbase.text.readers import SourceOptions, check_paths
 
 RepairOpt = Annotated[bool, typer.Option(metavar="", help="Fix what is found and report counts.")]

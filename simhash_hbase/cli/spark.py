@@ -37,7 +37,7 @@ from simhash_hbase.layout.scheme import DEFAULT_SCHEME, get_scheme
 from simhash_hbase.records import DEFAULT_LIMIT, check_limit
 from simhash_hbase.spark import inputs
 from simhash_hbase.store import resolve_url
-from simhash_hbase.store.hbase_settings import parse_url
+from simhash_hbase.store.hbase.settings import parse_url
 from simhash_hbase.text.readers import DEFAULT_MAX_BYTES, SourceOptions
 
 if TYPE_CHECKING:

@@ -21,8 +21,9 @@ from operator import itemgetter, mul
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from simhash_hbase import _native as native
 from simhash_hbase.errors import EmptyDocument, InvalidInput, InvalidSetting
-from simhash_hbase.fingerprint import native, opencc_cache, segment
+from simhash_hbase.fingerprint import opencc_cache, segment
 from simhash_hbase.fingerprint.cache import cached
 from simhash_hbase.fingerprint.idf import SparseIdf, sparse_idf
 from simhash_hbase.fingerprint.memo import MAX_ENTRIES, Memo
