@@ -83,7 +83,7 @@ def messages(lang: str) -> list[str]:
         try:
             with mo.open("rb") as f:
                 catalog = gettext.GNUTranslations(f)._catalog  # type: ignore[attr-defined]
-        except (OSError, UnicodeDecodeError, gettext.error):  # type: ignore[attr-defined]
+        except (OSError, ValueError):  # a damaged catalog, or one not in UTF-8
             continue
         for key, text in catalog.items():
             if not key or not isinstance(text, str):

@@ -5,7 +5,7 @@ characters: a SimHash of those is one of letter frequencies, nearly the same for
 two texts of one alphabet (issue 39.1). Version 3 takes out of the text, before jieba
 sees it, the runs that jieba cannot cut, and segments them by script:
 
-- **Words** (:data:`_WORD`): a maximal run of letters, combining marks (Devanagari's
+- **Words** (:func:`_patterns`): a maximal run of letters, combining marks (Devanagari's
   virama and vowel signs, Arabic and Hebrew points), digits and the joiners ZWNJ/ZWJ
   (Persian, Indic) that holds a character outside ASCII, Han, kana and the scripts
   written without spaces. That is every space-delimited script: Cyrillic, Greek,
@@ -15,12 +15,12 @@ sees it, the runs that jieba cannot cut, and segments them by script:
   (loanwords: ``ファイル``, ``テーブル``); so is a run of hiragana (inflections and
   function words: ``ません``, ``して``, which the stop words and IDF-less counts treat as
   any other word), but a lone hiragana is a particle (の, は, を) and no term. Bigrams of
-  kana were measured worse (docs/quality.md): the pieces of inflections (``ませ``,
+  kana were measured worse (docs/segmenters.md): the pieces of inflections (``ませ``,
   ``せん``) were the heaviest terms of every Japanese text.
 - **Thai, Lao, Khmer, Myanmar** (written without spaces): trigrams of grapheme
   clusters (a consonant with its marks; a spacing vowel is a cluster of its own), about
   a syllable and a half, as Chinese character bigrams are. Bigrams were measured
-  (docs/quality.md): pieces of a syllable (``าร``, ``อง``) common to every Thai text.
+  (docs/segmenters.md): pieces of a syllable (``าร``, ``อง``) common to every Thai text.
 
 In a text that holds such runs, the ASCII stop words of other Latin-script languages
 (``de``, ``la``, ``und``: :data:`LATIN_STOPWORDS`) are dropped from jieba's tokens too; a
@@ -28,11 +28,12 @@ French or Spanish text is no bag of its function words, and English text keeps i
 terms (``die``, ``son``, ``come``). The stop words of the other scripts are terms' own
 (``data/stopwords-scripts.txt``; both lists: ``benchmarks/stopword_lists.py``).
 
-What is left (Han, ASCII words, digits, punctuation) goes to jieba as one text: the
-runs taken out are never inside one of jieba's blocks (runs of Han and ASCII
-characters, cut independently of each other), so jieba's tokens of the rest are the
-tokens it gives the whole text there. A text with none of these characters (Chinese,
-English) is cut by jieba alone, as in version 2: its fingerprint is version 2's.
+What is left (Han, ASCII words, digits, punctuation) goes to jieba as one text, with a
+newline where each run was: jieba cuts its blocks (runs of Han and ASCII characters)
+independently of each other, and a newline ends a block, so the rest is cut as in the
+whole text, but for the ASCII letters of the words taken out (``abc`` of ``abcé``). A
+text with no such run (Chinese, English) is cut by jieba alone, as in version 2: its
+fingerprint is version 2's.
 """
 
 from __future__ import annotations
@@ -159,7 +160,7 @@ def script_cut(cut: Cut) -> Cut:
         if _CANDIDATE(text) is None:
             return cut(text)
         tokens, rest = script_tokens(text)
-        if rest == text:  # nothing taken out (a symbol, a lone joiner): jieba's alone
+        if rest == text:  # nothing taken out (a symbol the check let by): jieba's alone
             return cut(text)
         return [*filterfalse(_latin_stopwords().__contains__, cut(rest)), *tokens]
 
