@@ -26,6 +26,7 @@ HEAVY = (
     "jieba",
     "rjieba",
     "opencc",
+    "regex",
     "lmdb",
     "thriftpy2",
     "happybase",

@@ -171,7 +171,7 @@ def test_idf_lookup_finds_every_entry_of_the_sorted_table(compiled: ModuleType) 
     sparse = simhash._builtin_sparse()
     terms, values, _ = sparse.arrays()
     picked = [str(t) for t in terms[:: max(len(terms) // 3000, 1)]]
-    table = simhash._terms_table(False, False, None)  # v1: no filters, weight = count x IDF
+    table = simhash._terms_table(1, False, None)  # v1: no filters, weight = count x IDF
     for term in picked:
         if simhash._term_of()[term] != term:
             continue  # a stop word, or not a term as it stands

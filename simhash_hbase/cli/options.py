@@ -91,10 +91,11 @@ VersionOpt = Annotated[
     int | None,
     typer.Option(
         "--fingerprint-version",
-        metavar="1|2",
+        metavar="1|2|3",
         help="1: the original recipe; 2: NFKC text, no pure numbers, 1-letter ASCII or "
         "punctuation-only terms, weights count^1.75 x IDF capped at a fifth of the total, "
-        "Traditional folded to Simplified (docs/quality.md). " + AS_BUILT.format(DEFAULT_VERSION),
+        "Traditional folded to Simplified (docs/quality.md); 3: 2 with words in every "
+        "script, not letters (docs/segmenters.md). " + AS_BUILT.format(DEFAULT_VERSION),
         show_default=False,
     ),
 ]
@@ -102,9 +103,9 @@ FoldOpt = Annotated[
     str | None,
     typer.Option(
         metavar="none|t2s|tw2sp",
-        help="Fold Traditional to Simplified Chinese first (version 2, OpenCC): tw2sp by "
+        help="Fold Traditional to Simplified Chinese first (version 2+, OpenCC): tw2sp by "
         "phrase (Taiwan phrases too: 軟體 -> 软件; Simplified lines stay as they are), t2s "
-        "by character. " + AS_BUILT.format(f"{DEFAULT_FOLD} with version 2"),
+        "by character. " + AS_BUILT.format(f"{DEFAULT_FOLD} with version 2+"),
         show_default=False,
     ),
 ]
