@@ -1217,14 +1217,11 @@ class SimhashIndex:
         and the probe bound of its fingerprint), judged as the pigeonhole's finds."""
         a: list[int] = []
         b: list[int] = []
+        every = np.zeros(len(keys), dtype=np.int64)
         for s in probed:
             near[s] = list(near[s])  # its own: other keys of its node probe otherwise
             known = {t for t, _, _ in near[s]}
-            dist = np.bitwise_count(fps ^ fps[s])
-            hit = np.zeros(len(keys), dtype=bool)
-            for p in keys[s][0][1:]:
-                hit |= np.bitwise_count(fps ^ np.uint64(p)) <= k
-            hit &= dist <= bound(k, len(keys[s][0]) - 1)
+            hit = self._cells_near([list(keys[s][0])], every, fps, k)
             new = [t for t in np.flatnonzero(hit).tolist() if t not in known]
             a += [s] * len(new)
             b += new
