@@ -155,3 +155,46 @@ def test_every_door_gives_the_same_pairs(seed: int, kinds: list[str]) -> None:
         assert found == expected, path
     if "exact" in kinds:
         assert any(d == 0 for _, _, d, _ in expected)
+
+
+def test_mass_near_copies_are_each_reported_bounded() -> None:
+    """Distinct one-character edits of one text, more than a group judged whole:
+    every edit after the first is reported at every door, at most ``limit`` listed,
+    and a count that is a lower bound says so."""
+    rng = random.Random(38)
+    text = "".join(_paragraphs(rng) + _paragraphs(rng))
+    docs = [
+        (
+            f"e{i:03d}",
+            text[: i % len(text)] + "的一是在不了有和人这"[i % 10] + text[i % len(text) + 1 :],
+        )
+        for i in range(120)
+    ]
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        for batch in (None, 7):
+            lookups = []
+            with SimhashIndex.open(str(root / f"b{batch}")) as index:
+                index_records(
+                    index, docs, IngestOptions(batch_size=batch), on_duplicate=lookups.append
+                )
+            assert [dup.doc_id for dup in lookups] == [i for i, _ in docs[1:]]
+            assert all(0 < len(dup.matches) <= 10 for dup in lookups)
+            for j, dup in enumerate(lookups, 1):  # every earlier edit is a near-copy
+                assert dup.matches.total <= j and (
+                    dup.matches.total == j or not dup.matches.total_exact
+                )
+            assert not all(dup.matches.total_exact for dup in lookups)
+        source = root / "docs.jsonl"
+        source.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in docs))
+        result = find_duplicates(
+            [str(source)],
+            SourceOptions(),
+            k=3,
+            scheme=get_scheme("5x10"),
+            params=FingerprintParams(),
+            lsh=MinHashParams(),
+        )
+        found = list(nearest_earlier(result.graph, result.ids, 10))
+        assert [result.ids[n.j] for n in found] == [i for i, _ in docs[1:]]
+        assert not all(n.exact for n in found)
