@@ -26,7 +26,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from simhash_hbase.errors import InvalidSetting
-from simhash_hbase.fingerprint.minhash import BINS, MinHasher, MinHashParams, unpack_sketch
+from simhash_hbase.fingerprint.minhash import BINS, MinHasher, MinHashParams
 from simhash_hbase.layout import codec
 from simhash_hbase.layout.scheme import Scheme
 from simhash_hbase.records import Document
@@ -175,13 +175,3 @@ def pair_similarities(sketches: np.ndarray, pairs: np.ndarray, bits: int) -> np.
     agree = (sketches[pairs[:, 0]] == sketches[pairs[:, 1]]).mean(axis=1)
     chance = 2.0**-bits
     return np.round(np.clip((agree - chance) / (1.0 - chance), 0.0, 1.0), 4)
-
-
-def unpack_all(sketches: Sequence[bytes | None], bits: int) -> tuple[np.ndarray, np.ndarray]:
-    """(n, 128) b-bit values (zeros where absent) and the mask of present sketches."""
-    has = np.array([s is not None for s in sketches], dtype=bool)
-    out = np.zeros((len(sketches), BINS), dtype=np.uint8)
-    present = [s for s in sketches if s is not None]
-    if present:
-        out[has] = unpack_sketch(b"".join(present), bits).reshape(len(present), BINS)
-    return out, has
