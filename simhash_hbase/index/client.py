@@ -1020,7 +1020,10 @@ class SimhashIndex:
                     hits += [Match(i, distinct[t][0][0], dist, sim) for i in nearest[t]]
                 hits = sorted(hits, key=_match_order)[:limit]
             # else (most documents): nothing held near, nothing near in the batch so far
-            found.append(Matches(hits, total, result.total_exact and whole[s]))
+            # a key in a large group was judged against bounded neighbours: its count
+            # is a lower bound, unless no earlier document of the batch is written
+            exact = result.total_exact and (whole[s] or not written)
+            found.append(Matches(hits, total, exact))
             if ingest or keep[j] or not total:  # type: ignore[index]
                 if doc.doc_id in written:  # its earlier version of this batch is replaced
                     _, t = written[doc.doc_id]
