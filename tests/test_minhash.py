@@ -24,7 +24,8 @@ from simhash_hbase.fingerprint.minhash import (
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.jobs.ingest import IngestOptions, index_records
 from simhash_hbase.layout import codec
-from simhash_hbase.layout.nets import band_candidates, batch_pairs, is_match
+from simhash_hbase.layout.groups import batch_pairs
+from simhash_hbase.layout.nets import band_candidates, is_match
 from simhash_hbase.records import Document
 
 M64 = (1 << 64) - 1
