@@ -141,7 +141,7 @@ def idf_build_cmd(
     """Build an IDF table (ln N/df over jieba terms) from the corpus at each PATH;
     use it with `ingest --idf`.
     Exit 3 when records were skipped (listed)."""
-    check_paths(paths)
+    check_paths(paths, source)
     check_output("--output", output, paths)
     if output == "-":
         raise InvalidInput("--output -: the table goes to a file")

@@ -172,7 +172,7 @@ def ingest_cmd(
     options = IngestOptions(
         workers, store_text, k if dedup else None, on_error, batch_size, probes=probes, limit=limit
     )
-    check_paths(paths)
+    check_paths(paths, opts)
     if report is not None:
         check_output("--report", report, paths, local_path(index))
     with index_for_ingest(index, scheme=scheme, params=wanted) as ix:

@@ -58,6 +58,7 @@ FLAGS = {
     "ngram": "--ngram",
     "seed": "--seed",
     "format": "--format",
+    "columns": "--columns",
     "max_bytes": "--max-bytes",
     "batch_size": "--batch-size",
     "workers": "--workers",

@@ -77,16 +77,15 @@ class SourceOptions:
 
 
 def _check_columns(columns: tuple[str, ...], id_field: str, text_field: str) -> None:
+    given = ",".join(columns)
     if len(set(columns)) != len(columns) or not all(columns):
-        raise InvalidSetting(
-            "columns", f"--columns {','.join(columns)}: names must be distinct and non-empty"
-        )
+        raise InvalidSetting("columns", f"{given!r}: the names must be distinct and non-empty")
     missing = [name for name in (id_field, text_field) if name not in columns]
     if missing:
         raise InvalidSetting(
             "columns",
-            f"--columns {','.join(columns)} has no {missing[0]!r} column: name it there, "
-            "or give --id-field/--text-field among the columns",
+            f"{given!r} has no {missing[0]!r} column: name it there, or name the id and "
+            "text columns with --id-field and --text-field",
         )
 
 

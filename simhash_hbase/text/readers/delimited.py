@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import csv
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from typing import BinaryIO
 
 from simhash_hbase.records import BadRecord, Problem, Record
@@ -100,31 +100,12 @@ def read_csv(
     feed = _CsvFeed(f, opts.max_bytes)
     csv.field_size_limit(opts.max_bytes + 1)  # characters <= bytes: the feed's limit rules
     reader = csv.reader(feed, delimiter=delimiter, strict=True)
-    where = f"{name}:1"
-    try:
-        header = next(reader)
-    except StopIteration:
-        return
-    except csv.Error as exc:
-        yield BadRecord(where, f"unreadable CSV header ({exc})", 0, Problem.MALFORMED)
-        return
-    if header:  # an empty first line is a header without columns (named below)
-        header[0] = header[0].removeprefix("\ufeff")
-    problem = _check_utf8(header, where)
-    if feed.over:
-        problem = too_large(where, None, opts.max_bytes)
-    if problem is not None:
-        yield problem._replace(reason=problem.reason + " in the header; the file was skipped")
-        return
-    missing = [c for c in (opts.id_field, opts.text_field) if c not in header]
-    if missing:
-        yield BadRecord(
-            where,
-            f"no column {missing[0]!r} (columns: {', '.join(header)[:200]}); the file was skipped",
-            0,
-            Problem.MISSING_FIELD,
-        )
-        return
+    header = list(opts.columns) if opts.columns is not None else None
+    if header is None:
+        header = yield from _header(reader, feed, name, opts)
+        if header is None:
+            return
+    first = True
     while True:
         where = f"{name}:{feed.start_record()}"
         try:
@@ -137,10 +118,47 @@ def read_csv(
                 return
             reader = csv.reader(feed, delimiter=delimiter, strict=True)  # a fresh quoting state
             continue
+        if first and row:  # a headerless file's BOM is on its first record
+            row[0] = row[0].removeprefix("\ufeff")
+        first = False
         if feed.over:
             yield too_large(where, None, opts.max_bytes)
         else:
             yield _csv_record(row, header, opts, where, feed.record_bytes)
+
+
+def _header(
+    reader: Iterator[list[str]], feed: _CsvFeed, name: str, opts: SourceOptions
+) -> Generator[BadRecord, None, list[str] | None]:
+    """The header row, or None (the file is skipped, said as one bad record)."""
+    where = f"{name}:1"
+    try:
+        header = next(reader)
+    except StopIteration:
+        return None
+    except csv.Error as exc:
+        yield BadRecord(where, f"unreadable CSV header ({exc})", 0, Problem.MALFORMED)
+        return None
+    if header:  # an empty first line is a header without columns (named below)
+        header[0] = header[0].removeprefix("\ufeff")
+    problem = _check_utf8(header, where)
+    if feed.over:
+        problem = too_large(where, None, opts.max_bytes)
+    if problem is not None:
+        yield problem._replace(reason=problem.reason + " in the header; the file was skipped")
+        return None
+    missing = [c for c in (opts.id_field, opts.text_field) if c not in header]
+    if missing:
+        cells = ", ".join(cell.replace("\n", " ")[:40] for cell in header[:8])[:200]
+        yield BadRecord(
+            where,
+            f"no column {missing[0]!r} (columns: {cells}); the file "
+            "was skipped. A CSV without a header row: name its columns with --columns",
+            0,
+            Problem.MISSING_FIELD,
+        )
+        return None
+    return header
 
 
 def _malformed_csv(where: str, exc: csv.Error, feed: _CsvFeed) -> BadRecord:

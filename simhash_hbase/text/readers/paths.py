@@ -28,11 +28,17 @@ from simhash_hbase.text.readers.base import (
     unreadable,
 )
 from simhash_hbase.text.readers.delimited import read_csv
-from simhash_hbase.text.readers.jsonl import read_jsonl
-
-_JSONL_SUFFIXES = {".jsonl", ".ndjson"}
-_HTML_SUFFIXES = {".html", ".htm", ".xhtml"}
-_CSV_SUFFIXES = {".csv": ",", ".tsv": "\t"}
+from simhash_hbase.text.readers.jsonl import read_json_values, read_jsonl
+from simhash_hbase.text.readers.sniff import (
+    CSV_SUFFIXES,
+    HEAD,
+    HTML_SUFFIXES,
+    JSONL_SUFFIXES,
+    RECORD_KINDS,
+    Content,
+    open_content,
+)
+from simhash_hbase.text.readers.warc import read_warc
 
 
 def read_document(path: Path, doc_id: str, max_bytes: int, fmt: str = "text") -> Record | BadRecord:
@@ -77,49 +83,87 @@ def read_text_file(
 
 
 def whole_stream(
-    f: BinaryIO, name: str, doc_id: str, max_bytes: int, fmt: str = "text"
+    f: BinaryIO, name: str, doc_id: str, max_bytes: int, fmt: str = "text", size: int | None = None
 ) -> Record | BadRecord:
+    """The stream as one document; ``size``, when known, is said if it is too large."""
     raw, more = read_bounded(f, max_bytes)
     if more:
-        return too_large(name, None, max_bytes)
+        return too_large(name, size if size is not None and size > max_bytes else None, max_bytes)
     return decoded(raw, name, doc_id, fmt)
 
 
 # -- paths --------------------------------------------------------------------
 def format_of(path: Path, opts: SourceOptions) -> str:
+    """The format a file's name alone says (its content may say more: :func:`read_file`)."""
     if opts.format != "auto":
         return opts.format
     suffix = path.suffix.lower()
-    if suffix in _JSONL_SUFFIXES:
+    if suffix in JSONL_SUFFIXES:
         return "jsonl"
-    if suffix in _HTML_SUFFIXES:
+    if suffix in HTML_SUFFIXES:
         return "html"
-    return "csv" if suffix in _CSV_SUFFIXES else "text"
+    return "csv" if suffix in CSV_SUFFIXES else "text"
 
 
 def read_file(path: Path, doc_id: str, opts: SourceOptions) -> Iterator[Record | BadRecord]:
-    fmt = format_of(path, opts)
-    if fmt in ("text", "html"):
-        yield as_text(read_document(path, doc_id, opts.max_bytes, fmt), fmt, opts)
-        return
+    """The records of one file, read as its content and name say (:mod:`.sniff`)."""
+    name = display_path(path)
     try:
-        f = path.open("rb")
+        f = path.open("rb", buffering=HEAD)
     except OSError as exc:
-        yield unreadable(display_path(path), exc)
+        yield unreadable(name, exc)
         return
     with f:
-        delimiter = _CSV_SUFFIXES.get(path.suffix.lower(), ",")
-        yield from _read_stream(f, display_path(path), fmt, opts, delimiter)
+        content = open_content(f, path.name, opts.format)
+        if opts.fields_given and content.fmt not in RECORD_KINDS:
+            yield BadRecord(name, content.not_records(name), 0, Problem.INVALID)
+            return
+        size = os.fstat(f.fileno()).st_size if content.compression is None else None
+        yield from _read_content(content, name, opts, doc_id, size)
+
+
+def _read_content(
+    content: Content, name: str, opts: SourceOptions, doc_id: str | None, size: int | None = None
+) -> Iterator[Record | BadRecord]:
+    """The records of an opened input, then the damage that ended it, if any: the
+    record the damage cut short (a whole document's text, a WARC archive's last page,
+    or a record that is then malformed) is that one report, never indexed in part."""
+    last: Record | BadRecord | None = None
+    for item in _read_stream(
+        content.stream, name, content.fmt, opts, content.delimiter, doc_id, size
+    ):
+        if last is not None:
+            yield last
+        last = item
+    damage = content.damage(name)
+    cut = damage is not None and (
+        content.fmt in ("text", "html", "warc")
+        or (isinstance(last, BadRecord) and last.where == damage.where)
+    )
+    if last is not None and not cut:
+        yield last
+    if damage is not None:
+        yield damage
 
 
 def _read_stream(
-    f: BinaryIO, name: str, fmt: str, opts: SourceOptions, delimiter: str = ","
+    f: BinaryIO,
+    name: str,
+    fmt: str,
+    opts: SourceOptions,
+    delimiter: str = ",",
+    doc_id: str | None = None,
+    size: int | None = None,
 ) -> Iterator[Record | BadRecord]:
     if fmt == "csv":
         yield from read_csv(as_utf8(f), name, opts, delimiter)
     elif fmt in ("text", "html"):
-        doc_id = opts.stdin_id or name
-        yield as_text(whole_stream(f, name, doc_id, opts.max_bytes, fmt), fmt, opts)
+        whole = whole_stream(f, name, doc_id or opts.stdin_id or name, opts.max_bytes, fmt, size)
+        yield as_text(whole, fmt, opts)
+    elif fmt == "warc":
+        yield from read_warc(f, name, opts)
+    elif fmt == "json":
+        yield from read_json_values(as_utf8(f), name, opts)
     else:
         yield from read_jsonl(as_utf8(f), name, opts)
 
@@ -214,14 +258,41 @@ def relative_id(path: Path, root: Path) -> str | BadRecord:
     return doc_id
 
 
-def check_paths(paths: Sequence[str]) -> None:
-    """Fail before reading anything if a path is missing or cannot be read whole."""
+def check_paths(paths: Sequence[str], opts: SourceOptions | None = None) -> None:
+    """Fail before reading anything if a path is missing or cannot be read whole, or
+    (``opts`` given) if fields are named for a file or stdin that holds no records."""
     if not paths:
         raise InvalidInput("no input given (a file, a folder, or - for stdin)")
     if paths.count(STDIN) > 1:
         raise InvalidInput("stdin (-) can be read only once")
     for path in paths:
         check_readable_file(path)
+    if opts is not None and opts.fields_given:
+        for path in paths:
+            _check_records(path, opts)
+
+
+def _check_records(path: str, opts: SourceOptions) -> None:
+    """Named fields need records: a file named on the command line that is read as
+    one document (or a WARC archive) is refused before anything is written."""
+    if path == STDIN:
+        if opts.format in ("text", "html", "warc"):
+            what = {"text": "one plain-text document", "html": "one HTML page"}
+            raise InvalidInput(
+                f"--format {opts.format} reads stdin as {what.get(opts.format, 'a WARC archive')}"
+                ": --id-field and --text-field name the fields of records (JSON, CSV); "
+                "leave them out, or give --format jsonl or csv"
+            )
+        return
+    if os.path.isdir(path) or stat.S_ISFIFO(os.stat(path).st_mode):
+        return  # a folder's files are checked as they are read; a FIFO cannot be peeked
+    try:
+        with open(path, "rb", buffering=HEAD) as f:
+            content = open_content(f, os.path.basename(path), opts.format)
+    except OSError:
+        return  # said when it is read
+    if content.fmt not in RECORD_KINDS:
+        raise InvalidInput(content.not_records(display_path(path)))
 
 
 def read_sources(
@@ -235,8 +306,11 @@ def read_sources(
     check_paths(paths)
     for path in paths:
         if path == STDIN:
-            fmt = "jsonl" if opts.format == "auto" else opts.format
-            yield from _read_stream(stdin or sys.stdin.buffer, STDIN_NAME, fmt, opts)
+            content = open_content(stdin or sys.stdin.buffer, "", opts.format, stdin=True)
+            if opts.fields_given and content.fmt not in RECORD_KINDS:
+                yield BadRecord(STDIN_NAME, content.not_records(STDIN_NAME), 0, Problem.INVALID)
+            else:
+                yield from _read_content(content, STDIN_NAME, opts, None)
         elif os.path.isdir(path):
             root = Path(path)
             for item in walk(root, exclude, opts.follow_symlinks):
