@@ -54,7 +54,7 @@ OTHER = "今年夏天南方多地持续高温，气象部门提醒市民注意�
 
 
 def pipeline_for(index: str, **settings: Any) -> NearDuplicatePipeline:
-    values = {"SHDB_INDEX": index, "SHDB_FLUSH_SECONDS": 0.05, **settings}
+    values = {"SHDB_INDEX": index, "SHDB_CREATE": True, "SHDB_FLUSH_SECONDS": 0.05, **settings}
     return NearDuplicatePipeline.from_crawler(get_crawler(settings_dict=values))
 
 
@@ -113,7 +113,7 @@ def test_the_addon_enables_the_pipeline_and_opens_the_index_as_the_crawler_start
     tmp_path: Path,
 ) -> None:
     index = str(tmp_path / "idx")
-    settings = {"ADDONS": ADDON, "SHDB_INDEX": index, "SHDB_ACTION": "tag"}
+    settings = {"ADDONS": ADDON, "SHDB_INDEX": index, "SHDB_CREATE": True, "SHDB_ACTION": "tag"}
     crawler = get_crawler(settings_dict={**settings, "SHDB_FLUSH_SECONDS": 0.05})
     assert crawler.settings.getdict("ITEM_PIPELINES") == {
         "simhash_hbase.integrations.scrapy.NearDuplicatePipeline": 300
@@ -140,7 +140,8 @@ def test_the_addon_starts_the_index_process_with_the_runner_for_the_crawler_to_t
     spider = type("OwnIndexSpider", (scrapy.Spider,),
                   {"name": "own", "custom_settings": {"SHDB_INDEX": spider_index}})  # fmt: skip
     crawler = get_crawler(spider if own_index else None,
-                          {"ADDONS": ADDON, "SHDB_INDEX": runner_index})  # fmt: skip
+                          {"ADDONS": ADDON, "SHDB_INDEX": runner_index,
+                           "SHDB_CREATE": True})  # fmt: skip
     assert NearDuplicateAddon._early == {}  # taken or closed by the crawler's add-on
     addon = crawler.get_addon(NearDuplicateAddon)
     assert addon is not None and addon._started is not None

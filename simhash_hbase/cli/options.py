@@ -46,6 +46,15 @@ IndexOpt = Annotated[
         show_default=False,
     ),
 ]
+CreateOpt = Annotated[
+    bool,
+    typer.Option(
+        "--create",
+        metavar="",
+        help="Create the index when there is none (said on stderr); without it a missing "
+        "index is an error, so a mistyped name never starts an empty one.",
+    ),
+]
 KOpt = Annotated[
     int, typer.Option("-k", metavar="K", help="Largest Hamming distance that counts as a match.")
 ]

@@ -87,9 +87,9 @@ def read_jsonl(f: BinaryIO, name: str, opts: SourceOptions) -> Iterator[Record |
 # -- JSON arrays (and objects one after another, pretty-printed) --------------------
 _DECODER = json.JSONDecoder()
 _SPACE = re.compile(r"[ \t\r\n]*")
-#: Where the next element may start after a damaged one: an object after a comma or
-#: at the start of a line (Scrapy writes one item a line).
-_NEXT = re.compile(r"[,\n][ \t\r\n]*(?=\{)")
+#: Where the next element may start after a damaged one: after a comma that ends a
+#: line (Scrapy writes one item a line), or an object after a comma or a line break.
+_NEXT = re.compile(r",[ \t\r]*\n[ \t\r\n]*|[,\n][ \t\r\n]*(?=\{)")
 _LONE_SURROGATE = re.compile("[\udc80-\udcff]")  # bytes that were not UTF-8
 #: A decode error this close to the end of what is buffered may be the buffer's end.
 _NEAR_END = 16
@@ -201,7 +201,7 @@ def _element(buf: _Buffer, name: str, index: int, opts: SourceOptions) -> Record
 
 
 def _resync(buf: _Buffer, start: int) -> None:
-    """Skip to the next object after a comma or line break at or after ``start``,
+    """Skip to the next element start (:data:`_NEXT`) at or after ``start``,
     reading on (and dropping what is passed) until one comes or the stream ends."""
     while True:
         found = _NEXT.search(buf.text, start)

@@ -87,20 +87,19 @@ def kind_of(head: bytes, suffix: str, fmt: str = "auto", *, stdin: bool = False)
         return fmt
     if head.startswith(b"WARC/") or suffix == ".warc":
         return "warc"
+    after = start[1:].lstrip()[:1]
+    if start.startswith(b"[") and (suffix in JSON_SUFFIXES or after in (b"{", b"]")):
+        return "json"  # not "[1] Introduction", a text that starts with a bracket
+    if start.startswith(b"{") and _first_line_is_object(start):
+        return "jsonl"
     if suffix in HTML_SUFFIXES:
         return "html"
     if suffix in CSV_SUFFIXES:
         return "csv"
-    after = start[1:].lstrip()[:1]
-    if start.startswith(b"[") and (suffix in JSON_SUFFIXES or after in (b"{", b"]")):
-        return "json"  # not "[1] Introduction", a text that starts with a bracket
     if suffix in JSONL_SUFFIXES:
         return "jsonl"
-    if start.startswith(b"{"):
-        if _first_line_is_object(start):
-            return "jsonl"
-        if suffix == ".json":
-            return "json"
+    if start.startswith(b"{") and suffix == ".json":
+        return "json"
     return "text"
 
 
