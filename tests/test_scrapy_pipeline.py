@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import os
 import pickle
 import signal
@@ -697,3 +698,21 @@ def test_two_spiders_feeding_one_index_at_once_leave_it_whole(
     with SimhashIndex.open(store_url, readonly=True) as index:
         held = {doc.doc_id for doc in index.documents()}
     assert held == {f"{base}/{p.path}" for p in pages}
+
+
+def test_a_missing_index_stops_the_crawl_unless_shdb_create(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 43.2: a mistyped SHDB_INDEX is not a new, empty index."""
+    index = tmp_path / "typo-idx"
+    pipeline = pipeline_for(str(index), SHDB_CREATE=False)
+    with pytest.raises(IndexUnavailable, match=r"no index at .*SHDB_CREATE"):
+        asyncio.run(pipeline.open_spider())
+    assert not index.exists()
+    created = pipeline_for(str(index))
+    with caplog.at_level(logging.WARNING):
+        asyncio.run(created.open_spider())
+        asyncio.run(created.close_spider())
+    assert [r.getMessage() for r in caplog.records].count(
+        f"shdb: created a new, empty index at {index} (SHDB_CREATE)"
+    ) == 1

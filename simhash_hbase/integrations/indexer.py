@@ -133,8 +133,9 @@ class IndexProcess:
         self._proc.wait()
 
 
-def open_index(url: str, create: bool = False) -> bool:
-    """Open the index at ``url``, or create it when told to; whether it was created."""
+def open_index(url: str, create: bool = True) -> bool:
+    """Open the index at ``url``, or create it (``create``, as :meth:`SimhashIndex.open`;
+    the pipeline passes SHDB_CREATE); whether it was created."""
     global _index
     from simhash_hbase.index.client import SimhashIndex
 

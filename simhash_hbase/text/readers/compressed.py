@@ -113,13 +113,15 @@ class _Zstd(io.RawIOBase):
         self._dctx = zstandard.ZstdDecompressor()
         self._obj = self._dctx.decompressobj()
         self._pending = b""
+        self._at = 0  # how much of _pending was handed out
         self._started = False
 
     def readable(self) -> bool:
         return True
 
     def readinto(self, buffer: memoryview) -> int:  # type: ignore[override]
-        while not self._pending:
+        while self._at == len(self._pending):
+            self._pending, self._at = b"", 0
             data = self._raw.read(_ZSTD_INPUT)
             if not data:
                 if self._started and not self._obj.eof:
@@ -131,9 +133,9 @@ class _Zstd(io.RawIOBase):
                 self._started = True
                 self._pending += self._obj.decompress(data)
                 data = self._obj.unused_data if self._obj.eof else b""
-        n = min(len(buffer), len(self._pending))
-        buffer[:n] = self._pending[:n]
-        self._pending = self._pending[n:]
+        n = min(len(buffer), len(self._pending) - self._at)
+        buffer[:n] = self._pending[self._at : self._at + n]
+        self._at += n
         return n
 
 

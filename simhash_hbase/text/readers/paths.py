@@ -27,6 +27,7 @@ from simhash_hbase.text.readers.base import (
     too_large,
     unreadable,
 )
+from simhash_hbase.text.readers.compressed import SUFFIXES as COMPRESSED_SUFFIXES
 from simhash_hbase.text.readers.delimited import read_csv
 from simhash_hbase.text.readers.jsonl import read_json_values, read_jsonl
 from simhash_hbase.text.readers.sniff import (
@@ -339,7 +340,8 @@ def input_files(
 def total_bytes(
     paths: Sequence[str], exclude: Sequence[Path] = (), follow: bool = False
 ) -> int | None:
-    """Input size for a progress bar; None when it cannot be known (stdin, FIFO)."""
+    """Input size for a progress bar; None when it cannot be known (stdin, FIFO, a
+    compressed file: the bar counts the bytes of the records read, decompressed)."""
     check_paths(paths)
     if STDIN in paths:
         return None
@@ -349,7 +351,7 @@ def total_bytes(
             info = path.stat()
         except OSError:
             continue
-        if not stat.S_ISREG(info.st_mode):
+        if not stat.S_ISREG(info.st_mode) or path.suffix.lower() in COMPRESSED_SUFFIXES:
             return None
         total += info.st_size
     return total
