@@ -185,6 +185,8 @@ def ingest_cmd(
         if ix.created:
             new_index(ix.url)
         summary = _run(ix, paths, opts, options, report, resume=resume, fingerprints=fingerprints)
+    if ix.created and not summary.added:
+        note("nothing was added, so the new index was not kept")
     if as_json:
         echo_json(_summary_json(summary))
     rule = None if options.find_k is None else predicate(options.find_k, ix.lsh, options.probes)

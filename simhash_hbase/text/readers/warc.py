@@ -37,11 +37,17 @@ def read_warc(f: BinaryIO, name: str, opts: SourceOptions) -> Iterator[Record | 
     except Exception as exc:  # warcio raises plain exceptions of many kinds on damage
         yield BadRecord(
             f"{name}@{at[0]}",
-            f"not a readable WARC record after this one ({type(exc).__name__}: {exc}); the "
-            "records before were read, the rest of the archive was not",
+            f"not a readable WARC record after this one ({_said(exc)}); the records before "
+            "were read, the rest of the archive was not",
             0,
             Problem.MALFORMED,
         )
+
+
+def _said(exc: Exception) -> str:
+    """warcio's error, short and printable (it may quote a line of binary garbage)."""
+    text = f"{type(exc).__name__}: {exc}"
+    return text[:160].encode("ascii", "backslashreplace").decode("ascii")
 
 
 def _page(
