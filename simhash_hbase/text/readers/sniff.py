@@ -51,10 +51,10 @@ class Content:
         """Why ``--id-field``/``--text-field`` cannot apply to this input."""
         packed = f"{self.compression}-compressed " if self.compression else ""
         return (
-            f"{name} is read as {_WHAT.get(self.fmt, self.fmt)} ({packed}content and name "
-            "say so), not as records: --id-field and --text-field name the fields of JSON "
-            "Lines, a JSON array of objects or CSV. Give --format jsonl or csv if it holds "
-            "records, or leave those options out"
+            f"{name} is read as {_WHAT.get(self.fmt, self.fmt)} (by its {packed}content, its "
+            "name or --format), not as records: --id-field and --text-field name the "
+            "fields of JSON Lines, a JSON array of objects or CSV. Give --format jsonl or csv "
+            "if it holds records, or leave those options out"
         )
 
 
