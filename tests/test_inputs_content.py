@@ -182,6 +182,8 @@ def test_a_cut_array_keeps_its_elements_and_says_it_is_not_closed(tmp_path: Path
         (b"WARC/1.1\r\n", ".gz", "warc"),
         (b"id,text\n", ".csv", "csv"),
         (b"\xef\xbb\xbf[{", ".txt", "json"),
+        (b'["a", "b"]\n{"id": "c"}\n', ".jsonl", "jsonl"),
+        (b'[\n{"id": "c"}\n]', ".jsonl", "json"),
     ],
 )
 def test_the_content_decides_where_it_can(head: bytes, suffix: str, kind: str) -> None:

@@ -81,8 +81,10 @@ def kind_of(head: bytes, suffix: str, fmt: str = "auto", *, stdin: bool = False)
     when the first line is a whole JSON object; objects spanning lines when the
     name says JSON. Anything else is what its suffix says, a text by default."""
     start = _start(head)
-    if fmt == "jsonl" or (fmt == "auto" and stdin and not head.startswith(b"WARC/")):
-        return "json" if start.startswith(b"[") else "jsonl"
+    lines = fmt == "jsonl" or (fmt == "auto" and (stdin or suffix in JSONL_SUFFIXES))
+    if lines and not head.startswith(b"WARC/"):
+        # JSON Lines whose first line is an array stay lines: an array spans lines
+        return "json" if start.startswith(b"[") and not _first_line_is_json(start) else "jsonl"
     if fmt != "auto":
         return fmt
     if head.startswith(b"WARC/") or suffix == ".warc":
@@ -90,22 +92,23 @@ def kind_of(head: bytes, suffix: str, fmt: str = "auto", *, stdin: bool = False)
     after = start[1:].lstrip()[:1]
     if start.startswith(b"[") and (suffix in JSON_SUFFIXES or after in (b"{", b"]")):
         return "json"  # not "[1] Introduction", a text that starts with a bracket
-    if start.startswith(b"{") and _first_line_is_object(start):
+    if start.startswith(b"{") and _first_line_is_json(start, dict):
         return "jsonl"
     if suffix in HTML_SUFFIXES:
         return "html"
     if suffix in CSV_SUFFIXES:
         return "csv"
-    if suffix in JSONL_SUFFIXES:
-        return "jsonl"
     if start.startswith(b"{") and suffix == ".json":
         return "json"
     return "text"
 
 
-def _first_line_is_object(start: bytes) -> bool:
+def _first_line_is_json(start: bytes, kind: type = object) -> bool:
+    """Whether the first line is a whole JSON value (of ``kind``): a line of JSON
+    Lines, not the start of a value spanning lines."""
+    line = start.partition(b"\n")[0]
     try:
-        return isinstance(json.loads(start.partition(b"\n")[0]), dict)
+        return isinstance(json.loads(line), kind)
     except ValueError:  # not JSON, or cut short by the end of the head
         return False
 
