@@ -39,7 +39,17 @@ def _write_corpus(path: Path, ids: list[str], version: int = 1) -> Path:
 
 def _ingest(index_url: str, corpus: Path, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [*SHDB, "ingest", str(corpus), "--index", index_url, "--batch-size", "100", *extra],
+        [
+            *SHDB,
+            "ingest",
+            "--create",
+            str(corpus),
+            "--index",
+            index_url,
+            "--batch-size",
+            "100",
+            *extra,
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -355,7 +355,9 @@ def test_every_surface_returns_the_same_matches(tmp_path: Path) -> None:
     index_url = str(tmp_path / "ix")
     report = tmp_path / "report.jsonl"
     ingest = runner.invoke(
-        app, ["ingest", str(path), "-i", index_url, "--report", str(report)], catch_exceptions=False
+        app,
+        ["ingest", "--create", str(path), "-i", index_url, "--report", str(report)],
+        catch_exceptions=False,
     )
     assert ingest.exit_code == 0, ingest.output
     from_report = {

@@ -209,6 +209,7 @@ def test_kill_and_resume_while_the_input_changes(store_url: str, tmp_path: Path)
         "-m",
         "simhash_hbase",
         "ingest",
+        "--create",
         str(root),
         "-i",
         store_url,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import os
 import pickle
 import signal
@@ -54,7 +55,7 @@ OTHER = "今年夏天南方多地持续高温，气象部门提醒市民注意�
 
 
 def pipeline_for(index: str, **settings: Any) -> NearDuplicatePipeline:
-    values = {"SHDB_INDEX": index, "SHDB_FLUSH_SECONDS": 0.05, **settings}
+    values = {"SHDB_INDEX": index, "SHDB_CREATE": True, "SHDB_FLUSH_SECONDS": 0.05, **settings}
     return NearDuplicatePipeline.from_crawler(get_crawler(settings_dict=values))
 
 
@@ -113,7 +114,7 @@ def test_the_addon_enables_the_pipeline_and_opens_the_index_as_the_crawler_start
     tmp_path: Path,
 ) -> None:
     index = str(tmp_path / "idx")
-    settings = {"ADDONS": ADDON, "SHDB_INDEX": index, "SHDB_ACTION": "tag"}
+    settings = {"ADDONS": ADDON, "SHDB_INDEX": index, "SHDB_CREATE": True, "SHDB_ACTION": "tag"}
     crawler = get_crawler(settings_dict={**settings, "SHDB_FLUSH_SECONDS": 0.05})
     assert crawler.settings.getdict("ITEM_PIPELINES") == {
         "simhash_hbase.integrations.scrapy.NearDuplicatePipeline": 300
@@ -140,7 +141,8 @@ def test_the_addon_starts_the_index_process_with_the_runner_for_the_crawler_to_t
     spider = type("OwnIndexSpider", (scrapy.Spider,),
                   {"name": "own", "custom_settings": {"SHDB_INDEX": spider_index}})  # fmt: skip
     crawler = get_crawler(spider if own_index else None,
-                          {"ADDONS": ADDON, "SHDB_INDEX": runner_index})  # fmt: skip
+                          {"ADDONS": ADDON, "SHDB_INDEX": runner_index,
+                           "SHDB_CREATE": True})  # fmt: skip
     assert NearDuplicateAddon._early == {}  # taken or closed by the crawler's add-on
     addon = crawler.get_addon(NearDuplicateAddon)
     assert addon is not None and addon._started is not None
@@ -708,3 +710,21 @@ def test_two_spiders_feeding_one_index_at_once_leave_it_whole(
     with SimhashIndex.open(store_url, readonly=True) as index:
         held = {doc.doc_id for doc in index.documents()}
     assert held == {f"{base}/{p.path}" for p in pages}
+
+
+def test_a_missing_index_stops_the_crawl_unless_shdb_create(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 43.2: a mistyped SHDB_INDEX is not a new, empty index."""
+    index = tmp_path / "typo-idx"
+    pipeline = pipeline_for(str(index), SHDB_CREATE=False)
+    with pytest.raises(IndexUnavailable, match=r"no index at .*SHDB_CREATE"):
+        asyncio.run(pipeline.open_spider())
+    assert not index.exists()
+    created = pipeline_for(str(index))
+    with caplog.at_level(logging.WARNING):
+        asyncio.run(created.open_spider())
+        asyncio.run(created.close_spider())
+    assert [r.getMessage() for r in caplog.records].count(
+        f"shdb: created a new, empty index at {index} (SHDB_CREATE)"
+    ) == 1

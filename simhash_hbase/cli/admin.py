@@ -53,7 +53,7 @@ def verify_cmd(index: IndexOpt = None, repair: RepairOpt = False, as_json: JsonO
 
     Exit 0 when clean (or repaired), 1 when problems were found and left alone.
     """
-    with SimhashIndex.open(index, readonly=not repair) as ix:
+    with SimhashIndex.open(index, create=False, readonly=not repair) as ix:
         report = verify(ix, repair=repair)
     fields = {k: v for k, v in dataclasses.asdict(report).items() if k != "examples"}
     fields["clean"] = report.clean
@@ -141,7 +141,7 @@ def idf_build_cmd(
     """Build an IDF table (ln N/df over jieba terms) from the corpus at each PATH;
     use it with `ingest --idf`.
     Exit 3 when records were skipped (listed)."""
-    check_paths(paths)
+    check_paths(paths, source)
     check_output("--output", output, paths)
     if output == "-":
         raise InvalidInput("--output -: the table goes to a file")

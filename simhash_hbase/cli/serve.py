@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from simhash_hbase.cli.options import IndexOpt, KOpt, LimitOpt, QueryProbesOpt
+from simhash_hbase.cli.render import new_index
 from simhash_hbase.errors import InvalidInput
 from simhash_hbase.fingerprint.probes import DEFAULT_QUERY_PROBES
 from simhash_hbase.index.client import DEFAULT_K
@@ -44,6 +45,17 @@ WorkersOpt = Annotated[
     ),
 ]
 AccessLogOpt = Annotated[bool, typer.Option(help="Log every request.")]
+ServeCreateOpt = Annotated[
+    bool,
+    typer.Option(
+        "--create",
+        envvar="SHDB_CREATE",
+        metavar="",
+        help="Create the index when there is none (said on stderr; also $SHDB_CREATE=1). "
+        "Without it a missing index is an error: a mistyped --index never serves an empty "
+        "index that calls every page new.",
+    ),
+]
 
 
 def serve_cmd(
@@ -60,6 +72,7 @@ def serve_cmd(
     queue: QueueOpt = 200_000,
     fingerprint_workers: WorkersOpt = None,
     access_log: AccessLogOpt = False,
+    create: ServeCreateOpt = False,
 ) -> None:
     """Serve the index over HTTP: check, add and check-and-add texts or fingerprints,
     one or in batches (see /docs on the running service, and docs/serve.md). -k,
@@ -81,7 +94,18 @@ def serve_cmd(
             _default_workers() if fingerprint_workers is None else fingerprint_workers
         ),
     )
+    settings.check()  # a bad bind or token is said before the index is looked at
+    _open_or_create(index, create)
     serve(settings, access_log=access_log)
+
+
+def _open_or_create(index: str | None, create: bool) -> None:
+    """The index must be there, or ``create`` makes it (said once, on stderr)."""
+    from simhash_hbase.index.client import SimhashIndex
+
+    with SimhashIndex.open(index, create=create, readonly=not create) as ix:
+        if ix.created:
+            new_index(ix.url)
 
 
 def _default_workers() -> int:

@@ -65,10 +65,13 @@ class IndexProcess:
     stops the crawl only, whose graceful close still writes its last batch through it;
     it exits when the crawl closes its stdin, or dies."""
 
-    def __init__(self, url: str) -> None:
-        """Start the process and ask it to open ``url``, without waiting: the index
-        opens while the crawl goes on starting. :meth:`opened` waits for it."""
+    def __init__(self, url: str, create: bool = False) -> None:
+        """Start the process and ask it to open ``url`` (or ``create`` it), without
+        waiting: the index opens while the crawl goes on starting. :meth:`opened`
+        waits for it."""
         self.url = url
+        self.create = create
+        self.created = False  # whether the open created the index
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "simhash_hbase.integrations.indexer"],
             stdin=subprocess.PIPE,
@@ -76,7 +79,7 @@ class IndexProcess:
             start_new_session=True,
         )
         self._unanswered = True  # the open
-        self._send("open_index", url)
+        self._send("open_index", url, create)
 
     def opened(self) -> IndexProcess:
         """This process once its index is open; an index that cannot be opened raises
@@ -84,7 +87,7 @@ class IndexProcess:
         if self._unanswered:
             try:
                 self._unanswered = False
-                self._receive()
+                self.created = bool(self._receive())
             except ShdbError:
                 self._end()
                 raise
@@ -139,11 +142,14 @@ class IndexProcess:
         self._proc.wait()
 
 
-def open_index(url: str) -> None:
+def open_index(url: str, create: bool = True) -> bool:
+    """Open the index at ``url``, or create it (``create``, as :meth:`SimhashIndex.open`;
+    the pipeline passes SHDB_CREATE); whether it was created."""
     global _index
     from simhash_hbase.index.client import SimhashIndex
 
-    _index = SimhashIndex.open(url)
+    _index = SimhashIndex.open(url, create=create)
+    return _index.created
 
 
 def warm_up() -> None:

@@ -78,6 +78,9 @@ class PipelineSettings:
     flush_seconds: float = 0.5
     linger_seconds: float = 0.05
     retries: int = 3
+    #: Create the index when there is none (said once, as a warning); else a missing
+    #: index stops the crawl at its start, so a mistyped SHDB_INDEX is not a new index.
+    create: bool = False
 
     @classmethod
     def from_scrapy(cls, settings: Any) -> PipelineSettings:
@@ -102,6 +105,7 @@ class PipelineSettings:
             flush_seconds=settings.getfloat("SHDB_FLUSH_SECONDS", cls.flush_seconds),
             linger_seconds=settings.getfloat("SHDB_LINGER_SECONDS", cls.linger_seconds),
             retries=settings.getint("SHDB_RETRIES", cls.retries),
+            create=settings.getbool("SHDB_CREATE", cls.create),
         )
         for name in ("limit", "batch_size"):
             if getattr(made, name) < 1:
@@ -177,9 +181,12 @@ class NearDuplicatePipeline:
                 self._indexer = await self._run(self._index_process(url).opened)
         except ShdbError as exc:
             raise IndexUnavailable(
-                f"SHDB_INDEX={url!r} could not be opened: {exc}. Fix the setting, or start "
-                "the store or service it names, then run the crawl again."
+                f"SHDB_INDEX={url!r} could not be opened: {exc}. Fix the setting (SHDB_CREATE "
+                "= True creates a missing index), or start the store or service it names, "
+                "then run the crawl again."
             ) from exc
+        if self._indexer is not None and self._indexer.created:
+            self._log.warning("shdb: created a new, empty index at %s (SHDB_CREATE)", url)
         self._log.info("shdb: checking items against %s (%s)", url, self.settings.action)
 
     async def process_item(self, item: Any, spider: Any = None) -> Any:
@@ -237,8 +244,9 @@ class NearDuplicatePipeline:
         new one (without the add-on the index opens at spider open)."""
         get_addon = getattr(self._crawler, "get_addon", None)
         addon = get_addon(NearDuplicateAddon) if get_addon is not None else None
-        started = addon.take(url) if addon is not None else None
-        return started or IndexProcess(url)
+        create = self.settings.create
+        started = addon.take(url, create) if addon is not None else None
+        return started or IndexProcess(url, create)
 
     # -- batching -------------------------------------------------------------
     def _content_of(self, adapter: Fields) -> tuple[str, str] | None:
@@ -465,11 +473,11 @@ class NearDuplicatePipeline:
 PIPELINE = f"{__name__}.NearDuplicatePipeline"
 
 
-def _quietly_started(url: str) -> IndexProcess | None:
+def _quietly_started(url: str, create: bool) -> IndexProcess | None:
     """An index process for ``url``, or None: its errors wait for the pipeline's
     open, which names SHDB_INDEX and the fix."""
     try:
-        return IndexProcess(url)
+        return IndexProcess(url, create)
     except ShdbError:
         return None
 
@@ -498,7 +506,7 @@ class NearDuplicateAddon:
     def update_pre_crawler_settings(cls, settings: Any) -> None:
         url = _local_index(settings)
         if url is not None and url not in cls._early:
-            started = _quietly_started(url)
+            started = _quietly_started(url, settings.getbool("SHDB_CREATE"))
             if started is not None:
                 cls._early[url] = started
 
@@ -510,12 +518,13 @@ class NearDuplicateAddon:
         for unused in early.values():
             unused.close()
         if url is not None and self._started is None:
-            self._started = _quietly_started(url)
+            self._started = _quietly_started(url, settings.getbool("SHDB_CREATE"))
 
-    def take(self, url: str) -> IndexProcess | None:
-        """The process started for ``url``, handed over once."""
+    def take(self, url: str, create: bool) -> IndexProcess | None:
+        """The process started for ``url`` (opening or creating it as asked), handed
+        over once."""
         started, self._started = self._started, None
-        if started is not None and started.url != url:
+        if started is not None and (started.url, started.create) != (url, create):
             started.close()
             return None
         return started
