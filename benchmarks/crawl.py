@@ -51,7 +51,8 @@ from simhash_hbase.errors import EmptyDocument
 from simhash_hbase.fingerprint.minhash import MinHasher, MinHashParams, shingle_set
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.jobs.ingest import IngestOptions, index_fingerprints, index_records
-from simhash_hbase.layout.nets import band_candidates, batch_pairs
+from simhash_hbase.layout.groups import batch_pairs
+from simhash_hbase.layout.nets import band_candidates
 from simhash_hbase.layout.scheme import get_scheme
 
 from . import corpus
@@ -361,7 +362,8 @@ def net_pairs(
         return [(i, j) for i, j, _, _ in batch_pairs(signed.fps, K, sch)]
     if nets == "lsh":  # the band candidates confirmed by the sketch, no pigeonhole
         never = replace(params, floor=params.threshold)
-        far = np.arange(len(signed.fps), dtype=np.uint64) << np.uint64(40)  # nobody near
+        # random fingerprints: nobody near, no pigeonhole row shared (the LSH net alone)
+        far = np.random.default_rng(0).integers(0, 2**63, len(signed.fps), dtype=np.uint64)
         return [
             (i, j)
             for i, j, _, sim in batch_pairs(far, 0, sch, never, signed.sketches, signed.bands)

@@ -37,7 +37,7 @@ from .texts import SIZES
 
 #: Modules whose sections extend the evaluation (suite "eval"); each section's run
 #: gets the ``Evaluation`` and adds figures and a report body. Add yours here.
-MODULES: tuple[str, ...] = ("recall",)
+MODULES: tuple[str, ...] = ("recall", "multilingual")
 
 
 def run_sections(ev: Evaluation) -> tuple[dict[str, object], list[Figure], list[str]]:

@@ -132,7 +132,7 @@ def _same_as_python(texts: list[str]) -> dict[str, Any]:
     """The default path (the C extension when built) vs the pure-Python one
     (``SHDB_NATIVE=0``), each in a fresh process: documents whose fingerprint and
     64 margins (bit for bit) are the same."""
-    from simhash_hbase.fingerprint import native
+    from simhash_hbase import _native as native
 
     default = _fingerprints_and_margins(texts, {})
     python = _fingerprints_and_margins(texts, {native.ENV: "0"})

@@ -27,7 +27,7 @@ def thrift2_types() -> Any:
     for the structs (TGet, TPut) of the raw baseline calls."""
     import thriftpy2
 
-    idl = resources.files("simhash_hbase.store").joinpath("hbase_thrift2.thrift")
+    idl = resources.files("simhash_hbase.store.hbase").joinpath("thrift2.thrift")
     return thriftpy2.load(str(idl), module_name="shdb_bench_hbase2_thrift")
 
 
@@ -174,7 +174,7 @@ class BenchHBase:
     def thrift2_client(self) -> Any:
         """A raw thriftpy2 client of the Thrift2 gateway (the store's own IDL), for
         baselines: the calls the store makes, without the store."""
-        from simhash_hbase.store import hbase_thrift2
+        from simhash_hbase.store.hbase import thrift2 as hbase_thrift2
 
         return hbase_thrift2.open_client(self.host, self.thrift2_port, 120_000)
 

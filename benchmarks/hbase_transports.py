@@ -29,7 +29,8 @@ import numpy as np
 from simhash_hbase import SimhashIndex
 from simhash_hbase.jobs.ingest import IngestOptions, index_fingerprints
 from simhash_hbase.records import Lookup
-from simhash_hbase.store import hbase_tables, hbase_thrift2
+from simhash_hbase.store.hbase import tables as hbase_tables
+from simhash_hbase.store.hbase import thrift2 as hbase_thrift2
 
 from .context import Context
 from .registry import Figure, Section, Target, register

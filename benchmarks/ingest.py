@@ -107,7 +107,7 @@ class RawLmdb:
         then a write that does only putmulti."""
         from simhash_hbase.layout import codec
         from simhash_hbase.records import Document
-        from simhash_hbase.store.embedded import pack_columns
+        from simhash_hbase.store.lmdb.columns import pack_columns
 
         index_items = [(row + codec.encode_doc_id(i), b"") for row, i in index_cells(batch)]
         doc_items = [

@@ -146,6 +146,32 @@ def _edited_ingest(work: Path, text: str, n: int) -> dict[str, Any]:
     return near
 
 
+def _report(path: Path) -> dict[str, Any]:
+    """What a report (ingest --report, dedup) says: its lines, those whose count is a
+    lower bound, the most matches a line lists."""
+    rows = [json.loads(x) for x in path.read_text(encoding="utf-8").splitlines()]
+    return {
+        "report_lines": len(rows),
+        "report_bytes": path.stat().st_size,
+        "inexact": sum(not row["total_exact"] for row in rows),
+        "listed": max((len(row["matches"]) for row in rows), default=0),
+    }
+
+
+def _distinct(work: Path, chars: int, n: int, door: str) -> dict[str, Any]:
+    """N distinct one-character edits of one text of ``chars`` characters, through
+    one door: ``ingest --report`` or ``dedup`` (each line: the 10 nearest earlier
+    near-copies and their count)."""
+    source = work / f"distinct-{chars}-{n}.jsonl"
+    out = work / f"distinct-{chars}-{n}.{door}.jsonl"
+    if door == "ingest":
+        args = ["ingest", str(source), "-i", str(work / f"distinct-{chars}-{n}.ix")]
+        args += ["--report", str(out)]
+    else:
+        args = ["dedup", str(source), "-o", str(out)]
+    return {"n": n, "chars": chars, "door": door, **_cli(args), **_report(out)}
+
+
 def _edit_clusters(work: Path, text: str, n: int) -> dict[str, Any]:
     edits = _write(work / f"edits-{n}.jsonl", _edited(text, n))
     return {"n": n, **_dedup(work, ["--clusters"], edits)}
@@ -164,8 +190,20 @@ def run(ctx: Context) -> dict[str, Any]:
         smoke=[400, 2000], quick=[1000, 10_000, 100_000], full=[1000, 10_000, 100_000]
     )
     shared = ctx.pick(smoke=2000, quick=20_000, full=20_000)
+    distinct_sizes = ctx.pick(smoke=[50, 200], quick=[2500, 10_000], full=[2500, 10_000])
+    distinct_chars = ctx.pick(smoke=[400], quick=[400, 1000], full=[400, 1000])  # text lengths
+    for chars in distinct_chars:
+        base = _text(chars)
+        for n in distinct_sizes:
+            _write(work / f"distinct-{chars}-{n}.jsonl", _edited(base, n))
     # Several runs at a time (the largest first): each child's CPU is its own.
     with ThreadPoolExecutor(5) as pool:
+        distinct = [
+            pool.submit(_distinct, work, chars, n, door)
+            for chars in distinct_chars
+            for door in ("ingest", "dedup")
+            for n in distinct_sizes
+        ]
         largest = sorted(sizes, reverse=True)
         edits = {n: pool.submit(_edited_ingest, work, text, n) for n in largest if n <= EDITS_MAX}
         same = {n: pool.submit(_identical, work, text, n) for n in largest}
@@ -175,6 +213,7 @@ def run(ctx: Context) -> dict[str, Any]:
             edited_n = edits[n].result() if n in edits else None
             steps.append({"n": n, "identical": same[n].result(), "edited": edited_n})
         edit_clusters = [edited[n].result() for n in near_sizes]
+        distinct_rows = [row.result() for row in distinct]
     copies = ctx.pick(smoke=1000, quick=100_000, full=100_000)
     short = _write(work / f"short-{copies}.jsonl", ["登录后查看全文"] * copies)
     for step in steps:  # alone, as the floors on wall time below
@@ -185,6 +224,7 @@ def run(ctx: Context) -> dict[str, Any]:
         "steps": steps,
         "clusters": {"n": copies, **clusters},
         "near_clusters": edit_clusters,
+        "distinct": distinct_rows,
         "shared48": {"n": shared, **fingerprints},
     }
 
@@ -263,7 +303,9 @@ def figures(r: dict[str, Any]) -> list[Figure]:
                 baseline="1 GiB",
             ),
         ]
-    return out + _near_figures(r.get("near_clusters", []))
+    return (
+        out + _near_figures(r.get("near_clusters", [])) + _distinct_figures(r.get("distinct", []))
+    )
 
 
 def _linear(steps: list[dict[str, Any]]) -> list[Figure]:
@@ -308,6 +350,63 @@ def _near_figures(near: list[dict[str, Any]]) -> list[Figure]:
             bound="both nets; bounded neighbours per document, exact clusters (layout/groups.py)",
         )
     ]
+
+
+def _distinct_figures(rows: list[dict[str, Any]]) -> list[Figure]:
+    """N distinct one-character edits through each door (issue 38): linear, bounded
+    memory and output, every document with an earlier near-copy reported."""
+    out: list[Figure] = []
+    pairs: dict[tuple[int, str], list[dict[str, Any]]] = {}
+    for row in rows:
+        pairs.setdefault((row["chars"], row["door"]), []).append(row)
+    for (chars, door), (a, b) in (
+        (key, sorted(v, key=lambda r: r["n"])) for key, v in pairs.items()
+    ):
+        command = "ingest --report" if door == "ingest" else "dedup"
+        what = f"{command} of {b['n']:,} distinct edits of {chars:,} chars"
+        grow = b["n"] / a["n"]
+        out += [
+            Figure.judge(
+                f"{what}: CPU time / {a['n']:,}",
+                b["cpu_seconds"] / a["cpu_seconds"],
+                Target.at_most(5.0 * grow / 4.0),
+                measured=f"{b['cpu_seconds']:.1f} s CPU ({b['seconds']:.1f} s wall)",
+                baseline=f"{a['n']:,} edits {a['cpu_seconds']:.1f} s CPU, same run",
+                bound=f"linear: {grow:.0f}x the documents",
+            ),
+            Figure.judge(
+                f"{what}: peak RSS",
+                b["peak_rss_mib"] / FLOOR_RSS_MIB,
+                Target.at_most(1.0),
+                measured=f"{b['peak_rss_mib']:.0f} MiB",
+                baseline="1 GiB",
+            ),
+            Figure.judge(
+                f"{what}: report lines per document",
+                b["report_lines"] / b["n"],
+                Target.at_most(20.0),
+                measured=f"{b['report_lines']:,} lines ({b['inexact']:,} counts a lower "
+                f"bound), at most {b['listed']} listed",
+                baseline=f"{b['n']:,} documents",
+                exact=b["report_lines"] == b["n"] - 1,
+                bound="every edit after the first has an earlier near-copy: one line each",
+            ),
+        ]
+    return out
+
+
+def _distinct_table(rows: list[dict[str, Any]]) -> str:
+    table = [
+        "| door | chars | N | CPU / wall | peak RSS | lines (count a lower bound) |",
+        "|---|---|---|---|---|---|",
+    ]
+    table += [
+        f"| {r['door']} | {r['chars']:,} | {r['n']:,} | {r['cpu_seconds']:.1f} s / "
+        f"{r['seconds']:.1f} s | {r['peak_rss_mib']:.0f} MiB | "
+        f"{r['report_lines']:,} ({r['inexact']:,}) |"
+        for r in rows
+    ]
+    return "\n".join(table)
 
 
 def plot(results: dict[str, Any], path: Path) -> Path:
@@ -379,6 +478,7 @@ def render(results: dict[str, Any]) -> str:
         "bench/mass_copies.md",
         table=_table(r["steps"]),
         near=_near_table(r.get("near_clusters", [])),
+        distinct=_distinct_table(r.get("distinct", [])),
         plot=image,
     )
 

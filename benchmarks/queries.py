@@ -538,7 +538,7 @@ def _thrift2_bound(scheme: str, step: dict[str, Any]) -> str:
     """What a Thrift2 query is made of (the store's design, docs/SPEC.md), and what
     its parts cost in the same run."""
     from simhash_hbase.layout.scheme import get_scheme
-    from simhash_hbase.store import hbase_tables
+    from simhash_hbase.store.hbase import tables as hbase_tables
 
     ranges = get_scheme(scheme).rows_per_fingerprint
     if step.get("layout") == "buckets":

@@ -259,7 +259,7 @@ def measure(n: int, work: Path, seed: int, format1: bool) -> dict[str, Any]:
     out["dedup"] = _dedup(work / "dedup", pairs)
     shutil.rmtree(work / "dedup")
     if format1:
-        from simhash_hbase.store.embedded import EmbeddedStore
+        from simhash_hbase.store.lmdb.store import EmbeddedStore
 
         EmbeddedStore(work / "f1", format=1).close()
         out["format1"] = _ingest(work / "f1", pairs, None)

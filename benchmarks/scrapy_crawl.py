@@ -150,6 +150,7 @@ def main() -> None:
     settings = {
         # the pipeline, its index opening as the crawler starts (docs/scrapy.md)
         "ADDONS": {"simhash_hbase.integrations.scrapy.NearDuplicateAddon": 0},
+        "SHDB_CREATE": True,  # the first crawl of a run makes its index
         "FEEDS": {str(out / "items.jsonl"): {"format": "jsonlines", "encoding": "utf-8"}},
         **CRAWL_SETTINGS,
         **settings_from(sys.argv[3:]),

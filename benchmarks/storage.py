@@ -39,7 +39,7 @@ def _tables(prefixes: dict[str, str]) -> dict[str, str]:
 
 
 def _schema(table: str) -> dict[str, Any]:
-    from simhash_hbase.store import hbase_tables as schema
+    from simhash_hbase.store.hbase import tables as schema
 
     return schema.load()["tables"][table]  # type: ignore[no-any-return]
 

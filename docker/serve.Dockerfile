@@ -15,10 +15,15 @@ RUN apt-get update \
  && DEBIAN_FRONTEND=noninteractive apt-get install -y --no-install-recommends python3 python3-venv \
  && rm -rf /var/lib/apt/lists/* \
  && python3 -m venv /opt/shdb/venv
+# The dependencies first (a layer that changes only when they do), then the project.
 COPY dist/ /tmp/dist/
-RUN /opt/shdb/venv/bin/pip install --no-cache-dir --no-index --find-links /tmp/dist \
-      "simhash-hbase[serve,hbase,fast]" \
+RUN /opt/shdb/venv/bin/pip install --no-cache-dir --no-index --no-deps /tmp/dist/*.whl \
  && rm -rf /tmp/dist
+COPY project/ /tmp/project/
+RUN /opt/shdb/venv/bin/pip install --no-cache-dir --no-index --find-links /tmp/project \
+      "simhash-hbase[serve,hbase,fast]" \
+ && /opt/shdb/venv/bin/pip check \
+ && rm -rf /tmp/project
 COPY serve-entrypoint /opt/shdb/serve-entrypoint
 
 ENV PATH=/opt/shdb/venv/bin:$PATH \

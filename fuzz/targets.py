@@ -11,6 +11,7 @@ refuse input) is a finding. Run with atheris: ``python -m fuzz.run TARGET``
 from __future__ import annotations
 
 import contextlib
+import gzip
 import io
 from collections.abc import Callable
 
@@ -26,6 +27,8 @@ from simhash_hbase.text.readers import (
     read_sources,
     wide_encoding,
 )
+from simhash_hbase.text.readers.compressed import compression_of
+from simhash_hbase.text.readers.sniff import kind_of
 
 _MAX = 1 << 16
 
@@ -62,8 +65,15 @@ def html_reader(data: bytes) -> None:
 
 
 def jsonl_reader(data: bytes) -> None:
-    """Every non-blank line is one record or one bad record that names its line."""
+    """Every non-blank line is one record or one bad record that names its line (a
+    JSON array or compressed bytes are read by their content: ``content`` checks them)."""
     items = _read(data, format="jsonl")
+    if (
+        compression_of(data[:16], "") is not None
+        or kind_of(_utf8(data[:4096]), "", "jsonl") != "jsonl"
+    ):
+        assert all(item.where.startswith("<stdin>") for item in items), items[:3]
+        return
     lines = _utf8(data).split(b"\n")
     if lines and not lines[-1]:
         lines.pop()
@@ -74,6 +84,16 @@ def jsonl_reader(data: bytes) -> None:
     assert len(items) == len(lines) - blank, (len(items), len(lines), blank)
     for item in items:
         assert item.where.startswith("<stdin>:"), item
+
+
+def content_reader(data: bytes) -> None:
+    """Any bytes on stdin, read by their content (compressed, a JSON array or lines,
+    WARC): records and bad records naming stdin, never raising; the same bytes
+    gzip-compressed give the same items."""
+    items = _read(data)
+    assert all(item.where.startswith("<stdin>") for item in items), items[:3]
+    if len(data) <= 4096 and compression_of(data[:16], "") is None:
+        assert _read(gzip.compress(data)) == items
 
 
 def csv_reader(data: bytes) -> None:
@@ -131,6 +151,7 @@ TARGETS: dict[str, Callable[[bytes], None]] = {
     "text": text_reader,
     "html": html_reader,
     "jsonl": jsonl_reader,
+    "content": content_reader,
     "csv": csv_reader,
     "fingerprints": fingerprint_reader,
     "fingerprint_text": fingerprint_text,

@@ -6,6 +6,7 @@ next (a flag, a script) is the CLI's business: it reads the structured fields.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 
@@ -29,6 +30,22 @@ class RejectedRecord(InvalidInput):
 
 class EmptyDocument(InvalidInput):
     """The text has no usable terms; a fingerprint of 0 would match garbage."""
+
+
+class BatchRefused(InvalidInput):
+    """Items of one batch call that cannot be indexed as they are; NOTHING of the batch
+    was written, so sending the others again gives their true answers (a good item
+    written beside a bad one would find itself on that retry: "not new").
+    ``refused`` maps each bad item's position in the batch to its error."""
+
+    def __init__(self, refused: Mapping[int, ShdbError], size: int) -> None:
+        first = min(refused)
+        more = f" (and {len(refused) - 1} more)" if len(refused) > 1 else ""
+        super().__init__(
+            f"{len(refused)} of {size} items refused, nothing written: item {first}: "
+            f"{refused[first]}{more}; send the others again without them"
+        )
+        self.refused, self.size = dict(refused), size
 
 
 class InvalidQuery(InvalidInput):

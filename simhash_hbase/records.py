@@ -129,6 +129,7 @@ class Problem(str, Enum):
     INVALID = "invalid"
     SYMLINK = "symlink"  # a link in a folder leading out of it, not followed
     BAD_HTML = "bad_html"  # a page the HTML parser refuses (e.g. nested too deeply)
+    DAMAGED = "damaged"  # a compressed file cut short or corrupt: the rest is lost
 
 
 class Record(NamedTuple):

@@ -28,7 +28,7 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.log = log
-        cmd = [sys.executable, "-m", "simhash_hbase", "serve", "--index", index]
+        cmd = [sys.executable, "-m", "simhash_hbase", "serve", "--index", index, "--create"]
         cmd += ["--port", str(self.port), *args]
         with open(log, "ab") as out:
             self.proc = subprocess.Popen(

@@ -150,7 +150,7 @@ def test_catalogue(case: Case, store_url: str, tmp_path: Path) -> None:
     path = tmp_path / case.name
     body = b"\n".join([GOOD_BEFORE, case.body, GOOD_AFTER]) + b"\n" if case.wrap else case.body
     path.write_bytes(body)
-    result = shdb("ingest", str(path), "-i", store_url, *case.args)
+    result = shdb("ingest", "--create", str(path), "-i", store_url, *case.args)
     assert result.exit_code == case.exit_code, result.stderr
     assert case.message.format(path=path) in result.stderr
     with SimhashIndex.open(store_url) as index:
@@ -166,7 +166,7 @@ def test_unreadable_file_in_a_folder_keeps_the_others(store_url: str, tmp_path: 
     (folder / "a.txt").write_text(ARTICLE, encoding="utf-8")
     (folder / "b.txt").symlink_to(folder / "gone")
     (folder / "c.txt").write_text(OTHER, encoding="utf-8")
-    result = shdb("ingest", str(folder), "-i", store_url)
+    result = shdb("ingest", "--create", str(folder), "-i", store_url)
     assert result.exit_code == EXIT_SKIPPED
     assert f"skipped {folder / 'b.txt'}: cannot read it" in result.stderr
     with SimhashIndex.open(store_url) as index:
@@ -425,7 +425,7 @@ def test_read_only_index_folder_can_be_read_not_written(tmp_path: Path) -> None:
         # The child imports everything first: /root's Python is unreadable once it is nobody.
         code = (
             "import sys, lmdb._envid, typer._click.decorators, simhash_hbase.cli.app as cli\n"
-            "import simhash_hbase.store.embedded, simhash_hbase.jobs.verify\n"
+            "import simhash_hbase.store.lmdb.store, simhash_hbase.jobs.verify\n"
             "from tests.test_bad_input import _as_nobody; _as_nobody()\n"
             "sys.argv[0] = 'shdb'; cli.main()"
         )

@@ -33,7 +33,7 @@ def corpus(tmp_path: Path) -> Path:
 
 def test_ingest_then_query(store_url: str, corpus: Path, tmp_path: Path) -> None:
     report = tmp_path / "dups.jsonl"
-    result = shdb("ingest", str(corpus), "--index", store_url, "--report", str(report))
+    result = shdb("ingest", "--create", str(corpus), "--index", store_url, "--report", str(report))
     assert result.exit_code == 0, result.output
     assert (
         "added 3 documents, 1 near-duplicates "
@@ -50,7 +50,7 @@ def test_ingest_then_query(store_url: str, corpus: Path, tmp_path: Path) -> None
 
 
 def test_query_by_fingerprint_and_file(store_url: str, corpus: Path, tmp_path: Path) -> None:
-    shdb("ingest", str(corpus), "-i", store_url)
+    shdb("ingest", "--create", str(corpus), "-i", store_url)
     text_file = tmp_path / "q.txt"
     text_file.write_text(OTHER, encoding="utf-8")
     by_file = shdb("query", "--file", str(text_file), "-i", store_url)
@@ -73,7 +73,7 @@ def test_skipped_records_exit_3_and_are_listed(store_url: str, tmp_path: Path) -
         + "\n",
         encoding="utf-8",
     )
-    result = shdb("ingest", str(path), "-i", store_url)
+    result = shdb("ingest", "--create", str(path), "-i", store_url)
     assert result.exit_code == 3
     assert f"skipped {path}:2: malformed JSON" in result.stderr
     assert f"skipped {path}:3: document 'e' has no usable terms" in result.stderr
@@ -91,7 +91,7 @@ def test_on_error_fail_stops_with_exit_2_after_writing_earlier_records(
         + "\n",
         encoding="utf-8",
     )
-    result = shdb("ingest", str(path), "-i", store_url, "--on-error", "fail")
+    result = shdb("ingest", "--create", str(path), "-i", store_url, "--on-error", "fail")
     assert result.exit_code == 2
     assert f"shdb: error: {path}:2: malformed JSON" in result.stderr
     assert shdb("get", "ok", "-i", store_url).exit_code == 0
@@ -99,7 +99,7 @@ def test_on_error_fail_stops_with_exit_2_after_writing_earlier_records(
 
 
 def test_stats_remove_get(store_url: str, corpus: Path) -> None:
-    shdb("ingest", str(corpus), "-i", store_url, "--store-text")
+    shdb("ingest", "--create", str(corpus), "-i", store_url, "--store-text")
     stats = json.loads(shdb("stats", "-i", store_url, "--json").stdout)
     assert stats["documents"] == 3 and stats["index_cells"] == 3 * (10 + 25)
     got = json.loads(shdb("get", "a", "-i", store_url, "--json").stdout)
@@ -111,7 +111,7 @@ def test_stats_remove_get(store_url: str, corpus: Path) -> None:
 
 def test_stdin_ingest(store_url: str) -> None:
     line = json.dumps({"id": "s", "text": ARTICLE}, ensure_ascii=False)
-    assert shdb("ingest", "-", "-i", store_url, stdin=line + "\n").exit_code == 0
+    assert shdb("ingest", "--create", "-", "-i", store_url, stdin=line + "\n").exit_code == 0
     assert shdb("get", "s", "-i", store_url).exit_code == 0
 
 

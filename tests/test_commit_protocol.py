@@ -283,7 +283,14 @@ def test_report_into_the_index_or_an_input_is_refused(
         ix=ix
     )
     result = shdb(
-        "ingest", "--fingerprints", str(corpus), "-i", url.format(ix=ix), "--report", path
+        "ingest",
+        "--create",
+        "--fingerprints",
+        str(corpus),
+        "-i",
+        url.format(ix=ix),
+        "--report",
+        path,
     )
     assert result.exit_code == 2, result.output
     assert "index folder" in result.stderr or "is also an input" in result.stderr

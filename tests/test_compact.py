@@ -17,14 +17,27 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simhash_hbase import SimhashIndex
+from simhash_hbase import _native as native
 from simhash_hbase.errors import ShdbError, StoreCorrupt, StoreError
-from simhash_hbase.fingerprint import native
 from simhash_hbase.jobs.ingest import IngestOptions, index_fingerprints
 from simhash_hbase.jobs.migrate import migrate
 from simhash_hbase.jobs.verify import verify
 from simhash_hbase.records import Document
-from simhash_hbase.store import compact
-from simhash_hbase.store.embedded import EmbeddedStore
+from simhash_hbase.store.lmdb import load as lmdb_load
+from simhash_hbase.store.lmdb import probes as lmdb_probes
+from simhash_hbase.store.lmdb import tuning
+from simhash_hbase.store.lmdb.cells import CELL_BYTES, FRESH, MAX_DOCUMENTS
+from simhash_hbase.store.lmdb.commit import _Commit
+from simhash_hbase.store.lmdb.filters import (
+    FILTER_CHUNK,
+    PrefixFilter,
+    mark_prefixes,
+    marked_chunks,
+)
+from simhash_hbase.store.lmdb.merge import _merge_part, _MergeFilter, merge_fresh
+from simhash_hbase.store.lmdb.probes import _matched, _matched_py
+from simhash_hbase.store.lmdb.store import EmbeddedStore
+from simhash_hbase.store.lmdb.tables import Tables
 
 IDS = st.sampled_from([f"d{i}" for i in range(12)] + ["é/路径", "l" * 600])
 # A few fingerprints close to each other, so that queries find several.
@@ -78,14 +91,14 @@ def test_any_batches_leave_what_format_1_leaves(
     EmbeddedStore(base / "one", format=1).close()
     with pytest.MonkeyPatch.context() as mp:
         if parts:
-            mp.setattr(compact, "PART_MIN_CELLS", 1)
-            mp.setattr(compact, "PART_BYTES", 1)
+            mp.setattr(tuning, "PART_MIN_CELLS", 1)
+            mp.setattr(tuning, "PART_BYTES", 1)
         if merges:
-            mp.setattr(compact, "FRESH_MIN_CELLS", 1)
-            mp.setattr(compact, "FRESH_RATIO", 2)
+            mp.setattr(tuning, "FRESH_MIN_CELLS", 1)
+            mp.setattr(tuning, "FRESH_RATIO", 2)
         if hot:
-            mp.setattr(compact, "HOT", 2)
-            mp.setattr(compact, "CHECK_BYTES", 1)
+            mp.setattr(tuning, "HOT", 2)
+            mp.setattr(tuning, "CHECK_BYTES", 1)
         with (
             SimhashIndex.open(str(base / "one")) as one,
             SimhashIndex.open(str(base / "two")) as two,
@@ -115,7 +128,7 @@ def test_bulk_load_equals_ingest(tmp_path: Path) -> None:
         ingested.add_documents(docs)
         with SimhashIndex.open(str(tmp_path / "loaded")) as loaded:
             with pytest.MonkeyPatch.context() as mp:
-                mp.setattr(compact, "_LOAD_CELLS", 7_000)  # buckets cut across commits
+                mp.setattr(lmdb_load, "_LOAD_CELLS", 7_000)  # buckets cut across commits
                 assert loaded.bulk_load(iter(docs), batch_size=6_000) == len(docs)
             assert _state(loaded) == _state(ingested)
             some = ["d5", "l" * 1024, "d7"]
@@ -223,7 +236,7 @@ def test_format_4_bytes_decode_by_spec_alone(tmp_path: Path, merged: bool) -> No
         index.add_documents([Document("a", 0x0123_4567_89AB_CDEF)])
         if merged:
             with pytest.MonkeyPatch.context() as mp:
-                mp.setattr(compact, "FRESH_MIN_CELLS", 1)
+                mp.setattr(tuning, "FRESH_MIN_CELLS", 1)
                 index.add_documents([Document("b", 7, "t")])
         else:
             index.add_documents([Document("b", 7, "t")])
@@ -278,8 +291,8 @@ def test_hot_rows_decode_by_spec_alone(tmp_path: Path) -> None:
 
     hot_fp = 0x0F0F_1234_5678_9ABC
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(compact, "HOT", 3)
-        mp.setattr(compact, "CHECK_BYTES", 1)
+        mp.setattr(tuning, "HOT", 3)
+        mp.setattr(tuning, "CHECK_BYTES", 1)
         with SimhashIndex.open(str(tmp_path / "ix")) as index:
             for batch in range(4):  # a batch's own cells are not committed while it writes
                 index.add_documents(
@@ -362,11 +375,11 @@ def test_a_batch_cut_before_its_last_commit_leaves_nothing_visible(tmp_path: Pat
 
     docs = [Document(f"d{i}", fp) for i, fp in enumerate(_fingerprints(300).tolist())]
     with pytest.MonkeyPatch.context() as mp, SimhashIndex.open(str(tmp_path / "ix")) as index:
-        mp.setattr(compact, "PART_MIN_CELLS", 1)
-        mp.setattr(compact, "PART_BYTES", 1)
+        mp.setattr(tuning, "PART_MIN_CELLS", 1)
+        mp.setattr(tuning, "PART_BYTES", 1)
         index.add_documents(docs[:100])
         with mp.context() as cut:
-            cut.setattr(compact._Commit, "run", _crash)
+            cut.setattr(_Commit, "run", _crash)
             with pytest.raises(OSError, match="cut"):
                 index.add_documents(docs[100:])
         assert index.stats()["documents"] == 100
@@ -419,8 +432,8 @@ def _as_format_2(folder: Path) -> None:
     """Make ``folder`` a format 2 file, as the code before the fresh tier left one:
     every cell in ``index``, no ``fresh`` table, the record saying format 2."""
     with SimhashIndex.open(str(folder)) as index, pytest.MonkeyPatch.context() as mp:
-        mp.setattr(compact, "FRESH_MIN_CELLS", 0)
-        compact.merge_fresh(index._store._compact, force=True)  # type: ignore[attr-defined]
+        mp.setattr(tuning, "FRESH_MIN_CELLS", 0)
+        merge_fresh(index._store._compact, force=True)  # type: ignore[attr-defined]
     _as_format(folder, 2, b"fresh")
 
 
@@ -506,7 +519,7 @@ def test_a_wide_scan_equals_the_scan_per_prefix(
         with pytest.MonkeyPatch.context() as mp:
             for at in (0, 100, 200, 300):
                 if merge_at == at:
-                    mp.setattr(compact, "FRESH_MIN_CELLS", 1)
+                    mp.setattr(tuning, "FRESH_MIN_CELLS", 1)
                 index.add_documents(docs[at : at + 100])
         for i in removed:
             index.remove(f"d{i}")
@@ -514,15 +527,15 @@ def test_a_wide_scan_equals_the_scan_per_prefix(
         with tables.env.begin(write=True) as txn:  # a cell of no document's number
             db = tables.index if txn.stat(tables.index)["entries"] else tables.fresh
             key = next(iter(txn.cursor(db)))[0]
-            cell = b"\x00\x00" + compact.MAX_DOCUMENTS.to_bytes(4, "big")
+            cell = b"\x00\x00" + MAX_DOCUMENTS.to_bytes(4, "big")
             txn.put(key, txn.get(key, db=db) + cell, db=db)
         prefixes = [p for i in probes for p in index._prefixes([int(fps[i]) ^ 1 << 40])[0]]
         prefixes += [key[1:3] + b"\x00\x00" + key[0:1], b"\xff\xff\xff\xff\x07"]
         with tables.env.begin() as txn, pytest.MonkeyPatch.context() as mp:
             if tiny:  # the NumPy matcher, not the C extension's
-                mp.setattr(compact.native, "module", lambda: None)
-                mp.setattr(compact, "MATCH_CHUNK", 7)
-                mp.setattr(compact, "FILTER_BITS", (3, 3))
+                mp.setattr(native, "module", lambda: None)
+                mp.setattr(lmdb_probes, "MATCH_CHUNK", 7)
+                mp.setattr(lmdb_probes, "FILTER_BITS", (3, 3))
             (per_prefix,) = tables.scan(txn, [prefixes])
             wide = tables.scan_wide(txn, prefixes)
         assert sorted(wide) == sorted(per_prefix)
@@ -543,7 +556,7 @@ _LEADS = st.integers(0, 11)  # few: many cells match, a bucket has many probes
 def test_the_c_matcher_matches_as_numpy(
     found: dict[bytes, list[tuple[int, int]]], probes: list[tuple[bytes, int]]
 ) -> None:
-    """The C extension's cell matcher (compact._matched) gives the NumPy one's
+    """The C extension's cell matcher (_matched) gives the NumPy one's
     pairs in its order, tier after tier: probes listed twice, buckets with more
     probes than a linear search takes (binary search), cells of no probe, empty
     buckets and tiers."""
@@ -556,8 +569,8 @@ def test_the_c_matcher_matches_as_numpy(
     probe = np.array([int.from_bytes(k, "big") << 16 | lead for k, lead in probes], dtype=np.uint64)
     items = list(packed.items())
     tiers = [items[::2], items[1::2]]  # the index and the fresh tier
-    fast = compact._matched(tiers, probe)
-    slow = [compact._matched_py(pairs, probe) for pairs in tiers if pairs]
+    fast = _matched(tiers, probe)
+    slow = [_matched_py(pairs, probe) for pairs in tiers if pairs]
     assert fast[0].tolist() == [p for which, _ in slow for p in which.tolist()]
     assert fast[1].tolist() == [n for _, nums in slow for n in nums.tolist()]
 
@@ -596,7 +609,7 @@ def test_cli_compact(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
         index_fingerprints(index, enumerate_ids(fps), IngestOptions(find_k=None))
         before = _state(index)
         assert index.stats()["fresh_cells"] == 10 * len(fps)
-    monkeypatch.setattr(compact, "PART_BYTES", 10_000)  # several commits: several lines
+    monkeypatch.setattr(tuning, "PART_BYTES", 10_000)  # several commits: several lines
     result = shdb("compact", "--index", path, "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout) == {"moved": 10 * len(fps), "fresh_cells": 0}
@@ -645,12 +658,12 @@ def test_the_one_query_path_answers_as_the_scan(
     docs += [Document(f"x{i}", int(fp)) for i, fp in enumerate(_fingerprints(50, seed=11))]
     with pytest.MonkeyPatch.context() as mp:
         if hot:
-            mp.setattr(compact, "HOT", 2)
-            mp.setattr(compact, "CHECK_BYTES", 1)
+            mp.setattr(tuning, "HOT", 2)
+            mp.setattr(tuning, "CHECK_BYTES", 1)
         with SimhashIndex.open(str(tmp_path_factory.mktemp("one") / "ix")) as index:
             index.add_documents(docs[::2])
             if merged:
-                mp.setattr(compact, "FRESH_MIN_CELLS", 1)
+                mp.setattr(tuning, "FRESH_MIN_CELLS", 1)
             index.add_documents(docs[1::2])
             index.remove("c1")
             for x in (q, q ^ 1, q ^ 1 << 63 ^ 1 << 20):
@@ -694,7 +707,7 @@ def _filters_hold_every_cell(index: SimhashIndex) -> None:
         for tier, db in zip(held, (tables.index, tables.fresh)):
             assert tier is not None
             for key, packed in txn.cursor(db):
-                for pos in range(0, len(packed), compact.CELL_BYTES):
+                for pos in range(0, len(packed), CELL_BYTES):
                     assert tier.holds(key[1:3] + packed[pos : pos + 2] + key[0:1])
 
 
@@ -723,7 +736,7 @@ def test_a_readers_tier_filters_miss_no_cell(
     with SimhashIndex.open(str(folder)) as index, pytest.MonkeyPatch.context() as mp:
         index.add_documents(docs[::2])
         if merged:
-            mp.setattr(compact, "FRESH_MIN_CELLS", 1)
+            mp.setattr(tuning, "FRESH_MIN_CELLS", 1)
         index.add_documents(docs[1::2])
     if not persisted:
         _as_format_3(folder)
@@ -749,8 +762,8 @@ def test_format_3_file_opens_read_only_and_upgrades_to_4(tmp_path: Path) -> None
     fps = _fingerprints(2_000)
     with SimhashIndex.open(str(folder)) as index, pytest.MonkeyPatch.context() as mp:
         index_fingerprints(index, enumerate_ids(fps[:1_500]), IngestOptions(find_k=None))
-        mp.setattr(compact, "FRESH_MIN_CELLS", 1)
-        compact.merge_fresh(index._store._compact, force=True)  # type: ignore[attr-defined]
+        mp.setattr(tuning, "FRESH_MIN_CELLS", 1)
+        merge_fresh(index._store._compact, force=True)  # type: ignore[attr-defined]
         mp.undo()
         index_fingerprints(index, enumerate_ids(fps)[1_500:], IngestOptions(find_k=None))
         before = _state(index)
@@ -772,20 +785,20 @@ def test_a_merge_overtaken_by_another_keeps_the_index_filter_exact(tmp_path: Pat
         pairs = enumerate_ids(fps)
         index_fingerprints(index, pairs[:3_000], IngestOptions(find_k=None))
         tables = index._store._compact  # type: ignore[attr-defined]
-        compact.merge_fresh(tables, force=True)  # the index's filter: room for 32,768 cells
+        merge_fresh(tables, force=True)  # the index's filter: room for 32,768 cells
         index_fingerprints(index, pairs[3_000:], IngestOptions(find_k=None))
-        mp.setattr(compact, "PART_BYTES", 1)  # a merge in MAX_PARTS commits
+        mp.setattr(tuning, "PART_BYTES", 1)  # a merge in MAX_PARTS commits
         with tables.env.begin() as txn:
             last = list(txn.cursor(tables.fresh).iternext(values=False))[-40:]
 
         def other_merge(done: int, parts: int, moved: int) -> None:
             if done == 1:  # another merge's first commit moves the last buckets
                 with tables.env.begin(write=True) as txn:
-                    other = compact._MergeFilter(tables)
+                    other = _MergeFilter(tables)
                     other.check(txn, first=True)
-                    compact._merge_part(tables, txn, last, other)
+                    _merge_part(tables, txn, last, other)
 
-        assert compact.merge_fresh(tables, force=True, on_part=other_merge) > 0
+        assert merge_fresh(tables, force=True, on_part=other_merge) > 0
         _filters_hold_every_cell(index)
         for fp in fps[-300:].tolist():
             want = {f"d{j}" for j in np.flatnonzero(np.bitwise_count(fps ^ np.uint64(fp)) <= 3)}
@@ -797,17 +810,17 @@ def test_a_smaller_filter_leaves_no_chunk_of_the_one_before(tmp_path: Path) -> N
     ones, those past its end are removed, and it reads back as written."""
     with SimhashIndex.open(str(tmp_path / "ix")) as index:
         tables = index._store._compact  # type: ignore[attr-defined]
-        big, small = compact.PrefixFilter.empty(64 - 20), compact.PrefixFilter.empty(64 - 17)
+        big, small = PrefixFilter.empty(64 - 20), PrefixFilter.empty(64 - 17)
         big.bits[:] = b"\xff" * len(big.bits)
         small.bits[7] = 5
         for held in (big, small):
             with tables.env.begin(write=True) as txn:
-                tables.save_filter(txn, compact.FRESH, held)
+                tables.save_filter(txn, FRESH, held)
         with tables.env.begin() as txn:
             chunks = [k for k in txn.cursor(tables.kept).iternext(values=False) if len(k) == 9]
-            fresh = [k for k in chunks if k.startswith(compact.FRESH)]
-            assert len(fresh) == -(-len(small.bits) // compact.FILTER_CHUNK)
-            assert tables.load_filter(txn, compact.FRESH) == small
+            fresh = [k for k in chunks if k.startswith(FRESH)]
+            assert len(fresh) == -(-len(small.bits) // FILTER_CHUNK)
+            assert tables.load_filter(txn, FRESH) == small
 
 
 @settings(max_examples=10, deadline=None)
@@ -820,7 +833,7 @@ def test_a_small_commit_rewrites_only_the_filter_chunks_it_marks(
     back by a new process, still has the bit of every cell."""
     folder = tmp_path_factory.mktemp("chunks") / "ix"
     written: list[int] = []
-    save = compact.Tables.save_filter
+    save = Tables.save_filter
 
     def spy(self: Any, txn: Any, tier: bytes, held: Any, dirty: Any = None) -> bytes:
         written.append(-1 if dirty is None else len(dirty))
@@ -828,7 +841,7 @@ def test_a_small_commit_rewrites_only_the_filter_chunks_it_marks(
 
     with SimhashIndex.open(str(folder)) as index, pytest.MonkeyPatch.context() as mp:
         index_fingerprints(index, enumerate_ids(_fingerprints(20_000)), IngestOptions(find_k=None))
-        mp.setattr(compact.Tables, "save_filter", spy)
+        mp.setattr(Tables, "save_filter", spy)
         for i, fp in enumerate(small):
             index.add_fingerprint(f"s{i}", fp)
     assert written and all(0 < n <= 10 for n in written)
@@ -851,9 +864,9 @@ def test_marked_chunks_are_the_chunks_marking_changes(
     """marked_chunks names exactly the chunks in which mark_prefixes sets a bit of
     an empty bitmap: a commit that writes only those loses no bit."""
     bits = bytearray(1 << (64 - shift - 3))
-    compact.mark_prefixes(bits, shift, cells)
-    changed = {i // compact.FILTER_CHUNK for i, b in enumerate(bits) if b}
-    assert compact.marked_chunks(shift, cells) == changed
+    mark_prefixes(bits, shift, cells)
+    changed = {i // FILTER_CHUNK for i, b in enumerate(bits) if b}
+    assert marked_chunks(shift, cells) == changed
 
 
 @pytest.mark.parametrize("existed", [False, True])
@@ -872,19 +885,19 @@ def test_an_interrupted_migrate_leaves_new_as_it_was(
         before = _state(index)
     if existed:
         new.mkdir()
-    real = compact._append_flag
+    real = lmdb_load._append_flag
 
     def cut(tables: Any, spill: Path, main: Any) -> int:
         if spill.name == "flag-3":  # two flags appended already
             raise KeyboardInterrupt
         return real(tables, spill, main)
 
-    monkeypatch.setattr(compact, "_append_flag", cut)
+    monkeypatch.setattr(lmdb_load, "_append_flag", cut)
     result = shdb("migrate", str(old), str(new))
     assert result.exit_code == 130, result.output
     assert "interrupted" in result.stderr and "run `shdb migrate` again" in result.stderr
     assert new.is_dir() == existed and not (existed and any(new.iterdir()))
-    monkeypatch.setattr(compact, "_append_flag", real)
+    monkeypatch.setattr(lmdb_load, "_append_flag", real)
     assert shdb("migrate", str(old), str(new)).exit_code == 0
     for path in (old, new):
         with SimhashIndex.open(str(path), readonly=True) as index:
@@ -917,7 +930,7 @@ def test_a_file_ending_in_free_pages_is_not_truncated(
     taken from the end and given back before the commit are free and never
     written. Such a healthy index opens (it was refused as truncated, for good);
     a file cut into pages the snapshot uses is still refused."""
-    monkeypatch.setattr(compact, "FRESH_MIN_CELLS", 1 << 15)  # a merge after the first batch
+    monkeypatch.setattr(tuning, "FRESH_MIN_CELLS", 1 << 15)  # a merge after the first batch
     short = []
     for seed in range(4):
         path = tmp_path / f"ix{seed}"
@@ -966,13 +979,13 @@ def test_a_killed_bulk_load_is_refused_until_loaded_again(tmp_path: Path) -> Non
         "import numpy as np\n"
         "from simhash_hbase import SimhashIndex\n"
         "from simhash_hbase.records import Document\n"
-        "from simhash_hbase.store import compact\n"
-        "real = compact._append_flag\n"
+        "from simhash_hbase.store.lmdb import load as lmdb_load\n"
+        "real = lmdb_load._append_flag\n"
         "def cut(tables, spill, main):\n"
         "    if spill.name == 'flag-3':\n"
         "        os.kill(os.getpid(), signal.SIGKILL)\n"
         "    return real(tables, spill, main)\n"
-        "compact._append_flag = cut\n"
+        "lmdb_load._append_flag = cut\n"
         "fps = np.load(sys.argv[2])\n"
         "with SimhashIndex.open(sys.argv[1]) as index:\n"
         "    index.bulk_load((Document(f'd{i}', int(f)) for i, f in enumerate(fps.tolist())),\n"

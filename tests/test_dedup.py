@@ -14,8 +14,7 @@ from simhash_hbase.errors import InvalidQuery
 from simhash_hbase.fingerprint.minhash import MinHasher, MinHashParams
 from simhash_hbase.fingerprint.simhash import Fingerprinter, FingerprintParams
 from simhash_hbase.layout import codec
-from simhash_hbase.layout.groups import nets_graph
-from simhash_hbase.layout.nets import batch_pairs
+from simhash_hbase.layout.groups import batch_pairs, nets_graph
 from simhash_hbase.layout.pairs import (
     Pair,
     clusters,

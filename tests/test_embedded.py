@@ -15,14 +15,14 @@ from simhash_hbase.jobs.ingest import index_fingerprints
 from simhash_hbase.layout import codec
 from simhash_hbase.layout.scheme import SCHEMES
 from simhash_hbase.records import Document
-from simhash_hbase.store.embedded import (
-    EmbeddedStore,
+from simhash_hbase.store.lmdb.columns import (
     fold_key,
     pack_columns,
     pack_fingerprint_columns,
     sorted_keys,
     unpack_columns,
 )
+from simhash_hbase.store.lmdb.store import EmbeddedStore
 
 ROWS = st.binary(min_size=13, max_size=13)
 FPS = st.integers(min_value=0, max_value=2**64 - 1)

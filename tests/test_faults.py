@@ -22,7 +22,7 @@ from simhash_hbase import InvalidInput, SimhashIndex
 from simhash_hbase.jobs.ingest import Checkpoint, IngestOptions, SourceOptions
 from simhash_hbase.jobs.verify import verify
 
-from .conftest import gateway_address
+from .conftest import HBASE_APIS, fresh_hbase_url, gateway_address
 from .hbase_server import HBaseServer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -39,7 +39,17 @@ def _write_corpus(path: Path, ids: list[str], version: int = 1) -> Path:
 
 def _ingest(index_url: str, corpus: Path, *extra: str) -> subprocess.Popen[str]:
     return subprocess.Popen(
-        [*SHDB, "ingest", str(corpus), "--index", index_url, "--batch-size", "100", *extra],
+        [
+            *SHDB,
+            "ingest",
+            "--create",
+            str(corpus),
+            "--index",
+            index_url,
+            "--batch-size",
+            "100",
+            *extra,
+        ],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -207,26 +217,29 @@ def test_two_writers_and_a_reader(store_url: str, tmp_path: Path) -> None:
 
 
 @pytest.mark.hbase
-def test_hbase_killed_midway_then_restarted(
-    hbase_server: HBaseServer, hbase_url: str, tmp_path: Path
-) -> None:
-    """SIGKILL HBase under a running ingest: a clear error; after a restart on the
-    same data the same command completes and the index holds exactly the input.
+def test_hbase_killed_midway_then_restarted(hbase_server: HBaseServer, tmp_path: Path) -> None:
+    """SIGKILL HBase under a running ingest on each gateway (both at once: one kill
+    and one restart prove it for both): a clear error; after a restart on the same
+    data the same command completes and the index holds exactly the input.
     (In a container: ``docker kill``, then a new container on the same volume.)"""
-    store_url = hbase_url
     ids = [f"doc{i}" for i in range(3000)]
     corpus = _write_corpus(tmp_path / "corpus.jsonl", ids)
-    proc = _ingest(store_url, corpus)
-    _wait_for_checkpoint(store_url, corpus, 500, proc)
-    hbase_server.kill()
-    try:
-        _, err = proc.communicate(timeout=300)
-        assert proc.returncode == 2
-        assert "is not reachable" in err and "scripts/hbase start" in err
-    finally:
-        hbase_server.restart()
-    rerun = _ingest(store_url, corpus)
-    _, err = rerun.communicate(timeout=600)
-    assert rerun.returncode == 0, err
-    assert "resumed:" in err
-    _assert_exactly(store_url, set(ids))
+    with contextlib.ExitStack() as stack:
+        urls = [stack.enter_context(fresh_hbase_url(api)) for api in HBASE_APIS]
+        procs = [_ingest(url, corpus) for url in urls]
+        for url, proc in zip(urls, procs):
+            _wait_for_checkpoint(url, corpus, 500, proc)
+        hbase_server.kill()
+        try:
+            for proc in procs:
+                _, err = proc.communicate(timeout=300)
+                assert proc.returncode == 2
+                assert "is not reachable" in err and "scripts/hbase start" in err
+        finally:
+            hbase_server.restart()
+        reruns = [_ingest(url, corpus) for url in urls]
+        for url, rerun in zip(urls, reruns):
+            _, err = rerun.communicate(timeout=600)
+            assert rerun.returncode == 0, err
+            assert "resumed:" in err
+            _assert_exactly(url, set(ids))

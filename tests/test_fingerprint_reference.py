@@ -3,7 +3,7 @@
 The package counts terms, weighs them and picks the top-N through caches and C-level
 iteration (simhash_hbase/memo.py); this file keeps the recipe written the obvious
 way, one Python step per token, and asserts the same top-N (terms and float
-weights), fingerprints and margins for v1 and v2, words and chars, many top-N sizes,
+weights), fingerprints and margins for v1, v2 and v3, words and chars, many top-N sizes,
 seeds and IDF tables, on random and real texts. The same holds for the segmenter's
 ASCII re-split against the plain loop it replaced.
 """
@@ -39,9 +39,15 @@ from simhash_hbase.fingerprint.simhash import (
 
 SHARED = Path(os.environ.get("SHDB_SHARED", Path(__file__).resolve().parents[2] / "shared"))
 SEEDS = sorted((SHARED / "seeds").glob("*.txt"))
-STOP = frozenset(
-    resources.files("simhash_hbase").joinpath("data/stopwords.txt").read_text("utf-8").split()
-)
+
+
+def _words(name: str) -> frozenset[str]:
+    return frozenset(resources.files("simhash_hbase").joinpath("data", name).read_text().split())
+
+
+STOP = _words("stopwords.txt")
+#: Version 3 adds the stop words of other scripts (its cut drops the Latin ones).
+STOP_V3 = STOP | _words("stopwords-scripts.txt")
 # A custom table with weights of 0 and below, which the top-N must leave out.
 CUSTOM = register_idf("天气 0.0\n公园 -1.5\n散步 2.0\n文件 3.5\n的 0.0\nls 7.25\n".encode())
 
@@ -49,8 +55,9 @@ CUSTOM = register_idf("天气 0.0\n公园 -1.5\n散步 2.0\n文件 3.5\n的 0.0\
 def reference_terms(fp: Fingerprinter, text: str) -> list[tuple[str, float]]:
     """The top-N (term, weight) pairs, one Python step per token and per term."""
     p = fp.params
-    if p.version == 2:
+    if p.version >= 2:
         text = normalise(text, _folder(p.fold))
+    stop = STOP_V3 if p.version >= 3 else STOP
     counts: Counter[str] = Counter()
     if p.features == "chars":
         chars = "".join(re.findall(r"\w+", text.lower()))
@@ -59,9 +66,9 @@ def reference_terms(fp: Fingerprinter, text: str) -> list[tuple[str, float]]:
     else:
         for token in fp._cut(text):
             term = token.strip().lower()
-            if term and term not in STOP and re.search(r"\w", term):
+            if term and term not in stop and re.search(r"\w", term):
                 counts[term] += 1
-    if p.version == 2:
+    if p.version >= 2:
         counts = Counter({t: n for t, n in counts.items() if v2_keeps(t)})
     if p.terms == "letter":  # a letter or digit in every term: none of only P* or S*
         counts = Counter(
@@ -70,7 +77,7 @@ def reference_terms(fp: Fingerprinter, text: str) -> list[tuple[str, float]]:
     table = builtin_idf() if p.idf is None else idf_table(p.idf)
     weighted = []
     for term, n in counts.items():
-        factor = n * math.sqrt(n * math.sqrt(n)) if p.version == 2 else n  # v2: n ** 1.75
+        factor = n * math.sqrt(n * math.sqrt(n)) if p.version >= 2 else n  # v2: n ** 1.75
         if p.features == "chars":
             weight = float(factor)
         else:
@@ -78,7 +85,7 @@ def reference_terms(fp: Fingerprinter, text: str) -> list[tuple[str, float]]:
         if weight > 0.0:
             weighted.append((term, weight))
     top = heapq.nlargest(p.top_n, weighted, key=lambda tw: (tw[1], tw[0]))
-    if p.version == 2:  # no term above a fifth of the top-N's total
+    if p.version >= 2:  # no term above a fifth of the top-N's total
         limit = 0.2 * math.fsum(w for _, w in top)
         top = [(term, min(w, limit)) for term, w in top]
     return top
@@ -113,7 +120,8 @@ PARAMS = [
     FingerprintParams(version=1, top_n=1),
     FingerprintParams(version=1, top_n=3, seed=12345),
     FingerprintParams(version=1, top_n=64),
-    FingerprintParams(),  # the default: v2, folded by phrase, terms with letters
+    FingerprintParams(),  # the default: v3, folded by phrase, terms with letters
+    FingerprintParams(version=2),  # v2's default
     FingerprintParams(version=2, fold="none", terms="word"),  # v2 as first built
     FingerprintParams(version=2, fold="t2s", top_n=2),
     FingerprintParams(version=1, idf=CUSTOM.digest, top_n=4),

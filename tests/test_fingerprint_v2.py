@@ -116,7 +116,7 @@ def test_the_manifest_records_the_version_and_v1_stays_as_it_was() -> None:
 
 @pytest.mark.parametrize(
     ("settings", "name"),
-    [({"version": 3}, "version"), ({"version": True}, "version"), ({"fold": "x"}, "fold"),
+    [({"version": 4}, "version"), ({"version": True}, "version"), ({"fold": "x"}, "fold"),
      ({"fold": "t2s", "version": 1}, "fold"), ({"terms": "letter", "version": 1}, "terms"),
      ({"terms": "x"}, "terms"), ({"html": "x"}, "html")],
 )  # fmt: skip
@@ -144,15 +144,19 @@ def test_indexes_keep_their_version(tmp_path: Path) -> None:
 
 
 # -- the defaults of new indexes (issue 29.3) -------------------------------------
-def test_new_indexes_default_to_v2_folded_by_phrase_with_letter_terms() -> None:
+def test_new_indexes_default_to_v3_folded_by_phrase_with_letter_terms() -> None:
     params = FingerprintParams()
     assert (params.version, params.fold, params.terms, params.html) == (
-        2,
+        3,
         "tw2sp",
         "letter",
         "main",
     )
     assert FingerprintParams(version=1).fold == "none"  # v1 takes none of them
+    assert (FingerprintParams(version=2).fold, FingerprintParams(version=2).terms) == (
+        "tw2sp",
+        "letter",
+    )
 
 
 @pytest.mark.parametrize(

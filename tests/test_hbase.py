@@ -9,8 +9,9 @@ import pytest
 
 from simhash_hbase import InvalidIndexUrl, SimhashIndex, StoreUnavailable
 from simhash_hbase.errors import StoreClosed, StoreError
-from simhash_hbase.store import hbase_tables, open_store
-from simhash_hbase.store.hbase import HBaseStore
+from simhash_hbase.store import open_store
+from simhash_hbase.store.hbase import tables as hbase_tables
+from simhash_hbase.store.hbase.store import HBaseStore
 
 from .conftest import HBASE_APIS, fresh_hbase_url, gateway_address
 from .test_cli import shdb
@@ -365,7 +366,7 @@ def test_a_large_batch_is_sent_in_bounded_requests(
 ) -> None:
     """One call may carry a whole ingest batch; the gateway must never get it in one
     request (a Thrift2 gateway builds each request in its heap), and no cell is lost."""
-    import simhash_hbase.store.hbase as hbase_store
+    import simhash_hbase.store.hbase.store as hbase_store
 
     monkeypatch.setattr(hbase_store, "_FLUSH_CELLS", 50)
     with SimhashIndex.open(hbase_url):
@@ -396,7 +397,7 @@ _NO_OBSERVER = (
 
 def _sent_calls(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """A list that gains the method name of every Thrift2 call sent from now on."""
-    from simhash_hbase.store import hbase_thrift2
+    from simhash_hbase.store.hbase import thrift2 as hbase_thrift2
 
     sent: list[str] = []
     send = hbase_thrift2.Client._send
@@ -424,7 +425,7 @@ def test_bucket_reads_take_the_observer_path_and_its_fallbacks_answer_alike(
     import random
 
     from simhash_hbase.layout import codec
-    from simhash_hbase.store import hbase_thrift2
+    from simhash_hbase.store.hbase import thrift2 as hbase_thrift2
 
     rng = random.Random(24)
     prefixes = [codec.encode_prefix(rng.getrandbits(8) << 24 | i, 1 + i % 10) for i in range(12)]
@@ -509,7 +510,7 @@ def test_the_observer_answers_by_spec_alone() -> None:
     entry order, the marker first; a request of another version is an ordinary get."""
     import struct
 
-    from simhash_hbase.store import hbase_thrift2
+    from simhash_hbase.store.hbase import thrift2 as hbase_thrift2
 
     idl = hbase_thrift2._IDL
     with fresh_hbase_url("thrift2") as url, open_store(url) as store:

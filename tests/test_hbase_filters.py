@@ -2,7 +2,7 @@
 
 tests/data/hbase_filters.tsv was written by tests/data/HBaseFilterFixtures.java
 (``ProtobufUtil.toFilter(filter).toByteArray()``); each row here builds the same
-filter with :mod:`simhash_hbase.store.hbase_filters`.
+filter with :mod:`simhash_hbase.store.hbase.filters`.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from simhash_hbase.store import hbase_filters as hf
+from simhash_hbase.store.hbase import filters as hf
 
 FIXTURES = dict(
     line.split("\t")

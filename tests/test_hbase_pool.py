@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 from thriftpy2.transport import TTransportException
 
-from simhash_hbase.store.hbase_transport import ClientPool
+from simhash_hbase.store.hbase.transport import ClientPool
 
 
 class FakeClient:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 
 from simhash_hbase import Document, SimhashIndex
 from simhash_hbase.jobs.verify import verify
-from simhash_hbase.store import hbase
+from simhash_hbase.store.hbase import store as hbase
 
 STEPS = 2  # claim, write (the batch's flush)
 FPS = (0x0123_4567_89AB_CDEF, 0x0123_4567_89AB_CDEE, 0xFEDC_BA98_7654_3210)

@@ -18,7 +18,8 @@ from simhash_hbase import InvalidInput, SimhashIndex
 from simhash_hbase.jobs.verify import verify
 from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
-from simhash_hbase.store.embedded import EmbeddedStore, _encode_id, fold_key, pack_columns
+from simhash_hbase.store.lmdb.columns import _encode_id, fold_key, pack_columns
+from simhash_hbase.store.lmdb.store import EmbeddedStore
 
 LIMIT = 511  # LMDB's key limit (the embedded store reads it from LMDB)
 KEY_LENGTHS = st.integers(LIMIT - 40, LIMIT + 40)
@@ -109,7 +110,7 @@ def test_verify_reports_a_row_held_under_another_key(tmp_path: Path) -> None:
         assert isinstance(store, EmbeddedStore)
         value = pack_columns(codec.doc_to_columns(Document(legacy, 9)))
         with store._env.begin(write=True) as txn:
-            txn.delete(store._doc_key(legacy), db=store._docs)
+            txn.delete(store._format1._doc_key(legacy), db=store._docs)
             txn.put(legacy.encode(), value, db=store._docs)
         report = verify(index)
         assert not report.clean and report.corrupt_documents == 1

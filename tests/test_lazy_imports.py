@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 import simhash_hbase
-from simhash_hbase.fingerprint import native
+from simhash_hbase import _native as native
 
 #: Loaded only by the code that needs them: NumPy and mmh3 to fingerprint or
 #: search, the segmenters to cut text, LMDB / Thrift / Spark to open a store or
@@ -26,6 +26,7 @@ HEAVY = (
     "jieba",
     "rjieba",
     "opencc",
+    "regex",
     "lmdb",
     "thriftpy2",
     "happybase",
@@ -83,7 +84,7 @@ def test_fingerprinting_loads_what_it_needs() -> None:
     loaded = _loaded_after(
         "from simhash_hbase import Fingerprinter\nFingerprinter().fingerprint('今天天气很好')"
     )
-    # mmh3 hashes on the pure-Python path only; the C path hashes itself (native.py)
+    # mmh3 hashes on the pure-Python path only; the C path hashes itself (_native)
     hashing = set() if native.module() is not None else {"mmh3"}
     assert {"numpy", *hashing} <= set(loaded)
 

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.jobs.ingest import IngestOptions, _record_chunks, index_fingerprints
 from simhash_hbase.records import DEFAULT_LIMIT, Lookup, Record
-from simhash_hbase.store import compact
+from simhash_hbase.store.lmdb import tuning
 
 BASE = 0x5A5A_1234_9876_F00D
 
@@ -73,8 +73,8 @@ def test_ingest_of_mass_copies_reports_each_document_once_bounded(
     embedded store spills a lead of 8 cells to its hot rows (a batch's lookups then
     meet marked buckets in the wide scan)."""
     if hot:
-        monkeypatch.setattr(compact, "HOT", 8)
-        monkeypatch.setattr(compact, "CHECK_BYTES", 6)
+        monkeypatch.setattr(tuning, "HOT", 8)
+        monkeypatch.setattr(tuning, "CHECK_BYTES", 6)
     copies = [
         (f"c{(i * 7919) % 1000:04d}-{i}", BASE if i % 3 else BASE ^ 1 << 9) for i in range(260)
     ]

@@ -24,7 +24,8 @@ from simhash_hbase.fingerprint.minhash import (
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.jobs.ingest import IngestOptions, index_records
 from simhash_hbase.layout import codec
-from simhash_hbase.layout.nets import band_candidates, batch_pairs, is_match
+from simhash_hbase.layout.groups import batch_pairs
+from simhash_hbase.layout.nets import band_candidates, is_match
 from simhash_hbase.records import Document
 
 M64 = (1 << 64) - 1
@@ -354,7 +355,9 @@ def test_every_surface_returns_the_same_matches(tmp_path: Path) -> None:
     index_url = str(tmp_path / "ix")
     report = tmp_path / "report.jsonl"
     ingest = runner.invoke(
-        app, ["ingest", str(path), "-i", index_url, "--report", str(report)], catch_exceptions=False
+        app,
+        ["ingest", "--create", str(path), "-i", index_url, "--report", str(report)],
+        catch_exceptions=False,
     )
     assert ingest.exit_code == 0, ingest.output
     from_report = {

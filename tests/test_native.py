@@ -25,7 +25,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simhash_hbase import EmptyDocument, FingerprintParams
-from simhash_hbase.fingerprint import native, opencc_cache, segment, simhash
+from simhash_hbase import _native as native
+from simhash_hbase.fingerprint import opencc_cache, segment, simhash
 from simhash_hbase.fingerprint.simhash import Fingerprinter, register_idf
 from tests.test_segment import _REPEAT_TEXTS, _TEXTS, SEEDS, _real_texts
 
@@ -170,7 +171,7 @@ def test_idf_lookup_finds_every_entry_of_the_sorted_table(compiled: ModuleType) 
     sparse = simhash._builtin_sparse()
     terms, values, _ = sparse.arrays()
     picked = [str(t) for t in terms[:: max(len(terms) // 3000, 1)]]
-    table = simhash._terms_table(False, False, None)  # v1: no filters, weight = count x IDF
+    table = simhash._terms_table(1, False, None)  # v1: no filters, weight = count x IDF
     for term in picked:
         if simhash._term_of()[term] != term:
             continue  # a stop word, or not a term as it stands

@@ -1,6 +1,6 @@
 """The C path of one query's probes of the embedded store gives what the
-pure-Python path gives: ``codec.encode_prefixes``, ``compact.bucket_keys`` and
-``compact.bucket_nums`` (the reference) against ``_native``'s, on arbitrary
+pure-Python path gives: ``codec.encode_prefixes``, ``bucket_keys`` and
+``bucket_nums`` (the reference) against ``_native``'s, on arbitrary
 fingerprints, filters and buckets (cells of other leads, cut cells, marks of
 spilled leads, a lead in both tiers, caps); and the store answers as the plain
 scan on either path.
@@ -24,7 +24,18 @@ from simhash_hbase import SimhashIndex
 from simhash_hbase.layout import codec
 from simhash_hbase.layout.scheme import DEFAULT_SCHEME, SCHEMES
 from simhash_hbase.records import Document
-from simhash_hbase.store import compact, pages
+from simhash_hbase.store.lmdb import pages, tuning
+from simhash_hbase.store.lmdb.cells import CELL_BYTES, SPILLED
+from simhash_hbase.store.lmdb.filters import PrefixFilter, mark_prefixes
+from simhash_hbase.store.lmdb.probes import (
+    _DB_RECORD,
+    _NO_ROOT,
+    _WALKABLE,
+    Probe,
+    Trees,
+    bucket_keys,
+    bucket_nums,
+)
 from tests.test_native import compiled  # noqa: F401 (a fixture)
 
 _FP = st.integers(0, (1 << 64) - 1)
@@ -53,7 +64,7 @@ def _query(draw: st.DrawFn) -> list[bytes]:
 
 
 _FILTER = st.none() | st.binary(min_size=1 << 4, max_size=1 << 6).map(
-    lambda bits: compact.PrefixFilter(64 - (len(bits) * 8).bit_length() + 1, bytearray(bits))
+    lambda bits: PrefixFilter(64 - (len(bits) * 8).bit_length() + 1, bytearray(bits))
 )
 
 
@@ -62,10 +73,10 @@ _FILTER = st.none() | st.binary(min_size=1 << 4, max_size=1 << 6).map(
 def test_bucket_keys_in_c_are_pythons(
     compiled: ModuleType,  # noqa: F811
     prefixes: list[bytes],
-    main: compact.PrefixFilter | None,
-    fresh: compact.PrefixFilter | None,
+    main: PrefixFilter | None,
+    fresh: PrefixFilter | None,
 ) -> None:
-    assert compiled.bucket_keys(prefixes, main, fresh) == compact.bucket_keys(prefixes, main, fresh)
+    assert compiled.bucket_keys(prefixes, main, fresh) == bucket_keys(prefixes, main, fresh)
 
 
 @_SETTINGS
@@ -88,11 +99,11 @@ def test_mark_prefixes_in_c_is_pythons(
     then holds (a filter misses no cell)."""
     fast, slow = bytearray(1 << (size - 3)), bytearray(1 << (size - 3))
     compiled.mark_prefixes(fast, 64 - size, chunk)
-    compact.mark_prefixes(slow, 64 - size, chunk)
+    mark_prefixes(slow, 64 - size, chunk)
     assert fast == slow
-    held = compact.PrefixFilter(64 - size, fast)
+    held = PrefixFilter(64 - size, fast)
     for key, packed in chunk:
-        for pos in range(0, len(packed) - 5, compact.CELL_BYTES):
+        for pos in range(0, len(packed) - 5, CELL_BYTES):
             assert held.holds(key[1:3] + packed[pos : pos + 2] + key[0:1])
 
 
@@ -103,7 +114,7 @@ def _found(draw: st.DrawFn) -> tuple[list[bytes], list[tuple[bytes, bytes]]]:
     numbers (a document in many buckets), the spilled mark, a cut last cell."""
     prefixes = list({p[4:5] + p[0:2]: p for p in draw(_query())}.values())
     nums = draw(st.lists(st.binary(min_size=4, max_size=4), min_size=1, max_size=4))
-    nums.append(compact.SPILLED)
+    nums.append(SPILLED)
     found = []
     for prefix in draw(st.lists(st.sampled_from(prefixes), max_size=12)) if prefixes else []:
         leads = [prefix[2:4], draw(st.binary(min_size=2, max_size=2))]
@@ -124,9 +135,7 @@ def test_bucket_nums_in_c_are_pythons(
     row_cap: int | None,
 ) -> None:
     prefixes, found = case
-    assert compiled.bucket_nums(prefixes, found, row_cap) == compact.bucket_nums(
-        prefixes, found, row_cap
-    )
+    assert compiled.bucket_nums(prefixes, found, row_cap) == bucket_nums(prefixes, found, row_cap)
 
 
 def test_bad_probes_are_refused_in_c(compiled: ModuleType) -> None:  # noqa: F811
@@ -134,7 +143,7 @@ def test_bad_probes_are_refused_in_c(compiled: ModuleType) -> None:  # noqa: F81
     with pytest.raises(ValueError, match="5 bytes"):
         compiled.bucket_keys([b"abcd"], None, None)
     with pytest.raises(ValueError, match="cover"):
-        compiled.bucket_keys([b"abcde"], compact.PrefixFilter(40, bytearray(1)), None)
+        compiled.bucket_keys([b"abcde"], PrefixFilter(40, bytearray(1)), None)
     with pytest.raises(ValueError, match="cover"):
         compiled.mark_prefixes(bytearray(1), 40, [])
     with pytest.raises(TypeError):
@@ -158,20 +167,20 @@ def test_either_path_answers_as_the_scan(
     and without the tiers' filters (warm())."""
     if path == "python":
         monkeypatch.setenv("SHDB_NATIVE", "0")
-    elif compact.Probe.best().keys is compact.bucket_keys:
+    elif Probe.best().keys is bucket_keys:
         pytest.skip("the C extension is not built")
-    monkeypatch.setattr(compact, "HOT", 3)
-    monkeypatch.setattr(compact, "CHECK_BYTES", 1)
+    monkeypatch.setattr(tuning, "HOT", 3)
+    monkeypatch.setattr(tuning, "CHECK_BYTES", 1)
     q = 0x0123_4567_89AB_CDEF
     docs = [Document(f"c{i}", q) for i in range(5)]
     docs += [Document(f"n{b}", q ^ 1 << b ^ 1 << (b * 7 % 64)) for b in range(64)]
     with SimhashIndex.open(str(tmp_path / "ix")) as index:  # type: ignore[operator]
         index.add_documents(docs[::2])
-        monkeypatch.setattr(compact, "FRESH_MIN_CELLS", 1)
+        monkeypatch.setattr(tuning, "FRESH_MIN_CELLS", 1)
         index.add_documents(docs[1::2])
         index.remove("n3")
         probe = index._store._compact.probe  # type: ignore[attr-defined]
-        assert (probe.keys is compact.bucket_keys) == (path == "python")
+        assert (probe.keys is bucket_keys) == (path == "python")
         for x, warm in ((q, False), (q ^ 1 << 40, True), (q ^ 7, True), (q, True)):
             if warm:
                 index.warm()
@@ -182,8 +191,8 @@ def test_either_path_answers_as_the_scan(
                     assert (got, got.total, got.total_exact) == (want, want.total, want.total_exact)
 
 
-# -- the C probe's prefetching walk of LMDB's trees (compact.Trees) ----------------
-def _leaf_keys(trees: compact.Trees, page: int) -> list[bytes]:
+# -- the C probe's prefetching walk of LMDB's trees (Trees) ----------------
+def _leaf_keys(trees: Trees, page: int) -> list[bytes]:
     """The keys of a leaf page, read by LMDB 0.9's page layout (mdb.c)."""
     raw = ctypes.string_at(trees.base + page * trees.psize, trees.psize)
 
@@ -195,13 +204,13 @@ def _leaf_keys(trees: compact.Trees, page: int) -> list[bytes]:
     return [raw[off + 8 : off + 8 + u16(off + 6)] for off in nodes]
 
 
-def _trees_of(env: lmdb.Environment, txn: lmdb.Transaction, name: bytes) -> compact.Trees:
+def _trees_of(env: lmdb.Environment, txn: lmdb.Transaction, name: bytes) -> Trees:
     base = pages.mapped_at(Path(env.path()) / pages.DATA_FILE)
-    if base is None or not compact._WALKABLE:
+    if base is None or not _WALKABLE:
         pytest.skip("no walkable map of the file here (Linux, LMDB 0.9, 64-bit)")
-    (root,) = compact._DB_RECORD.unpack(txn.get(name))[-1:]
-    psize, none = env.stat()["psize"], compact._NO_ROOT
-    return compact.Trees(base, env.info()["last_pgno"] + 1, psize, root, none, none)
+    (root,) = _DB_RECORD.unpack(txn.get(name))[-1:]
+    psize, none = env.stat()["psize"], _NO_ROOT
+    return Trees(base, env.info()["last_pgno"] + 1, psize, root, none, none)
 
 
 @settings(max_examples=25, deadline=None)
@@ -298,12 +307,12 @@ def test_bucket_keys_with_the_stores_trees_are_pythons(
             main, fresh, trees = tables.query_probe(txn)
             if trees is None:
                 pytest.skip("no walkable map of the file here (Linux, LMDB 0.9, 64-bit)")
-            want = compact.bucket_keys(prefixes, main, fresh)
+            want = bucket_keys(prefixes, main, fresh)
             assert compiled.bucket_keys(prefixes, main, fresh, trees) == want
             if want is not None:
                 got = txn.cursor(tables.index).getmulti(want[0])
                 got += txn.cursor(tables.fresh).getmulti(want[1])
-                nums = compact.bucket_nums(prefixes, got, None)
+                nums = bucket_nums(prefixes, got, None)
                 assert compiled.bucket_nums(prefixes, got, None, trees) == nums
                 event(f"numbers found: {min(len(nums[0]), 2) if nums else None}")
             for tier, db in enumerate((tables.index, tables.fresh, tables.names)):
@@ -325,10 +334,10 @@ def test_bad_trees_are_refused_in_c(compiled: ModuleType) -> None:  # noqa: F811
     with pytest.raises(TypeError, match="trees"):
         compiled.bucket_keys([b"abcde"], None, None, (1, 2))
     with pytest.raises(ValueError, match="page size"):
-        compiled.bucket_keys([b"abcde"], None, None, compact.Trees(1 << 20, 1, 1000, 0, 0, 0))
+        compiled.bucket_keys([b"abcde"], None, None, Trees(1 << 20, 1, 1000, 0, 0, 0))
     with pytest.raises(ValueError, match="no map"):
-        compiled.lmdb_leaves(compact.Trees(0, 1, 4096, 0, 0, 0), 0, [b"a"])
+        compiled.lmdb_leaves(Trees(0, 1, 4096, 0, 0, 0), 0, [b"a"])
     with pytest.raises(ValueError, match="table"):
-        compiled.lmdb_leaves(compact.Trees(1 << 20, 1, 4096, 0, 0, 0), 3, [b"a"])
+        compiled.lmdb_leaves(Trees(1 << 20, 1, 4096, 0, 0, 0), 3, [b"a"])
     with pytest.raises(TypeError, match="trees"):
         compiled.bucket_nums([b"abcde"], [], None, (1, 2, 3, 4, 5))

@@ -45,7 +45,7 @@ def test_deeply_nested_meta_is_one_skipped_record(store_url: str, tmp_path: Path
     path = tmp_path / "deep.jsonl"
     deep = b'{"id": "deep", "text": "x", "meta": ' + b"[" * 200_000 + b"]" * 200_000 + b"}"
     path.write_bytes(_line("before") + b"\n" + deep + b"\n" + _line("after", OTHER) + b"\n")
-    result = shdb("ingest", str(path), "-i", store_url)
+    result = shdb("ingest", "--create", str(path), "-i", store_url)
     assert result.exit_code == EXIT_SKIPPED, result.stderr
     assert f"skipped {path}:2: unusable JSON (nested too deeply)" in result.stderr
     assert _held(store_url, ["before", "after", "deep"]) == {"before", "after"}
@@ -58,14 +58,14 @@ def test_file_name_that_is_not_utf8_costs_only_itself(store_url: str, tmp_path: 
     (folder / "c.txt").write_text(OTHER, encoding="utf-8")
     with open(os.path.join(os.fsencode(folder), b"b\xff.txt"), "wb") as f:
         f.write(_text(1).encode())
-    result = shdb("ingest", str(folder), "-i", store_url)
+    result = shdb("ingest", "--create", str(folder), "-i", store_url)
     assert result.exit_code == EXIT_SKIPPED, result.stderr
     assert "b\\xff.txt: the file name is not valid UTF-8" in result.stderr
     assert _held(store_url, ["a.txt", "c.txt"]) == {"a.txt", "c.txt"}
 
 
 def test_get_of_an_id_that_is_not_text_is_a_message(store_url: str, corpus_jsonl: Path) -> None:
-    shdb("ingest", str(corpus_jsonl), "-i", store_url)
+    shdb("ingest", "--create", str(corpus_jsonl), "-i", store_url)
     bad = os.fsdecode(b"x\xff")  # what a shell passes for $(printf 'x\xff')
     result = shdb("get", bad, "-i", store_url)
     assert result.exit_code == 2
@@ -78,7 +78,7 @@ def test_csv_header_with_bad_bytes_is_named(store_url: str, tmp_path: Path) -> N
     bad.write_bytes(b"id,te\xffxt\n1,x\n")
     good = tmp_path / "good.csv"
     good.write_text(f"id,text\ng1,{ARTICLE}\n", encoding="utf-8")
-    result = shdb("ingest", str(bad), str(good), "-i", store_url)
+    result = shdb("ingest", "--create", str(bad), str(good), "-i", store_url)
     assert result.exit_code == EXIT_SKIPPED, result.stderr
     assert f"skipped {bad}:1: invalid UTF-8 in the header; the file was skipped" in result.stderr
     assert _held(store_url, ["g1", "1"]) == {"g1"}
@@ -145,12 +145,14 @@ def test_fail_mode_rerun_stops_at_the_same_line_again(store_url: str, tmp_path: 
     path = tmp_path / "in.jsonl"
     path.write_bytes(_line("ok") + b"\n{oops\n" + _line("later", OTHER) + b"\n")
     for _ in range(2):
-        result = shdb("ingest", str(path), "-i", store_url, "--on-error", "fail")
+        result = shdb("ingest", "--create", str(path), "-i", store_url, "--on-error", "fail")
         assert result.exit_code == 2
         assert f"shdb: error: {path}:2: malformed JSON" in result.stderr
         assert "--on-error skip" in result.stderr
     assert _held(store_url, ["ok", "later"]) == {"ok"}
-    result = shdb("ingest", str(path), "-i", store_url)  # skip mode: goes on, lists the line
+    result = shdb(
+        "ingest", "--create", str(path), "-i", store_url
+    )  # skip mode: goes on, lists the line
     assert result.exit_code == EXIT_SKIPPED and f"skipped {path}:2" in result.stderr
     assert _held(store_url, ["ok", "later"]) == {"ok", "later"}
 
@@ -180,7 +182,9 @@ def test_store_text_rerun_does_not_resume_a_run_without_it(store_url: str, tmp_p
             IngestOptions(batch_size=10),
             on_progress=_stop_after(10),
         )
-    result = shdb("ingest", str(path), "-i", store_url, "--store-text", "--batch-size", "10")
+    result = shdb(
+        "ingest", "--create", str(path), "-i", store_url, "--store-text", "--batch-size", "10"
+    )
     assert result.exit_code == 0 and "resumed" not in result.stderr
     with SimhashIndex.open(store_url, create=False) as index:
         docs = index.get_many([f"d{i}" for i in range(30)])
@@ -195,12 +199,18 @@ def test_reingesting_an_unchanged_folder_reports_nothing(store_url: str, tmp_pat
     (root / "b.txt").write_text(OTHER, encoding="utf-8")
     first = tmp_path / "r1.jsonl"
     second = tmp_path / "r2.jsonl"
-    assert shdb("ingest", str(root), "-i", store_url, "--report", str(first)).exit_code == 0
+    assert (
+        shdb("ingest", "--create", str(root), "-i", store_url, "--report", str(first)).exit_code
+        == 0
+    )
     lines = [json.loads(x) for x in first.read_text().splitlines()]
     assert [(x["id"], [m["id"] for m in x["matches"]], x["total"]) for x in lines] == [
         ("a.txt", ["a-copy.txt"], 1)
     ]
-    assert shdb("ingest", str(root), "-i", store_url, "--report", str(second)).exit_code == 0
+    assert (
+        shdb("ingest", "--create", str(root), "-i", store_url, "--report", str(second)).exit_code
+        == 0
+    )
     assert second.read_text() == ""
 
 
@@ -288,7 +298,7 @@ def test_csv_limit_counts_bytes_not_characters(store_url: str, tmp_path: Path) -
     path.write_text(
         f"id,text\nbefore,{ARTICLE}\nbig,{'字' * 2000}\nafter,{OTHER}\n", encoding="utf-8"
     )  # 'big' is 2000 characters, 6000 bytes
-    result = shdb("ingest", str(path), "-i", store_url, "--max-bytes", "4096")
+    result = shdb("ingest", "--create", str(path), "-i", store_url, "--max-bytes", "4096")
     assert result.exit_code == EXIT_SKIPPED, result.stderr
     assert f"skipped {path}:3: the document is over the 4096-byte limit" in result.stderr
     assert _held(store_url, ["before", "big", "after"]) == {"before", "after"}

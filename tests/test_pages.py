@@ -1,5 +1,5 @@
 """A read-only embedded store maps its file's cached pages in the background once
-it has served a few queries (store/pages.py): never for a one-shot query or a
+it has served a few queries (store/lmdb/pages.py): never for a one-shot query or a
 writer, stopped by close(), answers unchanged."""
 
 from __future__ import annotations
@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from simhash_hbase import SimhashIndex
 from simhash_hbase.records import Document
-from simhash_hbase.store import embedded, pages
+from simhash_hbase.store.lmdb import pages
+from simhash_hbase.store.lmdb import store as embedded
 
 linux = pytest.mark.skipif(
     not Path("/proc/self/maps").exists(), reason="pages are mapped ahead on Linux"

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from simhash_hbase.store import hbase_tables, open_store
-from simhash_hbase.store.hbase import HBaseStore
+from simhash_hbase.store import open_store
+from simhash_hbase.store.hbase import tables as hbase_tables
+from simhash_hbase.store.hbase.store import HBaseStore
 
 from .conftest import gateway_address
 from .test_cli import shdb
@@ -87,11 +88,13 @@ def test_the_shell_script_creates_what_the_json_says() -> None:
 
 
 @pytest.mark.hbase
-def test_the_tables_the_code_creates_are_those_of_the_json(hbase_api: str, hbase_url: str) -> None:
+def test_the_tables_the_code_creates_are_those_of_the_json(
+    hbase_api: str, new_hbase_url: str
+) -> None:
     """Each gateway creates what it can express of the JSON: Thrift2 all of it, Thrift1
     the family, VERSIONS, COMPRESSION, BLOCKCACHE and its bloom filter. A new index
     over Thrift2 has the bucket layout, whose index table is ``index_buckets``."""
-    with open_store(hbase_url) as store:
+    with open_store(new_hbase_url) as store:
         assert isinstance(store, HBaseStore)
         names = {
             table: name.decode() if isinstance(name, bytes) else name
@@ -122,7 +125,7 @@ def test_the_tables_the_code_creates_are_those_of_the_json(hbase_api: str, hbase
 
 
 def _thrift2_tables(names: dict[str, str]) -> dict[str, dict[str, Any]]:
-    from simhash_hbase.store import hbase_thrift2
+    from simhash_hbase.store.hbase import thrift2 as hbase_thrift2
 
     idl = hbase_thrift2._IDL
     host, port = gateway_address("thrift2").rsplit(":", 1)

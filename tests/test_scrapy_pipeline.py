@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import json
+import logging
 import os
 import pickle
 import signal
@@ -34,7 +35,7 @@ from typer.testing import CliRunner
 
 from benchmarks.site import Page, build_pages, serve, write_site
 from simhash_hbase.cli import app
-from simhash_hbase.errors import InvalidSetting, ShdbError, StoreError
+from simhash_hbase.errors import InvalidSetting, StoreError
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.integrations import indexer
 from simhash_hbase.integrations import scrapy as pipeline_module
@@ -54,7 +55,7 @@ OTHER = "今年夏天南方多地持续高温，气象部门提醒市民注意�
 
 
 def pipeline_for(index: str, **settings: Any) -> NearDuplicatePipeline:
-    values = {"SHDB_INDEX": index, "SHDB_FLUSH_SECONDS": 0.05, **settings}
+    values = {"SHDB_INDEX": index, "SHDB_CREATE": True, "SHDB_FLUSH_SECONDS": 0.05, **settings}
     return NearDuplicatePipeline.from_crawler(get_crawler(settings_dict=values))
 
 
@@ -113,7 +114,7 @@ def test_the_addon_enables_the_pipeline_and_opens_the_index_as_the_crawler_start
     tmp_path: Path,
 ) -> None:
     index = str(tmp_path / "idx")
-    settings = {"ADDONS": ADDON, "SHDB_INDEX": index, "SHDB_ACTION": "tag"}
+    settings = {"ADDONS": ADDON, "SHDB_INDEX": index, "SHDB_CREATE": True, "SHDB_ACTION": "tag"}
     crawler = get_crawler(settings_dict={**settings, "SHDB_FLUSH_SECONDS": 0.05})
     assert crawler.settings.getdict("ITEM_PIPELINES") == {
         "simhash_hbase.integrations.scrapy.NearDuplicatePipeline": 300
@@ -140,7 +141,8 @@ def test_the_addon_starts_the_index_process_with_the_runner_for_the_crawler_to_t
     spider = type("OwnIndexSpider", (scrapy.Spider,),
                   {"name": "own", "custom_settings": {"SHDB_INDEX": spider_index}})  # fmt: skip
     crawler = get_crawler(spider if own_index else None,
-                          {"ADDONS": ADDON, "SHDB_INDEX": runner_index})  # fmt: skip
+                          {"ADDONS": ADDON, "SHDB_INDEX": runner_index,
+                           "SHDB_CREATE": True})  # fmt: skip
     assert NearDuplicateAddon._early == {}  # taken or closed by the crawler's add-on
     addon = crawler.get_addon(NearDuplicateAddon)
     assert addon is not None and addon._started is not None
@@ -222,7 +224,11 @@ def test_items_without_an_id_or_text_pass_through_and_are_counted(tmp_path: Path
     pipeline = pipeline_for(str(tmp_path / "idx"))
     items = [{"text": ORIGINAL}, {"url": "a"}, {"url": "b", "text": "  "}, {"url": 5, "text": "x"}]
     assert run(pipeline, list(items)) == items
-    assert stats(pipeline) == {"shdb/skipped_no_id": 2, "shdb/skipped_no_text": 2}
+    assert stats(pipeline) == {
+        "shdb/skipped_no_id": 1,
+        "shdb/skipped_no_text": 2,
+        "shdb/skipped_invalid": 1,  # an id that is not a string
+    }
 
 
 def test_html_is_read_when_there_is_no_text(tmp_path: Path) -> None:
@@ -319,25 +325,33 @@ def test_items_fed_ahead_of_their_batch_get_the_answers_of_items_sent_with_it(
     assert got == whole
 
 
-def test_an_item_that_failed_ahead_of_its_batch_fails_the_batch_and_no_other(
+def test_an_item_that_failed_ahead_of_its_batch_is_an_error_in_its_own_slot(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``prepare`` has no reply: an error preparing an item waits for its batch's
-    check, and the items fed after it, in the next batch, are answered."""
-    prepared = indexer._prepared
-
-    def failing(index: Any, doc_id: str, raw: str, fmt: str) -> Any:
-        if doc_id == "bad":
-            raise ShdbError("the page broke the parser")
-        return prepared(index, doc_id, raw, fmt)
-
-    monkeypatch.setattr(indexer, "_prepared", failing)
+    """``prepare`` has no reply: an item that broke the extraction (any exception, not
+    only ours) is answered as a refusal in its batch's check, and its batch-mates,
+    fed before and after it, are checked and written; a store error still fails the
+    batch (the pipeline retries it)."""
     with indexer_open(tmp_path / "idx"):
+        index = indexer._held()
+        prepared = index.prepare_text
+
+        def failing(doc_id: str, raw: str, fmt: str = "auto", probes: int = 0) -> Any:
+            if doc_id == "bad":
+                raise RuntimeError("the page broke the parser")
+            if doc_id == "down":
+                raise StoreError("the IDF table is unreachable")
+            return prepared(doc_id, raw, fmt, probes)
+
+        monkeypatch.setattr(index, "prepare_text", failing)
         indexer.prepare([("a", ORIGINAL, "text"), ("bad", OTHER, "text"), ("b", COPY, "text")])
-        with pytest.raises(ShdbError, match="broke the parser"):
-            indexer.check_batch(0, 2, [], 10)
-        first, copy = indexer.check_batch(1, 1, [("c", COPY, "text")], 10)
-    assert answers([first, copy]) == [[], [("b", 0)]]
+        first, refused, copy = indexer.check_batch(0, 3, [], 10)
+        assert refused == ("ShdbError", "'bad': RuntimeError: the page broke the parser")
+        assert answers([first]) == [[]] and [m.doc_id for m in copy] == ["a"]
+        with pytest.raises(StoreError, match="unreachable"):
+            indexer.check_batch(1, 0, [("c", OTHER, "text"), ("down", OTHER, "text")], 10)
+        (other,) = indexer.check_batch(2, 0, [("c", OTHER, "text")], 10)
+    assert answers([other]) == [[]]
 
 
 def test_a_crawl_feeds_its_items_ahead_of_their_batches_and_answers_as_ingest(
@@ -696,3 +710,21 @@ def test_two_spiders_feeding_one_index_at_once_leave_it_whole(
     with SimhashIndex.open(store_url, readonly=True) as index:
         held = {doc.doc_id for doc in index.documents()}
     assert held == {f"{base}/{p.path}" for p in pages}
+
+
+def test_a_missing_index_stops_the_crawl_unless_shdb_create(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Issue 43.2: a mistyped SHDB_INDEX is not a new, empty index."""
+    index = tmp_path / "typo-idx"
+    pipeline = pipeline_for(str(index), SHDB_CREATE=False)
+    with pytest.raises(IndexUnavailable, match=r"no index at .*SHDB_CREATE"):
+        asyncio.run(pipeline.open_spider())
+    assert not index.exists()
+    created = pipeline_for(str(index))
+    with caplog.at_level(logging.WARNING):
+        asyncio.run(created.open_spider())
+        asyncio.run(created.close_spider())
+    assert [r.getMessage() for r in caplog.records].count(
+        f"shdb: created a new, empty index at {index} (SHDB_CREATE)"
+    ) == 1

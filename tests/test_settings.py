@@ -94,7 +94,10 @@ def _corpus(tmp_path: Path) -> Path:
 def test_chars_index_is_queried_by_text_without_options(store_url: str, tmp_path: Path) -> None:
     """#9: `ingest --features chars` then `query` used to exit 2 (words vs chars)."""
     corpus = _corpus(tmp_path)
-    assert shdb("ingest", str(corpus), "-i", store_url, "--features", "chars").exit_code == 0
+    assert (
+        shdb("ingest", "--create", str(corpus), "-i", store_url, "--features", "chars").exit_code
+        == 0
+    )
     result = shdb("query", SHORT, "-i", store_url, "-k", "0")
     assert result.exit_code == 0, result.stderr
     assert result.stdout.rstrip().endswith("\ta")
@@ -108,11 +111,11 @@ def test_chars_index_is_queried_by_text_without_options(store_url: str, tmp_path
 def test_second_ingest_adopts_top_n(store_url: str, tmp_path: Path) -> None:
     """#9: `ingest --top-n 32`, then `ingest` without the flag used to be refused."""
     corpus = _corpus(tmp_path)
-    assert shdb("ingest", str(corpus), "-i", store_url, "--top-n", "32").exit_code == 0
-    again = shdb("ingest", str(corpus), "-i", store_url, "--no-resume")
+    assert shdb("ingest", "--create", str(corpus), "-i", store_url, "--top-n", "32").exit_code == 0
+    again = shdb("ingest", "--create", str(corpus), "-i", store_url, "--no-resume")
     assert again.exit_code == 0, again.stderr
-    assert shdb("ingest", str(corpus), "-i", store_url, "--top-n", "32").exit_code == 0
-    wrong = shdb("ingest", str(corpus), "-i", store_url, "--top-n", "16")
+    assert shdb("ingest", "--create", str(corpus), "-i", store_url, "--top-n", "32").exit_code == 0
+    wrong = shdb("ingest", "--create", str(corpus), "-i", store_url, "--top-n", "16")
     assert wrong.exit_code == 2 and "top_n: the index has 32, asked for 16" in wrong.stderr
     assert "leave out --top-n" in wrong.stderr
     with SimhashIndex.open(store_url, create=False) as index:
@@ -127,7 +130,9 @@ def test_custom_idf_travels_with_the_index(store_url: str, tmp_path: Path) -> No
     table.write_text("天气 1.0\n公园 9.0\n散步 5.0\n股市 3.0\n", encoding="utf-8")
     copy = tmp_path / "same-table-other-name.txt"
     copy.write_bytes(table.read_bytes())
-    assert shdb("ingest", str(corpus), "-i", store_url, "--idf", str(table)).exit_code == 0
+    assert (
+        shdb("ingest", "--create", str(corpus), "-i", store_url, "--idf", str(table)).exit_code == 0
+    )
     os.remove(table)  # the index holds its own copy
     result = shdb("query", SHORT, "-i", store_url, "-k", "0")
     assert result.exit_code == 0, result.stderr
@@ -142,7 +147,7 @@ def test_custom_idf_travels_with_the_index(store_url: str, tmp_path: Path) -> No
 def test_invalid_setting_writes_nothing(tmp_path: Path, store_url: str) -> None:
     """`--top-n 0` used to leave an index that refused every later run."""
     corpus = _corpus(tmp_path)
-    bad = shdb("ingest", str(corpus), "-i", store_url, "--top-n", "0")
+    bad = shdb("ingest", "--create", str(corpus), "-i", store_url, "--top-n", "0")
     assert bad.exit_code == 2 and "--top-n: top_n must be an integer in 1.." in bad.stderr
     assert shdb("stats", "-i", store_url).exit_code == 2  # no index was created
-    assert shdb("ingest", str(corpus), "-i", store_url).exit_code == 0
+    assert shdb("ingest", "--create", str(corpus), "-i", store_url).exit_code == 0

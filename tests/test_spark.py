@@ -288,7 +288,9 @@ def test_spark_ingest_then_query_and_verify(spark, hbase_url: str, tmp_path: Pat
         json.dumps({"id": "old", "text": texts[10] + " 来源"}, ensure_ascii=False) + "\n",
         encoding="utf-8",
     )
-    assert runner.invoke(app, ["ingest", str(held), "--index", hbase_url]).exit_code == 0
+    assert (
+        runner.invoke(app, ["ingest", "--create", str(held), "--index", hbase_url]).exit_code == 0
+    )
     report, rejects = tmp_path / "report", tmp_path / "rejects"
     result = runner.invoke(
         app,

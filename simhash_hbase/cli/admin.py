@@ -26,7 +26,7 @@ from simhash_hbase.jobs.idf import build_idf_file
 from simhash_hbase.jobs.ingest import check_output
 from simhash_hbase.jobs.migrate import migrate
 from simhash_hbase.jobs.verify import verify
-from simhash_hbase.store.hbase_tables import shell_script
+from simhash_hbase.store.hbase.tables import shell_script
 from simhash_hbase.text.readers import SourceOptions, check_paths
 
 RepairOpt = Annotated[bool, typer.Option(metavar="", help="Fix what is found and report counts.")]
@@ -53,7 +53,7 @@ def verify_cmd(index: IndexOpt = None, repair: RepairOpt = False, as_json: JsonO
 
     Exit 0 when clean (or repaired), 1 when problems were found and left alone.
     """
-    with SimhashIndex.open(index, readonly=not repair) as ix:
+    with SimhashIndex.open(index, create=False, readonly=not repair) as ix:
         report = verify(ix, repair=repair)
     fields = {k: v for k, v in dataclasses.asdict(report).items() if k != "examples"}
     fields["clean"] = report.clean
@@ -141,7 +141,7 @@ def idf_build_cmd(
     """Build an IDF table (ln N/df over jieba terms) from the corpus at each PATH;
     use it with `ingest --idf`.
     Exit 3 when records were skipped (listed)."""
-    check_paths(paths)
+    check_paths(paths, source)
     check_output("--output", output, paths)
     if output == "-":
         raise InvalidInput("--output -: the table goes to a file")

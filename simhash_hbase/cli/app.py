@@ -83,7 +83,7 @@ app = typer.Typer(
 
 def _version(value: bool) -> None:
     if value:
-        from simhash_hbase.fingerprint import native
+        from simhash_hbase import _native as native
 
         typer.echo(f"shdb (simhash-hbase) {__version__}")
         typer.echo(f"fingerprinting: {native.status()}")  # the C path or pure Python

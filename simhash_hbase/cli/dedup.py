@@ -67,7 +67,7 @@ def dedup_cmd(
     each is judged against its nearest neighbours in input order, so its count may
     be a lower bound ("total_exact": false), while the clusters stay exact."""
     check_limit(limit)
-    check_paths(paths)
+    check_paths(paths, source)
     check_output("--output", output, paths)
     result = find_duplicates(
         paths,

@@ -11,6 +11,7 @@ from typing import IO, TYPE_CHECKING, Annotated, Any
 import typer
 
 from simhash_hbase.cli.options import (
+    CreateOpt,
     FingerprintsOpt,
     IndexOpt,
     JsonOpt,
@@ -33,6 +34,7 @@ from simhash_hbase.cli.render import (
     err,
     error,
     excluded,
+    new_index,
     note,
     predicate,
     print_skips,
@@ -146,6 +148,7 @@ def ingest_cmd(
     paths: PathsArg,
     *,
     index: IndexOpt = None,
+    create: CreateOpt = False,
     source: SourceOptions,
     doc_id: DocIdOpt = None,
     workers: WorkersOpt = 1,
@@ -166,17 +169,24 @@ def ingest_cmd(
     """Index documents from each PATH (a file, a folder, or - for stdin), reporting
     near-copies of documents already held.
 
-    Exit 0, or 3 when records were skipped (each listed with file:line and why).
+    Exit 0, or 3 when records were skipped (each listed with file:line and why). An
+    index folder that does not exist is created (and said); an hbase:// index only
+    with --create.
     """
     opts = _checked_source(source, paths, doc_id, fingerprints, probes)
     options = IngestOptions(
         workers, store_text, k if dedup else None, on_error, batch_size, probes=probes, limit=limit
     )
-    check_paths(paths)
+    check_paths(paths, opts)
     if report is not None:
         check_output("--report", report, paths, local_path(index))
-    with index_for_ingest(index, scheme=scheme, params=wanted) as ix:
+    create = create or local_path(index) is not None
+    with index_for_ingest(index, scheme=scheme, params=wanted, create=create) as ix:
+        if ix.created:
+            new_index(ix.url)
         summary = _run(ix, paths, opts, options, report, resume=resume, fingerprints=fingerprints)
+    if ix.created and not summary.added:
+        note("nothing was added, so the new index was not kept")
     if as_json:
         echo_json(_summary_json(summary))
     rule = None if options.find_k is None else predicate(options.find_k, ix.lsh, options.probes)

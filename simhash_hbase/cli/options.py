@@ -46,6 +46,15 @@ IndexOpt = Annotated[
         show_default=False,
     ),
 ]
+CreateOpt = Annotated[
+    bool,
+    typer.Option(
+        "--create",
+        metavar="",
+        help="Create the index when there is none (said on stderr); without it a missing "
+        "index is an error, so a mistyped name never starts an empty one.",
+    ),
+]
 KOpt = Annotated[
     int, typer.Option("-k", metavar="K", help="Largest Hamming distance that counts as a match.")
 ]
@@ -91,10 +100,11 @@ VersionOpt = Annotated[
     int | None,
     typer.Option(
         "--fingerprint-version",
-        metavar="1|2",
+        metavar="1|2|3",
         help="1: the original recipe; 2: NFKC text, no pure numbers, 1-letter ASCII or "
         "punctuation-only terms, weights count^1.75 x IDF capped at a fifth of the total, "
-        "Traditional folded to Simplified (docs/quality.md). " + AS_BUILT.format(DEFAULT_VERSION),
+        "Traditional folded to Simplified (docs/quality.md); 3: 2 with words in every "
+        "script, not letters (docs/segmenters.md). " + AS_BUILT.format(DEFAULT_VERSION),
         show_default=False,
     ),
 ]
@@ -102,9 +112,9 @@ FoldOpt = Annotated[
     str | None,
     typer.Option(
         metavar="none|t2s|tw2sp",
-        help="Fold Traditional to Simplified Chinese first (version 2, OpenCC): tw2sp by "
+        help="Fold Traditional to Simplified Chinese first (version 2+, OpenCC): tw2sp by "
         "phrase (Taiwan phrases too: 軟體 -> 软件; Simplified lines stay as they are), t2s "
-        "by character. " + AS_BUILT.format(f"{DEFAULT_FOLD} with version 2"),
+        "by character. " + AS_BUILT.format(f"{DEFAULT_FOLD} with version 2+"),
         show_default=False,
     ),
 ]
@@ -154,14 +164,38 @@ FormatOpt = Annotated[
     typer.Option(
         "--format",
         metavar="FORMAT",
-        help="auto|text|jsonl|csv|html (auto: by file suffix; a text file, JSONL or CSV "
-        "text that is a whole HTML page (one html element, start to end) is read as a "
-        "page; see --html).",
+        help="auto|text|jsonl|csv|html|warc (auto: by content and suffix: a JSON array of "
+        "objects or JSON Lines whatever the suffix, a WARC archive by its first bytes, CSV "
+        "by .csv/.tsv; gzip, zstd, bz2 and xz are read directly; a text, JSON or CSV text "
+        "that is a whole HTML page is read as a page, see --html; docs/inputs.md).",
     ),
 ]
-IdFieldOpt = Annotated[str, typer.Option(metavar="NAME", help="JSONL/CSV field holding the id.")]
+IdFieldOpt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="NAME",
+        help="JSON/CSV field holding the id [default: id]. Named, it requires records: an "
+        "input read as one document is refused.",
+        show_default=False,
+    ),
+]
 TextFieldOpt = Annotated[
-    str, typer.Option(metavar="NAME", help="JSONL/CSV field holding the text.")
+    str | None,
+    typer.Option(
+        metavar="NAME",
+        help="JSON/CSV field holding the text [default: text]; requires records, as --id-field.",
+        show_default=False,
+    ),
+]
+ColumnsOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--columns",
+        metavar="A,B,...",
+        help="The column names of a CSV/TSV without a header row (its first row is then a "
+        "record); must include the id and text fields.",
+        show_default=False,
+    ),
 ]
 MaxBytesOpt = Annotated[
     int,
@@ -232,13 +266,23 @@ FollowSymlinksOpt = Annotated[
 
 def source_options(
     fmt: FormatOpt = "auto",
-    id_field: IdFieldOpt = "id",
-    text_field: TextFieldOpt = "text",
+    id_field: IdFieldOpt = None,
+    text_field: TextFieldOpt = None,
+    columns: ColumnsOpt = None,
     max_bytes: MaxBytesOpt = DEFAULT_MAX_BYTES,
     follow_symlinks: FollowSymlinksOpt = False,
 ) -> SourceOptions:
-    """How records are read from files, folders and stdin."""
-    return SourceOptions(fmt, id_field, text_field, max_bytes, follow_symlinks=follow_symlinks)
+    """How records are read from files, folders and stdin. Naming a field or the
+    columns asks for records: an input that holds none is then refused."""
+    return SourceOptions(
+        fmt,
+        id_field or "id",
+        text_field or "text",
+        max_bytes,
+        follow_symlinks=follow_symlinks,
+        columns=tuple(c.strip() for c in columns.split(",")) if columns is not None else None,
+        fields_given=(id_field, text_field, columns) != (None, None, None),
+    )
 
 
 TextFormatOpt = Annotated[

@@ -58,6 +58,7 @@ FLAGS = {
     "ngram": "--ngram",
     "seed": "--seed",
     "format": "--format",
+    "columns": "--columns",
     "max_bytes": "--max-bytes",
     "batch_size": "--batch-size",
     "workers": "--workers",
@@ -97,7 +98,10 @@ def err() -> Console:
 def hint(exc: ShdbError) -> str | None:
     """What the user can do about ``exc``, in flag names."""
     if isinstance(exc, IndexNotFound):
-        return f"create it with `shdb ingest --index {exc.url} PATH...`"
+        return (
+            f"is the name right? A new index: `shdb ingest --index {exc.url} PATH...` "
+            "(with --create for an hbase:// URL), or `shdb serve --create`"
+        )
     if isinstance(exc, StoreUnavailable):
         return "is HBase running? (`scripts/hbase start`, see README); check the host and port"
     if isinstance(exc, ManifestMismatch):
@@ -233,6 +237,12 @@ def dumps(value: Any, **kwargs: Any) -> str:
 
 def echo_json(value: Any, **kwargs: Any) -> None:
     typer.echo(dumps(value, **kwargs))
+
+
+def new_index(url: str) -> None:
+    """Said once, when a command created the index it was given: a mistyped name
+    would otherwise start an empty index without a word."""
+    note(f"shdb: created a new, empty index at {url}")
 
 
 def note(text: str) -> None:

@@ -9,6 +9,7 @@ from typing import Annotated, Any
 import typer
 
 from simhash_hbase.cli.options import IndexOpt, KOpt, LimitOpt, QueryProbesOpt
+from simhash_hbase.cli.render import new_index
 from simhash_hbase.errors import InvalidInput
 from simhash_hbase.fingerprint.probes import DEFAULT_QUERY_PROBES
 from simhash_hbase.index.client import DEFAULT_K
@@ -28,6 +29,9 @@ MaxItemsOpt = Annotated[int, typer.Option(metavar="N", min=1, help="Items per re
 MaxBodyOpt = Annotated[
     int, typer.Option(metavar="BYTES", min=1024, help="Request body size, at most.")
 ]
+MaxTextOpt = Annotated[
+    int, typer.Option(metavar="BYTES", min=1024, help="One item's text (UTF-8), at most.")
+]
 QueueOpt = Annotated[
     int, typer.Option(metavar="DOCS", min=1, help="Documents waiting to be written; beyond: 429.")
 ]
@@ -41,6 +45,17 @@ WorkersOpt = Annotated[
     ),
 ]
 AccessLogOpt = Annotated[bool, typer.Option(help="Log every request.")]
+ServeCreateOpt = Annotated[
+    bool,
+    typer.Option(
+        "--create",
+        envvar="SHDB_CREATE",
+        metavar="",
+        help="Create the index when there is none (said on stderr; also $SHDB_CREATE=1). "
+        "Without it a missing index is an error: a mistyped --index never serves an empty "
+        "index that calls every page new.",
+    ),
+]
 
 
 def serve_cmd(
@@ -53,9 +68,11 @@ def serve_cmd(
     probes: QueryProbesOpt = None,
     max_items: MaxItemsOpt = 10_000,
     max_body_bytes: MaxBodyOpt = 64 * 1024 * 1024,
+    max_text_bytes: MaxTextOpt = 4 * 1024 * 1024,
     queue: QueueOpt = 200_000,
     fingerprint_workers: WorkersOpt = None,
     access_log: AccessLogOpt = False,
+    create: ServeCreateOpt = False,
 ) -> None:
     """Serve the index over HTTP: check, add and check-and-add texts or fingerprints,
     one or in batches (see /docs on the running service, and docs/serve.md). -k,
@@ -71,12 +88,24 @@ def serve_cmd(
         probes=DEFAULT_QUERY_PROBES if probes is None else probes,
         max_items=max_items,
         max_body_bytes=max_body_bytes,
+        max_text_bytes=max_text_bytes,
         queue_documents=queue,
         fingerprint_workers=(
             _default_workers() if fingerprint_workers is None else fingerprint_workers
         ),
     )
+    settings.check()  # a bad bind or token is said before the index is looked at
+    _open_or_create(index, create)
     serve(settings, access_log=access_log)
+
+
+def _open_or_create(index: str | None, create: bool) -> None:
+    """The index must be there, or ``create`` makes it (said once, on stderr)."""
+    from simhash_hbase.index.client import SimhashIndex
+
+    with SimhashIndex.open(index, create=create, readonly=not create) as ix:
+        if ix.created:
+            new_index(ix.url)
 
 
 def _default_workers() -> int:

@@ -37,7 +37,7 @@ from simhash_hbase.layout.scheme import DEFAULT_SCHEME, get_scheme
 from simhash_hbase.records import DEFAULT_LIMIT, check_limit
 from simhash_hbase.spark import inputs
 from simhash_hbase.store import resolve_url
-from simhash_hbase.store.hbase_settings import parse_url
+from simhash_hbase.store.hbase.settings import parse_url
 from simhash_hbase.text.readers import DEFAULT_MAX_BYTES, SourceOptions
 
 if TYPE_CHECKING:
@@ -112,8 +112,8 @@ ZookeeperOpt = Annotated[
 def reading(
     paths: InputsArg,
     fmt: SparkFormatOpt = "auto",
-    id_field: IdFieldOpt = "id",
-    text_field: TextFieldOpt = "text",
+    id_field: IdFieldOpt = None,
+    text_field: TextFieldOpt = None,
     max_bytes: MaxBytesOpt = DEFAULT_MAX_BYTES,
     split_mb: SplitOpt = inputs.DEFAULT_SPLIT_BYTES >> 20,
 ) -> Reading:
@@ -122,7 +122,8 @@ def reading(
 
     if fmt not in inputs.FORMATS:
         raise InvalidInput(f"unknown format {fmt!r}; one of: {', '.join(inputs.FORMATS)}")
-    opts = SourceOptions("auto" if fmt == inputs.PARQUET else fmt, id_field, text_field, max_bytes)
+    fmt_read = "auto" if fmt == inputs.PARQUET else fmt
+    opts = SourceOptions(fmt_read, id_field or "id", text_field or "text", max_bytes)
     return Reading(paths, fmt, opts, split_mb << 20)
 
 

@@ -49,8 +49,8 @@ from functools import cache
 from pathlib import Path
 from types import ModuleType
 
+from simhash_hbase import _native as native
 from simhash_hbase.errors import InvalidInput
-from simhash_hbase.fingerprint import native
 from simhash_hbase.fingerprint.cache import private_dir
 from simhash_hbase.fingerprint.dictionary import (
     Dictionaries,

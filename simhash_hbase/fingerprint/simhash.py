@@ -21,8 +21,9 @@ from operator import itemgetter, mul
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from simhash_hbase import _native as native
 from simhash_hbase.errors import EmptyDocument, InvalidInput, InvalidSetting
-from simhash_hbase.fingerprint import native, opencc_cache, segment
+from simhash_hbase.fingerprint import opencc_cache, scripts, segment
 from simhash_hbase.fingerprint.cache import cached
 from simhash_hbase.fingerprint.idf import SparseIdf, sparse_idf
 from simhash_hbase.fingerprint.memo import MAX_ENTRIES, Memo
@@ -49,9 +50,11 @@ _DIGEST = re.compile(r"[0-9a-f]{64}")
 #: 2: NFKC-normalised text, no pure numbers or 1-character ASCII tokens (see
 #: :func:`v2_keeps`), weights ``count ** 1.75`` (x IDF) capped at a fifth of the top-N's
 #: total (:func:`_v2_count`, :func:`v2_cap`); the evaluation in docs/quality.md chose it.
-FINGERPRINT_VERSIONS = (1, 2)
-#: New indexes take version 2 (docs/quality.md); indexes built with 1 keep answering as before.
-DEFAULT_VERSION = 2
+#: 3: version 2 with every script cut into words (:mod:`~simhash_hbase.fingerprint.scripts`)
+#: and the stop words of other languages: a text of Han and ASCII alone keeps version 2's.
+FINGERPRINT_VERSIONS = (1, 2, 3)
+#: New indexes take version 3 (docs/quality.md); older indexes keep answering as before.
+DEFAULT_VERSION = 3
 #: Traditional -> Simplified folding before tokenizing (v2 only; OpenCC): "t2s" by
 #: character (OpenCC's t2s); "tw2sp" (the v2 default) by phrase: a line that holds
 #: Traditional characters goes through OpenCC's tw2sp (Taiwan phrases and variants:
@@ -199,10 +202,25 @@ def idf_table(digest: str | None) -> IdfTable:
         ) from None
 
 
+#: The stop words of each version (files of ``simhash_hbase/data``): version 3 adds
+#: those of other languages (words with a character outside ASCII: English and
+#: Chinese terms stay as they were), and records the Latin-script languages' ASCII
+#: ones that :mod:`~simhash_hbase.fingerprint.scripts` drops in texts of other scripts.
+_STOPWORD_FILES: dict[int, tuple[str, ...]] = {1: ("stopwords.txt",), 2: ("stopwords.txt",)}
+_STOPWORD_FILES[3] = (*_STOPWORD_FILES[2], "stopwords-scripts.txt")
+_RECORDED_FILES = {3: (scripts.LATIN_STOPWORDS,)}
+
+
 @cache
-def _stopwords() -> tuple[frozenset[str], str]:
-    raw = resources.files("simhash_hbase").joinpath("data/stopwords.txt").read_bytes()
-    return frozenset(raw.decode("utf-8").split()), _sha256(raw)
+def _stopwords(version: int = 1) -> tuple[frozenset[str], str]:
+    """The version's stop words and the SHA-256 of their file (version 3: of the
+    digests of all its files, joined by spaces)."""
+    data = resources.files("simhash_hbase").joinpath("data")
+    raws = [data.joinpath(name).read_bytes() for name in _STOPWORD_FILES[version]]
+    words = frozenset(w for raw in raws for w in raw.decode("utf-8").split())
+    raws += [data.joinpath(name).read_bytes() for name in _RECORDED_FILES.get(version, ())]
+    digests = [_sha256(raw) for raw in raws]
+    return words, digests[0] if len(digests) == 1 else _sha256(" ".join(digests).encode())
 
 
 @dataclass(frozen=True)
@@ -245,9 +263,9 @@ class FingerprintParams:
         if self.idf is not None and not _DIGEST.fullmatch(self.idf):
             raise InvalidSetting("idf", f"{self.idf!r} is not a SHA-256 digest of an IDF table")
         if self.fold is None:
-            object.__setattr__(self, "fold", DEFAULT_FOLD if self.version == 2 else "none")
+            object.__setattr__(self, "fold", "none" if self.version == 1 else DEFAULT_FOLD)
         if self.terms is None:
-            object.__setattr__(self, "terms", "letter" if self.version == 2 else "word")
+            object.__setattr__(self, "terms", "word" if self.version == 1 else "letter")
         _check_version(self.version, self.fold, self.terms)
         if self.html not in HTML_MODES:
             modes = ", ".join(HTML_MODES)
@@ -272,7 +290,7 @@ class FingerprintParams:
             idf=BUILTIN_IDF if self.idf is None else CUSTOM_IDF,
             idf_digest=builtin_idf_digest() if self.idf is None else self.idf,
             tokenizer_version=segment.family_version(),
-            stopwords_digest=_stopwords()[1],
+            stopwords_digest=_stopwords(self.version)[1],
         )
         return entry
 
@@ -305,7 +323,9 @@ class Fingerprinter:
         self._idf: IdfTable | SparseIdf = (
             _builtin_sparse() if self.params.idf is None else idf_table(self.params.idf)
         )
-        self._cut = segment.segmenter()
+        cut = segment.segmenter()
+        self._cut = scripts.script_cut(cut) if self.params.version >= 3 else cut
+        self._term_of = _term_of(self.params.version)
         compiled = native.module()
         ours = compiled is not None and self.params.features == "words"
         self._native = _native_terms(self.params) if ours and self._recipe_is_ours() else None
@@ -326,7 +346,7 @@ class Fingerprinter:
             n = self.params.ngram
             starts = range(max(len(chars) - n + 1, 0))
             return Counter(map(chars.__getitem__, map(slice, starts, range(n, len(chars) + 1))))
-        counts = Counter(map(_term_of().__getitem__, self._cut(text)))
+        counts = Counter(map(self._term_of.__getitem__, self._cut(text)))
         del counts[_DROPPED]
         return counts
 
@@ -545,11 +565,11 @@ def has_letter(term: str) -> bool:
 
 def _native_terms(params: FingerprintParams) -> Any:
     """The C path's term table for ``params`` (words; the extension is built)."""
-    return _terms_table(params.version >= 2, params.terms == "letter", params.idf)
+    return _terms_table(params.version, params.terms == "letter", params.idf)
 
 
 @cache
-def _terms_table(v2: bool, letter: bool, idf_digest: str | None) -> Any:
+def _terms_table(version: int, letter: bool, idf_digest: str | None) -> Any:
     """One table per recipe and process: its memory of tokens is shared."""
     compiled = native.module()
     assert compiled is not None, "called with the extension built"
@@ -562,14 +582,14 @@ def _terms_table(v2: bool, letter: bool, idf_digest: str | None) -> Any:
     else:
         table = idf.idf
     return compiled.Terms(
-        _stopwords()[0],
+        _stopwords(version)[0],
         has_letter,
         table,
         keys,
         values,
         width,
         idf.median,
-        v2,
+        version >= 2,
         letter,
         MAX_ENTRIES,
     )
@@ -581,10 +601,10 @@ _V2_COUNT = Memo(_v2_count)
 
 
 @cache
-def _term_of() -> Memo[str, str]:
+def _term_of(version: int = 1) -> Memo[str, str]:
     """token -> the term it counts as (stripped, lower-cased), or :data:`_DROPPED` for
-    whitespace, punctuation and stop words. One per process: it depends on nothing else."""
-    stop = _stopwords()[0]
+    whitespace, punctuation and the version's stop words. One per process and version."""
+    stop = _stopwords(version)[0]
 
     def term(token: str) -> str:
         term = token.strip().lower()

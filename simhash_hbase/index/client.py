@@ -26,14 +26,16 @@ from typing import Any
 import numpy as np
 
 from simhash_hbase.errors import (
+    BatchRefused,
     EmptyDocument,
     IndexNotFound,
     InvalidInput,
     InvalidQuery,
+    ShdbError,
     StoreCorrupt,
     StoreError,
 )
-from simhash_hbase.fingerprint.minhash import MinHasher, MinHashParams, Signature, similarities
+from simhash_hbase.fingerprint.minhash import MinHasher, MinHashParams, Signature
 from simhash_hbase.fingerprint.probes import bound, check_probes
 from simhash_hbase.fingerprint.simhash import (
     Fingerprinter,
@@ -41,6 +43,7 @@ from simhash_hbase.fingerprint.simhash import (
     idf_table,
     register_idf,
 )
+from simhash_hbase.index.lookup import batch_near, bucket_docs, judged
 from simhash_hbase.index.manifest import (
     MANIFEST,
     Wanted,
@@ -53,15 +56,10 @@ from simhash_hbase.index.manifest import (
 )
 from simhash_hbase.layout import codec
 from simhash_hbase.layout.nets import (
-    band_candidates,
     check_nets,
     first_band_flag,
-    is_match,
-    pair_similarities,
     sketch_document,
-    unpack_all,
 )
-from simhash_hbase.layout.pairs import near_duplicate_pairs
 from simhash_hbase.layout.scheme import Scheme
 from simhash_hbase.records import (
     DEFAULT_LIMIT,
@@ -337,8 +335,7 @@ class SimhashIndex:
         store_text: bool = False,
     ) -> int:
         """Index ``text`` under ``doc_id`` (replacing an earlier version); its fingerprint."""
-        if not isinstance(text, str):
-            raise InvalidInput(f"the text of {doc_id!r} is a {type(text).__name__}, not a string")
+        check_text(text, f"the text of {doc_id!r}")
         fp = self.fingerprint(text)
         doc = self.sketched(Document(doc_id, fp, text if store_text else None, meta), text)
         self.add_documents([doc])
@@ -416,9 +413,17 @@ class SimhashIndex:
         of every writer of the folder, threads and processes alike
         (:meth:`Store.write_section`); on HBase each fingerprint is locked across
         processes (:meth:`_add_exclusively`).
+        Every document is checked first: a bad one raises :class:`BatchRefused`
+        naming each, and nothing is written.
         """
-        for doc in docs:
-            codec.check_document(doc)
+        refused: dict[int, ShdbError] = {}
+        for n, doc in enumerate(docs):
+            try:
+                codec.check_document(doc)
+            except InvalidInput as exc:
+                refused[n] = exc
+        if refused:
+            raise BatchRefused(refused, len(docs))
         check_limit(limit)
         lists = [list(p) for p in probes] if probes is not None else [[d.fingerprint] for d in docs]
         every = [always] * len(docs) if isinstance(always, bool) else list(always)
@@ -486,9 +491,18 @@ class SimhashIndex:
     ) -> list[Matches]:
         """:meth:`check_and_add` of (id, raw text or HTML) items: each one's
         near-copies (none: it was new). ``always`` writes every item, as ingest
-        does; else only the new ones."""
+        does; else only the new ones. Every item is read before anything is written:
+        a batch holding a bad one (a bad id, not text, no usable terms) raises
+        :class:`BatchRefused` naming each, and writes nothing."""
         check_probes(probes)
-        prepared = [self.prepare_text(doc_id, raw, fmt, probes) for doc_id, raw in items]
+        prepared, refused = [], {}
+        for n, (doc_id, raw) in enumerate(items):
+            try:
+                prepared.append(self.prepare_text(doc_id, raw, fmt, probes))
+            except InvalidInput as exc:
+                refused[n] = exc
+        if refused:
+            raise BatchRefused(refused, len(items))
         docs, lists = [doc for doc, _ in prepared], [fps for _, fps in prepared]
         return self.check_and_add(docs, k, probes=lists, always=always, limit=limit)
 
@@ -497,8 +511,12 @@ class SimhashIndex:
     ) -> tuple[Document, list[int]]:
         """``raw`` as the document :meth:`check_and_add` takes, and its probe list:
         pure CPU (extraction, fingerprint, sketch), so a caller may run it in another
-        process on an index opened read-only there."""
-        text = self.to_text(raw, fmt)
+        process on an index opened read-only there. A bad id or text raises
+        :class:`InvalidInput` (no usable terms: :class:`EmptyDocument`)."""
+        codec.encode_doc_id(doc_id)
+        if not isinstance(raw, str | bytes):
+            check_text(raw, f"the text of {doc_id!r}")
+        text = check_text(self.to_text(raw, fmt), f"the text of {doc_id!r}")
         fps = self.fingerprinter.probes(text, probes)
         return self.sketched(Document(doc_id, fps[0]), text), fps
 
@@ -868,40 +886,12 @@ class SimhashIndex:
         for prefixes, (_, bands) in zip(prefix_lists, sketches):
             if bands is not None:
                 prefixes += codec.band_prefixes(bands, first)
-        found = self._store.scan_prefixes_many(prefix_lists, row_cap=limit)
+        read, found, partial, cells = bucket_docs(self._store, prefix_lists, limit)
         self.cost.queries += len(lists)
         self.cost.scans += sum(map(len, prefix_lists))
-        self.cost.candidates += sum(map(len, found))
-        # A cut row's unread documents may or may not match (their sketches are
-        # unread too): the count is then a lower bound.
-        cut = [bool(_cut_rows(cells, limit)) for cells in found]
-        verdicts: list[dict[tuple[str, int], tuple[int, bool]]] = []
-        for probes, cells in zip(lists, found):
-            seen: dict[tuple[str, int], tuple[int, bool]] = {}
-            for row, doc_id in cells:
-                cand = codec.rowkey_fingerprint(row)
-                near = row[codec.PREFIX_BYTES - 1] < first and _within(cand, probes, k)
-                if near or (doc_id, cand) not in seen:
-                    seen[(doc_id, cand)] = ((cand ^ probes[0]).bit_count(), near)
-            verdicts.append(seen)
-        ids = sorted({doc_id for seen in verdicts for doc_id, _ in seen})
-        docs = self._store.get_docs(ids) if ids else {}
-        results: list[Matches] = []
-        for seen, (sketch, _), partial in zip(verdicts, sketches, cut):
-            held = [
-                (key, docs[key[0]])
-                for key in seen
-                if key[0] in docs and docs[key[0]].fingerprint == key[1]
-            ]
-            sims = _similarities(sketch, [d.sketch for _, d in held], self.lsh)
-            hits = [
-                (doc_id, fp, seen[(doc_id, fp)][0], sim)
-                for ((doc_id, fp), _), sim in zip(held, sims)
-                if is_match(seen[(doc_id, fp)][1], sim, self.lsh)
-            ]
-            top = heapq.nsmallest(len(hits) if limit is None else limit, hits, key=_by_distance)
-            results.append(Matches((Match(*hit) for hit in top), len(hits), not partial))
-        return results
+        self.cost.candidates += cells
+        mine = [sketch for sketch, _ in sketches]
+        return judged(self._store, self.lsh, lists, read, found, partial, mine, k, limit)
 
     def candidates(self, fps: Sequence[int]) -> list[list[IndexCell]]:
         """Every cell the pigeonhole scans of each fingerprint find (before the
@@ -1014,7 +1004,7 @@ class SimhashIndex:
             limit=None if limit is None else limit + 1,
             sketches=[key[1:] for key in distinct],
         )
-        near = self._near_keys(distinct, k)
+        near, whole = batch_near(distinct, k, self.scheme, self.lsh)
         ingest = keep is None
         versions = self._own_versions(docs, [held[slot[key]] for key in keys]) if ingest else {}
         count = [0] * len(distinct)  # earlier documents of the batch written, by key
@@ -1036,7 +1026,10 @@ class SimhashIndex:
                     hits += [Match(i, distinct[t][0][0], dist, sim) for i in nearest[t]]
                 hits = sorted(hits, key=_match_order)[:limit]
             # else (most documents): nothing held near, nothing near in the batch so far
-            found.append(Matches(hits, total, result.total_exact))
+            # a key in a large group was judged against bounded neighbours: its count
+            # is a lower bound, unless no earlier document of the batch is written
+            exact = result.total_exact and (whole[s] or not written)
+            found.append(Matches(hits, total, exact))
             if ingest or keep[j] or not total:  # type: ignore[index]
                 if doc.doc_id in written:  # its earlier version of this batch is replaced
                     _, t = written[doc.doc_id]
@@ -1069,52 +1062,6 @@ class SimhashIndex:
             m for m in result if m.doc_id not in written and (m.doc_id != doc.doc_id or not ingest)
         ]
         return total, hits
-
-    def _near_keys(
-        self, keys: list[InsertKey], k: int
-    ) -> list[list[tuple[int, int, float | None]]]:
-        """For each distinct (probe list, sketch, bands), those (itself included) it
-        matches by the rule of :meth:`query_probed`: [(key index, distance,
-        similarity)]. The pigeonhole by sorting, LSH by grouping band keys."""
-        fps = np.array([key[0][0] for key in keys], dtype=np.uint64)
-        found: dict[tuple[int, int], int] = {}  # (s, t): s finds t in the pigeonhole
-        if all(len(key[0]) == 1 for key in keys):  # distinct fingerprints: the pigeonhole
-            for i, j, d in near_duplicate_pairs(fps, k, self.scheme):
-                found[(i, j)] = found[(j, i)] = d
-        else:
-            for s, key in enumerate(keys):
-                dist = np.bitwise_count(fps ^ fps[s])
-                hit = dist <= k
-                probed = np.zeros(len(keys), dtype=bool)
-                for p in key[0][1:]:
-                    probed |= np.bitwise_count(fps ^ np.uint64(p)) <= k
-                hit |= probed & (dist <= bound(k, len(key[0]) - 1))
-                hit[s] = False
-                found.update(((s, t), int(dist[t])) for t in np.flatnonzero(hit).tolist())
-        lsh = self.lsh
-        if lsh is None or all(key[1] is None for key in keys):
-            near: list[list[tuple[int, int, float | None]]] = [
-                [(s, 0, None)] for s in range(len(keys))
-            ]
-            for (s, t), d in found.items():
-                near[s].append((t, d, None))
-            return near
-        values, has = unpack_all([key[1] for key in keys], lsh.sketch_bits)
-        banded = np.array([key[2] is not None for key in keys], dtype=bool)
-        bands = np.zeros((len(keys), lsh.bands), dtype=np.uint32)
-        for i in np.flatnonzero(banded).tolist():
-            bands[i] = codec.decode_bands(keys[i][2])  # type: ignore[arg-type]
-        pairs = {(s, s) for s in range(len(keys))} | set(found)
-        for i, j in band_candidates(bands, banded & has).tolist():
-            pairs |= {(i, j), (j, i)}
-        order = np.array(sorted(pairs), dtype=np.intp).reshape(-1, 2)
-        sims = pair_similarities(values, order, lsh.sketch_bits)
-        near = [[] for _ in keys]
-        for (s, t), sim in zip(order.tolist(), sims.tolist()):
-            similarity = sim if has[s] and has[t] else None
-            if s == t or is_match((s, t) in found, similarity, lsh):
-                near[s].append((t, int(fps[s] ^ fps[t]).bit_count(), similarity))
-        return near
 
     def _own_versions(
         self, docs: list[tuple[Document, Sequence[int]]], held: list[Matches]
@@ -1206,27 +1153,12 @@ def _by_distance(hit: tuple[Any, ...]) -> tuple[int, str]:
 
 
 #: A new document's lookup: its probe list, sketch and band keys.
-InsertKey = tuple[tuple[int, ...], bytes | None, bytes | None]
 #: A query's (sketch, band keys as stored), or (None, None) without them.
 SketchKeys = tuple[bytes | None, bytes | None]
 
 
 def _keys_of(sig: Signature | None) -> SketchKeys:
     return (None, None) if sig is None else (sig.sketch, codec.encode_bands(sig.bands))
-
-
-def _similarities(
-    sketch: bytes | None, held: list[bytes | None], lsh: MinHashParams | None
-) -> list[float | None]:
-    """The estimated Jaccard of ``sketch`` with each held sketch (None where a side has none)."""
-    if sketch is None or lsh is None:
-        return [None] * len(held)
-    present = [i for i, s in enumerate(held) if s is not None and len(s) == len(sketch)]
-    out: list[float | None] = [None] * len(held)
-    values = similarities(sketch, [held[i] for i in present], lsh.sketch_bits)  # type: ignore[misc]
-    for i, value in zip(present, values.tolist()):
-        out[i] = value
-    return out
 
 
 def _hit_order(near: dict[tuple[str, int], int]) -> Callable[[tuple[str, int]], tuple[int, str]]:
@@ -1247,12 +1179,34 @@ def _within(cand: int, probes: Sequence[int], k: int) -> bool:
 
 
 def check_query_text(text: object) -> None:
-    """:class:`InvalidQuery` unless ``text`` is a string (None, bytes: a caller's slip)."""
+    """:class:`InvalidQuery` unless ``text`` is a string (None, bytes: a caller's slip)
+    of Unicode characters."""
     if not isinstance(text, str):
         raise InvalidQuery(
             f"a query text must be a str, not {type(text).__name__} ({text!r:.40}); "
             "decode bytes first, or query a fingerprint with query_fingerprint()"
         )
+    try:
+        check_text(text, "the query text")
+    except InvalidInput as exc:
+        raise InvalidQuery(str(exc)) from None
+
+
+def check_text(text: object, what: str) -> str:
+    """``text`` if it is a string the fingerprint can read: a lone surrogate (from
+    ``errors="surrogateescape"``, or a JSON escape) is not a character, and would fail
+    deep in the segmenter (OpenCC) as a UnicodeEncodeError."""
+    if not isinstance(text, str):
+        raise InvalidInput(f"{what} is a {type(text).__name__}, not a string")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidInput(
+                f"{what} holds a lone surrogate ({text[exc.start]!r} at character "
+                f"{exc.start}), not Unicode text: decode its source with errors='replace'"
+            ) from None
+    return text
 
 
 def check_fingerprints(fps: list[int]) -> None:

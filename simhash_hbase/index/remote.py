@@ -22,7 +22,13 @@ from collections.abc import Iterable, Sequence
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from simhash_hbase.errors import InvalidInput, ShdbError, StoreError, StoreUnavailable
+from simhash_hbase.errors import (
+    BatchRefused,
+    InvalidInput,
+    ShdbError,
+    StoreError,
+    StoreUnavailable,
+)
 from simhash_hbase.records import (
     Document,
     Match,
@@ -35,6 +41,7 @@ TOKEN_ENV = "SHDB_TOKEN"
 DEFAULT_URL = "http://127.0.0.1:8080"
 _K = 3  # the service's default k (simhash_hbase.index.client.DEFAULT_K)
 _IDLE = 3.0  # seconds a kept-alive connection is reused after its last answer
+_WRITES = ("add", "check-and-add")
 
 
 class RemoteError(ShdbError):
@@ -91,7 +98,8 @@ class RemoteIndex:
     ) -> Matches:
         """The ``limit`` nearest near-copies of the text (``fmt`` "html": of its
         visible text) and their count; None: the service's defaults."""
-        return self.query_many([text], k, probes=probes, limit=limit, fmt=fmt)[0]
+        item = {"text": text, "format": fmt}
+        return _matches(self._one("check", item, k=k, probes=probes, limit=limit))
 
     def query_many(
         self,
@@ -107,7 +115,8 @@ class RemoteIndex:
         return [_matches(r) for r in found]
 
     def query_fingerprint(self, fp: int, k: int = _K, *, limit: int | None = None) -> Matches:
-        return self.query_fingerprints([fp], k, limit=limit)[0]
+        item = {"fingerprint": fingerprint_to_hex(fp)}
+        return _matches(self._one("check", item, k=k, limit=limit))
 
     def query_fingerprints(
         self, fps: Sequence[int], k: int = _K, *, limit: int | None = None
@@ -126,11 +135,10 @@ class RemoteIndex:
     ) -> int:
         """Index ``text`` under ``doc_id`` (replacing an earlier version); its fingerprint."""
         item = {"id": doc_id, "text": text, "format": fmt, "meta": meta, "store_text": store_text}
-        (result,) = self._batch("add", [item])
-        return parse_fingerprint_hex(result["fingerprint"])
+        return parse_fingerprint_hex(self._one("add", item)["fingerprint"])
 
     def add_fingerprint(self, doc_id: str, fp: int, meta: dict[str, Any] | None = None) -> None:
-        self._batch("add", [{"id": doc_id, "fingerprint": fingerprint_to_hex(fp), "meta": meta}])
+        self._one("add", {"id": doc_id, "fingerprint": fingerprint_to_hex(fp), "meta": meta})
 
     def check_and_add_texts(
         self,
@@ -167,7 +175,7 @@ class RemoteIndex:
         return [_matches(r) for r in self._batch(endpoint, items, k=k)]
 
     def get(self, doc_id: str) -> Document | None:
-        status, body = self._call("GET", f"/v1/docs/{quote(doc_id, safe='')}", None, {})
+        status, body = self._call("GET", _doc_path(doc_id), None, {})
         if status == 404:
             return None
         return Document(
@@ -176,28 +184,43 @@ class RemoteIndex:
 
     def remove(self, doc_id: str) -> bool:
         """Delete a document; False if it was not there."""
-        status, _ = self._call("DELETE", f"/v1/docs/{quote(doc_id, safe='')}", None, {})
+        status, _ = self._call("DELETE", _doc_path(doc_id), None, {})
         return status != 404
 
     # -- HTTP -----------------------------------------------------------------------
+    def _one(self, endpoint: str, item: dict[str, Any], **params: int | None) -> dict[str, Any]:
+        """One item's answer; its error as itself (a batch's: :class:`BatchRefused`)."""
+        try:
+            (result,) = self._batch(endpoint, [item], **params)
+        except BatchRefused as exc:
+            raise exc.refused[0] from None
+        return result
+
     def _batch(
         self, endpoint: str, items: list[dict[str, Any]], **params: int | None
     ) -> list[dict[str, Any]]:
+        """One request of ``items``, as the local client's batch calls behave: a bad
+        item (refused here, or by the service) raises :class:`BatchRefused` and
+        nothing is written (writes go ``all_or_nothing``), so a retry of the others
+        gets their true answers."""
         if not items:
             return []
-        body = json.dumps(
-            [{k: v for k, v in item.items() if v is not None} for item in items],
-            ensure_ascii=False,
-        ).encode()
-        _, results = self._call("POST", f"/v1/{endpoint}", body, params)
-        for i, result in enumerate(results):
-            if "error" in result:
-                error = result["error"]
-                raise RemoteError(error["status"], error["code"], f"item {i}: {error['message']}")
+        body = _body(items)
+        query: dict[str, int | str | None] = {**params}
+        if endpoint in _WRITES:
+            query["all_or_nothing"] = "true"
+        _, results = self._call("POST", f"/v1/{endpoint}", body, query)
+        refused: dict[int, ShdbError] = {
+            i: RemoteError(r["error"]["status"], r["error"]["code"], r["error"]["message"])
+            for i, r in enumerate(results)
+            if "error" in r and r["error"]["code"] != "not_written"
+        }
+        if refused:
+            raise BatchRefused(refused, len(items))
         return list(results)
 
     def _call(
-        self, method: str, path: str, body: bytes | None, params: dict[str, int | None]
+        self, method: str, path: str, body: bytes | None, params: dict[str, int | str | None]
     ) -> tuple[int, Any]:
         query = urlencode({k: v for k, v in params.items() if v is not None})
         target = f"{self._parts.path.rstrip('/')}{path}" + (f"?{query}" if query else "")
@@ -280,6 +303,41 @@ class RemoteIndex:
             conn = kind(self._parts.hostname or "", self._parts.port, timeout=self._timeout)
             self._local.conn = conn
         return conn
+
+
+def _doc_path(doc_id: str) -> str:
+    if not isinstance(doc_id, str):
+        raise InvalidInput(f"document id {doc_id!r:.80} is a {type(doc_id).__name__}, not a string")
+    try:
+        return f"/v1/docs/{quote(doc_id, safe='')}"
+    except UnicodeEncodeError:
+        raise InvalidInput(f"document id {doc_id!r:.80} holds a lone surrogate") from None
+
+
+def _body(items: list[dict[str, Any]]) -> bytes:
+    """The request body; an item JSON cannot carry (bytes, a set in meta, a lone
+    surrogate) raises :class:`BatchRefused` naming it, before anything is sent."""
+    parts, refused = [], {}
+    for n, item in enumerate(items):
+        fields = {k: v for k, v in item.items() if v is not None}
+        try:
+            text = fields.get("text")
+            if text is not None and not isinstance(text, str):
+                raise TypeError(f"the text is {type(text).__name__}, not a string: decode it")
+            parts.append(json.dumps(fields, ensure_ascii=False, allow_nan=False).encode())
+        except UnicodeEncodeError:
+            refused[n] = InvalidInput(
+                f"item {fields.get('id', n)!r:.80} holds a lone surrogate, not Unicode text: "
+                "decode its source with errors='replace'"
+            )
+        except (TypeError, ValueError) as exc:  # json's own: a set, bytes, nan, a cycle
+            refused[n] = InvalidInput(
+                f"item {fields.get('id', n)!r:.80} cannot be sent as JSON: {exc} "
+                "(meta is a JSON object of strings, numbers, lists and objects)"
+            )
+    if refused:
+        raise BatchRefused(refused, len(items))
+    return b"[" + b",".join(parts) + b"]"
 
 
 def _matches(result: dict[str, Any]) -> Matches:

@@ -9,6 +9,11 @@ crawl's main module too, and start twice as slowly). Requests are pickled
 (function name, arguments) on its stdin, replies pickled on its stdout; errors cross
 back as :class:`StoreError` (retried) or :class:`ShdbError`, with their messages.
 
+An item is answered on its own: its matches, None (no usable terms) or a
+:data:`Refusal` (it cannot be indexed: a lone surrogate, an id over the limit, a page
+that broke the extraction); its batch-mates are checked and written all the same. Only
+a store failure fails a batch.
+
 Items are fed ahead of their batch (``prepare``, no reply): the process extracts and
 fingerprints them while the batch still gathers, so that a batch's check
 (``check_batch``) is left with the lookups and the write, 0.10 to 0.12 ms a page against
@@ -23,11 +28,11 @@ import pickle
 import subprocess
 import sys
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from contextlib import suppress
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from simhash_hbase.errors import InvalidInput, ShdbError, StoreError
+from simhash_hbase.errors import EmptyDocument, ShdbError, StoreError
 from simhash_hbase.records import Document, Matches
 
 if TYPE_CHECKING:  # the crawl imports this module for IndexProcess, not the index:
@@ -37,7 +42,10 @@ if TYPE_CHECKING:  # the crawl imports this module for IndexProcess, not the ind
 # (id, raw text or HTML, "text" or "html"), as the pipeline queued it
 Item = tuple[str, str, str]
 Prepared = tuple[Document, list[int]] | None
-Fed = Prepared | ShdbError  # an item fed ahead, or the error preparing it raised
+Fed = Prepared | ShdbError  # an item prepared, or why it cannot be (a StoreError: the store's)
+#: Why one item is not indexed: the kind of problem (its error's class), and the message
+Refusal = tuple[str, str]
+Answer = Matches | Refusal | None
 
 WARM_UP = "爬虫抓取的网页正文"  # a text whose fingerprint loads the segmenter's dictionary
 
@@ -57,10 +65,13 @@ class IndexProcess:
     stops the crawl only, whose graceful close still writes its last batch through it;
     it exits when the crawl closes its stdin, or dies."""
 
-    def __init__(self, url: str) -> None:
-        """Start the process and ask it to open ``url``, without waiting: the index
-        opens while the crawl goes on starting. :meth:`opened` waits for it."""
+    def __init__(self, url: str, create: bool = False) -> None:
+        """Start the process and ask it to open ``url`` (or ``create`` it), without
+        waiting: the index opens while the crawl goes on starting. :meth:`opened`
+        waits for it."""
         self.url = url
+        self.create = create
+        self.created = False  # whether the open created the index
         self._proc = subprocess.Popen(
             [sys.executable, "-m", "simhash_hbase.integrations.indexer"],
             stdin=subprocess.PIPE,
@@ -68,7 +79,7 @@ class IndexProcess:
             start_new_session=True,
         )
         self._unanswered = True  # the open
-        self._send("open_index", url)
+        self._send("open_index", url, create)
 
     def opened(self) -> IndexProcess:
         """This process once its index is open; an index that cannot be opened raises
@@ -76,7 +87,7 @@ class IndexProcess:
         if self._unanswered:
             try:
                 self._unanswered = False
-                self._receive()
+                self.created = bool(self._receive())
             except ShdbError:
                 self._end()
                 raise
@@ -119,7 +130,8 @@ class IndexProcess:
         """Close the index, then end the process (one that died has nothing to close)."""
         try:
             if self._proc.poll() is None and not self._unanswered:
-                self.call("close_index")
+                with suppress(IndexerDied):  # killed, not yet reaped: nothing to close
+                    self.call("close_index")
         finally:
             self._end()
 
@@ -130,11 +142,14 @@ class IndexProcess:
         self._proc.wait()
 
 
-def open_index(url: str) -> None:
+def open_index(url: str, create: bool = True) -> bool:
+    """Open the index at ``url``, or create it (``create``, as :meth:`SimhashIndex.open`;
+    the pipeline passes SHDB_CREATE); whether it was created."""
     global _index
     from simhash_hbase.index.client import SimhashIndex
 
-    _index = SimhashIndex.open(url)
+    _index = SimhashIndex.open(url, create=create)
+    return _index.created
 
 
 def warm_up() -> None:
@@ -144,36 +159,31 @@ def warm_up() -> None:
     from simhash_hbase.fingerprint import segment
 
     segment.preload()
-    _prepared(_held(), "", WARM_UP, "text")
+    _prepared(_held(), "warm-up", WARM_UP, "text")
 
 
 def prepare(items: list[Item]) -> None:
     """Extract and fingerprint items fed ahead of their batch (no reply: an error
     waits for the batch's check)."""
-    for item in items:
-        try:
-            _fed.append(_prepared(_held(), *item))
-        except ShdbError as exc:
-            _fed.append(exc)
+    index = _held()
+    _fed.extend(_prepared(index, *item) for item in items)
 
 
-def check_batch(seq: int, fed: int, items: list[Item], limit: int) -> list[Matches | None]:
+def check_batch(seq: int, fed: int, items: list[Item], limit: int) -> list[Answer]:
     """Check and add one batch, in order (``check_and_add``, the predicate ``shdb
     ingest`` uses): its first ``fed`` items were fed ahead (:func:`prepare`), the
-    rest are ``items``. Each item's matches, or None for an item that cannot be
-    fingerprinted (no usable terms, a page its parser refuses), which is not indexed.
-    A retry of batch ``seq`` reuses its fingerprints."""
+    rest are ``items``. Each item's :data:`Answer`; an item that is not indexed does
+    not keep the others from being. A store error fails the batch (the pipeline
+    retries it); a retry of batch ``seq`` reuses its fingerprints."""
     global _last
     index = _held()
     if _last is None or _last[0] != seq:
         ahead = [_fed.popleft() for _ in range(fed)]
         _last = (seq, [*ahead, *(_prepared(index, *item) for item in items)])
-    prepared: list[Prepared] = []
     for fed_item in _last[1]:
-        if isinstance(fed_item, ShdbError):
+        if isinstance(fed_item, StoreError):
             raise fed_item
-        prepared.append(fed_item)
-    usable = [p for p in prepared if p is not None]
+    usable = [p for p in _last[1] if isinstance(p, tuple)]
     found = iter(
         index.check_and_add(
             [doc for doc, _ in usable],
@@ -182,7 +192,13 @@ def check_batch(seq: int, fed: int, items: list[Item], limit: int) -> list[Match
             limit=limit,
         )
     )
-    return [None if p is None else next(found) for p in prepared]
+    return [_answer(p, found) for p in _last[1]]
+
+
+def _answer(fed: Fed, found: Iterator[Matches]) -> Answer:
+    if isinstance(fed, ShdbError):
+        return type(fed).__name__, str(fed)
+    return None if fed is None else next(found)
 
 
 def close_index() -> None:
@@ -198,11 +214,18 @@ def _held() -> SimhashIndex:
     return _index
 
 
-def _prepared(index: SimhashIndex, doc_id: str, raw: str, fmt: str) -> Prepared:
+def _prepared(index: SimhashIndex, doc_id: str, raw: str, fmt: str) -> Fed:
+    """The item's document and probes; None for no usable terms; else why it cannot
+    be indexed (a StoreError: the store failed)."""
     try:
         return index.prepare_text(doc_id, raw, fmt)
-    except InvalidInput:  # no usable terms, or a page its parser refuses
+    except EmptyDocument:
         return None
+    except ShdbError as exc:  # a bad id, not Unicode text, a page its parser refuses
+        return exc
+    except Exception as exc:  # a page that breaks a parser or the segmenter is that
+        # page's failure, not the crawl's: it must not end the index process
+        return ShdbError(f"{doc_id!r:.80}: {type(exc).__name__}: {exc}")
 
 
 CALLS: dict[str, Callable[..., Any]] = {

@@ -37,13 +37,13 @@ except ImportError as exc:  # the hint is the point of this module's import
     ) from exc
 
 from simhash_hbase.errors import (
-    EmptyDocument,
+    BatchRefused,
     InvalidInput,
     InvalidSetting,
     ShdbError,
     StoreError,
 )
-from simhash_hbase.integrations.indexer import IndexProcess
+from simhash_hbase.integrations.indexer import Answer, IndexProcess
 from simhash_hbase.records import Matches
 
 if TYPE_CHECKING:  # imported where used: the crawl process starts without them
@@ -59,6 +59,9 @@ DROP_LOG_LEVEL = "DEBUG"
 # hand-over costs the reactor about what a few items' own work does, and the items
 # not yet handed over when the batch goes are fingerprinted with its check.
 FEED_ITEMS = 16
+# Ids no longer than this many characters are within the index's limit of 1,024 bytes
+# of UTF-8 whatever they hold; a longer one is checked by the index's own rule.
+_SHORT_ID = 256
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,9 @@ class PipelineSettings:
     flush_seconds: float = 0.5
     linger_seconds: float = 0.05
     retries: int = 3
+    #: Create the index when there is none (said once, as a warning); else a missing
+    #: index stops the crawl at its start, so a mistyped SHDB_INDEX is not a new index.
+    create: bool = False
 
     @classmethod
     def from_scrapy(cls, settings: Any) -> PipelineSettings:
@@ -99,6 +105,7 @@ class PipelineSettings:
             flush_seconds=settings.getfloat("SHDB_FLUSH_SECONDS", cls.flush_seconds),
             linger_seconds=settings.getfloat("SHDB_LINGER_SECONDS", cls.linger_seconds),
             retries=settings.getint("SHDB_RETRIES", cls.retries),
+            create=settings.getbool("SHDB_CREATE", cls.create),
         )
         for name in ("limit", "batch_size"):
             if getattr(made, name) < 1:
@@ -113,7 +120,7 @@ class _Pending:
     doc_id: str
     raw: str
     fmt: str  # "text" or "html": HTML is extracted on the worker thread
-    answer: asyncio.Future[Matches | None]
+    answer: asyncio.Future[Answer]
     fed: bool = False  # handed to the index process ahead of its batch
 
     @property
@@ -123,6 +130,15 @@ class _Pending:
 
 class IndexUnavailable(ShdbError):
     """The index named by SHDB_INDEX could not be opened: the crawl does not start."""
+
+
+class OddItem(InvalidInput):
+    """An item the index cannot take as it is (``kind`` names the problem): it passes
+    through unchecked, counted, and the crawl goes on."""
+
+    def __init__(self, kind: str, detail: str) -> None:
+        super().__init__(f"{kind}: {detail}")
+        self.kind = kind
 
 
 class NearDuplicatePipeline:
@@ -141,8 +157,10 @@ class NearDuplicatePipeline:
         self._unfed = 0  # the pending items not yet fed, the last ones
         self._timer: asyncio.TimerHandle | None = None
         self._since = self._last = 0.0  # the oldest and newest pending item's arrival
-        self._flushes: set[asyncio.Future[Any]] = set()  # flushes, and a close on failure
+        self._flushes: set[asyncio.Future[Any]] = set()
+        self._closing: asyncio.Future[Any] | None = None  # the engine's close, on failure
         self._failed: str | None = None
+        self._warned: set[str] = set()  # the kinds of odd items logged once
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> NearDuplicatePipeline:
@@ -163,19 +181,27 @@ class NearDuplicatePipeline:
                 self._indexer = await self._run(self._index_process(url).opened)
         except ShdbError as exc:
             raise IndexUnavailable(
-                f"SHDB_INDEX={url!r} could not be opened: {exc}. Fix the setting, or start "
-                "the store or service it names, then run the crawl again."
+                f"SHDB_INDEX={url!r} could not be opened: {exc}. Fix the setting (SHDB_CREATE "
+                "= True creates a missing index), or start the store or service it names, "
+                "then run the crawl again."
             ) from exc
+        if self._indexer is not None and self._indexer.created:
+            self._log.warning("shdb: created a new, empty index at %s (SHDB_CREATE)", url)
         self._log.info("shdb: checking items against %s (%s)", url, self.settings.action)
 
     async def process_item(self, item: Any, spider: Any = None) -> Any:
         adapter = _fields(item)
         doc_id = adapter.get(self.settings.id_field)
-        if not isinstance(doc_id, str) or not doc_id:
+        if doc_id is None or doc_id == "":
             self._stats.inc_value(f"{STATS}skipped_no_id")
             return item
         try:
+            _check_id(doc_id)
             content = self._content_of(adapter)
+        except OddItem as exc:  # checked here: it never reaches the index, nor its batch
+            self._stats.inc_value(f"{STATS}skipped_invalid")
+            self._warn_once(exc.kind, doc_id, str(exc))
+            return item
         except InvalidInput as exc:  # a body that is not text in any charset it declares
             self._stats.inc_value(f"{STATS}skipped_undecodable")
             self._log.warning("shdb: %s not checked: %s", doc_id, exc)
@@ -186,6 +212,9 @@ class NearDuplicatePipeline:
         if self._failed is not None:
             raise DropItem(f"not checked: the index failed earlier ({self._failed})")
         matches = await self._submit(doc_id, *content)  # counted by its batch (_count)
+        if isinstance(matches, tuple):  # the index refused it: the batch went on
+            self._warn_once(matches[0], doc_id, matches[1])
+            return item
         if matches is None:
             return item
         if self.settings.action == "tag":
@@ -202,7 +231,7 @@ class NearDuplicatePipeline:
     async def close_spider(self, spider: Any = None) -> None:
         """Write the last batch, then close the index: nothing acknowledged is lost."""
         await self._flush()
-        if self._flushes:
+        if self._flushes:  # not the engine's close (_closing): it waits for this one
             await asyncio.gather(*self._flushes, return_exceptions=True)
         if self._index is not None:
             await self._run(self._index.close)
@@ -215,27 +244,54 @@ class NearDuplicatePipeline:
         new one (without the add-on the index opens at spider open)."""
         get_addon = getattr(self._crawler, "get_addon", None)
         addon = get_addon(NearDuplicateAddon) if get_addon is not None else None
-        started = addon.take(url) if addon is not None else None
-        return started or IndexProcess(url)
+        create = self.settings.create
+        started = addon.take(url, create) if addon is not None else None
+        return started or IndexProcess(url, create)
 
     # -- batching -------------------------------------------------------------
     def _content_of(self, adapter: Fields) -> tuple[str, str] | None:
-        """The item's text (``text`` format), else its HTML (``html``), else None."""
+        """The item's text (``text`` format), else its HTML (``html``), else None;
+        :class:`OddItem` for a field the index cannot take (checked here, so that it
+        never fails the batch it would join)."""
         text = adapter.get(self.settings.text_field)
-        if isinstance(text, str) and text.strip():
-            return text, "text"
+        if text is not None and not isinstance(text, str):
+            raise OddItem(
+                f"{self.settings.text_field} is not a string",
+                f"got {type(text).__name__} (bytes belong in {self.settings.html_field}, "
+                "decoded by their declared charset)",
+            )
+        if text is not None and text.strip():
+            return _unicode(text, self.settings.text_field), "text"
         html = adapter.get(self.settings.html_field)
         if isinstance(html, bytes):  # a response body: its declared charset decides
             from simhash_hbase.text.extract import decode
 
             html = decode(html, "html")
-        if isinstance(html, str) and html.strip():
-            return html, "html"
+        if html is not None and not isinstance(html, str):
+            raise OddItem(
+                f"{self.settings.html_field} is not a string or bytes",
+                f"got {type(html).__name__}",
+            )
+        if html is not None and html.strip():
+            return _unicode(html, self.settings.html_field), "html"
         return None
 
-    def _submit(self, doc_id: str, raw: str, fmt: str) -> asyncio.Future[Matches | None]:
+    def _warn_once(self, kind: str, doc_id: Any, detail: str) -> None:
+        """An item passed through unchecked: logged for the first of its kind only
+        (a crawl may hold thousands); ``shdb/skipped_invalid`` counts them all."""
+        if kind not in self._warned:
+            self._warned.add(kind)
+            self._log.warning(
+                "shdb: %.100r not checked: %s (items like it pass unchecked, counted in "
+                "%sskipped_invalid and not logged again)",
+                doc_id,
+                detail,
+                STATS,
+            )
+
+    def _submit(self, doc_id: str, raw: str, fmt: str) -> asyncio.Future[Answer]:
         loop = asyncio.get_running_loop()
-        answer: asyncio.Future[Matches | None] = loop.create_future()
+        answer: asyncio.Future[Answer] = loop.create_future()
         self._last = loop.time()
         if not self._pending:
             self._since = self._last
@@ -307,6 +363,9 @@ class NearDuplicatePipeline:
         batch, self._pending, self._unfed = self._pending, [], 0
         if not batch:
             return
+        if self._failed is not None:  # items that came while the failing batch was retried
+            self._fail(batch, StoreError(self._failed))
+            return
         try:
             results = await self._run(self._write_with_retries, batch)
         except ShdbError as exc:
@@ -316,14 +375,16 @@ class NearDuplicatePipeline:
         for pending, matches in zip(batch, results):
             pending.answer.set_result(matches)
 
-    def _count(self, results: Sequence[Matches | None]) -> None:
+    def _count(self, results: Sequence[Answer]) -> None:
         """A batch's counters, added once a batch rather than an item at a time."""
-        checked = [m for m in results if m is not None]
+        checked = [m for m in results if isinstance(m, Matches)]
         near = sum(1 for m in checked if m)
+        refused = sum(isinstance(m, tuple) for m in results)
         counts = {
             "batches": 1,
             "checked": len(checked),
-            "skipped_unusable": len(results) - len(checked),
+            "skipped_unusable": len(results) - len(checked) - refused,
+            "skipped_invalid": refused,
             "near_duplicates": near,
             "dropped": near if self.settings.action == "drop" else 0,
         }
@@ -331,10 +392,10 @@ class NearDuplicatePipeline:
             if n:
                 self._stats.inc_value(f"{STATS}{name}", n)
 
-    def _write_with_retries(self, batch: Sequence[_Pending]) -> list[Matches | None]:
+    def _write_with_retries(self, batch: Sequence[_Pending]) -> list[Answer]:
         """On the worker thread: check and add one batch in arrival order, retrying a
-        failing store. An item that cannot be fingerprinted (no usable terms, a page
-        that cannot be parsed) gets None and is not indexed; the others are."""
+        failing store. An item with no usable terms gets None, one the index refuses
+        a :data:`Refusal`; neither is indexed, and the others are."""
         if self._indexer is None:  # the service extracts and fingerprints itself
             return self._send_texts(batch)
         fed = sum(p.fed for p in batch)  # the first ones
@@ -348,27 +409,30 @@ class NearDuplicatePipeline:
         )
         return self._retrying(check)
 
-    def _send_texts(self, batch: Sequence[_Pending]) -> list[Matches | None]:
-        """Runs of one format (text or HTML), one request each; a run holding an item
-        with no usable terms goes an item at a time, so that the others are indexed."""
+    def _send_texts(self, batch: Sequence[_Pending]) -> list[Answer]:
+        """Runs of one format (text or HTML), one request each. The service writes
+        nothing of a request holding an item it refuses (:class:`BatchRefused`), so
+        the others are sent again without it and get their true answers."""
         assert self._index is not None
         index = self._index
-        results: list[Matches | None] = []
+        results: list[Answer] = []
         for fmt, run in groupby(batch, key=lambda p: p.fmt):
-            items = [(p.doc_id, p.raw) for p in run]
             send = partial(index.check_and_add_texts, fmt=fmt, limit=self.settings.limit)
-            try:
-                results += self._retrying(partial(send, items))
-            except EmptyDocument:
-                results += [self._one(send, item) for item in items]
+            answers: dict[int, Answer] = {}
+            items = dict(enumerate((p.doc_id, p.raw) for p in run))
+            while items:
+                at = list(items)
+                try:
+                    found = self._retrying(partial(send, [items[n] for n in at]))
+                except BatchRefused as exc:
+                    for j, error in exc.refused.items():
+                        answers[at[j]] = _refusal(error)
+                        del items[at[j]]
+                    continue
+                answers.update(zip(at, found))
+                break
+            results += [answers[n] for n in sorted(answers)]
         return results
-
-    def _one(self, send: Any, item: tuple[str, str]) -> Matches | None:
-        try:
-            (matches,) = self._retrying(partial(send, [item]))
-        except EmptyDocument:
-            return None
-        return matches
 
     def _retrying(self, write: Callable[[], list[Any]]) -> list[Any]:
         for attempt in range(self.settings.retries + 1):
@@ -382,17 +446,18 @@ class NearDuplicatePipeline:
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _fail(self, batch: Sequence[_Pending], exc: ShdbError) -> None:
-        """A store that keeps failing stops the crawl; the batch's items are errors."""
-        self._failed = str(exc)
+        """A store that keeps failing stops the crawl; the batch's items are errors.
+        The engine's close calls :meth:`close_spider`, which must not wait for it."""
         self._stats.inc_value(f"{STATS}errors", len(batch))
-        self._log.error("shdb: stopping the crawl: %s (%d items not indexed)", exc, len(batch))
         for pending in batch:
             pending.answer.set_exception(DropItem(f"not indexed: {exc}"))
-        closing = asyncio.ensure_future(
+        if self._closing is not None:
+            return
+        self._failed = str(exc)
+        self._log.error("shdb: stopping the crawl: %s (%d items not indexed)", exc, len(batch))
+        self._closing = asyncio.ensure_future(
             self._crawler.engine.close_spider_async(reason="shdb_store_error")
         )
-        self._flushes.add(closing)
-        closing.add_done_callback(self._flushes.discard)
 
     def _tagged(self, adapter: Fields, item: Any, matches: Matches) -> Any:
         """``near_duplicates`` on the item: a scrapy.Item or dataclass must declare it."""
@@ -408,11 +473,11 @@ class NearDuplicatePipeline:
 PIPELINE = f"{__name__}.NearDuplicatePipeline"
 
 
-def _quietly_started(url: str) -> IndexProcess | None:
+def _quietly_started(url: str, create: bool) -> IndexProcess | None:
     """An index process for ``url``, or None: its errors wait for the pipeline's
     open, which names SHDB_INDEX and the fix."""
     try:
-        return IndexProcess(url)
+        return IndexProcess(url, create)
     except ShdbError:
         return None
 
@@ -441,7 +506,7 @@ class NearDuplicateAddon:
     def update_pre_crawler_settings(cls, settings: Any) -> None:
         url = _local_index(settings)
         if url is not None and url not in cls._early:
-            started = _quietly_started(url)
+            started = _quietly_started(url, settings.getbool("SHDB_CREATE"))
             if started is not None:
                 cls._early[url] = started
 
@@ -453,12 +518,13 @@ class NearDuplicateAddon:
         for unused in early.values():
             unused.close()
         if url is not None and self._started is None:
-            self._started = _quietly_started(url)
+            self._started = _quietly_started(url, settings.getbool("SHDB_CREATE"))
 
-    def take(self, url: str) -> IndexProcess | None:
-        """The process started for ``url``, handed over once."""
+    def take(self, url: str, create: bool) -> IndexProcess | None:
+        """The process started for ``url`` (opening or creating it as asked), handed
+        over once."""
         started, self._started = self._started, None
-        if started is not None and started.url != url:
+        if started is not None and (started.url, started.create) != (url, create):
             started.close()
             return None
         return started
@@ -494,6 +560,44 @@ def _local_index(settings: Any) -> str | None:
 
 def _is_service(url: str) -> bool:
     return url.startswith(("http://", "https://"))
+
+
+def _check_id(doc_id: Any) -> None:
+    """:class:`OddItem` unless the index can hold ``doc_id`` as an id (docs/SPEC.md)."""
+    if not isinstance(doc_id, str):
+        raise OddItem("id is not a string", f"got {type(doc_id).__name__} {doc_id!r:.40}")
+    _unicode(doc_id, "id")
+    if len(doc_id) > _SHORT_ID:  # the index's own rule, and its message
+        from simhash_hbase.layout.codec import encode_doc_id
+
+        try:
+            encode_doc_id(doc_id)
+        except InvalidInput as exc:
+            raise OddItem("id too long", str(exc)) from None
+
+
+def _unicode(value: str, field: str) -> str:
+    """``value`` unless it holds a lone surrogate (not a character: the index refuses
+    it); the check is one pass of C, nothing for ASCII."""
+    if not value.isascii():
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise OddItem(
+                f"{field} holds a lone surrogate",
+                f"{value[exc.start]!r} at character {exc.start} is not Unicode text",
+            ) from None
+    return value
+
+
+def _refusal(error: ShdbError) -> Answer:
+    """A refused item's answer from the service: None for no usable terms, as the
+    index process answers; else a :data:`Refusal`."""
+    from simhash_hbase.index.remote import RemoteError  # service crawls only
+
+    if isinstance(error, RemoteError):
+        return None if error.code == "no_terms" else (error.code, str(error))
+    return type(error).__name__, str(error)
 
 
 def _count(matches: Matches) -> str:

@@ -724,9 +724,9 @@ def check_output(
 
 @contextmanager
 def index_for_ingest(
-    url: str | None, *, scheme: str | None = None, params: Wanted = None
+    url: str | None, *, scheme: str | None = None, params: Wanted = None, create: bool = True
 ) -> Iterator[SimhashIndex]:
-    """Open (or create) the index an ingest writes to. If this run created it and
+    """Open the index an ingest writes to, or create it (``create``). If this run created it and
     it holds no document at the end (every record skipped), it is removed again:
     a run that adds nothing creates nothing, and a re-run with other settings is
     not refused by the settings of an empty index. The run holds the index from
@@ -734,7 +734,7 @@ def index_for_ingest(
     folder = local_path(url)
     fresh = folder is not None and not folder.exists()
     with (
-        SimhashIndex.open(url, scheme=scheme, params=params) as index,
+        SimhashIndex.open(url, scheme=scheme, params=params, create=create) as index,
         index.sole_writer("shdb ingest"),
     ):
         failed = True

@@ -25,7 +25,7 @@ from simhash_hbase.errors import InvalidIndexUrl
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.index.manifest import FORMAT_VERSION, MANIFEST
 from simhash_hbase.store import local_path, open_store
-from simhash_hbase.store.embedded import EmbeddedStore
+from simhash_hbase.store.lmdb.store import EmbeddedStore
 
 _HBASE_BATCH = 5_000  # documents per write batch of an HBase copy
 

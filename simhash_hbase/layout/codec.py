@@ -3,7 +3,7 @@ row keys, prefixes, fingerprints, document ids and columns, meta records.
 
 Keeping them in one module means the contract every store holds is readable in
 one place and tested in one place. How the embedded store lays these bytes out
-in LMDB (folded keys, packed columns) is its own file format, in store/embedded.py.
+in LMDB (folded keys, packed columns) is its own file format, in store/lmdb/columns.py.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from typing import Any
 
 import numpy as np
 
+from simhash_hbase import _native as native
 from simhash_hbase.errors import InvalidInput, StoreCorrupt, StoreError
-from simhash_hbase.fingerprint import native
 from simhash_hbase.records import Document
 
 FINGERPRINT_BYTES = 8

@@ -1,15 +1,17 @@
 """The near-duplicate graph of a batch by both nets, in work linear in documents.
 
 Documents are grouped into *nodes* (identical fingerprint, sketch and band keys),
-and candidate pairs of nodes come from groups: nodes sharing a fingerprint, nodes
-sharing one band key, and the nodes of two distinct fingerprints within k. Every
-pair of a group is a candidate, so N one-character edits of one text are a few
+and candidate pairs of nodes come from groups, the same candidates the index's
+scans find (layout.nets): nodes sharing a fingerprint, one of the pigeonhole's
+combination keys (any distance: beyond k, the similarity decides) or one band
+key, and the nodes of two distinct fingerprints within k. Every pair of a group
+is a candidate, so N one-character edits of one text are a few
 groups of N nodes and N²/2 pairs, almost all matches. Instead of all of them:
 
 - **Neighbours** (the edges :func:`~simhash_hbase.layout.pairs.nearest_earlier`
   reads): a group of up to ``SMALL + 1`` nodes has all its pairs judged; in a
   larger one each node is judged against its ``WINDOW`` (fingerprint groups) or
-  ``BAND_WINDOW`` (band groups) neighbours in input order, and is marked
+  ``BAND_WINDOW`` (combination and band groups) neighbours in input order, and is marked
   incomplete: its count is then a lower bound. Two fingerprints within k pair
   their first ``WINDOW`` nodes each.
 - **Clusters stay exact**: after those edges are joined, each large group is
@@ -19,10 +21,8 @@ groups of N nodes and N²/2 pairs, almost all matches. Instead of all of them:
   is then inside one component, so the components are those of the full pair
   graph. Mass copies make one component at once: the settle costs one pass.
 
-A pair matches by :func:`~simhash_hbase.layout.nets.is_match`, judged over whole
-arrays: Hamming distance of the fingerprints, and the sketches' agreement counted
-on their packed words (XOR, lanes folded, popcount), the same estimate as
-:func:`~simhash_hbase.layout.nets.pair_similarities`.
+A pair matches by :class:`~simhash_hbase.layout.nets.Judge` (the one rule,
+:func:`~simhash_hbase.layout.nets.matches`), over whole arrays.
 """
 
 from __future__ import annotations
@@ -31,8 +31,16 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from simhash_hbase.fingerprint.minhash import BINS, MinHashParams
-from simhash_hbase.layout.pairs import NearGraph, near_graph, roots
+from simhash_hbase.fingerprint.minhash import MinHashParams
+from simhash_hbase.layout.nets import JUDGE_CHUNK as _CHUNK
+from simhash_hbase.layout.nets import Judge
+from simhash_hbase.layout.pairs import (
+    NearGraph,
+    expand_pairs,
+    near_duplicate_pairs,
+    near_graph,
+    roots,
+)
 from simhash_hbase.layout.scheme import Scheme
 
 #: Groups up to SMALL + 1 nodes are judged whole (exact neighbours and counts).
@@ -41,50 +49,8 @@ SMALL = 32
 WINDOW = 16
 #: ... and in a larger group sharing one band key (25 bands: 25 such groups a node).
 BAND_WINDOW = 4
-#: Pairs judged at once while settling (each ~4 x the sketch's bytes of scratch).
-_CHUNK = 1 << 18
-
-
-class Judge:
-    """How two nodes match: their fingerprints, packed sketches and the predicate."""
-
-    def __init__(
-        self, fps: np.ndarray, k: int, lsh: MinHashParams, sketches: Sequence[bytes | None]
-    ) -> None:
-        self.fps, self.k, self.lsh = fps, k, lsh
-        self.has = np.array([s is not None for s in sketches], dtype=bool)
-        blank = bytes(lsh.sketch_bytes)
-        raw = b"".join(blank if s is None else s for s in sketches)
-        self.words = np.frombuffer(raw, dtype="<u8").reshape(len(sketches), -1)
-        bits = lsh.sketch_bits
-        self.lanes = np.uint64(sum(1 << i for i in range(0, 64, bits)))  # each lane's low bit
-
-    def __call__(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(match, distance, similarity: NaN unless both have a sketch) of pairs a[i], b[i],
-        judged _CHUNK at a time (scratch memory ~4 x the sketches of a chunk)."""
-        if len(a) <= _CHUNK:
-            return self._judged(a, b)
-        parts = [
-            self._judged(a[at : at + _CHUNK], b[at : at + _CHUNK])
-            for at in range(0, len(a), _CHUNK)
-        ]
-        match, dist, sim = zip(*parts)
-        return np.concatenate(match), np.concatenate(dist), np.concatenate(sim)
-
-    def _judged(self, a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        dist = np.bitwise_count(self.fps[a] ^ self.fps[b]).astype(np.int64)
-        x = self.words[a] ^ self.words[b]
-        folded = x.copy()
-        for shift in range(1, self.lsh.sketch_bits):
-            folded |= x >> np.uint64(shift)
-        differ = np.bitwise_count(folded & self.lanes).sum(axis=1, dtype=np.int64)
-        agree = (BINS - differ) / BINS
-        chance = 2.0**-self.lsh.sketch_bits
-        sim = np.round(np.clip((agree - chance) / (1.0 - chance), 0.0, 1.0), 4)
-        both = self.has[a] & self.has[b]
-        near = dist <= self.k
-        match = np.where(near, ~both | (sim >= self.lsh.floor), both & (sim >= self.lsh.threshold))
-        return match, dist, np.where(both, sim, np.nan)
+#: A pair (i, j) of a batch, i < j, with its Hamming distance and estimated Jaccard.
+NetPair = tuple[int, int, int, float | None]
 
 
 def _windowed(
@@ -252,7 +218,11 @@ def nets_graph(
     n = len(nodes)
     judge = Judge(nodes, k, lsh, [s for _, s, _ in keys])
     cands = _Candidates(judge, n)
-    cands.add(*_windowed(nodes, np.arange(n, dtype=np.int64), WINDOW))
+    every = np.arange(n, dtype=np.int64)
+    cands.add(*_windowed(nodes, every, WINDOW))
+    segments = scheme.segments_many(nodes)
+    for combo in scheme.combos:  # the pigeonhole's rows: beyond k the similarity decides
+        cands.add(*_windowed(scheme.combo_keys(segments, combo), every, BAND_WINDOW))
     banded = np.flatnonzero(judge.has & np.array([b is not None for _, _, b in keys], dtype=bool))
     if len(banded):
         table = np.frombuffer(b"".join(keys[i][2] for i in banded.tolist()), dtype=">u4")  # type: ignore[misc]
@@ -272,3 +242,28 @@ def nets_graph(
     a, b = a[order], b[order]
     _, dist, sim = judge(a, b)
     return NearGraph(nodes, inverse, np.stack([a, b, dist]), sim, judge.has, ~cands.incomplete)
+
+
+def batch_pairs(
+    fps: np.ndarray,
+    k: int,
+    scheme: Scheme,
+    lsh: MinHashParams | None = None,
+    sketches: Sequence[bytes | None] = (),
+    bands: Sequence[bytes | None] = (),
+) -> list[NetPair]:
+    """Every matching pair of a batch (i, j, distance, similarity), i < j, sorted:
+    the pairs of :func:`nets_graph` (of :func:`~simhash_hbase.layout.pairs.near_graph`
+    without sketches), listed. Complete while no group exceeds SMALL + 1 nodes."""
+    if lsh is None or not any(s is not None for s in sketches):
+        return [(i, j, d, None) for i, j, d in near_duplicate_pairs(fps, k, scheme)]
+    graph = nets_graph(fps, k, scheme, lsh, sketches, bands)
+    assert graph.similarity is not None and graph.sketched is not None  # nets_graph's
+    sims = {(a, b): s for a, b, s in zip(*graph.edges[:2].tolist(), graph.similarity.tolist())}
+    same = [1.0 if s else None for s in graph.sketched.tolist()]
+    out: list[NetPair] = []
+    for i, j, d in expand_pairs(graph):
+        u, v = sorted((int(graph.inverse[i]), int(graph.inverse[j])))
+        sim = same[u] if u == v else sims[(u, v)]
+        out.append((i, j, d, None if sim is None or sim != sim else sim))
+    return out

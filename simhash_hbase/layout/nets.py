@@ -4,26 +4,30 @@
 - ``lsh``: MinHash bands of character shingles, flags c+1..c+bands, in the same
   13-byte row keys (4-byte band key, flag, 8-byte fingerprint).
 
-:func:`is_match` is the predicate every surface applies (the library's queries,
-the ingest report, batch ``dedup``, both stores): a pair is a match when the
+:func:`matches` is the rule every surface applies (the library's queries, the
+ingest report, batch ``dedup``, both stores): a pair is a match when the
 pigeonhole finds it within k bits (unless both sketches exist and say the texts
 share almost nothing), or when their sketches' estimated Jaccard reaches the
-threshold. Batch pairs are found the same two ways: sorting for the pigeonhole
-(:func:`~simhash_hbase.layout.pairs.near_duplicate_pairs`), grouping equal band
-keys for LSH (:func:`band_candidates`).
+threshold. :class:`Judge` applies it to arrays of pairs of prepared documents.
+
+The candidates it judges are the same on every path: the documents sharing a
+row prefix with the query (one of the pigeonhole's combination keys, or a band
+key). The index finds them by scanning those prefixes; a batch (ingest's
+within-batch pairs, ``shdb dedup``) by grouping equal keys
+(:func:`~simhash_hbase.layout.groups.nets_graph`).
 """
 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 from simhash_hbase.errors import InvalidSetting
-from simhash_hbase.fingerprint.minhash import BINS, MinHasher, MinHashParams, unpack_sketch
+from simhash_hbase.fingerprint.minhash import BINS, MinHasher, MinHashParams
 from simhash_hbase.layout import codec
-from simhash_hbase.layout.pairs import near_duplicate_pairs
 from simhash_hbase.layout.scheme import Scheme
 from simhash_hbase.records import Document
 
@@ -33,8 +37,8 @@ NETS = (SIMHASH, SIMHASH_LSH)
 #: New indexes get both nets; an index whose manifest names none has the pigeonhole only.
 DEFAULT_NETS = SIMHASH_LSH
 
-#: A pair (i, j) of a batch, i < j, with its Hamming distance and estimated Jaccard.
-NetPair = tuple[int, int, int, float | None]
+#: Pairs judged at once (each ~4 x the sketch's bytes of scratch).
+JUDGE_CHUNK = 1 << 18
 
 
 def check_nets(nets: str) -> str:
@@ -48,13 +52,25 @@ def first_band_flag(scheme: Scheme) -> int:
     return scheme.rows_per_fingerprint + 1
 
 
-def is_match(near: bool, similarity: float | None, lsh: MinHashParams | None) -> bool:
-    """The one predicate: ``near`` is the pigeonhole's verdict (within k, or a probe
-    within k and the probe bound); ``similarity`` the sketches' estimated Jaccard
-    (None when a side has no sketch: the pigeonhole alone decides)."""
-    if similarity is None or lsh is None:
+def matches(near: ArrayLike, similarity: ArrayLike, lsh: MinHashParams | None) -> np.ndarray:
+    """The one rule, over arrays of pairs: ``near`` is the pigeonhole's verdict
+    (within k, or a probe within k and the probe bound); ``similarity`` the
+    sketches' estimated Jaccard, NaN where a side has no sketch (the pigeonhole
+    alone decides). Every judge of a pair calls this (docs/nets.md)."""
+    near = np.asarray(near, dtype=bool)
+    if lsh is None:
         return near
-    return similarity >= lsh.threshold or (near and similarity >= lsh.floor)
+    sim = np.asarray(similarity, dtype=np.float64)
+    with np.errstate(invalid="ignore"):  # NaN compares False: then ``near`` decides
+        judged = (sim >= lsh.threshold) | (near & (sim >= lsh.floor))
+    return np.where(np.isnan(sim), near, judged)
+
+
+def is_match(near: bool, similarity: float | None, lsh: MinHashParams | None) -> bool:
+    """:func:`matches` of one pair (``similarity`` None: a side has no sketch)."""
+    return bool(
+        matches(np.bool_(near), np.float64(np.nan if similarity is None else similarity), lsh)
+    )
 
 
 def sketch_document(hasher: MinHasher, doc: Document, text: str) -> Document:
@@ -66,8 +82,69 @@ def sketch_document(hasher: MinHasher, doc: Document, text: str) -> Document:
     return dataclasses.replace(doc, sketch=sig.sketch, bands=codec.encode_bands(sig.bands))
 
 
+class Judge:
+    """:func:`matches` over pairs of prepared documents held in arrays: their
+    fingerprints, packed sketches (None: no sketch) and the rule's parameters."""
+
+    def __init__(
+        self,
+        fps: np.ndarray,
+        k: int,
+        lsh: MinHashParams | None,
+        sketches: Sequence[bytes | None] = (),
+    ) -> None:
+        self.fps, self.k, self.lsh = np.asarray(fps, dtype=np.uint64), k, lsh
+        self.has = np.array([s is not None for s in sketches], dtype=bool).reshape(-1)
+        if lsh is None or not self.has.any():
+            self.lsh, self.has = None, np.zeros(len(self.fps), dtype=bool)
+            return
+        blank = bytes(lsh.sketch_bytes)
+        raw = b"".join(blank if s is None else s for s in sketches)
+        self.words = np.frombuffer(raw, dtype="<u8").reshape(len(sketches), -1)
+        self.lanes = np.uint64(sum(1 << i for i in range(0, 64, lsh.sketch_bits)))
+
+    def __call__(
+        self, a: np.ndarray, b: np.ndarray, near: np.ndarray | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(match, distance, similarity: NaN unless both have a sketch) of pairs a[i],
+        b[i]; ``near``: the pigeonhole's verdict where it is more than distance <= k
+        (probes), judged JUDGE_CHUNK at a time."""
+        if len(a) <= JUDGE_CHUNK:
+            return self._judged(a, b, near)
+        parts = [
+            self._judged(
+                a[at : at + JUDGE_CHUNK],
+                b[at : at + JUDGE_CHUNK],
+                None if near is None else near[at : at + JUDGE_CHUNK],
+            )
+            for at in range(0, len(a), JUDGE_CHUNK)
+        ]
+        match, dist, sim = zip(*parts)
+        return np.concatenate(match), np.concatenate(dist), np.concatenate(sim)
+
+    def _judged(
+        self, a: np.ndarray, b: np.ndarray, near: np.ndarray | None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        dist = np.bitwise_count(self.fps[a] ^ self.fps[b]).astype(np.int64)
+        near = dist <= self.k if near is None else near
+        sim = np.full(len(a), np.nan)
+        if self.lsh is not None:
+            bits = self.lsh.sketch_bits
+            x = self.words[a] ^ self.words[b]
+            folded = x.copy()
+            for shift in range(1, bits):
+                folded |= x >> np.uint64(shift)
+            differ = np.bitwise_count(folded & self.lanes).sum(axis=1, dtype=np.int64)
+            chance = 2.0**-bits
+            est = np.round(np.clip(((BINS - differ) / BINS - chance) / (1.0 - chance), 0.0, 1.0), 4)
+            sim = np.where(self.has[a] & self.has[b], est, np.nan)
+        return matches(near, sim, self.lsh), dist, sim
+
+
 def band_candidates(bands: np.ndarray, has: np.ndarray) -> np.ndarray:
-    """Pairs (i < j) that share a band key in the same band: an (m, 2) array.
+    """Every pair (i < j) that shares a band key in the same band: an (m, 2) array,
+    for evaluations that count them all (quadratic in a group of near-copies: the
+    paths that report pairs take capped candidates, layout.groups).
 
     ``bands`` is (n, B) uint32, ``has`` marks the rows that have bands (texts with
     a sketch); one sort per band, pairs within each run of equal keys.
@@ -98,50 +175,3 @@ def pair_similarities(sketches: np.ndarray, pairs: np.ndarray, bits: int) -> np.
     agree = (sketches[pairs[:, 0]] == sketches[pairs[:, 1]]).mean(axis=1)
     chance = 2.0**-bits
     return np.round(np.clip((agree - chance) / (1.0 - chance), 0.0, 1.0), 4)
-
-
-def unpack_all(sketches: Sequence[bytes | None], bits: int) -> tuple[np.ndarray, np.ndarray]:
-    """(n, 128) b-bit values (zeros where absent) and the mask of present sketches."""
-    has = np.array([s is not None for s in sketches], dtype=bool)
-    out = np.zeros((len(sketches), BINS), dtype=np.uint8)
-    present = [s for s in sketches if s is not None]
-    if present:
-        out[has] = unpack_sketch(b"".join(present), bits).reshape(len(present), BINS)
-    return out, has
-
-
-def batch_pairs(
-    fps: np.ndarray,
-    k: int,
-    scheme: Scheme,
-    lsh: MinHashParams | None = None,
-    sketches: Sequence[bytes | None] = (),
-    bands: Sequence[bytes | None] = (),
-    also_near: Iterable[tuple[int, int]] = (),
-) -> list[NetPair]:
-    """Every matching pair of a batch by :func:`is_match`: the pigeonhole by sorting,
-    LSH by grouping band keys; (i, j, distance, similarity), i < j, sorted.
-    ``also_near``: more pairs (i < j) the pigeonhole's rule accepts (probe hits)."""
-    near = {(i, j): d for i, j, d in near_duplicate_pairs(fps, k, scheme)}
-    for i, j in also_near:
-        near[(i, j)] = int(fps[i] ^ fps[j]).bit_count()
-    if lsh is None or not any(s is not None for s in sketches):
-        return [(i, j, d, None) for (i, j), d in sorted(near.items())]
-    values, has = unpack_all(sketches, lsh.sketch_bits)
-    keys = np.zeros((len(fps), lsh.bands), dtype=np.uint32)
-    with_bands = np.array([b is not None for b in bands], dtype=bool)
-    for i in np.flatnonzero(with_bands).tolist():
-        keys[i] = np.frombuffer(bands[i], dtype=">u4")  # type: ignore[arg-type]
-    cands = {tuple(p) for p in band_candidates(keys, with_bands & has).tolist()}
-    every = np.array(sorted(cands | set(near)), dtype=np.intp).reshape(-1, 2)
-    sims = pair_similarities(values, every, lsh.sketch_bits)
-    out: list[NetPair] = []
-    for (i, j), sim in zip(every.tolist(), sims.tolist()):
-        both = bool(has[i] and has[j])
-        similarity = sim if both else None
-        dist = near.get((i, j))
-        if dist is None:
-            dist = int(fps[i] ^ fps[j]).bit_count()
-        if is_match((i, j) in near, similarity, lsh):
-            out.append((i, j, dist, similarity))
-    return out

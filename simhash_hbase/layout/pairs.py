@@ -182,10 +182,10 @@ def near_duplicate_pairs(fps: np.ndarray, k: int, scheme: Scheme) -> list[Pair]:
     Exact for k <= ``scheme.k``. Lists every pair: n identical inputs give
     n(n-1)/2 of them; :func:`clusters_of` and :func:`nearest_earlier` do not.
     """
-    return _expand(near_graph(fps, k, scheme))
+    return expand_pairs(near_graph(fps, k, scheme))
 
 
-def _expand(graph: NearGraph) -> list[Pair]:
+def expand_pairs(graph: NearGraph) -> list[Pair]:
     """Distinct-fingerprint pairs -> input-position pairs, plus exact duplicates.
 
     Most fingerprints occur once: those pairs map through one gather; only

@@ -16,6 +16,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 from importlib.resources import files
 from typing import Any
+from urllib.parse import unquote_to_bytes
 
 import anyio
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -184,7 +185,8 @@ class Service:
             self.metrics.batch.labels(kind).observe(len(objs))
             items: list[Item | ApiError] = [self._item(obj, kind) for obj in objs]
             lookups = await self._fingerprint(items, probes)
-            answers = await self._run(kind, items, lookups, k, limit)
+            whole = _flag(request, "all_or_nothing") and kind != "check"
+            answers = await self._run(kind, items, lookups, k, limit, whole)
             for answer in answers:
                 self.metrics.documents.labels(kind, _outcome(answer)).inc()
             if not batch:
@@ -240,9 +242,17 @@ class Service:
         return [_lookup(item, done) for item in items]
 
     async def _run(
-        self, kind: str, items: list[Item | ApiError], lookups: list[Lookup], k: int, limit: int
+        self,
+        kind: str,
+        items: list[Item | ApiError],
+        lookups: list[Lookup],
+        k: int,
+        limit: int,
+        whole: bool = False,
     ) -> list[dict[str, Any] | ApiError]:
-        """Queue the good items as one operation; answers in item order."""
+        """Queue the good items as one operation; answers in item order. Every item is
+        checked first; with ``whole`` (``?all_or_nothing=true``) a bad one keeps the
+        others from being written (their answer: ``not_written``)."""
         answers: list[dict[str, Any] | ApiError] = []
         good: list[tuple[int, Item, list[int], Document]] = []
         for n, (item, lookup) in enumerate(zip(items, lookups)):
@@ -261,6 +271,10 @@ class Service:
             good.append((n, item, plist, doc))
         if not good:
             return answers
+        if whole and len(good) < len(items):
+            bad = next(n for n, a in enumerate(answers) if isinstance(a, ApiError))
+            held = _not_written(bad)
+            return [a if isinstance(a, ApiError) else held for a in answers]
         lists = [plist for _, _, plist, _ in good]
         docs = [doc for *_, doc in good]
         if kind == "check":
@@ -274,14 +288,14 @@ class Service:
         return answers
 
     async def get_doc(self, request: Request) -> Response:
-        doc_id = request.path_params["doc_id"]
+        doc_id = _path_id(request)
         doc = await self.submit(Call(lambda index: index.get(doc_id)))
         if doc is None:
             raise ApiError(404, "not_found", f"no document {doc_id!r}")
         return json_response(doc.to_json())
 
     async def delete_doc(self, request: Request) -> Response:
-        doc_id = request.path_params["doc_id"]
+        doc_id = _path_id(request)
         if not await self.submit(Delete(doc_id)):
             raise ApiError(404, "not_found", f"no document {doc_id!r}")
         return json_response({"id": doc_id, "deleted": True})
@@ -439,9 +453,49 @@ def _int_param(request: Request, name: str, default: int, low: int, high: int) -
     raw = request.query_params.get(name)
     if raw is None:
         return default
-    if not raw.isdigit() or not low <= int(raw) <= high:
-        raise ApiError(400, "invalid_parameter", f"{name} must be an integer from {low} to {high}")
+    # ASCII digits only: str.isdigit() also takes '²' and '⁵', which int() refuses
+    if not (raw.isascii() and raw.isdigit()) or not low <= int(raw) <= high:
+        raise ApiError(
+            400,
+            "invalid_parameter",
+            f"{name}={raw[:20]!r}: {name} must be an integer from {low} to {high}, in ASCII digits",
+        )
     return int(raw)
+
+
+def _flag(request: Request, name: str) -> bool:
+    raw = request.query_params.get(name, "false").lower()
+    if raw not in ("true", "false", "1", "0"):
+        raise ApiError(400, "invalid_parameter", f"{name}={raw[:20]!r}: give true or false")
+    return raw in ("true", "1")
+
+
+def _not_written(bad: int) -> ApiError:
+    return ApiError(
+        409,
+        "not_written",
+        f"not written: item {bad} of the batch was refused and the request asked "
+        "all_or_nothing; send this item again without the refused ones",
+    )
+
+
+_DOCS_PATH = b"/v1/docs/"
+
+
+def _path_id(request: Request) -> str:
+    """The document id of a /v1/docs/ path, read from the raw path: the decoded one
+    (uvicorn's) turns invalid percent-encoding into U+FFFD, which names another id."""
+    raw: bytes = request.scope.get("raw_path") or request.url.path.encode()
+    at = raw.find(_DOCS_PATH)
+    try:
+        return unquote_to_bytes(raw[at + len(_DOCS_PATH) :]).decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ApiError(
+            400,
+            "invalid_id",
+            f"the id in the path is not percent-encoded UTF-8 ({exc.reason} at byte "
+            f"{exc.start}): encode the id's UTF-8 bytes, e.g. urllib.parse.quote(id, safe='')",
+        ) from None
 
 
 def _too_large(limit: int) -> ApiError:

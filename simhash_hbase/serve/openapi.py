@@ -63,8 +63,8 @@ _RESULT = {
 }
 
 
-def _param(name: str, description: str) -> dict[str, Any]:
-    return {"name": name, "in": "query", "schema": {"type": "integer"}, "description": description}
+def _param(name: str, description: str, kind: str = "integer") -> dict[str, Any]:
+    return {"name": name, "in": "query", "schema": {"type": kind}, "description": description}
 
 
 def _errors(*codes: int) -> dict[str, Any]:
@@ -81,8 +81,14 @@ def _errors(*codes: int) -> dict[str, Any]:
     return {str(c): {"description": text[c], **err} for c in codes}
 
 
-def _items_op(summary: str) -> dict[str, Any]:
+def _items_op(summary: str, writes: bool = True) -> dict[str, Any]:
     one = {"$ref": "#/components/schemas/Item"}
+    whole = _param(
+        "all_or_nothing",
+        "true: a batch holding a bad item writes nothing (the others: 409 not_written); "
+        "default: the good items are written, each answered in its slot",
+        "boolean",
+    )
     result = {"$ref": "#/components/schemas/Result"}
     either = {"oneOf": [result, {"$ref": "#/components/schemas/Error"}]}
     return {
@@ -91,6 +97,7 @@ def _items_op(summary: str) -> dict[str, Any]:
             _param("k", "max Hamming distance (default: the service's, 3)"),
             _param("limit", "matches shown per item, nearest first (default 10)"),
             _param("probes", "multi-probe lookups of texts (default 10; 0: exact k only)"),
+            *([whole] if writes else []),
         ],
         "requestBody": {
             "required": True,
@@ -133,7 +140,9 @@ def document(version: str) -> dict[str, Any]:
         },
         "security": [{"bearer": []}],
         "paths": {
-            "/v1/check": {"post": _items_op("Near-copies held in the index (nothing written)")},
+            "/v1/check": {
+                "post": _items_op("Near-copies held in the index (nothing written)", writes=False)
+            },
             "/v1/add": {"post": _items_op("Write each item; new says if nothing near was held")},
             "/v1/check-and-add": {
                 "post": _items_op(

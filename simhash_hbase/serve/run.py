@@ -14,6 +14,7 @@ import logging
 import uvicorn
 
 from simhash_hbase.serve.app import create_app
+from simhash_hbase.serve.bounds import bounded
 from simhash_hbase.serve.settings import ServeSettings
 
 DRAIN_SECONDS = 30  # requests still in flight after this are cut off
@@ -24,6 +25,8 @@ def serve(settings: ServeSettings, *, access_log: bool = False) -> None:
     logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(message)s")
     config = uvicorn.Config(
         create_app(settings),
+        http=bounded(settings.limits),  # httptools, bounded before the token is read
+        timeout_keep_alive=settings.idle_seconds,
         host=settings.host,
         port=settings.port,
         lifespan="on",

@@ -14,6 +14,18 @@ TOKEN_ENV = "SHDB_TOKEN"
 
 
 @dataclass(frozen=True)
+class Limits:
+    """What one connection may make the server hold, and for how long, before the app
+    (and its token check) sees the request: see :mod:`simhash_hbase.serve.bounds`."""
+
+    max_head_bytes: int = 64 * 1024  # request line and headers; beyond: 431
+    max_headers: int = 100  # header fields; beyond: 431
+    max_request_line: int = 8 * 1024  # the request target; beyond: 414
+    head_seconds: float = 10.0  # from the connection (or a request's first byte) to its head
+    body_seconds: float = 60.0  # from the head to the whole body; then the connection closes
+
+
+@dataclass(frozen=True)
 class ServeSettings:
     index: str | None = None
     host: str = "127.0.0.1"
@@ -28,6 +40,8 @@ class ServeSettings:
     queue_documents: int = 200_000  # waiting to be written; beyond: 429
     group_documents: int = 20_000  # per group commit
     fingerprint_workers: int = 0  # processes that fingerprint texts (0: the event loop's)
+    limits: Limits = Limits()
+    idle_seconds: int = 5  # a kept-alive connection with no request is closed
 
     def check(self) -> None:
         """Refuse bad defaults, and to serve an index to the network without a token."""
@@ -41,6 +55,13 @@ class ServeSettings:
             )
         if self.token is not None and len(self.token) < 16:
             raise InvalidSetting("token", "the bearer token is shorter than 16 characters")
+        if self.token is not None and not (self.token.isascii() and self.token.isprintable()):
+            raise InvalidSetting(
+                "token",
+                "the bearer token holds a character that is not printable ASCII: an HTTP "
+                "header cannot carry it, so no client could authenticate; use letters, "
+                "digits and -._~+/ (e.g. `openssl rand -hex 32`)",
+            )
 
 
 def is_loopback(host: str) -> bool:

@@ -64,17 +64,32 @@ class Item:
 def parse_body(raw: bytes, content_type: str, max_items: int) -> tuple[list[Any], bool]:
     """The request's items (objects, unchecked) and whether it was a batch."""
     if content_type.split(";")[0].strip().lower() == NDJSON:
-        lines = [line for line in raw.split(b"\n") if line.strip()]
+        lines = [(n, line) for n, line in enumerate(raw.split(b"\n"), 1) if line.strip()]
         _check_count(len(lines), max_items)
-        return [_ndjson_line(line, n) for n, line in enumerate(lines, 1)], True
+        return [_ndjson_line(line, n) for n, line in lines], True
     try:
         body = orjson.loads(raw)
     except orjson.JSONDecodeError as exc:
-        raise ApiError(400, "malformed_json", f"the body is not JSON: {exc}") from None
+        raise ApiError(400, "malformed_json", f"the body is not JSON: {exc}{_hint(raw)}") from None
     if isinstance(body, list):
         _check_count(len(body), max_items)
         return body, True
     return [body], False
+
+
+def _hint(raw: bytes) -> str:
+    """What a body that is not JSON most likely is: NDJSON sent as JSON (its first
+    line is a whole document), or text in another encoding than UTF-8."""
+    first, newline, _ = raw.strip().partition(b"\n")
+    if newline:
+        try:
+            orjson.loads(first)
+            return f"; it looks like NDJSON: send it with Content-Type: {NDJSON}"
+        except orjson.JSONDecodeError:
+            pass
+    if raw[:2] in (b"\xff\xfe", b"\xfe\xff") or b"\x00" in raw[:4]:
+        return "; it looks like UTF-16: send the body as UTF-8"
+    return ""
 
 
 def _ndjson_line(line: bytes, number: int) -> Any:

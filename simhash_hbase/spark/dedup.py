@@ -12,9 +12,11 @@ bounded answer (:func:`simhash_hbase.layout.pairs.nearest_earlier`):
    - Pigeonhole: the key is the index's scan prefix (combination field, flag);
      rows with equal keys within k are pairs, each kept in the first combination
      the two share (:func:`~simhash_hbase.layout.pairs.pairs_in_groups`).
-   - LSH: the key is (band, band key); rows sharing one are candidate pairs.
+   - LSH: the key is (band, band key); rows sharing one are candidate pairs, and
+     so are rows sharing a pigeonhole key at any distance (the index's
+     candidates, docs/nets.md: beyond k the similarity decides).
 3. **Confirm.** Each candidate meets the fingerprint and sketch of its two nodes
-   (two bucket joins) and is kept by :func:`~simhash_hbase.layout.nets.is_match`:
+   (two bucket joins) and is kept by :func:`~simhash_hbase.layout.nets.matches`:
    the edges (a, b, distance, similarity) of distinct nodes.
 4. **Answers.** The edges come to the driver (24 bytes a near pair of distinct
    nodes; copies never make one). Clusters are their union-find components; each
@@ -40,7 +42,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from simhash_hbase.fingerprint.minhash import MinHashParams, unpack_sketch
-from simhash_hbase.layout.nets import is_match, pair_similarities
+from simhash_hbase.layout.nets import matches, pair_similarities
 from simhash_hbase.layout.pairs import pairs_in_groups, roots
 from simhash_hbase.layout.scheme import Scheme
 from simhash_hbase.records import fingerprint_to_hex
@@ -165,13 +167,16 @@ def _band_rows(nodes: Iterable[Node], buckets: int) -> Iterator[tuple[int, Blob]
         yield from _split(_buckets_of(flat, buckets), buckets, *rows)
 
 
-def _band_pairs(part: Iterable[tuple[int, Blob]]) -> Iterator[Blob]:
-    """(a, b, False) rep pairs sharing a band key in a bucket (LSH candidates; the
-    pigeonhole's verdict on them comes from its own net)."""
+def _shared_pairs(part: Iterable[tuple[int, Blob]]) -> Iterator[Blob]:
+    """(a, b, False) rep pairs sharing a key in a bucket: a band key, or with both
+    nets a pigeonhole block key at any distance (the index's candidates: beyond k
+    the similarity decides; the pigeonhole's verdict comes from its own pairs).
+    Rows are (keys, ..., reps)."""
     blobs = [blob for _, blob in part]
     if not blobs:
         return
-    keys, reps = _joined(blobs)
+    cols = _joined(blobs)
+    keys, reps = cols[0], cols[-1]
     order = np.argsort(keys, kind="stable")
     keys, reps = keys[order], reps[order]
     starts = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
@@ -247,7 +252,7 @@ def _first_side(part: Iterable[tuple[int, tuple[int, Blob]]], buckets: int) -> I
 def _confirm(
     part: Iterable[tuple[int, tuple[int, Blob]]], lsh: MinHashParams | None
 ) -> Iterator[Blob]:
-    """The edges of a bucket: candidates that pass :func:`is_match`, as
+    """The edges of a bucket: candidates that pass :func:`matches`, as
     (a, b, distance, similarity (NaN: none))."""
     pairs, table = _lookup(part)
     if pairs is None or table is None:
@@ -263,13 +268,7 @@ def _confirm(
         values = unpack_sketch(packed, lsh.sketch_bits).reshape(2 * n, -1)
         index = np.stack([np.arange(n), np.arange(n) + n], axis=1)
         sims = np.where(both, pair_similarities(values, index, lsh.sketch_bits), np.nan)
-    keep = np.array(
-        [
-            is_match(bool(f), None if s != s else float(s), lsh)
-            for f, s in zip(near.tolist(), sims.tolist())
-        ],
-        dtype=bool,
-    ).reshape(-1)
+    keep = matches(near, sims, lsh).reshape(-1)
     yield a[keep], b[keep], dist[keep], sims[keep]
 
 
@@ -425,12 +424,12 @@ class DedupJob:
         """The confirmed edges of distinct nodes, by both nets, on the driver."""
         scheme, k, lsh, buckets = self.scheme, self.k, self.lsh, self._parts(nodes) * 2
         blocks = nodes.mapPartitions(lambda ns: _block_rows(ns, scheme, buckets))
-        cands = blocks.partitionBy(buckets, _bucket).mapPartitions(
-            lambda part: _block_pairs(part, scheme, k)
-        )
+        placed = blocks.partitionBy(buckets, _bucket)
+        cands = placed.mapPartitions(lambda part: _block_pairs(part, scheme, k))
         if lsh is not None:
             bands = nodes.mapPartitions(lambda ns: _band_rows(ns, buckets))
-            cands = cands.union(bands.partitionBy(buckets, _bucket).mapPartitions(_band_pairs))
+            cands = cands.union(placed.mapPartitions(_shared_pairs))
+            cands = cands.union(bands.partitionBy(buckets, _bucket).mapPartitions(_shared_pairs))
         width = (lsh or MinHashParams()).sketch_bytes
         table = nodes.mapPartitions(lambda ns: _table_rows(ns, buckets, width))
         table.persist()

@@ -21,7 +21,7 @@ from simhash_hbase.layout.nets import sketch_document
 from simhash_hbase.records import BadRecord, Document, Duplicate, Record
 from simhash_hbase.spark.hfiles import Cell, docs_cells, index_cells
 from simhash_hbase.store import open_store
-from simhash_hbase.store.hbase_settings import BUCKETS, layout_of
+from simhash_hbase.store.hbase.settings import BUCKETS, layout_of
 
 Item = tuple[int, Record | BadRecord]
 DocItem = tuple[int, Document | BadRecord]

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any
 from simhash_hbase.errors import IndexNotFound, InvalidInput, StoreUnavailable
 from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
-from simhash_hbase.store import hbase_tables
+from simhash_hbase.store.hbase import tables as hbase_tables
 
 if TYPE_CHECKING:
     from pyspark import RDD, SparkContext

@@ -11,7 +11,7 @@ from simhash_hbase.errors import InvalidIndexUrl
 from simhash_hbase.store.base import CellBlock, IndexCell, Store, StoreBatch
 
 if TYPE_CHECKING:
-    from simhash_hbase.store.hbase import HBaseStore
+    from simhash_hbase.store.hbase.store import HBaseStore
 
 DEFAULT_INDEX = "shdb-index"
 
@@ -51,7 +51,7 @@ def local_path(url: str | None) -> Path | None:
 def _hbase_store() -> type[HBaseStore]:
     """The HBase store class; a clear error when the `hbase` extra is not installed."""
     try:
-        from simhash_hbase.store.hbase import HBaseStore
+        from simhash_hbase.store.hbase.store import HBaseStore
     except ModuleNotFoundError as exc:
         if exc.name not in ("thriftpy2", "happybase"):
             raise
@@ -68,7 +68,7 @@ def open_store(url: str | None, *, create: bool = True, readonly: bool = False) 
     url = resolve_url(url)
     path = local_path(url)
     if path is not None:
-        from simhash_hbase.store.embedded import EmbeddedStore
+        from simhash_hbase.store.lmdb.store import EmbeddedStore
 
         return EmbeddedStore(path, create=create and not readonly, readonly=readonly)
     scheme = urlsplit(url).scheme.lower()

@@ -1,7 +1,7 @@
-"""What :class:`~simhash_hbase.store.hbase.HBaseStore` needs from a Thrift gateway.
+"""What :class:`~simhash_hbase.store.hbase.store.HBaseStore` needs from a Thrift gateway.
 
 Two transports implement :class:`Transport`: Thrift1 (the gateway happybase
-speaks, ``hbase_thrift1``) and Thrift2 (``hbase_thrift2``). The store keeps
+speaks, ``thrift1``) and Thrift2 (``thrift2``). The store keeps
 everything that must not differ between them: table names, timestamps, the
 write order, how rows become documents and cells. Both share
 :class:`ClientPool`, which also hides connections the server has dropped.

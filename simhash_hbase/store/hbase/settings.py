@@ -1,7 +1,7 @@
 """What names an HBase index, read without the HBase client: its ``hbase://`` URL
 and its index table layout.
 
-Kept apart from :mod:`~simhash_hbase.store.hbase` (which imports the Thrift
+Kept apart from :mod:`~simhash_hbase.store.hbase.store` (which imports the Thrift
 transports, the ``hbase`` extra) so that an install without that extra can list
 and check every command: ``shdb --help`` loads ``shdb spark``'s module, which
 reads the prefix of ``--index``, and a Spark job names its missing extra before
@@ -30,7 +30,7 @@ _PREFIX_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
 
 def parse_url(url: str) -> dict[str, Any]:
     """The parts of an ``hbase://HOST[:PORT][?prefix=NAME&...]`` URL, checked: the
-    keyword arguments of :class:`~simhash_hbase.store.hbase.HBaseStore`."""
+    keyword arguments of :class:`~simhash_hbase.store.hbase.store.HBaseStore`."""
     parts = urlsplit(url)
     query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
     unknown = set(query) - {"prefix", "pool", "timeout", "api", "layout"}

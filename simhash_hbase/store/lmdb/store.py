@@ -18,7 +18,6 @@ would otherwise kill the process with SIGBUS on first access.
 from __future__ import annotations
 
 import errno
-import hashlib
 import heapq
 import os
 import shutil
@@ -27,15 +26,13 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
-from itertools import repeat
 from operator import itemgetter
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import lmdb
-import numpy as np
 
 from simhash_hbase.errors import (
     IndexNotFound,
@@ -46,8 +43,32 @@ from simhash_hbase.errors import (
 )
 from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
-from simhash_hbase.store import compact, lmdb_free, pages
-from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell
+from simhash_hbase.store.base import CellBlock, IndexCell
+from simhash_hbase.store.lmdb import free as lmdb_free
+from simhash_hbase.store.lmdb import pages
+from simhash_hbase.store.lmdb.cells import (
+    ALL_TABLES,
+    FORMAT,
+    STATE,
+    TABLES,
+    Helpers,
+    Txn,
+    new_state,
+)
+from simhash_hbase.store.lmdb.columns import (
+    _REBUILD,
+    _decode_id,
+    _encode_id,
+    fold_key,
+    pack_columns,
+    unpack_columns,
+)
+from simhash_hbase.store.lmdb.commit import CompactBatch
+from simhash_hbase.store.lmdb.format1 import TABLES as FORMAT1_TABLES
+from simhash_hbase.store.lmdb.format1 import Format1, Format1Batch
+from simhash_hbase.store.lmdb.load import bulk_load
+from simhash_hbase.store.lmdb.merge import OnMergePart, merge_fresh
+from simhash_hbase.store.lmdb.tables import Tables
 from simhash_hbase.store.lock import LOCK_FILES, RunLock, WriteSection
 
 _MAP_SIZE = 1 << 40  # address space only; the file grows as data is written
@@ -56,10 +77,8 @@ _MAP_SIZE = 1 << 40  # address space only; the file grows as data is written
 #: that asks more starts it at once (from the 16th, the first fifth of a 3 M
 #: index's cold pass paid ~10 page faults a query; docs/embedded.md).
 POPULATE_AFTER = 2
-_ID_COLUMN = b"_id"  # full id of a docs row whose key had to be folded
 _DATA_FILE = pages.DATA_FILE
 _LOCK_FILE = "lock.mdb"
-_TABLES = (b"index", b"docs", b"meta")  # format 1; format 2's are compact.TABLES
 _WIDE = 256  # a list of more prefixes than this is scanned without a Python loop per prefix
 
 # LMDB's data file starts with two meta pages (mdb.c, MDB_meta after a 16-byte
@@ -83,7 +102,6 @@ _CORRUPT = (
     lmdb.BadChecksumError,
 )
 _LOAD_SCRATCH = ".load-"  # a bulk load's scratch folders in the index folder
-_REBUILD = "restore it from a backup, or rebuild it by ingesting into a new folder"
 
 
 class _Meta(NamedTuple):
@@ -109,134 +127,6 @@ def _id_bytes(cell: IndexCell) -> bytes:
     return _encode_id(cell[1])
 
 
-def _decode_id(raw: bytes) -> str:
-    # surrogateescape: a damaged id still round-trips to its key, so it can be deleted
-    return raw.decode("utf-8", "surrogateescape")
-
-
-def _encode_id(doc_id: str) -> bytes:
-    """The key bytes of an id. Ids were checked against SPEC.md by the index
-    (codec.check_document); surrogates (ids read back from a damaged row) map
-    back to the bytes they came from, so such a row can still be deleted."""
-    return doc_id.encode("utf-8", "surrogateescape")
-
-
-# -- file format (docs/SPEC.md, "The embedded store") ---------------------------
-# LMDB caps keys at 511 bytes, below docs/SPEC.md's 1024-byte ids. Longer keys are
-# folded to a fixed-length head + digest; the full key is then kept in the value.
-
-_CELL_HEAD = struct.Struct(">BI")
-_FINGERPRINT_ROW = np.dtype(
-    [("name_len", "u1"), ("value_len", ">u4"), ("name", "S3"), ("fp", ">u8")]
-)
-
-
-def pack_columns(cols: Mapping[bytes, bytes]) -> bytes:
-    """Column map -> bytes: per column, u8 name length, u32 value length, name, value."""
-    parts: list[bytes] = []
-    for name, value in cols.items():
-        parts += (_CELL_HEAD.pack(len(name), len(value)), name, value)
-    return b"".join(parts)
-
-
-def pack_fingerprint_columns(fps: Sequence[int]) -> list[bytes]:
-    """``pack_columns`` of many docs rows holding only ``f:h``, in one NumPy pass."""
-    rows = np.empty(len(fps), dtype=_FINGERPRINT_ROW)
-    rows["name_len"] = len(codec.COL_FINGERPRINT)
-    rows["value_len"] = codec.FINGERPRINT_BYTES
-    rows["name"] = codec.COL_FINGERPRINT
-    rows["fp"] = np.fromiter(fps, dtype=np.uint64, count=len(fps))
-    buf, step = rows.tobytes(), _FINGERPRINT_ROW.itemsize
-    return [buf[i : i + step] for i in range(0, len(buf), step)]
-
-
-def unpack_columns(raw: bytes) -> dict[bytes, bytes]:
-    cols: dict[bytes, bytes] = {}
-    pos, end = 0, len(raw)
-    while pos < end:
-        if pos + _CELL_HEAD.size > end:
-            raise StoreError("an embedded docs row is corrupt (truncated)")
-        name_len, value_len = _CELL_HEAD.unpack_from(raw, pos)
-        pos += _CELL_HEAD.size
-        name = raw[pos : pos + name_len]
-        pos += name_len
-        cols[name] = raw[pos : pos + value_len]
-        pos += value_len
-    if pos != end:
-        raise StoreError("an embedded docs row is corrupt (truncated)")
-    return cols
-
-
-def fold_key(key: bytes, limit: int) -> tuple[bytes, bool]:
-    """(stored key, folded?) for a key that may exceed the store's key limit.
-
-    A key of ``limit`` bytes or more is folded to exactly ``limit`` bytes, and only
-    a folded key has that length: a stored key is never both an id's own bytes
-    and another id's fold, so two distinct ids never share a key (issue 22.3).
-    """
-    if len(key) < limit:
-        return key, False
-    digest = hashlib.sha256(key).digest()
-    return key[: limit - len(digest) - 1] + b"\x00" + digest, True
-
-
-def sorted_keys(rows: np.ndarray, tails: Sequence[bytes]) -> list[bytes]:
-    """The keys ``rows[i, j] + tails[i]`` in byte order: ``rows`` is an (n, c) array
-    of 13-byte row keys (:data:`codec.ROWKEY_DTYPE`), ``tails`` n byte strings.
-
-    NumPy sorts the keys by their first 8 bytes as one big-endian number and
-    builds them in that order, all tails of one length at once; only runs that
-    tie on those bytes (rare, and always for one fingerprint held under several
-    ids) are then sorted in Python. No Python code runs per key otherwise.
-    """
-    n, c = rows.shape
-    flat = np.ascontiguousarray(rows).reshape(-1)
-    head = (
-        flat["field"].astype(np.uint64) << np.uint64(32)
-        | flat["flag"].astype(np.uint64) << np.uint64(24)
-        | flat["fp"].astype(np.uint64) >> np.uint64(40)
-    )
-    order = np.argsort(head)
-    doc = order // c  # the tail of each key, in key order
-    lengths = np.fromiter(map(len, tails), dtype=np.intp, count=n)
-    groups = np.unique(lengths).tolist()
-    if len(groups) == 1:  # one id length (hashes, numbered ids): no merge needed
-        out = _joined(flat[order], doc, tails, lengths, groups[0])
-    else:
-        keys = np.empty(n * c, dtype=object)
-        for length in groups:
-            at = np.flatnonzero(lengths[doc] == length)
-            made = _joined(flat[order[at]], doc[at], tails, lengths, length)
-            keys[at] = np.fromiter(made, dtype=object, count=len(made))
-        out = keys.tolist()
-    head = head[order]
-    ties = np.flatnonzero(head[1:] == head[:-1]).tolist()
-    start = None
-    for i, pos in enumerate(ties):  # pos and pos + 1 tie on their first 8 bytes
-        if start is None:
-            start = pos
-        if i + 1 == len(ties) or ties[i + 1] != pos + 1:
-            out[start : pos + 2] = sorted(out[start : pos + 2])
-            start = None
-    return out
-
-
-def _joined(
-    rows: np.ndarray, doc: np.ndarray, tails: Sequence[bytes], lengths: np.ndarray, length: int
-) -> list[bytes]:
-    """``rows[i] + tails[doc[i]]`` for tails of ``length`` bytes, made in NumPy."""
-    width = codec.ROWKEY_BYTES + length
-    block = np.empty((len(rows), width), dtype=np.uint8)
-    block[:, : codec.ROWKEY_BYTES] = rows.view(np.uint8).reshape(-1, codec.ROWKEY_BYTES)
-    if length:
-        held = np.flatnonzero(lengths == length)  # the tails of this length, once each
-        ids = np.frombuffer(b"".join([tails[i] for i in held.tolist()]), dtype=np.uint8)
-        rank = np.empty(len(lengths), dtype=np.intp)
-        rank[held] = np.arange(len(held))
-        block[:, codec.ROWKEY_BYTES :] = ids.reshape(-1, length)[rank[doc]]
-    return block.view(f"V{width}").reshape(-1).tolist()
-
-
 def _errno_of(exc: BaseException) -> int | None:
     """The OS error behind an LMDB error (lmdb reports them as text)."""
     text = str(exc)
@@ -244,64 +134,6 @@ def _errno_of(exc: BaseException) -> int | None:
         if text.endswith(os.strerror(code)):
             return code
     return None
-
-
-class _LmdbBatch:
-    """All mutations of one batch in one LMDB write transaction (atomic, durable).
-
-    Writes go in key order: LMDB then finds each key on or next to the page of
-    the previous one, and keys above everything held (a fresh index) are
-    appended without a tree search at all.
-    """
-
-    def __init__(self, store: EmbeddedStore, txn: lmdb.Transaction) -> None:
-        self._store = store
-        self._txn = txn
-
-    def get_docs(self, doc_ids: Sequence[str]) -> dict[str, Document]:
-        return self._store._get_docs(self._txn, doc_ids)
-
-    def claim_docs(
-        self, intents: Mapping[str, Document | None], cells_of: CellsOf
-    ) -> dict[str, Document]:
-        """Read in the write transaction, which owns every row until it commits."""
-        return self.get_docs(list(intents))
-
-    def put_index(self, cells: Iterable[IndexCell]) -> None:
-        keys, values = self._store._index_items(cells, ordered=True)
-        # A key held already holds this very cell: leave its page untouched.
-        self._put_sorted(self._store._index, keys, values, overwrite=False)
-
-    def delete_index(self, cells: Iterable[IndexCell]) -> None:
-        for key in self._store._index_items(cells)[0]:
-            self._txn.delete(key, db=self._store._index)
-
-    def put_docs(self, docs: Iterable[Document]) -> None:
-        items = self._store._doc_items(docs)
-        items.sort()  # ids are unique within a batch: the index keeps the last version
-        self._put_sorted(self._store._docs, [k for k, _ in items], [v for _, v in items])
-
-    def delete_docs(self, doc_ids: Iterable[str]) -> None:
-        """Delete docs rows by id: the id's key, and a row stored under the id's own
-        bytes where that is not its key (an older layout kept ids of exactly
-        the key limit unfolded; ``verify`` reports such a row)."""
-        for doc_id in doc_ids:
-            key = self._store._doc_key(doc_id)
-            self._txn.delete(key, db=self._store._docs)
-            raw = _encode_id(doc_id)
-            if raw != key and len(raw) <= self._store._max_key:
-                self._txn.delete(raw, db=self._store._docs)
-
-    def _put_sorted(
-        self, db: Any, keys: list[bytes], values: list[bytes] | None, *, overwrite: bool = True
-    ) -> None:
-        """Put unique, ascending ``keys`` with ``values`` (None: all empty)."""
-        if not keys:
-            return
-        cursor = self._txn.cursor(db)
-        append = not cursor.last() or bytes(cursor.key()) < keys[0]
-        items = zip(keys, repeat(b"") if values is None else values)
-        cursor.putmulti(items, append=append, overwrite=overwrite)
 
 
 class EmbeddedStore:
@@ -327,7 +159,7 @@ class EmbeddedStore:
         *,
         create: bool = True,
         readonly: bool = False,
-        format: int = compact.FORMAT,
+        format: int = FORMAT,
     ) -> None:
         self.path = Path(path)
         self.url = str(self.path)
@@ -337,10 +169,12 @@ class EmbeddedStore:
         self._queries = 0 if readonly else POPULATE_AFTER
         self._populator: pages.Populator | None = None
         self._starting = threading.Lock()
-        self._compact: compact.Tables | None = None
+        self._compact: Tables | None = None  # formats 2 to 4
+        self._tables: Tables | Format1  # the file's format's (set by _open_tables)
+        self._format1: Format1  # format 1 only
         self._section, self._run = WriteSection(self.path), RunLock(self.path)
-        if format not in (1, compact.FORMAT):
-            raise ValueError(f"the embedded store has formats 1 and {compact.FORMAT}")
+        if format not in (1, FORMAT):
+            raise ValueError(f"the embedded store has formats 1 and {FORMAT}")
         created = self._prepare(create and not readonly)
         try:
             self._env = self._open_env(readonly)
@@ -437,7 +271,7 @@ class EmbeddedStore:
             return lmdb.open(
                 str(self.path),
                 map_size=_MAP_SIZE,
-                max_dbs=len(compact.ALL_TABLES),
+                max_dbs=len(ALL_TABLES),
                 create=not readonly,
                 readonly=readonly,
                 lock=lock,
@@ -463,7 +297,7 @@ class EmbeddedStore:
         untouched, an LMDB file that is not ours."""
         with self._env.begin() as txn:
             names = {bytes(key) for key, _ in txn.cursor()}
-        if names - set(compact.ALL_TABLES):
+        if names - set(ALL_TABLES):
             shown = ", ".join(sorted(n.decode("utf-8", "replace") for n in names)[:8])
             raise StoreCorrupt(
                 f"{self.path} holds an LMDB database that is not an shdb index "
@@ -479,32 +313,35 @@ class EmbeddedStore:
                 f"{self.path} holds LMDB tables named like shdb's but no index manifest; "
                 "it was left untouched: give a new or empty directory"
             )
-        if b"names" in names or (format == compact.FORMAT and names <= {b"meta"}):
+        if b"names" in names or (format == FORMAT and names <= {b"meta"}):
             self._open_compact(names, readonly)
             return
-        if names != set(_TABLES):
+        if names != set(FORMAT1_TABLES):
             if readonly:
                 raise IndexNotFound(self.url)  # its creation never completed
             with self._env.begin(write=True) as txn:  # all tables in one commit
                 self._index, self._docs, self._meta = (
-                    self._env.open_db(name, txn=txn) for name in _TABLES
+                    self._env.open_db(name, txn=txn) for name in FORMAT1_TABLES
                 )
         else:
             self._index, self._docs, self._meta = (
-                self._env.open_db(name, create=False) for name in _TABLES
+                self._env.open_db(name, create=False) for name in FORMAT1_TABLES
             )
+        self._tables = self._format1 = Format1(
+            self.path, self._env.max_key_size(), self._corrupt_row, self._index, self._docs
+        )
 
     def _open_compact(self, names: set[bytes], readonly: bool) -> None:
-        """Formats 2 to 4 (store/compact.py); a new index records its format in
+        """Formats 2 to 4 (tables.py); a new index records its format in
         meta; a format 2 or 3 file opened for writing becomes format 4 in place
         (the tables it lacks are added empty: fresh tier, hot rows, filters; each
         tier's filter is made in one pass; no cell moves)."""
-        create = not names >= set(compact.TABLES)
+        create = not names >= set(TABLES)
         if create and readonly:
             raise IndexNotFound(self.url)
-        upgrade = create or (not readonly and not names >= set(compact.ALL_TABLES))
+        upgrade = create or (not readonly and not names >= set(ALL_TABLES))
         max_key = self._env.max_key_size()
-        helpers = compact.Helpers(
+        helpers = Helpers(
             path=self.path,
             max_key=max_key,
             fold=lambda raw: fold_key(raw, max_key)[0],
@@ -515,15 +352,15 @@ class EmbeddedStore:
         )
         if upgrade:
             with self._env.begin(write=True) as txn:
-                handles = compact.Tables.open(self._env, txn)
+                handles = Tables.open(self._env, txn)
                 if create:
-                    state = codec.encode_json(compact.new_state())
-                    txn.put(compact.STATE.encode(), state, db=handles[b"meta"])
-                self._compact = compact.Tables(self._env, handles, helpers)
+                    state = codec.encode_json(new_state())
+                    txn.put(STATE.encode(), state, db=handles[b"meta"])
+                self._tables = self._compact = Tables(self._env, handles, helpers)
                 self._compact.upgrade(txn)
         else:
-            handles = compact.Tables.open(self._env)
-            self._compact = compact.Tables(self._env, handles, helpers)
+            handles = Tables.open(self._env)
+            self._tables = self._compact = Tables(self._env, handles, helpers)
             if readonly:  # a reader refuses a bulk load cut short; a writer may load again
                 with self._env.begin() as txn:
                     self._compact.state(txn)
@@ -567,100 +404,6 @@ class EmbeddedStore:
             "removes the row and its cells"
         )
 
-    # -- encoding of the two logical tables into LMDB keys ----------------------
-    def _index_items(
-        self, cells: Iterable[IndexCell], *, ordered: bool = False
-    ) -> tuple[list[bytes], list[bytes] | None]:
-        """Keys of ``cells`` (in key order if ``ordered``), and their values: None when
-        all are empty (no folded key). Each id is encoded once."""
-        limit = self._max_key - codec.ROWKEY_BYTES
-        if isinstance(cells, CellBlock) and ordered:  # a batch's new cells: all in NumPy
-            tails = list(map(_encode_id, cells.doc_ids))
-            if tails and max(map(len, tails)) < limit:
-                return sorted_keys(cells.rows, tails), None
-        cells = list(cells)
-        if not cells:
-            return [], None
-        rows = [row for row, _ in cells]
-        ids = [doc_id for _, doc_id in cells]
-        raw_ids = {doc_id: _encode_id(doc_id) for doc_id in set(ids)}
-        raws = list(map(raw_ids.__getitem__, ids))
-        if max(map(len, raw_ids.values())) < limit:  # ids up to ~500 bytes
-            if ordered:
-                keys = np.frombuffer(b"".join(rows), dtype=codec.ROWKEY_DTYPE)
-                return sorted_keys(keys.reshape(-1, 1), raws), None
-            return list(map(bytes.__add__, rows, raws)), None
-        items = [
-            (row + raw, b"") if len(raw) < limit else (fold_key(row + raw, self._max_key)[0], raw)
-            for row, raw in zip(rows, raws)
-        ]
-        if ordered:  # folding reorders keys: sort what is stored
-            items.sort()
-        return [k for k, _ in items], [v for _, v in items]
-
-    def _doc_key(self, doc_id: str) -> bytes:
-        raw = _encode_id(doc_id)
-        return fold_key(raw, self._max_key)[0]
-
-    def _doc_items(self, docs: Iterable[Document]) -> list[tuple[bytes, bytes]]:
-        """(key, value) per docs row; rows of a fingerprint alone are packed in one go."""
-        items, bare = [], []
-        limit = self._max_key
-        for doc in docs:
-            raw_id = _encode_id(doc.doc_id)
-            bare_doc = doc.text is None and doc.meta is None and doc.sketch is None
-            if bare_doc and doc.bands is None and len(raw_id) < limit:
-                bare.append((raw_id, doc.fingerprint))
-                continue
-            key, folded = fold_key(raw_id, limit)
-            cols = codec.doc_to_columns(doc)
-            if folded:
-                cols[_ID_COLUMN] = raw_id
-            items.append((key, pack_columns(cols)))
-        if bare:
-            keys, fps = zip(*bare)
-            items += zip(keys, pack_fingerprint_columns(fps))
-        return items
-
-    def _doc_from_item(self, key: bytes, value: bytes | memoryview) -> Document:
-        try:
-            cols = unpack_columns(bytes(value))  # lmdb gives bytes: no copy
-        except StoreError as exc:
-            reason = f"the docs row {_decode_id(key)!r} is damaged (its columns are cut short)"
-            raise self._corrupt_row(StoreError(reason)) from exc
-        try:
-            return codec.doc_from_columns(_decode_id(cols.pop(_ID_COLUMN, key)), cols)
-        except StoreCorrupt as exc:
-            raise self._corrupt_row(exc) from exc
-
-    def _checked_doc(self, key: bytes, value: bytes) -> Document:
-        """A docs row whose key is its id's key: two ids that ever shared a key
-        (a collision) leave a row held under a key that is not its own."""
-        doc = self._doc_from_item(key, value)
-        if self._doc_key(doc.doc_id) != key:
-            raise self._corrupt_row(
-                StoreError(
-                    f"the docs row of {doc.doc_id[:60]!r} is held under the key "
-                    f"{key[:24].hex()}... ({len(key)} bytes), not its own (another id "
-                    "shared its key, or an older layout wrote it)"
-                )
-            )
-        return doc
-
-    def _cell_from_item(self, key: bytes, value: bytes) -> IndexCell:
-        if len(key) <= codec.ROWKEY_BYTES:
-            raise StoreCorrupt(
-                f"the embedded index at {self.path} holds an index key of {len(key)} bytes "
-                f"({key.hex()}), too short for a cell; {_REBUILD}"
-            )
-        return key[: codec.ROWKEY_BYTES], _decode_id(value or key[codec.ROWKEY_BYTES :])
-
-    def _get_docs(self, txn: lmdb.Transaction, doc_ids: Sequence[str]) -> dict[str, Document]:
-        """One multi-get in key order (a batch's look-up of the versions it replaces)."""
-        keys = dict(zip(map(self._doc_key, doc_ids), doc_ids))  # ids checked by the index
-        found = txn.cursor(self._docs).getmulti(sorted(keys))
-        return {keys[bytes(k)]: self._doc_from_item(bytes(k), v) for k, v in found}
-
     # -- protocol -------------------------------------------------------------
     def get_meta(self, name: str) -> dict[str, Any] | None:
         try:
@@ -690,7 +433,7 @@ class EmbeddedStore:
             with self._env.begin(db=self._meta) as txn:
                 for key, value in txn.cursor():
                     name = bytes(key).decode("utf-8", "replace")
-                    if name != compact.STATE:
+                    if name != STATE:
                         yield name, codec.decode_json(bytes(value))
         except lmdb.Error as exc:
             raise self._error(exc, "read") from exc
@@ -724,13 +467,13 @@ class EmbeddedStore:
 
     @property
     def format(self) -> int:
-        """The file's layout: 1 (a key per cell), 2 (compact, store/compact.py), 3
+        """The file's layout: 1 (a key per cell), 2 (compact, tables.py), 3
         (compact with a fresh tier) or 4 (3 with the tiers' prefix filters)."""
         if self._compact is None:
             return 1
         if self._compact.tier() is None:
             return 2
-        return 3 if self._compact.kept is None else compact.FORMAT
+        return 3 if self._compact.kept is None else FORMAT
 
     def write_section(self) -> AbstractContextManager[bool]:
         return self._section.held()
@@ -739,15 +482,15 @@ class EmbeddedStore:
         return self._run.held(job, wait)
 
     @contextmanager
-    def batch(self) -> Iterator[_LmdbBatch | compact.CompactBatch]:
+    def batch(self) -> Iterator[Format1Batch | CompactBatch]:
         try:
             if self._compact is not None:
-                batch = compact.CompactBatch(self._compact)
+                batch = CompactBatch(self._compact)
                 yield batch
                 batch.commit()
                 return
             with self._env.begin(write=True) as txn:
-                yield _LmdbBatch(self, txn)
+                yield Format1Batch(self._format1, txn)
         except lmdb.Error as exc:
             raise self._error(exc, "write to") from exc
 
@@ -804,18 +547,18 @@ class EmbeddedStore:
             if start is not None:
                 self._populator = pages.Populator(start, self._mapped_size())
 
-    def merge_fresh(self, on_part: compact.OnMergePart | None = None) -> int:
+    def merge_fresh(self, on_part: OnMergePart | None = None) -> int:
         """Merge the fresh tier into the index now (format 3; see
-        :func:`compact.merge_fresh`): the cells moved, 0 in other formats."""
+        :func:`.merge.merge_fresh`): the cells moved, 0 in other formats."""
         if self._compact is None or self._compact.fresh is None:
             return 0
         try:
-            return compact.merge_fresh(self._compact, force=True, on_part=on_part)
+            return merge_fresh(self._compact, force=True, on_part=on_part)
         except lmdb.Error as exc:
             raise self._error(exc, "write to") from exc
 
     def load(self, blocks: Iterable[tuple[Sequence[CellBlock], Sequence[Document]]]) -> int:
-        """Bulk load an empty index (a backfill): see :func:`compact.bulk_load`.
+        """Bulk load an empty index (a backfill): see :func:`.load.bulk_load`.
         Scratch files go in a folder inside the index, removed at the end."""
         if self._compact is None:
             raise StoreError(
@@ -826,7 +569,7 @@ class EmbeddedStore:
             shutil.rmtree(stale, ignore_errors=True)
         try:
             with tempfile.TemporaryDirectory(prefix=_LOAD_SCRATCH, dir=self.path) as work:
-                return compact.bulk_load(self._compact, blocks, Path(work))
+                return bulk_load(self._compact, blocks, Path(work))
         except lmdb.Error as exc:
             raise self._error(exc, "write to") from exc
         except OSError as exc:
@@ -838,9 +581,7 @@ class EmbeddedStore:
     def get_docs(self, doc_ids: Sequence[str]) -> dict[str, Document]:
         try:
             with self._reading() as txn:
-                if self._compact is not None:
-                    return self._compact.get_docs(txn, doc_ids)
-                return self._get_docs(txn, doc_ids)
+                return self._tables.get_docs(txn, doc_ids)
         except lmdb.Error as exc:
             raise self._error(exc, "read") from exc
 
@@ -854,53 +595,20 @@ class EmbeddedStore:
         # prefixes match nothing, so the common case is one seek per prefix.
         # Prefixes given in key order (the index sorts a batch's) make each
         # seek descend through pages the one before has just read.
-        results: list[list[IndexCell]] = []
         if self._queries < POPULATE_AFTER:
             self._counted()
         try:
             with self._reading(db=self._index) as txn:
                 if self._compact is not None:
                     return self._compact_scan(txn, prefix_lists, row_cap)
-                cursor = txn.cursor()
-                seek, key_of, value_of, next_ = (
-                    cursor.set_range,
-                    cursor.key,
-                    cursor.value,
-                    cursor.next,
-                )
-                for prefixes in prefix_lists:
-                    cells: list[IndexCell] = []
-                    for prefix in prefixes:
-                        found = seek(prefix)
-                        current, taken = b"", 0
-                        while found:
-                            key = key_of()
-                            if not key.startswith(prefix):
-                                break
-                            if row_cap is not None:  # a hot row: skip past its cap
-                                if current and key.startswith(current):
-                                    taken += 1
-                                    if taken > row_cap:
-                                        found = seek(codec.prefix_stop(current))
-                                        continue
-                                else:
-                                    current, taken = key[: codec.ROWKEY_BYTES], 1
-                            value = value_of()
-                            if value or len(key) <= codec.ROWKEY_BYTES:  # folded, or damaged
-                                cells.append(self._cell_from_item(key, value))
-                            else:  # the common cell, inline (4x4 at 1 M: ~60 a query)
-                                row, raw_id = key[: codec.ROWKEY_BYTES], key[codec.ROWKEY_BYTES :]
-                                cells.append((row, _decode_id(raw_id)))
-                            found = next_()
-                    results.append(cells)
+                return self._format1.scan(txn, prefix_lists, row_cap)
         except lmdb.Error as exc:
             raise self._error(exc, "read") from exc
-        return results
 
     def scan_documents(
         self, prefixes: Sequence[bytes], row_cap: int | None = None
     ) -> tuple[list[tuple[str, int]], int] | None:
-        """One query's hot path in formats 2 and 3 (:meth:`compact.Tables.scan_documents`);
+        """One query's hot path in formats 2 and 3 (:meth:`.tables.Tables.scan_documents`);
         None in format 1 or where the plain scan is needed."""
         if self._compact is None:
             return None
@@ -940,23 +648,13 @@ class EmbeddedStore:
     def row_sizes(self, rows: Sequence[bytes]) -> dict[bytes, int]:
         """Cells per index row, by walking its keys without decoding them (a row of
         100,000 copies: ~10 ms, against ~0.3 s to read and decode its cells)."""
-        sizes: dict[bytes, int] = {}
         try:
             with self._reading(db=self._index) as txn:
                 if self._compact is not None:
                     return {row: self._compact.row_size(txn, row) for row in rows}
-                cursor = txn.cursor()
-                for row in rows:
-                    n = 0
-                    if cursor.set_range(row):
-                        for key in cursor.iternext(keys=True, values=False):
-                            if not key.startswith(row):
-                                break
-                            n += 1
-                    sizes[row] = n
+                return self._format1.row_sizes(txn, rows)
         except lmdb.Error as exc:
             raise self._error(exc, "read") from exc
-        return sizes
 
     def iter_docs(
         self, on_corrupt: Callable[[str, StoreCorrupt], None] | None = None
@@ -974,24 +672,13 @@ class EmbeddedStore:
         except lmdb.Error as exc:
             raise self._error(exc, "read") from exc
 
-    def _doc_items_of(self, txn: compact.Txn) -> Iterator[tuple[bytes, Document | StoreCorrupt]]:
-        if self._compact is not None:
-            yield from self._compact.iter_docs(txn)
-            return
-        for key, value in txn.cursor():
-            try:
-                yield key, self._checked_doc(key, value)
-            except StoreCorrupt as exc:
-                yield key, exc
+    def _doc_items_of(self, txn: Txn) -> Iterator[tuple[bytes, Document | StoreCorrupt]]:
+        yield from self._tables.iter_docs(txn)
 
     def iter_index(self) -> Iterator[IndexCell]:
         try:
             with self._env.begin(db=self._index) as txn:
-                if self._compact is not None:
-                    yield from self._compact.iter_index(txn)
-                    return
-                for key, value in txn.cursor():
-                    yield self._cell_from_item(key, value)
+                yield from self._tables.iter_index(txn)
         except lmdb.Error as exc:
             raise self._error(exc, "read") from exc
 
@@ -999,13 +686,9 @@ class EmbeddedStore:
         try:
             with self._reading() as txn:
                 fresh = None
-                if self._compact is not None:
-                    docs, cells = self._compact.counts(txn)
-                    if self._compact.tier(txn) is not None:
-                        fresh = self._compact.state(txn).get("fresh", 0)
-                else:
-                    docs = txn.stat(self._docs)["entries"]
-                    cells = txn.stat(self._index)["entries"]
+                docs, cells = self._tables.counts(txn)
+                if self._compact is not None and self._compact.tier(txn) is not None:
+                    fresh = self._compact.state(txn).get("fresh", 0)
         except lmdb.Error as exc:
             raise self._error(exc, "read") from exc
         return {

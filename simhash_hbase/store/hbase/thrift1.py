@@ -23,8 +23,8 @@ from thriftpy2.thrift import TException
 
 from simhash_hbase.errors import ShdbError, StoreError
 from simhash_hbase.layout import codec
-from simhash_hbase.store import hbase_tables
-from simhash_hbase.store.hbase_transport import (
+from simhash_hbase.store.hbase import tables as hbase_tables
+from simhash_hbase.store.hbase.transport import (
     CHECK_AND_PUT_WIDTH,
     NETWORK_ERRORS,
     CheckAndPut,

@@ -5,7 +5,7 @@ the end of the file and given back before the commit are on the free list and
 were never written. Only the pages the snapshot uses must lie in the file, so a
 file shorter than its header says is truncated only if a page past its end is
 not free (:func:`tail_is_free`). The layout read is LMDB 0.9's (mdb.c: MDB_page,
-MDB_node; 64-bit, little-endian), as :mod:`~simhash_hbase.store.embedded` reads
+MDB_node; 64-bit, little-endian), as :mod:`~simhash_hbase.store.lmdb.store` reads
 its header.
 """
 

@@ -2,7 +2,7 @@
 
 Over Thrift1 every prefix scan costs three calls. Thrift2's
 ``getScannerResults`` opens, fetches and closes a scanner in one call, and its
-``filterBytes`` take a MultiRowRangeFilter (:mod:`.hbase_filters`), so the ten
+``filterBytes`` take a MultiRowRangeFilter (:mod:`.filters`), so the ten
 prefix ranges of a query are one scan. One scan visits regions one after the
 other, though, so the ranges are grouped by region (region locations cached,
 reloaded on a region error) and the groups scanned concurrently; large batches
@@ -19,7 +19,7 @@ the region server, a multi-row one through its thread pool (~0.1 ms more). The
 get names the rows in an attribute; a reply without the observer's marker means
 there is none, and the transport falls back to ``getMultiple`` for good.
 
-The interface is our own minimal IDL, ``hbase_thrift2.thrift``.
+The interface is our own minimal IDL, ``thrift2.thrift``.
 """
 
 from __future__ import annotations
@@ -41,9 +41,10 @@ from thriftpy2.transport import TBufferedTransportFactory, TSocket
 
 from simhash_hbase.errors import StoreError
 from simhash_hbase.layout import codec
-from simhash_hbase.store import hbase_filters, hbase_tables
-from simhash_hbase.store.hbase_filters import RowRange
-from simhash_hbase.store.hbase_transport import (
+from simhash_hbase.store.hbase import filters as hbase_filters
+from simhash_hbase.store.hbase import tables as hbase_tables
+from simhash_hbase.store.hbase.filters import RowRange
+from simhash_hbase.store.hbase.transport import (
     CHECK_AND_PUT_WIDTH,
     CheckAndPut,
     ClientPool,
@@ -59,7 +60,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 _IDL = thriftpy2.load(
-    str(resources.files(__package__).joinpath("hbase_thrift2.thrift")),
+    str(resources.files(__package__).joinpath("thrift2.thrift")),
     module_name="shdb_hbase2_thrift",
 )
 _PAGE_ROWS = 1000  # rows per getScannerResults page

@@ -2,8 +2,8 @@
 
 One :class:`HBaseStore` holds what must not differ between the protocols:
 table names, timestamps, the write order, rows to documents and cells. A
-transport (``hbase_thrift1`` or ``hbase_thrift2``, behind the small
-:class:`~.hbase_transport.Transport` interface) makes the calls and
+transport (``thrift1`` or ``thrift2``, behind the small
+:class:`~.transport.Transport` interface) makes the calls and
 translates its errors into :class:`StoreError`s. The protocol is asked of the
 gateway when the store opens, or forced with ``?api=thrift1|thrift2``.
 """
@@ -23,9 +23,9 @@ from typing import Any
 from simhash_hbase.errors import IndexNotFound, InvalidIndexUrl, StoreCorrupt, StoreError
 from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
-from simhash_hbase.store import hbase_tables
 from simhash_hbase.store.base import CellsOf, IndexCell
-from simhash_hbase.store.hbase_settings import (
+from simhash_hbase.store.hbase import tables as hbase_tables
+from simhash_hbase.store.hbase.settings import (
     BUCKETS,
     DEFAULT_POOL,
     DEFAULT_PORT,
@@ -35,9 +35,9 @@ from simhash_hbase.store.hbase_settings import (
     layout_of,
     parse_url,
 )
-from simhash_hbase.store.hbase_thrift1 import Thrift1Transport
-from simhash_hbase.store.hbase_thrift2 import Thrift2Transport, gateway_api
-from simhash_hbase.store.hbase_transport import Page, Row, Transport
+from simhash_hbase.store.hbase.thrift1 import Thrift1Transport
+from simhash_hbase.store.hbase.thrift2 import Thrift2Transport, gateway_api
+from simhash_hbase.store.hbase.transport import Page, Row, Transport
 
 #: The manifest entries of a bucket-layout index: format 2 (versions that know only
 #: format 1 refuse it, rather than write 13-byte rows into it).

@@ -1,0 +1,87 @@
+"""Input readers: text files, folders, JSON Lines and arrays, CSV/TSV, WARC, stdin,
+compressed or not, and fingerprint lines (docs/inputs.md).
+
+The modules: ``base`` (options, decoding, bounded reads), ``sniff`` (what a file
+holds, by its bytes and name), ``compressed``, ``jsonl``, ``delimited`` (CSV),
+``warc``, ``paths`` (files, folders, stdin) and ``fingerprints``.
+"""
+
+from simhash_hbase.text.readers.base import (
+    DEFAULT_MAX_BYTES,
+    FORMATS,
+    MAX_MAX_BYTES,
+    MEMORY_PER_BYTE,
+    STDIN,
+    STDIN_NAME,
+    SourceOptions,
+    as_utf8,
+    bounded_lines,
+    check_readable_file,
+    decode_text,
+    display_path,
+    json_kind,
+    too_large,
+    wide_encoding,
+)
+from simhash_hbase.text.readers.fingerprints import (
+    _FINGERPRINT_LINE_BYTES,
+    FingerprintBlock,
+    _fingerprint_blocks,
+    _long_line,
+    fingerprint_record,
+    in_order,
+    read_fingerprint_arrays,
+    read_fingerprint_blocks,
+    read_fingerprint_lines,
+)
+from simhash_hbase.text.readers.jsonl import parse_json_line
+from simhash_hbase.text.readers.paths import (
+    _read_stream,
+    check_paths,
+    format_of,
+    input_files,
+    read_file,
+    read_sources,
+    read_text_file,
+    relative_id,
+    total_bytes,
+    walk,
+)
+
+__all__ = [
+    "DEFAULT_MAX_BYTES",
+    "FORMATS",
+    "MAX_MAX_BYTES",
+    "MEMORY_PER_BYTE",
+    "STDIN",
+    "STDIN_NAME",
+    "_FINGERPRINT_LINE_BYTES",
+    "FingerprintBlock",
+    "SourceOptions",
+    "_fingerprint_blocks",
+    "_long_line",
+    "_read_stream",
+    "as_utf8",
+    "bounded_lines",
+    "check_paths",
+    "check_readable_file",
+    "decode_text",
+    "display_path",
+    "fingerprint_record",
+    "format_of",
+    "in_order",
+    "input_files",
+    "json_kind",
+    "parse_json_line",
+    "read_file",
+    "read_fingerprint_arrays",
+    "read_fingerprint_blocks",
+    "read_fingerprint_lines",
+    "read_sources",
+    "read_text_file",
+    "relative_id",
+    "too_large",
+    "total_bytes",
+    "walk",
+    "wide_encoding",
+]
