@@ -217,3 +217,14 @@ def test_index_opens_under_an_address_space_limit(
         timeout=120,
     )
     assert result.returncode == 0 and result.stdout.strip() == "ok", result.stderr
+
+
+@pytest.mark.parametrize("manifest", [[], "manifest", 1, None])
+def test_manifest_not_an_object(
+    template: tuple[Path, dict[str, Any]], tmp_path: Path, manifest: Any
+) -> None:
+    target = tmp_path / "index"
+    before = _copy(template[0], target, manifest)
+    with pytest.raises(StoreCorrupt, match=r"manifest of the index at .* cannot be read"):
+        SimhashIndex.open(str(target))
+    assert (target / "data.mdb").read_bytes() == before

@@ -16,6 +16,7 @@ from simhash_hbase.fingerprint.minhash import MinHashParams
 from simhash_hbase.fingerprint.simhash import FingerprintParams
 from simhash_hbase.layout.nets import DEFAULT_NETS, NETS, SIMHASH, SIMHASH_LSH, check_nets
 from simhash_hbase.layout.scheme import DEFAULT_SCHEME, SCHEMES, Scheme, get_scheme
+from simhash_hbase.store.base import Store
 from simhash_hbase.store.hbase.settings import LAYOUTS
 from simhash_hbase.version import __version__
 
@@ -115,6 +116,17 @@ def _refuse(url: str, field: str, found: object, why: str, fix: str = _FIX) -> S
         f"the index at {url} has a manifest this shdb cannot use: {field} = {shown}: {why}; "
         f"nothing was written: {fix}"
     )
+
+
+def read_manifest(store: Store) -> dict[str, Any] | None:
+    """The index's stored manifest (None: none yet); one that is not a JSON object
+    is a :class:`StoreCorrupt` naming the index."""
+    try:
+        return store.get_meta(MANIFEST)
+    except StoreCorrupt as exc:
+        raise StoreCorrupt(
+            f"the manifest of the index at {store.url} cannot be read: {exc}; {_FIX}"
+        ) from exc
 
 
 def check_manifest(manifest: object, url: str) -> FingerprintParams:
