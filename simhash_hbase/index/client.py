@@ -51,6 +51,7 @@ from simhash_hbase.index.manifest import (
     check_lsh_environment,
     nets_of,
     new_manifest,
+    read_manifest,
     settle,
     validate,
 )
@@ -173,7 +174,7 @@ class SimhashIndex:
         create = create and not readonly  # readonly: creates nothing, no write locks
         store = open_store(url, create=create, readonly=readonly)
         try:
-            manifest = store.get_meta(MANIFEST)
+            manifest = read_manifest(store)
             created = manifest is None
             if manifest is None:
                 if not create:

@@ -7,16 +7,20 @@ Stored with the index as JSON (docs/SPEC.md, "Manifest"): embedded, key
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict
-from typing import Any
+from typing import Any, TypeVar
 
-from simhash_hbase.errors import ManifestMismatch
+from simhash_hbase.errors import InvalidSetting, ManifestMismatch, StoreCorrupt
 from simhash_hbase.fingerprint.minhash import MinHashParams
 from simhash_hbase.fingerprint.simhash import FingerprintParams
-from simhash_hbase.layout.nets import DEFAULT_NETS, SIMHASH, SIMHASH_LSH, check_nets
-from simhash_hbase.layout.scheme import DEFAULT_SCHEME, Scheme, get_scheme
+from simhash_hbase.layout.nets import DEFAULT_NETS, NETS, SIMHASH, SIMHASH_LSH, check_nets
+from simhash_hbase.layout.scheme import DEFAULT_SCHEME, SCHEMES, Scheme, get_scheme
+from simhash_hbase.store.base import Store
+from simhash_hbase.store.hbase.settings import LAYOUTS
 from simhash_hbase.version import __version__
+
+_T = TypeVar("_T")
 
 FORMAT_VERSION = 1
 #: Format 2 is format 1 with the HBase bucket layout (``hbase_index``, docs/SPEC.md).
@@ -80,11 +84,7 @@ def settle(
 ) -> tuple[Scheme, FingerprintParams]:
     """The scheme and params an index was built with; every setting the caller
     gave must equal them (:class:`ManifestMismatch` lists those that do not)."""
-    if manifest.get("format_version") not in FORMAT_VERSIONS:
-        raise ManifestMismatch(
-            url, [("format_version", manifest.get("format_version"), FORMAT_VERSION)]
-        )
-    held = FingerprintParams.from_manifest(manifest["fingerprint"])
+    held = check_manifest(manifest, url)
     diffs = [
         (name, getattr(held, name), value)
         for name, value in _fields(wanted).items()
@@ -105,3 +105,72 @@ def check_environment(manifest: dict[str, Any], params: FingerprintParams, url: 
     ]
     if diffs:
         raise ManifestMismatch(url, diffs)
+
+
+_FIX = "restore the manifest from a backup, or ingest the documents into a new index"
+
+
+def _refuse(url: str, field: str, found: object, why: str, fix: str = _FIX) -> StoreCorrupt:
+    shown = repr(found) if len(repr(found)) <= 80 else f"{repr(found)[:77]}..."
+    return StoreCorrupt(
+        f"the index at {url} has a manifest this shdb cannot use: {field} = {shown}: {why}; "
+        f"nothing was written: {fix}"
+    )
+
+
+def read_manifest(store: Store) -> dict[str, Any] | None:
+    """The index's stored manifest (None: none yet); one that is not a JSON object
+    is a :class:`StoreCorrupt` naming the index."""
+    try:
+        return store.get_meta(MANIFEST)
+    except StoreCorrupt as exc:
+        raise StoreCorrupt(
+            f"the manifest of the index at {store.url} cannot be read: {exc}; {_FIX}"
+        ) from exc
+
+
+def check_manifest(manifest: object, url: str) -> FingerprintParams:
+    """Every field of a stored manifest (hand-edited, damaged, or written by a newer
+    shdb) checked before anything is written to its index; a problem is a
+    :class:`StoreCorrupt` naming the field, what was found and what to do."""
+    if not isinstance(manifest, dict):
+        raise _refuse(url, "manifest", manifest, "not a JSON object")
+    version = manifest.get("format_version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise _refuse(url, "format_version", version, "missing or not an integer")
+    if version > max(FORMAT_VERSIONS):
+        raise _refuse(
+            url, "format_version", version,
+            f"written by a newer shdb (format_version {version}; this shdb reads up to "
+            f"{max(FORMAT_VERSIONS)})", "upgrade shdb",
+        )  # fmt: skip
+    if version not in FORMAT_VERSIONS:
+        raise _refuse(url, "format_version", version, f"unknown; one of {FORMAT_VERSIONS}")
+    scheme = manifest.get("scheme")
+    if not isinstance(scheme, str) or scheme not in SCHEMES:
+        raise _refuse(url, "scheme", scheme, f"missing or unknown; one of {', '.join(SCHEMES)}")
+    nets = manifest.get("nets", SIMHASH)
+    if not isinstance(nets, str) or nets not in NETS:
+        raise _refuse(url, "nets", nets, f"unknown; one of {', '.join(NETS)}")
+    layout = manifest.get("hbase_index", LAYOUTS[0])
+    if not isinstance(layout, str) or layout not in LAYOUTS:
+        raise _refuse(url, "hbase_index", layout, f"unknown; one of {', '.join(LAYOUTS)}")
+    if nets == SIMHASH_LSH:
+        _parsed(url, "lsh", manifest.get("lsh"), MinHashParams.from_manifest)
+    return _parsed(url, "fingerprint", manifest.get("fingerprint"), FingerprintParams.from_manifest)
+
+
+def _parsed(url: str, field: str, entry: object, parse: Callable[[dict[str, Any]], _T]) -> _T:
+    """``entry`` read by ``parse``: an object whose settings are all valid."""
+    if not isinstance(entry, dict):
+        raise _refuse(url, field, entry, "missing or not a JSON object")
+    for key in (*ENVIRONMENT, "idf", "idf_name", "idf_digest", "hash", "tokenizer"):
+        value = entry.get(key)
+        if value is not None and not isinstance(value, str):
+            raise _refuse(url, f"{field}.{key}", value, "not a string")
+    try:
+        return parse(entry)
+    except InvalidSetting as exc:
+        raise _refuse(url, f"{field}.{exc.setting}", entry.get(exc.setting), str(exc)) from exc
+    except (TypeError, ValueError, KeyError) as exc:  # a value of the wrong JSON type
+        raise _refuse(url, field, entry, f"cannot be read ({exc})") from exc

@@ -364,7 +364,7 @@ def decode_json(raw: bytes) -> dict[str, Any]:
     try:
         value = json.loads(raw)
     except ValueError as exc:
-        raise StoreError(f"stored JSON is corrupt: {exc}") from exc
+        raise StoreCorrupt(f"stored JSON is corrupt: {exc}") from exc
     if not isinstance(value, dict):
-        raise StoreError("stored JSON is not an object")
+        raise StoreCorrupt(f"stored JSON is not an object (found {type(value).__name__})")
     return value

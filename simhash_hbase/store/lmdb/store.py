@@ -72,6 +72,9 @@ from simhash_hbase.store.lmdb.tables import Tables
 from simhash_hbase.store.lock import LOCK_FILES, RunLock, WriteSection
 
 _MAP_SIZE = 1 << 40  # address space only; the file grows as data is written
+#: Under an address-space limit (``ulimit -v``) the map is halved down to the file's
+#: size plus this much room to write (_open_env).
+_MAP_ROOM = 1 << 30
 #: A read-only store maps the file's cached pages in the background from this
 #: query on (pages.Populator): a one-shot query never pays for it, and a process
 #: that asks more starts it at once (from the 16th, the first fifth of a 3 M
@@ -164,6 +167,7 @@ class EmbeddedStore:
         self.path = Path(path)
         self.url = str(self.path)
         self._closed = False
+        self.map_size = _MAP_SIZE  # smaller under an address-space limit (_open_env)
         self._reads: list[None] = []  # one item a read under way (see _reading)
         # counted up to POPULATE_AFTER; a writer starts there (its batches map what they touch)
         self._queries = 0 if readonly else POPULATE_AFTER
@@ -198,6 +202,11 @@ class EmbeddedStore:
         try:
             if self.path.exists() and not self.path.is_dir():
                 raise InvalidIndexUrl(f"{self.path} is a file, not an index directory")
+            if data.is_dir():  # LMDB's own error would be "Is a directory", at open
+                raise StoreCorrupt(
+                    f"{data} is a folder, not an LMDB file: the index's data file was "
+                    f"replaced or never written; {_REBUILD}"
+                )
             if data.exists() and self._committed(data):
                 return []
             if not create:
@@ -267,10 +276,28 @@ class EmbeddedStore:
         return _Meta(page_size, last_page, txn_id, _FREE_ROOT.unpack_from(raw, 80)[0])
 
     def _open_env(self, readonly: bool) -> lmdb.Environment:
+        """The environment at the largest map the process may reserve: 1 TiB, or
+        halved down to the file plus :data:`_MAP_ROOM` under ``ulimit -v``."""
+        data = self.path / _DATA_FILE
+        floor = (data.stat().st_size if data.exists() else 0) + _MAP_ROOM
+        self.map_size = _MAP_SIZE
+        while True:
+            try:
+                return self._open_mapped(readonly)
+            except lmdb.MemoryError as exc:
+                if self.map_size // 2 < floor:
+                    raise StoreError(
+                        f"cannot map the embedded index at {self.path}: the process may not "
+                        f"reserve {floor} bytes of address space ({exc}); raise the limit "
+                        "(ulimit -v, or the memory limit of the container or service)"
+                    ) from exc
+                self.map_size //= 2
+
+    def _open_mapped(self, readonly: bool) -> lmdb.Environment:
         def open_(lock: bool) -> lmdb.Environment:
             return lmdb.open(
                 str(self.path),
-                map_size=_MAP_SIZE,
+                map_size=self.map_size,
                 max_dbs=len(ALL_TABLES),
                 create=not readonly,
                 readonly=readonly,
@@ -350,6 +377,8 @@ class EmbeddedStore:
             corrupt_row=self._corrupt_row,
             rebuild=_REBUILD,
         )
+        if not create:
+            self._check_format()
         if upgrade:
             with self._env.begin(write=True) as txn:
                 handles = Tables.open(self._env, txn)
@@ -365,6 +394,22 @@ class EmbeddedStore:
                 with self._env.begin() as txn:
                     self._compact.state(txn)
         self._index, self._docs, self._meta = handles[b"index"], handles[b"docs"], handles[b"meta"]
+
+    def _check_format(self) -> None:
+        """Refuse, before any write, a record of a store format this shdb cannot
+        read (a newer shdb's, or a hand edit)."""
+        with self._env.begin() as txn:
+            meta = self._env.open_db(b"meta", txn=txn, create=False)
+            raw = txn.get(STATE.encode(), db=meta)
+        state = None if raw is None else codec.decode_json(raw)
+        found = state.get("format") if isinstance(state, dict) else state
+        if type(found) is int and 2 <= found <= FORMAT:
+            return
+        why, fix = (f"its record {STATE!r} has no known store format (found {found!r})", _REBUILD)
+        if type(found) is int and found > FORMAT:
+            why = f"written by a newer shdb (store format {found}; this shdb reads up to {FORMAT})"
+            fix = "upgrade shdb"
+        raise StoreCorrupt(f"the embedded index at {self.path}: {why}; nothing was written: {fix}")
 
     @staticmethod
     def _remove(created: list[Path]) -> None:
@@ -382,7 +427,8 @@ class EmbeddedStore:
         if isinstance(exc, _CORRUPT):
             return StoreCorrupt(f"{where} is damaged ({exc}); {_REBUILD}")
         if isinstance(exc, lmdb.MapFullError):
-            return StoreError(f"{where} reached LMDB's map size of {_MAP_SIZE} bytes: {exc}")
+            limited = "" if self.map_size == _MAP_SIZE else " (halved under ulimit -v: raise it)"
+            return StoreError(f"{where} reached LMDB's map size of {self.map_size}{limited}: {exc}")
         if isinstance(exc, lmdb.ReadersFullError):
             return StoreError(f"too many processes have {where} open at once: {exc}")
         code = _errno_of(exc)
