@@ -98,6 +98,8 @@ def hint(exc: ShdbError) -> str | None:
     """What the user can do about ``exc``, in flag names."""
     if isinstance(exc, IndexNotFound):
         return f"create it with `shdb ingest --index {exc.url} PATH...`"
+    if isinstance(exc, StoreUnavailable) and exc.answered is not None:
+        return "give the port of an HBase Thrift gateway: hbase://HOST:9091 (Thrift2) or :9090"
     if isinstance(exc, StoreUnavailable):
         return "is HBase running? (`scripts/hbase start`, see README); check the host and port"
     if isinstance(exc, ManifestMismatch):
