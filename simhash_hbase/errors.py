@@ -95,7 +95,16 @@ class StoreError(ShdbError):
 
 
 class StoreUnavailable(StoreError):
-    """The store cannot be reached at all (HBase down, wrong host or port)."""
+    """The store cannot be reached at all (HBase down, wrong host or port).
+
+    ``answered`` says what answered on the port when it was not the store (e.g.
+    ``"an HTTP server"``), so that the CLI's hint is about the port, not about
+    starting HBase; None when nothing answered.
+    """
+
+    def __init__(self, message: str, *, answered: str | None = None) -> None:
+        super().__init__(message)
+        self.answered = answered
 
 
 class StoreCorrupt(StoreError):

@@ -102,6 +102,8 @@ def hint(exc: ShdbError) -> str | None:
             f"is the name right? A new index: `shdb ingest --index {exc.url} PATH...` "
             "(with --create for an hbase:// URL), or `shdb serve --create`"
         )
+    if isinstance(exc, StoreUnavailable) and exc.answered is not None:
+        return "give the port of an HBase Thrift gateway: hbase://HOST:9091 (Thrift2) or :9090"
     if isinstance(exc, StoreUnavailable):
         return "is HBase running? (`scripts/hbase start`, see README); check the host and port"
     if isinstance(exc, ManifestMismatch):

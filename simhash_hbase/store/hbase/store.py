@@ -37,7 +37,7 @@ from simhash_hbase.store.hbase.settings import (
 )
 from simhash_hbase.store.hbase.thrift1 import Thrift1Transport
 from simhash_hbase.store.hbase.thrift2 import Thrift2Transport, gateway_api
-from simhash_hbase.store.hbase.transport import Page, Row, Transport
+from simhash_hbase.store.hbase.transport import Page, Row, Transport, first_contact
 
 #: The manifest entries of a bucket-layout index: format 2 (versions that know only
 #: format 1 refuse it, rather than write 13-byte rows into it).
@@ -288,8 +288,10 @@ class HBaseStore:
         self.url = f"hbase://{host}:{port}?prefix={prefix}" + (f"&api={api}" if api else "")
         self.tables = {t: hbase_tables.table_name(prefix, t).encode() for t in hbase_tables.TABLES}
         where = f"HBase at {host}:{port}"
+        self._where, self._timeout = where, timeout
         if api is None:
-            api = gateway_api(host, port, timeout, where)
+            with first_contact(where, host, port, timeout):
+                api = gateway_api(host, port, timeout, where)
         transport_class = Thrift2Transport if api == "thrift2" else Thrift1Transport
         self.transport: Transport = transport_class(
             host, port, pool=pool, timeout=timeout, where=where
@@ -342,7 +344,9 @@ class HBaseStore:
 
     # -- tables ---------------------------------------------------------------
     def _ensure_tables(self, create: bool) -> None:
-        existing = self.transport.table_names()
+        # with api given, this is the first call: is a gateway there at all?
+        with first_contact(self._where, self.host, self.port, self._timeout):
+            existing = self.transport.table_names()
         missing = [t for t, name in self.tables.items() if name not in existing]
         if create:
             for table in missing:  # meta last: its presence marks a complete index

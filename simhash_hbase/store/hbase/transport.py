@@ -139,6 +139,103 @@ def translate(
         raise StoreError(f"{where}: Thrift error while trying to {action}: {exc}") from exc
 
 
+#: Where the gateways listen unless moved, for messages about a wrong port.
+GATEWAY_PORTS = "the HBase Thrift gateways listen on 9090 (Thrift1) and 9091 (Thrift2) by default"
+#: A getThriftServerType call (binary protocol), the first thing shdb sends: the
+#: probe of :func:`first_contact` sends it again to see what answers it.
+_PROBE = b"\x80\x01\x00\x01\x00\x00\x00\x13getThriftServerType\x00\x00\x00\x00\x00"
+
+
+@contextmanager
+def first_contact(where: str, host: str, port: int, timeout: int) -> Iterator[None]:
+    """The first exchange with ``host:port``, when a store opens: whatever fails in
+    it is :class:`StoreUnavailable`, saying what answered when it was not an HBase
+    Thrift gateway (HTTP, TLS, other bytes, a close, a reset, silence).
+
+    Translated here, once, because a wrong port fails in the Thrift client's
+    decoding in ways no call site can name; what answered is told by sending the
+    same first call again on a socket of our own and reading the reply's bytes.
+    """
+    try:
+        yield
+    except Exception as exc:
+        if _in_chain(exc, TimeoutError):
+            if isinstance(exc, StoreUnavailable) and _in_chain(exc, TTransportException):
+                raise  # the connection itself timed out: "not reachable" says it
+            raise StoreUnavailable(
+                f"{where} accepted the connection but sent no answer within {timeout} ms: "
+                f"a busy gateway, or a server that is not a Thrift gateway ({GATEWAY_PORTS})",
+                answered="a silent server",
+            ) from exc
+        answered, what = _identify(host, port, timeout)
+        if answered is None:  # nothing listens (or a gateway answered): the message stands
+            if isinstance(exc, StoreUnavailable):
+                raise
+            detail = (
+                str(exc)
+                if isinstance(exc, StoreError)
+                else (
+                    f"{where}: the reply is not an HBase gateway's ({_named(exc)}; {GATEWAY_PORTS})"
+                )
+            )
+            raise StoreUnavailable(detail) from exc
+        raise StoreUnavailable(f"{where}: {what}", answered=answered) from exc
+
+
+def _in_chain(exc: BaseException, kind: type[BaseException]) -> bool:
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, kind):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _named(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}"
+
+
+def _identify(host: str, port: int, timeout: int) -> tuple[str | None, str]:
+    """(what answered, a sentence about it) for the server at ``host:port``; None
+    when nothing accepts the connection or a Thrift server answers."""
+    try:
+        with socket.create_connection((host, port), timeout=timeout / 1000) as sock:
+            sock.sendall(_PROBE)
+            reply = sock.recv(512)
+    except ConnectionResetError:
+        return "a reset", f"the server reset the connection without answering ({GATEWAY_PORTS})"
+    except TimeoutError:
+        return "a silent server", (
+            f"the server answered once, then sent nothing within {timeout} ms; "
+            f"it is not a Thrift gateway ({GATEWAY_PORTS})"
+        )
+    except OSError:
+        return None, ""
+    if not reply:
+        return "a close", (
+            "the server closed the connection without answering: not a Thrift gateway, or "
+            f"one set to the framed transport or compact protocol ({GATEWAY_PORTS})"
+        )
+    if reply.startswith(b"HTTP/"):
+        status = reply.split(b"\r\n", 1)[0].decode("latin-1")
+        return "an HTTP server", (
+            f"an HTTP server answered ({status}), not a Thrift gateway: is this the serve or "
+            f"REST port, or HBase's web UI? The Thrift gateways are on 9090 (Thrift1) and "
+            "9091 (Thrift2) by default"
+        )
+    if reply[0] in (0x15, 0x16) and reply[1:2] == b"\x03":
+        return "a TLS server", (
+            "a TLS server answered (it expects an encrypted connection), not a plain "
+            f"Thrift gateway ({GATEWAY_PORTS})"
+        )
+    if reply.startswith(b"\x80\x01"):  # a gateway (of the other protocol?): its error says
+        return None, ""
+    return "other bytes", (
+        f"the server answered with bytes that are not Thrift ({reply[:16].hex(' ')}), "
+        f"so it is not an HBase Thrift gateway ({GATEWAY_PORTS})"
+    )
+
+
 def first_line(exc: Exception) -> str:
     """Server messages carry Java stack traces; the first line says what happened."""
     message = getattr(exc, "message", None) or "no message"
