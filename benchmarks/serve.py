@@ -65,7 +65,7 @@ class _Server:
             s.bind(("127.0.0.1", 0))
             port = s.getsockname()[1]
         self.url = f"http://127.0.0.1:{port}"
-        cmd = [sys.executable, "-m", "simhash_hbase", "serve", "--index", str(index)]
+        cmd = [sys.executable, "-m", "simhash_hbase", "serve", "--index", str(index), "--create"]
         env = {**os.environ, "PYTHONPATH": str(ROOT)}
         with open(log_path, "ab") as out:
             self.proc = subprocess.Popen(

@@ -70,7 +70,7 @@ def _run(corpus: Path, index: Path | str, report: Path, fault: str | None) -> in
     if fault is not None:
         env["SHDB_FAULT"] = fault
     args = [sys.executable, "-m", "simhash_hbase", "ingest", "--fingerprints", str(corpus)]
-    args += ["-i", str(index), "--report", str(report), "--batch-size", str(BATCH)]
+    args += ["-i", str(index), "--create", "--report", str(report), "--batch-size", str(BATCH)]
     return subprocess.run(args, env=env, capture_output=True, timeout=120, cwd=ROOT).returncode
 
 

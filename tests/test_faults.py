@@ -205,7 +205,9 @@ def test_two_writers_and_a_reader(store_url: str, tmp_path: Path) -> None:
     reader = threading.Thread(target=_query_loop, args=(store_url, stop, errors))
     reader.start()
     try:
-        writers = [_ingest(store_url, corpus_a), _ingest(store_url, corpus_b)]
+        # the embedded store takes one run at a time (the second waits for the
+        # first); HBase runs both at once
+        writers = [_ingest(store_url, c, "--wait", "600") for c in (corpus_a, corpus_b)]
         for proc in writers:
             _, err = proc.communicate(timeout=600)
             assert proc.returncode == 0, err

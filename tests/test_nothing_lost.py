@@ -503,8 +503,12 @@ def test_ctrl_c_says_what_is_saved_and_how_to_resume(workers: str, tmp_path: Pat
 
 def _die_with_parent() -> None:
     """The child gets SIGKILL when pytest dies (killed by a timeout, say): an
-    interrupted test leaves no 200,000-document ingest running."""
+    interrupted test leaves no 200,000-document ingest running. And it takes
+    Ctrl-C as a terminal's child would: pytest started in the background (a CI
+    script's ``&``) ignores SIGINT, and Python installs no KeyboardInterrupt
+    handler in a child that inherits the ignore."""
     ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
 def test_broken_pipe_is_said_once(tmp_path: Path) -> None:

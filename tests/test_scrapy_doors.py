@@ -56,7 +56,7 @@ def crawl(
     (tmp_path / "items.pickle").write_bytes(pickle.dumps(items))
     out = tmp_path / "out.pickle"
     argv = [sys.executable, "-m", "tests.scrapy_items_crawl", str(tmp_path / "items.pickle"),
-            str(out), "SHDB_FLUSH_SECONDS=0.05", *settings]  # fmt: skip
+            str(out), "SHDB_FLUSH_SECONDS=0.05", "SHDB_CREATE=True", *settings]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)  # fmt: skip

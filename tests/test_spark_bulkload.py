@@ -129,7 +129,7 @@ def test_bulk_load_writes_the_cells_of_the_thrift_path(tmp_path: Path, layout: s
     with fresh_hbase_url(api) as thrift_url, fresh_hbase_url(api) as bulk_url:
         thrift, bulk = (u + f"&layout={layout}" for u in (thrift_url, bulk_url))
         for url in (thrift, bulk):
-            _shdb("ingest", str(held), "--index", url)
+            _shdb("ingest", str(held), "--index", url, "--create")
         (tmp_path / "t").mkdir()
         (tmp_path / "b").mkdir()
         _ingest(thrift, corpus, tmp_path / "t")

@@ -21,6 +21,7 @@ from simhash_hbase.cli.options import (
     ProbesOpt,
     SchemeOpt,
     StoreTextOpt,
+    WaitOpt,
     WorkersOpt,
     fingerprint_settings,
     source_options,
@@ -149,6 +150,7 @@ def ingest_cmd(
     *,
     index: IndexOpt = None,
     create: CreateOpt = False,
+    wait: WaitOpt = 0.0,
     source: SourceOptions,
     doc_id: DocIdOpt = None,
     workers: WorkersOpt = 1,
@@ -181,7 +183,7 @@ def ingest_cmd(
     if report is not None:
         check_output("--report", report, paths, local_path(index))
     create = create or local_path(index) is not None
-    with index_for_ingest(index, scheme=scheme, params=wanted, create=create) as ix:
+    with index_for_ingest(index, scheme=scheme, params=wanted, create=create, wait=wait) as ix:
         if ix.created:
             new_index(ix.url)
         summary = _run(ix, paths, opts, options, report, resume=resume, fingerprints=fingerprints)

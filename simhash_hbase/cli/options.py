@@ -46,6 +46,16 @@ IndexOpt = Annotated[
         show_default=False,
     ),
 ]
+WaitOpt = Annotated[
+    float,
+    typer.Option(
+        "--wait",
+        metavar="SECONDS",
+        min=0,
+        help="When another run is writing the index, wait up to SECONDS for it to finish "
+        "(default 0: refuse at once, naming its pid and start time).",
+    ),
+]
 CreateOpt = Annotated[
     bool,
     typer.Option(

@@ -724,18 +724,24 @@ def check_output(
 
 @contextmanager
 def index_for_ingest(
-    url: str | None, *, scheme: str | None = None, params: Wanted = None, create: bool = True
+    url: str | None,
+    *,
+    scheme: str | None = None,
+    params: Wanted = None,
+    create: bool = True,
+    wait: float = 0.0,
 ) -> Iterator[SimhashIndex]:
     """Open the index an ingest writes to, or create it (``create``). If this run created it and
     it holds no document at the end (every record skipped), it is removed again:
     a run that adds nothing creates nothing, and a re-run with other settings is
     not refused by the settings of an empty index. The run holds the index from
-    here (:func:`_sole_run`): a second run never discards what the first writes."""
+    here (:func:`_sole_run`), waiting up to ``wait`` seconds for another run to end:
+    a second run never discards what the first writes."""
     folder = local_path(url)
     fresh = folder is not None and not folder.exists()
     with (
         SimhashIndex.open(url, scheme=scheme, params=params, create=create) as index,
-        index.sole_writer("shdb ingest"),
+        index.sole_writer("shdb ingest", wait),
     ):
         failed = True
         try:
