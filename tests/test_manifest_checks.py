@@ -75,6 +75,18 @@ def _copy(template: Path, to: Path, manifest: dict[str, Any]) -> bytes:
     return (to / "data.mdb").read_bytes()
 
 
+def _edited_copy(
+    template: tuple[Path, dict[str, Any]], tmp_path: Path, data: st.DataObject
+) -> tuple[Path, tuple[str, ...], bytes]:
+    """A copy of the template index with one drawn field set to one drawn value:
+    its folder, the field, and its data.mdb before anything opens it."""
+    path, manifest = template
+    field = data.draw(st.sampled_from(_fields(manifest)), label="field")
+    value = data.draw(st.just(MISSING) | JSON, label="value")
+    target = tmp_path / "index"
+    return target, field, _copy(path, target, _edited(manifest, field, value))
+
+
 @settings(
     max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
@@ -82,11 +94,7 @@ def _copy(template: Path, to: Path, manifest: dict[str, Any]) -> bytes:
 def test_any_value_in_any_field_opens_or_is_refused_untouched(
     template: tuple[Path, dict[str, Any]], tmp_path: Path, data: st.DataObject
 ) -> None:
-    path, manifest = template
-    field = data.draw(st.sampled_from(_fields(manifest)), label="field")
-    value = data.draw(st.just(MISSING) | JSON, label="value")
-    target = tmp_path / "index"
-    before = _copy(path, target, _edited(manifest, field, value))
+    target, field, before = _edited_copy(template, tmp_path, data)
     try:
         ix = SimhashIndex.open(str(target))
     except StoreCorrupt as exc:
@@ -109,11 +117,7 @@ def test_any_value_in_any_field_opens_or_is_refused_untouched(
 def test_cli_stats_never_tracebacks(
     template: tuple[Path, dict[str, Any]], tmp_path: Path, data: st.DataObject
 ) -> None:
-    path, manifest = template
-    field = data.draw(st.sampled_from(_fields(manifest)), label="field")
-    value = data.draw(st.just(MISSING) | JSON, label="value")
-    target = tmp_path / "index"
-    _copy(path, target, _edited(manifest, field, value))
+    target, _, _ = _edited_copy(template, tmp_path, data)
     result = runner.invoke(app, ["stats", "-i", str(target)])
     assert "Traceback" not in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit), result.exception

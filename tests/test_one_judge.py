@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from simhash_hbase.fingerprint.minhash import MinHashParams
 from simhash_hbase.fingerprint.simhash import FingerprintParams
 from simhash_hbase.index.client import SimhashIndex
-from simhash_hbase.jobs.ingest import IngestOptions, find_duplicates, index_records
+from simhash_hbase.jobs.ingest import DedupResult, IngestOptions, find_duplicates, index_records
 from simhash_hbase.layout.pairs import nearest_earlier
 from simhash_hbase.layout.scheme import get_scheme
 from simhash_hbase.text.readers import SourceOptions
@@ -101,13 +101,14 @@ def _queried(docs: list[tuple[str, str]], folder: Path) -> Found:
     return found
 
 
-def _deduped(docs: list[tuple[str, str]], folder: Path) -> Found:
+def _dedup(docs: list[tuple[str, str]], folder: Path) -> DedupResult:
+    """``shdb dedup``'s pairs of ``docs``, read from a JSON Lines file in ``folder``."""
     source = folder / "docs.jsonl"
     source.write_text(
         "".join(json.dumps({"id": i, "text": t}, ensure_ascii=False) + "\n" for i, t in docs),
         encoding="utf-8",
     )
-    result = find_duplicates(
+    return find_duplicates(
         [str(source)],
         SourceOptions(),
         k=3,
@@ -115,6 +116,10 @@ def _deduped(docs: list[tuple[str, str]], folder: Path) -> Found:
         params=FingerprintParams(),
         lsh=MinHashParams(),
     )
+
+
+def _deduped(docs: list[tuple[str, str]], folder: Path) -> Found:
+    result = _dedup(docs, folder)
     ids = result.ids
     return {
         (ids[n.j], ids[i], d, s)
@@ -185,16 +190,7 @@ def test_mass_near_copies_are_each_reported_bounded() -> None:
                     dup.matches.total == j or not dup.matches.total_exact
                 )
             assert not all(dup.matches.total_exact for dup in lookups)
-        source = root / "docs.jsonl"
-        source.write_text("".join(json.dumps({"id": i, "text": t}) + "\n" for i, t in docs))
-        result = find_duplicates(
-            [str(source)],
-            SourceOptions(),
-            k=3,
-            scheme=get_scheme("5x10"),
-            params=FingerprintParams(),
-            lsh=MinHashParams(),
-        )
+        result = _dedup(docs, root)
         found = list(nearest_earlier(result.graph, result.ids, 10))
         assert [result.ids[n.j] for n in found] == [i for i, _ in docs[1:]]
         assert not all(n.exact for n in found)
