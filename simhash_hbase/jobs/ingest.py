@@ -38,8 +38,9 @@ from simhash_hbase.errors import (
 from simhash_hbase.fingerprint.minhash import MinHasher, MinHashParams
 from simhash_hbase.fingerprint.probes import check_probes
 from simhash_hbase.fingerprint.simhash import Fingerprinter, FingerprintParams
-from simhash_hbase.index.client import SimhashIndex, gc_paused
+from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.index.manifest import Wanted
+from simhash_hbase.index.write import gc_paused
 from simhash_hbase.layout import codec
 from simhash_hbase.layout.groups import nets_graph
 from simhash_hbase.layout.nets import sketch_document
