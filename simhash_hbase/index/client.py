@@ -108,17 +108,13 @@ class SimhashIndex:
         nets: str | None = None,
         warm: bool = False,
     ) -> SimhashIndex:
-        """Open (or create) the index at ``url``.
-
-        ``scheme`` and ``params`` (a :class:`FingerprintParams`, or a mapping of
-        only the fields that matter to the caller) left out mean "what the index
-        was built with"; given ones must equal that (:class:`ManifestMismatch`),
-        or, for a new index, are its settings (validated before anything is
-        written; the manifest is written only if no other process was first).
+        """Open (or create) the index at ``url``. ``scheme`` and ``params`` (a
+        :class:`FingerprintParams`, or a mapping of only the fields that matter)
+        left out mean "what the index was built with"; given ones must equal that
+        (:class:`ManifestMismatch`), or, for a new index, are its settings.
         ``nets``: ``"simhash"`` (the pigeonhole only) or ``"simhash+lsh"`` (the
-        default of a new index; docs/SPEC.md, "Nets"). ``warm``: :meth:`warm` it
-        (a long-lived reader of a big embedded index).
-        """
+        default; docs/SPEC.md, "Nets"). ``warm``: :meth:`warm` it (a long-lived
+        reader of a big embedded index)."""
         validate(scheme, params)  # every setting given is valid, before any write
         if nets is not None:
             check_nets(nets)

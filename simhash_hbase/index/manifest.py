@@ -181,9 +181,9 @@ def _parsed(url: str, field: str, entry: object, parse: Callable[[dict[str, Any]
 def store_manifest(
     store: Store, scheme: str | None, params: Wanted, nets: str | None
 ) -> dict[str, Any]:
-    """Write a new index's manifest (and its custom IDF table, which travels with
-    the index: no later ``--idf``) unless another process was first; the manifest
-    held after."""
+    """Write a new index's manifest (its settings validated before: :func:`validate`)
+    and its custom IDF table, which travels with the index (no later ``--idf``),
+    unless another process was first; the manifest held after."""
     manifest = new_manifest(scheme, params, nets) | store.manifest_entries()
     digest = FingerprintParams.from_manifest(manifest["fingerprint"]).idf
     if digest is not None:
