@@ -53,7 +53,8 @@ def test_the_client_facade_is_at_most_400_lines() -> None:
 
 def sniffs(source: str, layer: str) -> list[str]:
     """The capability sniffs in ``source`` (a module of ``layer``): any ``hasattr``;
-    a ``getattr`` of anything named like a store; in the index and store layers, a
+    a ``getattr`` of anything named like a store, or of the C extension (whole or
+    None: no function of it is missing); in the index and store layers, a
     ``getattr`` with a default (asking whether an attribute is there)."""
     found = []
     for node in ast.walk(ast.parse(source)):
@@ -63,10 +64,13 @@ def sniffs(source: str, layer: str) -> list[str]:
             continue
         target = ast.unparse(node.args[0])
         on_store = "store" in target.lower() or "_held" in target
+        # the C extension is whole or None (_native.module(): a stale build is not used)
+        on_native = "native.module()" in target or (target == "compiled" and layer != "_native")
         defaulted = node.func.id == "getattr" and len(node.args) == 3
         if (
             node.func.id == "hasattr"
             or on_store
+            or on_native
             or (layer in DECLARED and defaulted and target not in NOT_SNIFFS)
         ):
             found.append(f"line {node.lineno}: {ast.unparse(node)}")
@@ -89,6 +93,8 @@ def test_no_capability_sniffing() -> None:
         ('warm = getattr(self._store, "warm", None)', "jobs"),
         ('transport = getattr(self, "transport", None)', "store"),  # HBaseStore.close's
         ('ok = hasattr(index, "merge_fresh")', "cli"),
+        ('f = getattr(native.module(), "unwiden", _unwiden_py)', "fingerprint"),  # the old ones
+        ('self._sign_rows_c = getattr(compiled, "sign_rows", None)', "fingerprint"),
     ],
 )
 def test_the_sniffs_it_refuses(source: str, layer: str) -> None:
@@ -99,3 +105,4 @@ def test_what_it_lets_be() -> None:
     assert not sniffs('conn = getattr(self._local, "conn", None)', "index")
     assert not sniffs('peek = getattr(f, "peek", None)', "text")  # a file object, not a store
     assert not sniffs('getattr(self, "_" + op)(arg)', "store")  # dispatch: no default
+    assert not sniffs('built = getattr(compiled, "SOURCE_SHA256", "")', "_native")  # an old build
