@@ -26,7 +26,7 @@ from simhash_hbase.errors import InvalidInput
 from simhash_hbase.fingerprint.minhash import MinHashParams, Signature
 from simhash_hbase.fingerprint.probes import bound
 from simhash_hbase.layout import codec
-from simhash_hbase.layout.codec import check_fingerprints
+from simhash_hbase.layout.codec import check_fingerprint, check_fingerprints
 from simhash_hbase.layout.groups import nets_graph
 from simhash_hbase.layout.nets import Judge, first_band_flag
 from simhash_hbase.layout.pairs import near_graph
@@ -349,10 +349,14 @@ class Finder:
         Without probes or sketches these are exact searches, on the shortest
         path: a few fingerprints go one by one through the store's one-query path
         (:meth:`one`) where batches are atomic (remote: one multi-get is cheaper),
-        or ``alone`` (a single query on its own) wherever the store has that path.
+        or, ``alone`` (one fingerprint asked on its own), wherever the store has it.
         """
         self.scheme.check_k(k)
         check_limit(limit)
+        if alone:  # one exact search (query_fingerprint): the hot path, no lists built
+            ((fp,),) = probe_lists
+            quick = self.one(store, check_fingerprint(fp), k, limit)
+            return [self.scanned(store, [fp], k, limit)[0] if quick is None else quick]
         lists = [list(probes) for probes in probe_lists]
         check_fingerprints(list(chain.from_iterable(lists)))
         if any(not probes for probes in lists):
@@ -360,10 +364,10 @@ class Finder:
         nets = self.lsh is not None and sketches is not None and any(s for s, _ in sketches)
         if not nets and all(len(probes) == 1 for probes in lists):  # exact searches
             fps = [probes[0] for probes in lists]
-            if alone or (len(fps) <= _SCALAR_MAX and store.atomic_batches):
-                quick = [self.one(store, fp, k, limit) for fp in fps]
-                if all(result is not None for result in quick):
-                    return quick  # type: ignore[return-value]
+            if len(fps) <= _SCALAR_MAX and store.atomic_batches:
+                each = [self.one(store, fp, k, limit) for fp in fps]
+                if all(result is not None for result in each):
+                    return each  # type: ignore[return-value]
             return self.scanned(store, fps, k, limit)
         flat = [fp for probes in lists for fp in probes]
         per_fp = self.prefixes(flat)
