@@ -162,19 +162,24 @@ def test_every_door_gives_the_same_pairs(seed: int, kinds: list[str]) -> None:
         assert any(d == 0 for _, _, d, _ in expected)
 
 
-def test_mass_near_copies_are_each_reported_bounded() -> None:
-    """Distinct one-character edits of one text, more than a group judged whole:
-    every edit after the first is reported at every door, at most ``limit`` listed,
-    and a count that is a lower bound says so."""
-    rng = random.Random(38)
+def _mass_edits(n: int, seed: int = 38) -> list[tuple[str, str]]:
+    """n distinct one-character edits of one text: more than a group judged whole."""
+    rng = random.Random(seed)
     text = "".join(_paragraphs(rng) + _paragraphs(rng))
-    docs = [
+    return [
         (
             f"e{i:03d}",
             text[: i % len(text)] + "的一是在不了有和人这"[i % 10] + text[i % len(text) + 1 :],
         )
-        for i in range(120)
+        for i in range(n)
     ]
+
+
+def test_mass_near_copies_are_each_reported_bounded() -> None:
+    """Distinct one-character edits of one text, more than a group judged whole:
+    every edit after the first is reported at every door, at most ``limit`` listed,
+    and a count that is a lower bound says so."""
+    docs = _mass_edits(120)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         for batch in (None, 7):
@@ -194,3 +199,22 @@ def test_mass_near_copies_are_each_reported_bounded() -> None:
         found = list(nearest_earlier(result.graph, result.ids, 10))
         assert [result.ids[n.j] for n in found] == [i for i, _ in docs[1:]]
         assert not all(n.exact for n in found)
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32), st.sampled_from([1, 40, 200]))
+def test_check_and_add_of_mass_edits_keeps_one_new(seed: int, batch: int) -> None:
+    """``check_and_add`` (serve's /v1/check-and-add: only new documents written) of
+    mass near-copies in batches: exactly the first is new, every other finds it,
+    however far past the bounded neighbours of a large group it comes (a bounded
+    count of 0 is settled against every document written)."""
+    docs = _mass_edits(200, seed)
+    with tempfile.TemporaryDirectory() as tmp, SimhashIndex.open(tmp + "/ix") as index:
+        found = [
+            m
+            for at in range(0, len(docs), batch)
+            for m in index.check_and_add_texts(docs[at : at + batch], always=False)
+        ]
+        assert [j for j, m in enumerate(found) if not m.total] == [0]
+        assert all(m[0].doc_id == "e000" for m in found[1:])
+        assert index.stats()["documents"] == 1
