@@ -1027,7 +1027,8 @@ class SimhashIndex:
                 for t, dist, sim in near[s]:
                     total += count[t]
                     hits += [Match(i, distinct[t][0][0], dist, sim) for i in nearest[t]]
-            if not ingest and not total and not whole[s] and written:  # new: settled exactly
+            settled = not ingest and not total and not whole[s] and bool(written)
+            if settled:  # new or not: judged against every written key, so exactly
                 judge = judge or Judge(
                     np.array([d[0][0] for d in distinct], dtype=np.uint64),
                     k,
@@ -1043,8 +1044,9 @@ class SimhashIndex:
             if hits:
                 hits = sorted(hits, key=_match_order)[:limit]
             # a key in a large group was judged against bounded neighbours: its count
-            # is a lower bound, unless no earlier document of the batch is written
-            exact = result.total_exact and (whole[s] or not written)
+            # is a lower bound, unless no earlier document of the batch is written or
+            # it was settled against them all
+            exact = result.total_exact and (whole[s] or not written or settled)
             found.append(Matches(hits, total, exact))
             if ingest or keep[j] or not total:  # type: ignore[index]
                 if doc.doc_id in written:  # its earlier version of this batch is replaced
