@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -172,10 +173,11 @@ def _distinct(work: Path, chars: int, n: int, door: str) -> dict[str, Any]:
     (each line: the 10 nearest earlier near-copies and their count)."""
     source = work / f"distinct-{chars}-{n}.jsonl"
     out = work / f"distinct-{chars}-{n}.{door}.jsonl"
+    shutil.rmtree(out.with_suffix(".ix"), ignore_errors=True)  # a fresh index each run
     if door == "serve":
         return {"n": n, "chars": chars, "door": door, **_served(source, out), **_report(out)}
     if door == "ingest":
-        args = ["ingest", str(source), "-i", str(work / f"distinct-{chars}-{n}.ix")]
+        args = ["ingest", str(source), "-i", str(out.with_suffix(".ix"))]
         args += ["--report", str(out)]
     else:
         args = ["dedup", str(source), "-o", str(out)]
