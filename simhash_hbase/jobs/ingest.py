@@ -1,9 +1,12 @@
 """Streaming jobs over an index: ingest (fingerprint -> batch -> lookups -> write)
 and the all-pairs dedup of an input without an index.
 
-Each record is fingerprinted, turned into a document and checked inside its own
-error boundary: a bad one becomes a :class:`BadRecord` (skipped and reported, or
-fatal with :attr:`OnError.FAIL`) and never costs a batch-mate.
+Each record is prepared (:mod:`simhash_hbase.layout.prepare`, the one preparer;
+in chunks through the workers by :mod:`simhash_hbase.jobs.prepared`) inside its
+own error boundary: a bad one becomes a :class:`BadRecord` (skipped and
+reported, or fatal with :attr:`OnError.FAIL`) and never costs a batch-mate. The
+checkpoint, the report and their commit protocol are
+:mod:`simhash_hbase.jobs.checkpoint`.
 """
 
 from __future__ import annotations
