@@ -27,21 +27,13 @@ DECLARED = ("index", "store")
 NOT_SNIFFS = {"self._local", "exc"}
 
 
-#: Modules over the limit whose split is under way elsewhere (issue 38, deliverable
-#: 3 splits the ingest job); each must leave this list once it is split.
-WAITING = {"jobs/ingest.py"}
-
-
 def test_no_module_over_800_lines() -> None:
     long = {
         str(path.relative_to(PACKAGE)): n
         for path in MODULES
         if (n := len(path.read_text("utf-8").splitlines())) > MAX_MODULE_LINES
     }
-    over = {name: n for name, n in long.items() if name not in WAITING}
-    assert not over, f"modules over {MAX_MODULE_LINES} lines: {over}"
-    done = WAITING - long.keys()
-    assert not done, f"{done} are {MAX_MODULE_LINES} lines or fewer now: delete them from WAITING"
+    assert not long, f"modules over {MAX_MODULE_LINES} lines: {long}"
 
 
 def test_the_client_facade_is_at_most_400_lines() -> None:

@@ -192,6 +192,24 @@ def batch_near(
     return near, [whole[u] for u in node]
 
 
+def settle_new(
+    keys: list[InsertKey], judge: Judge, s: int, targets: list[int], k: int
+) -> list[tuple[int, int, float | None]]:
+    """The keys of ``targets`` that key ``s`` matches, judged by the one rule (with
+    its probes: :func:`probe_near`): whether a check-and-add's document is new
+    must not rest on the bounded neighbours of a large group (layout.groups), so
+    one whose count there is a lower bound of 0 meets every document written."""
+    if not targets:
+        return []
+    t = np.array(targets, dtype=np.int64)
+    near = probe_near([list(keys[s][0])], np.zeros(len(t), dtype=np.int64), judge.fps[t], k)
+    match, dist, sim = judge(np.full(len(t), s, dtype=np.int64), t, near)
+    return [
+        (x, d, None if v != v else v)
+        for x, d, v in zip(t[match].tolist(), dist[match].tolist(), sim[match].tolist())
+    ]
+
+
 def _probe_hits(
     keys: list[InsertKey],
     fps: np.ndarray,
@@ -542,6 +560,7 @@ class Finder:
         nearest: list[list[str]] = [[] for _ in distinct]  # their first ids, sorted
         written: dict[str, tuple[int, int]] = {}  # id -> (position, key) of its version
         found: list[Matches | None] = []
+        judge: Judge | None = None  # over the distinct keys, made if a new document is settled
         for j, ((doc, probes), key) in enumerate(zip(docs, keys)):
             old = versions.get(doc.doc_id)
             if ingest and old == doc.fingerprint:  # unchanged
@@ -555,11 +574,26 @@ class Finder:
                 for t, dist, sim in near[s]:
                     total += count[t]
                     hits += [Match(i, distinct[t][0][0], dist, sim) for i in nearest[t]]
-                hits = sorted(hits, key=_match_order)[:limit]
+            settled = not ingest and not total and not whole[s] and bool(written)
+            if settled:  # new or not: judged against every written key, so exactly
+                judge = judge or Judge(
+                    np.array([d[0][0] for d in distinct], dtype=np.uint64),
+                    k,
+                    self.lsh,
+                    [d[1] for d in distinct],
+                )
+                seen = {t for t, _, _ in near[s]}
+                rest = [t for t in range(len(distinct)) if count[t] and t not in seen]
+                for t, dist, sim in settle_new(distinct, judge, s, rest, k):
+                    total += count[t]
+                    hits += [Match(i, distinct[t][0][0], dist, sim) for i in nearest[t]]
             # else (most documents): nothing held near, nothing near in the batch so far
+            if hits:
+                hits = sorted(hits, key=_match_order)[:limit]
             # a key in a large group was judged against bounded neighbours: its count
-            # is a lower bound, unless no earlier document of the batch is written
-            exact = result.total_exact and (whole[s] or not written)
+            # is a lower bound, unless no earlier document of the batch is written or
+            # it was settled against them all
+            exact = result.total_exact and (whole[s] or not written or settled)
             found.append(Matches(hits, total, exact))
             if ingest or keep[j] or not total:  # type: ignore[index]
                 if doc.doc_id in written:  # its earlier version of this batch is replaced
