@@ -52,9 +52,7 @@ def _flat(text: str) -> str:
 
 def _page(text: str, charset: str | None) -> str:
     meta = f'<meta charset="{charset}">' if charset else ""
-    return (
-        f"<!DOCTYPE html><html><head>{meta}</head><body><p>{html.escape(text)}</p></body></html>"
-    )
+    return f"<!DOCTYPE html><html><head>{meta}</head><body><p>{html.escape(text)}</p></body></html>"
 
 
 def _body(text: str, fmt: str, charset: str | None) -> str:

@@ -1,14 +1,15 @@
 """Bytes to text by evidence: the one decoding every surface that reads bytes uses.
 
-Valid UTF-8 (or a UTF-16/32 byte order mark) is trusted as it is: it costs nothing
-more. Bytes that are not UTF-8 prove the guess wrong, and only then is the evidence
+Valid UTF-8 is trusted as it is (the readers know UTF-16/32 by a byte order mark):
+it costs nothing more. Bytes that are not UTF-8 prove the guess wrong, and only then is the evidence
 weighed (issue 39.6): a charset the input declares (a page's ``<meta>``, a
 Content-Type) and the candidates of a maintained detector (charset-normalizer). A
 declared multi-byte charset (GBK, Big5, Shift_JIS, EUC-KR) that no other such family
 decodes at all is taken as it is, if its reading is not odd: the detector (~2 ms a
 page) runs only when the evidence is not that plain. Then a decoding is taken only
 when the two agree (or, with no usable declaration, when one candidate alone reads as
-likely text); otherwise :class:`Undecodable` names what was tried. A wrong guess is never indexed: mojibake is a fingerprint that matches nothing.
+likely text); otherwise :class:`Undecodable` names what was tried. A wrong guess is
+never indexed: mojibake is a fingerprint that matches nothing.
 
 "Likely text" is charset-normalizer's mess ratio and :func:`odd_share`: the share of
 words that no real text writes but mojibake does (half-width katakana, a lower-case
