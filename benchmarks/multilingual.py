@@ -234,7 +234,7 @@ HEADER = (
 
 
 def render(res: dict[str, Any]) -> str:
-    sizes = ", ".join(f"{n} in the {part} set" for part, n in PARTS.items())
+    sizes = "up to " + ", ".join(f"{n} in the {part} set" for part, n in PARTS.items())
     return fill("eval/multilingual.md", table=table(HEADER, rows(res)), docs=sizes, k=K)
 
 
