@@ -7,8 +7,8 @@ kept when most of its letters are of the language's script (no untranslated Engl
 shuffled by a seeded RNG and grouped into documents of ~:data:`DOC_CHARS` characters:
 unrelated documents of one language, as a bag of a program's messages is. The catalogs
 are split in two by their file name (:func:`part_of`): the development set, on which
-fingerprint versions were tuned, and the held-out set, measured only, with no message
-of a program in both.
+fingerprint versions were tuned, and the held-out set, measured only: no program's
+catalog is in both, and no message either.
 
 Per language, set and fingerprint version, the section counts the pairs of unrelated
 documents within 3 bits (for random 64-bit fingerprints: ~0), the planted copies (three
@@ -67,6 +67,7 @@ LANGUAGES = {
     "zh_CN": ("Chinese", "Han"),
 }
 DOC_CHARS = 800
+_EDGE = 40
 #: The two sets (:func:`part_of`) and the documents a language each holds at most.
 PARTS = {"development": 160, "held-out": 300}
 #: The versions compared: the one before and the default.
@@ -89,9 +90,8 @@ def part_of(mo: Path) -> str:
     return "development" if zlib.crc32(mo.name.encode()) % 2 == 0 else "held-out"
 
 
-def messages(lang: str, part: str) -> list[str]:
-    """The language's translated messages in ``part``'s catalogs, cleaned,
-    deduplicated, in a seeded order."""
+def _catalog_messages(lang: str, part: str) -> set[str]:
+    """The language's translated messages in ``part``'s catalogs, cleaned."""
     wanted = _in_script(LANGUAGES[lang][1])
     seen: set[str] = set()
     for mo in sorted((LOCALES / lang / "LC_MESSAGES").glob("*.mo")):
@@ -110,9 +110,33 @@ def messages(lang: str, part: str) -> list[str]:
             if len(text) < 20 or len(wanted.findall(text)) < 0.8 * len(letters):
                 continue
             seen.add(text)
-    ordered = sorted(seen)
+    return seen
+
+
+def messages(lang: str, part: str) -> list[str]:
+    """The language's messages in ``part``'s catalogs, deduplicated, in a seeded order.
+    Programs share messages (a library's, as gnulib's): a held-out message is in no
+    catalog of the development set."""
+    seen = _catalog_messages(lang, part)
+    if part != "development":
+        seen -= _catalog_messages(lang, "development")
+    ordered = _distinct(sorted(seen))
     random.Random(lang).shuffle(ordered)
     return ordered
+
+
+def _distinct(texts: list[str]) -> list[str]:
+    """``texts`` less those that begin or end as an earlier one does (:data:`_EDGE`
+    characters): one program's variants of a message (bash's help of ``popd`` with and
+    without its summary line) are near-copies, not unrelated text."""
+    edges: set[str] = set()
+    kept: list[str] = []
+    for text in texts:
+        ends = {"^" + text[:_EDGE], "$" + text[-_EDGE:]}
+        if not ends & edges:
+            kept.append(text)
+        edges |= ends
+    return kept
 
 
 def documents(lang: str, part: str, count: int, chars: int = DOC_CHARS) -> list[str]:

@@ -95,17 +95,17 @@ def reference_terms(fp: Fingerprinter, text: str) -> list[tuple[str, float]]:
 
 
 def reference_level(top: list[tuple[str, float]]) -> float:
-    """v4's cap: the level L at which the k heaviest weights, cut to L, are each a tenth
-    of the cut total (L = 0.1 * (k * L + the rest)), tried for k = 0, 1, ...; too few
-    terms for a tenth each (10 or fewer): the lightest weight, all equal."""
+    """v4's cap: the level L at which the k heaviest weights, cut to L, are each 0.08
+    of the cut total (L = 0.08 * (k * L + the rest)), tried for k = 0, 1, ...; too few
+    terms for 0.08 each (12 or fewer): the lightest weight, all equal."""
     weights = sorted((w for _, w in top), reverse=True)
-    if len(weights) <= 10:
+    if len(weights) <= 12:
         return weights[-1]
     for k, weight in enumerate(weights):
-        level = 0.1 * sum(sorted(weights)[: len(weights) - k]) / (1 - 0.1 * k)
+        level = 0.08 * sum(sorted(weights)[: len(weights) - k]) / (1 - 0.08 * k)
         if weight <= level:
             return level if k else weight
-    raise AssertionError("a fixed point exists for more than 10 terms")
+    raise AssertionError("a fixed point exists for more than 12 terms")
 
 
 def reference_sums(fp: Fingerprinter, text: str) -> np.ndarray | None:
@@ -139,7 +139,7 @@ PARAMS = [
     FingerprintParams(version=1, top_n=64),
     FingerprintParams(),  # the default: v4, folded by phrase, terms with letters
     FingerprintParams(version=3),
-    FingerprintParams(top_n=8),  # v4 with too few terms for a tenth each: all equal
+    FingerprintParams(top_n=8),  # v4 with too few terms for 0.08 each: all equal
     FingerprintParams(version=2),  # v2's default
     FingerprintParams(version=2, fold="none", terms="word"),  # v2 as first built
     FingerprintParams(version=2, fold="t2s", top_n=2),

@@ -53,7 +53,7 @@ _DIGEST = re.compile(r"[0-9a-f]{64}")
 #: total (:mod:`~simhash_hbase.fingerprint.weights`); docs/quality.md's evaluation chose it.
 #: 3: version 2 with every script cut into words (:mod:`~simhash_hbase.fingerprint.scripts`)
 #: and the stop words of other languages: a text of Han and ASCII alone keeps version 2's.
-#: 4: version 3 with no term above a tenth of the *capped* total where a top term holds
+#: 4: version 3 with no term above 0.08 of the *capped* total where a top term holds
 #: another script (:func:`~simhash_hbase.fingerprint.weights.fixed_cap`): a text of Han
 #: and ASCII alone keeps version 3's (and 2's).
 FINGERPRINT_VERSIONS = (1, 2, 3, 4)
