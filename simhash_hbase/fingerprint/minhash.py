@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import cache
 from typing import Any, NamedTuple
 
@@ -65,7 +65,22 @@ DEFAULT_SKETCH_BITS = 4
 #: Estimated Jaccard at or above which an LSH candidate is a match (docs/quality.md).
 DEFAULT_THRESHOLD = 0.5
 DEFAULT_FLOOR = 0.4
+#: How far below a user's similarity the floor stays (the default's gap: about two
+#: standard deviations of a 128-bin estimate at Jaccard 0.5; docs/nets.md).
+FLOOR_MARGIN = round(DEFAULT_THRESHOLD - DEFAULT_FLOOR, 4)
 _BMP = 0x10000
+
+
+def check_similarity(value: object, where: str = "similarity") -> float:
+    """A user's similarity threshold: a number in (0, 1] (estimated Jaccard of the
+    texts' shingles), else :class:`InvalidSetting` naming ``where``."""
+    if isinstance(value, bool) or not isinstance(value, float | int) or not 0.0 < value <= 1.0:
+        raise InvalidSetting(
+            "similarity",
+            f"{where} must be a number in (0, 1] (the share of character shingles two "
+            f"texts have in common, e.g. 0.5; default {DEFAULT_THRESHOLD}), not {value!r}",
+        )
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -102,6 +117,13 @@ class MinHashParams:
             raise InvalidSetting("threshold", "threshold must be in (0, 1]")
         if not isinstance(self.floor, float | int) or not 0.0 <= self.floor <= self.threshold:
             raise InvalidSetting("floor", "floor must be in [0, threshold]")
+
+    def at_similarity(self, similarity: float) -> MinHashParams:
+        """These settings judged at a user's ``similarity``: it replaces the
+        threshold, and the floor follows it ``FLOOR_MARGIN`` below (docs/nets.md), so
+        0.5 is today's rule and a stricter value is strict for pigeonhole pairs too."""
+        s = check_similarity(similarity)
+        return replace(self, threshold=s, floor=round(max(0.0, s - FLOOR_MARGIN), 4))
 
     @property
     def sketch_bytes(self) -> int:
