@@ -65,9 +65,7 @@ def test_k_above_scheme_is_an_error() -> None:
         near_duplicate_pairs(np.zeros(3, dtype=np.uint64), 4, SCHEMES["5x10"])
 
 
-def _stars(
-    keys: list[object], pairs: list[tuple[int, int, int, float | None]]
-) -> list[list[int]]:
+def _stars(keys: list[object], pairs: list[tuple[int, int, int, float | None]]) -> list[list[int]]:
     """Star clusters by their definition (docs/nets.md, "Clusters"), input by input:
     an input identical to an earlier one (same ``keys``) takes its cluster; else it
     joins the most similar earlier representative it matches (then the nearest,
