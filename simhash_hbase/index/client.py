@@ -12,6 +12,7 @@ in :mod:`simhash_hbase.jobs.ingest`; nothing here knows about files or flags.
 from __future__ import annotations
 
 import bisect
+import copy
 import gc
 import heapq
 import os
@@ -31,11 +32,17 @@ from simhash_hbase.errors import (
     IndexNotFound,
     InvalidInput,
     InvalidQuery,
+    InvalidSetting,
     ShdbError,
     StoreCorrupt,
     StoreError,
 )
-from simhash_hbase.fingerprint.minhash import MinHasher, MinHashParams, Signature
+from simhash_hbase.fingerprint.minhash import (
+    MinHasher,
+    MinHashParams,
+    Signature,
+    check_similarity,
+)
 from simhash_hbase.fingerprint.probes import bound, check_probes
 from simhash_hbase.fingerprint.simhash import (
     Fingerprinter,
@@ -156,6 +163,7 @@ class SimhashIndex:
         readonly: bool = False,
         nets: str | None = None,
         warm: bool = False,
+        similarity: float | None = None,
     ) -> SimhashIndex:
         """Open (or create) the index at ``url``.
 
@@ -166,11 +174,15 @@ class SimhashIndex:
         written; the manifest is written only if no other process was first).
         ``nets``: ``"simhash"`` (the pigeonhole only) or ``"simhash+lsh"`` (the
         default of a new index; docs/SPEC.md, "Nets"). ``warm``: :meth:`warm` it
-        (a long-lived reader of a big embedded index).
+        (a long-lived reader of a big embedded index). ``similarity``: a new index
+        records it as its default (manifest ``lsh.threshold``); an existing one is
+        judged at it by this handle (:meth:`at_similarity`).
         """
         validate(scheme, params)  # every setting given is valid, before any write
         if nets is not None:
             check_nets(nets)
+        if similarity is not None:
+            check_similarity(similarity)
         create = create and not readonly  # readonly: creates nothing, no write locks
         store = open_store(url, create=create, readonly=readonly)
         try:
@@ -179,10 +191,12 @@ class SimhashIndex:
             if manifest is None:
                 if not create:
                     raise IndexNotFound(store.url)
-                manifest = cls._create(store, scheme, params, nets)
+                manifest = cls._create(store, scheme, params, nets, similarity)
             found_scheme, held = settle(manifest, store.url, scheme, params)
             store.adopt(manifest)
             index = cls(store, found_scheme, manifest, held, nets_of(manifest, store.url, nets))
+            if similarity is not None:
+                index.lsh = index.at_similarity(similarity).lsh
             index.created = created
             if warm:
                 index.warm()
@@ -193,9 +207,9 @@ class SimhashIndex:
 
     @staticmethod
     def _create(
-        store: Store, scheme: str | None, params: Wanted, nets: str | None
+        store: Store, scheme: str | None, params: Wanted, nets: str | None, similarity: float | None
     ) -> dict[str, Any]:
-        manifest = new_manifest(scheme, params, nets) | store.manifest_entries()
+        manifest = new_manifest(scheme, params, nets, similarity) | store.manifest_entries()
         digest = FingerprintParams.from_manifest(manifest["fingerprint"]).idf
         if digest is not None:  # the table travels with the index: no later --idf
             parts = codec.encode_blob_parts(idf_table(digest).raw)
@@ -203,6 +217,25 @@ class SimhashIndex:
                 store.put_meta(f"{_IDF}{digest}/{i}", part)
             store.put_meta(f"{_IDF}{digest}", {"parts": len(parts)})
         return store.put_meta_if_absent(MANIFEST, manifest)
+
+    def at_similarity(self, similarity: float | None) -> SimhashIndex:
+        """This index judged at ``similarity`` (None: as is): a handle on the same
+        store whose LSH threshold is the caller's (docs/nets.md, "Similarity"), for a
+        request that asks for its own. Close the index, never the handle."""
+        if similarity is None:
+            return self
+        check_similarity(similarity)
+        if self.lsh is None:
+            raise InvalidSetting(
+                "similarity",
+                f"the index at {self.url} has the pigeonhole net only (nets: simhash): it "
+                "keeps no sketches to judge a similarity by; leave similarity out, or "
+                "ingest into a new index (both nets, the default)",
+            )
+        self._minhasher = self.minhasher  # built once, shared: the view hashes as the index
+        view = copy.copy(self)
+        view.lsh = self.lsh.at_similarity(similarity)
+        return view
 
     @property
     def _store(self) -> Store:

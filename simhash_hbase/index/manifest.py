@@ -47,9 +47,13 @@ def validate(scheme_name: str | None, wanted: Wanted) -> tuple[Scheme, Fingerpri
 
 
 def new_manifest(
-    scheme_name: str | None, wanted: Wanted, nets: str | None = None
+    scheme_name: str | None,
+    wanted: Wanted,
+    nets: str | None = None,
+    similarity: float | None = None,
 ) -> dict[str, Any]:
-    """The manifest of a new index (both nets unless ``nets`` says otherwise)."""
+    """The manifest of a new index (both nets unless ``nets`` says otherwise); its
+    default ``similarity`` is ``lsh.threshold`` (with its floor; docs/nets.md)."""
     scheme, params = validate(scheme_name, wanted)
     manifest = {
         "format_version": FORMAT_VERSION,
@@ -58,8 +62,17 @@ def new_manifest(
         "created_by": f"simhash-hbase {__version__}",
         "nets": check_nets(nets or DEFAULT_NETS),
     }
+    lsh = MinHashParams()
+    if similarity is not None:
+        if manifest["nets"] != SIMHASH_LSH:
+            raise InvalidSetting(
+                "similarity",
+                "a similarity needs sketches: an index of the pigeonhole net only "
+                f"(nets: {SIMHASH}) has none; leave out one of nets and similarity",
+            )
+        lsh = lsh.at_similarity(similarity)
     if manifest["nets"] == SIMHASH_LSH:
-        manifest["lsh"] = MinHashParams().to_manifest()
+        manifest["lsh"] = lsh.to_manifest()
     return manifest
 
 
