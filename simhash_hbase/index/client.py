@@ -50,6 +50,7 @@ from simhash_hbase.fingerprint.simhash import (
     idf_table,
     register_idf,
 )
+from simhash_hbase.index.clusters import assign
 from simhash_hbase.index.lookup import batch_near, bucket_docs, judged
 from simhash_hbase.index.manifest import (
     MANIFEST,
@@ -420,7 +421,8 @@ class SimhashIndex:
                 lists = probes or [[d.fingerprint] for d in docs]
                 last = {d.doc_id: p for d, p in zip(docs, lists)}
                 pairs = [(d, last[i]) for i, d in latest.items()]
-                found = self._find_at_insert(pairs, find_k, limit)
+                found, clustered = self._find_at_insert(pairs, find_k, limit)
+                latest = {d.doc_id: d for d in clustered}
             if before_write is not None:
                 before_write(found)
             self._write(latest)
@@ -469,8 +471,9 @@ class SimhashIndex:
         with self._store.write_section() as exclusive:
             if exclusive:
                 found, written = self._lookups(pairs, k, limit, keep=every)
+                clustered = assign(self._store, docs, found)
                 if written:
-                    self.add_documents([docs[j] for j in written], checked=True)
+                    self.add_documents([clustered[j] for j in written], checked=True)
             else:
                 found = self._add_exclusively(pairs, k, limit, every)
         return [m if m is not None else Matches() for m in found]
@@ -500,8 +503,9 @@ class SimhashIndex:
                     )
                     for j, matches in zip(now, result):
                         found[j] = matches
+                    clustered = assign(self._store, [pairs[j][0] for j in now], result)
                     if written:
-                        self.add_documents([pairs[now[i]][0] for i in written], checked=True)
+                        self.add_documents([clustered[i] for i in written], checked=True)
             pending = [j for j in pending if pairs[j][0].fingerprint not in held]
             if pending and not now:  # every lock is held elsewhere: wait for a release
                 if time.monotonic() > deadline:
@@ -994,17 +998,20 @@ class SimhashIndex:
 
     def _find_at_insert(
         self, docs: list[tuple[Document, Sequence[int]]], k: int, limit: int | None
-    ) -> list[Lookup]:
+    ) -> tuple[list[Lookup], list[Document]]:
         """Near-copies of each new doc among held docs and earlier docs of this batch
         (all written), for ingest: see :meth:`_lookups`. A document re-added
         unchanged (same id, same fingerprint) is not new: its pairs were reported
-        when it or its partners were added, so it reports none."""
+        when it or its partners were added, so it reports none. And the documents
+        with their clusters (:func:`~simhash_hbase.index.clusters.assign`)."""
         found, _ = self._lookups(docs, k, limit)
-        return [
+        clustered = assign(self._store, [doc for doc, _ in docs], found)
+        lookups = [
             Lookup(doc.doc_id, matches)
             for (doc, _), matches in zip(docs, found)
             if matches is not None and matches.total
         ]
+        return lookups, clustered
 
     def _lookups(
         self,
