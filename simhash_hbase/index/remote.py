@@ -357,4 +357,6 @@ def _matches(result: dict[str, Any]) -> Matches:
         Match(m["id"], parse_fingerprint_hex(m["fingerprint"]), m["distance"], m["similarity"])
         for m in result["matches"]
     )
-    return Matches(found, result["total"], result["total_exact"])
+    matches = Matches(found, result["total"], result["total_exact"])
+    matches.cluster = result.get("cluster")  # a write's: the cluster it joined
+    return matches
