@@ -79,3 +79,15 @@ def test_check_and_add_returns_a_stable_cluster(tmp_path: Path) -> None:
         (r,) = ix.at_similarity(0.8).check_and_add_texts([("r", part[:-30])])
         assert r.cluster == "r" and "a" not in [m.doc_id for m in r]  # a chain is cut
         assert [m.cluster for m in ix.check_and_add_texts([("r2", part[:-30])])] == ["r"]
+
+
+def test_a_document_written_again_unchanged_keeps_its_cluster(tmp_path: Path) -> None:
+    """A plain add of a held document, unchanged (a resumed ingest writes its pending
+    batch again without look-ups), keeps the cluster it joined; a changed one does not."""
+    with SimhashIndex.open(str(tmp_path / "ix")) as ix:
+        ix.check_and_add_texts([("a", ARTICLE), ("copy", ARTICLE)])
+        assert ix.get("copy").cluster == "a"  # type: ignore[union-attr]
+        ix.add("copy", ARTICLE)
+        assert ix.get("copy").cluster == "a"  # type: ignore[union-attr]
+        ix.add("copy", OTHER)
+        assert ix.get("copy").cluster is None  # type: ignore[union-attr]

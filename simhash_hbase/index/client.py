@@ -50,7 +50,7 @@ from simhash_hbase.fingerprint.simhash import (
     idf_table,
     register_idf,
 )
-from simhash_hbase.index.clusters import assign
+from simhash_hbase.index.clusters import assign, kept
 from simhash_hbase.index.lookup import batch_near, bucket_docs, judged
 from simhash_hbase.index.manifest import (
     MANIFEST,
@@ -562,7 +562,7 @@ class SimhashIndex:
         """One batch of documents by id (see :meth:`add_documents`). The batch owns
         the docs rows it replaces (:meth:`StoreBatch.claim_docs`), so the cells it
         deletes are those of the version it replaces, even with other writers of the
-        same ids at work."""
+        same ids at work. A document rewritten unchanged keeps its cluster."""
         with self._store.batch() as batch:
             state = batch.claim_docs(latest, self.cells)
             changed = [
@@ -573,7 +573,7 @@ class SimhashIndex:
                 != (latest[i].fingerprint, latest[i].bands)
             ]
             batch.delete_index(self.cells(changed))
-            new = list(latest.values())
+            new = [kept(doc, state.get(i)) for i, doc in latest.items()]
             docs_first = self._store.index_follows_docs
             if docs_first:
                 batch.put_docs(new)

@@ -63,3 +63,14 @@ def _pick(doc: Document, matches: Matches, row: Callable[[str], Document | None]
         heads, key=lambda m: (2.0 if m.similarity is None else -m.similarity, m.distance, m.doc_id)
     )
     return best.doc_id
+
+
+def kept(doc: Document, held: Document | None) -> Document:
+    """``doc`` as written over ``held``, its id's held version: written again unchanged
+    (same fingerprint and sketch) without a cluster of its own (a plain add, a resumed
+    ingest's batch written again), it keeps the held one's, as :func:`assign` would."""
+    if doc.cluster is not None or held is None or held.cluster is None:
+        return doc
+    if (held.fingerprint, held.sketch) != (doc.fingerprint, doc.sketch):
+        return doc
+    return dataclasses.replace(doc, cluster=held.cluster)
