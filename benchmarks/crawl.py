@@ -50,15 +50,23 @@ import numpy as np
 from simhash_hbase.errors import EmptyDocument
 from simhash_hbase.fingerprint.minhash import MinHasher, MinHashParams, shingle_set
 from simhash_hbase.index.client import SimhashIndex
-from simhash_hbase.index.manifest import new_manifest
 from simhash_hbase.jobs.ingest import IngestOptions, index_fingerprints, index_records
-from simhash_hbase.layout.groups import batch_pairs
 from simhash_hbase.layout.nets import band_candidates
-from simhash_hbase.layout.scheme import get_scheme
-from simhash_hbase.store import open_store
 
 from . import corpus
 from .common import DOCS_DIR, RESULTS_DIR, log
+from .judged import (
+    NO_EVIDENCE,
+    NO_EVIDENCE_ROW,
+    K,
+    Page,
+    Signed,
+    jaccard,
+    net_pairs,
+    opened,
+    sign,
+    under_half,
+)
 from .texts import CJK_CHAR, blocks, unwrap
 
 KINDS = (
@@ -76,22 +84,11 @@ SOURCE_JACCARD = 0.3  # sources sharing more than this are dropped (not negative
 ACCIDENTAL_JACCARD = 0.5
 NATURAL_JACCARD = 0.9
 FAR_JACCARD = 0.3
-K = 3
 #: bands x rows and thresholds compared (the default is bold in the report).
 GRID = ((25, 5), (32, 4), (42, 3), (20, 6), (16, 8))
 THRESHOLDS = (0.3, 0.4, 0.5, 0.6, 0.7)
 FLOORS = (0.0, 0.2, 0.3, 0.4)
 MODES = {"full": 1200, "quick": 420, "smoke": 60}
-
-
-@dataclass(frozen=True)
-class Page:
-    doc_id: str
-    text: str
-    family: int
-    kind: str  # what kind of copy this page is; "" for an original
-    short: bool
-    original: int = -1  # the index of the page this one copies (-1: an original)
 
 
 # -- the crawl-like set -------------------------------------------------------------
@@ -305,7 +302,7 @@ def score(pages: Sequence[Page], pairs: Sequence[tuple[int, int]]) -> Scores:
         false += 1
         short_false += a.short or b.short
         hard += _site(a) == _site(b) and not (a.short or b.short)
-        if _jaccard(a.text, b.text) >= ACCIDENTAL_JACCARD:
+        if jaccard(a.text, b.text) >= ACCIDENTAL_JACCARD:
             accidental += 1
             short_accidental += a.short or b.short
     recall = {k: hit[k] / kinds[k] for k in KINDS if kinds[k]}
@@ -328,77 +325,8 @@ def score(pages: Sequence[Page], pairs: Sequence[tuple[int, int]]) -> Scores:
     )
 
 
-#: The nets row of both nets judged by the 64-byte sketch alone (no evidence).
-NO_EVIDENCE_ROW = "both, no evidence"
-
-
-def under_half(pages: Sequence[Page], pairs: Sequence[tuple[int, int]]) -> dict[str, Any]:
-    """Precision at the edge: the reported pairs whose exact 5-gram Jaccard is under
-    0.5 (the threshold) and their share of all reported pairs (issue 38: at most
-    0.5 %), and the planted copies of Jaccard >= 0.8 not found (none)."""
-    found = {(min(i, j), max(i, j)) for i, j in pairs}
-    under = sum(_jaccard(pages[i].text, pages[j].text) < 0.5 for i, j in found)
-    missed = [
-        p.doc_id
-        for n, p in enumerate(pages)
-        if p.original >= 0
-        and (p.original, n) not in found
-        and _jaccard(pages[p.original].text, p.text) >= 0.8
-    ]
-    return {
-        "under_half": under,
-        "under_half_share": under / len(found) if found else 0.0,
-        "missed_at_08": missed,
-    }
-
-
-def _jaccard(a: str, b: str) -> float:
-    params = MinHashParams()
-    x, y = shingle_set(a, params), shingle_set(b, params)
-    return len(x & y) / max(len(x | y), 1)
-
-
 def _site(page: Page) -> str:
     return page.text.split("首页", 1)[0]
-
-
-@dataclass
-class Signed:
-    fps: np.ndarray
-    sketches: list[bytes | None]
-    bands: list[bytes | None]
-
-
-def sign(pages: Sequence[Page], fps: np.ndarray, params: MinHashParams) -> Signed:
-    hasher = MinHasher(params)
-    sigs = [hasher.signature(p.text) for p in pages]
-    return Signed(
-        fps,
-        [s.sketch if s is not None else None for s in sigs],
-        [s.bands.astype(">u4").tobytes() if s is not None else None for s in sigs],
-    )
-
-
-def net_pairs(
-    signed: Signed, nets: str, params: MinHashParams, scheme: str
-) -> list[tuple[int, int]]:
-    """Pairs of one net alone or both, by the library's predicate."""
-    sch = get_scheme(scheme)
-    if nets == "simhash":
-        return [(i, j) for i, j, _, _ in batch_pairs(signed.fps, K, sch)]
-    if nets == "lsh":  # the band candidates confirmed by the sketch, no pigeonhole
-        never = replace(params, floor=params.threshold)
-        # random fingerprints: nobody near, no pigeonhole row shared (the LSH net alone)
-        far = np.random.default_rng(0).integers(0, 2**63, len(signed.fps), dtype=np.uint64)
-        return [
-            (i, j)
-            for i, j, _, sim in batch_pairs(far, 0, sch, never, signed.sketches, signed.bands)
-            if sim is not None and sim >= params.threshold
-        ]
-    return [
-        (i, j)
-        for i, j, _, _ in batch_pairs(signed.fps, K, sch, params, signed.sketches, signed.bands)
-    ]
 
 
 def candidates_per_page(signed: Signed, params: MinHashParams) -> float:
@@ -520,12 +448,12 @@ def cost(pages: Sequence[Page], rounds: int = 3) -> dict[str, Any]:
             order = nets_all if r % 2 == 0 else nets_all[::-1]
             indexes = {}
             for nets in order:
-                index = _opened(f"{tmp}/{r}-{nets}", nets)
+                index = opened(f"{tmp}/{r}-{nets}", nets)
                 index.fingerprint("预热")
                 index.signature("预热")
                 row = out[nets]
                 _timed(row, "ingest_text", len(originals), index_records, index, originals)
-                with _opened(f"{tmp}/{r}-{nets}-fp", nets) as bare:
+                with opened(f"{tmp}/{r}-{nets}-fp", nets) as bare:
                     _timed(row, "ingest_fp", len(fps), index_fingerprints, bare, fps)
                 indexes[nets] = index
             for text in copies:  # query by query, the two indexes alternating
@@ -546,22 +474,6 @@ def cost(pages: Sequence[Page], rounds: int = 3) -> dict[str, Any]:
             row[key] = statistics.median(row[key])
         row["rows_per_text_page"] = row["cells"] / len(originals)
     return out
-
-
-#: An index whose manifest predates the evidence (its sketches are the 64 bytes alone).
-NO_EVIDENCE = "simhash+lsh, no evidence"
-
-
-def _opened(url: str, nets: str) -> SimhashIndex:
-    """A new index of ``nets``; NO_EVIDENCE: as an index written before the evidence
-    existed (its manifest's ``lsh`` without ``evidence``), the same-run baseline."""
-    if nets == NO_EVIDENCE:
-        with open_store(url, create=True) as store:
-            manifest = new_manifest(None, None) | store.manifest_entries()
-            del manifest["lsh"]["evidence"]
-            store.put_meta_if_absent("manifest", manifest)
-        nets = "simhash+lsh"
-    return SimhashIndex.open(url, nets=nets)
 
 
 def _timed(row: dict[str, Any], key: str, n: int, ingest: Any, index: Any, items: Any) -> None:
@@ -594,7 +506,7 @@ def run(mode: str) -> dict[str, Any]:
         "fingerprint": fp_settings,
         "default": {
             k: getattr(default, k)
-            for k in ("bands", "rows", "threshold", "floor", "shingle", "sketch_bits")
+            for k in ("bands", "rows", "threshold", "floor", "shingle", "sketch_bits", "evidence")
         },
     }
     log("crawl: signatures")
@@ -659,7 +571,8 @@ def render(r: dict[str, Any]) -> str:
         "copies). Fingerprint "
         f"{r['fingerprint']}, k={K}. Default LSH: {d['bands']} bands x {d['rows']} rows of "
         f"{d['shingle']}-character shingles, sketch 128 x {d['sketch_bits']} bits = "
-        f"{128 * d['sketch_bits'] // 8} bytes, threshold {d['threshold']}, floor {d['floor']}. "
+        f"{128 * d['sketch_bits'] // 8} bytes, evidence {d.get('evidence', 0)} bins "
+        f"(docs/nets.md), threshold {d['threshold']}, floor {d['floor']}. "
         "How the set is built: `benchmarks/crawl.py`. A pair counts once; precision is "
         "over every reported pair (any two pages of different families is false). "
         f"Accidental: false pairs whose exact 5-shingle Jaccard is >= {ACCIDENTAL_JACCARD}, "

@@ -19,7 +19,7 @@ gets one planted copy of one kind, in turn:
   and a mirror's banner added;
 - ``rewrap``: its paragraphs re-flowed to another width.
 
-Measured with the library's own judge (:func:`benchmarks.crawl.net_pairs`, default
+Measured with the library's own judge (:func:`benchmarks.judged.net_pairs`, default
 settings): recall of each kind, and over every reported pair the share whose exact
 character 5-gram Jaccard is under 0.5 (under the match threshold: not a matter of
 taste), which issue 41 bounds at 0.5 %.
@@ -46,17 +46,15 @@ from typing import Any
 import numpy as np
 
 from simhash_hbase.errors import EmptyDocument
-from simhash_hbase.fingerprint.minhash import MinHashParams, shingle_set
 from simhash_hbase.index.client import SimhashIndex
 
 from .common import CACHE_DIR, DOCS_DIR, RESULTS_DIR, log
-from .crawl import Page, net_pairs, sign
+from .judged import NO_EVIDENCE_ROW, Page, net_pairs, sign, under_half
 
 KINDS = ("exact", "edits", "reorder", "boilerplate", "rewrap")
 MODES = {"full": 3000, "quick": 1200, "smoke": 120}
 PLANT_EVERY = 5
 RUN = 25  # consecutive names taken together: template siblings stay in the set
-UNDER = 0.5  # a reported pair whose exact Jaccard is below this is under the threshold
 MAN_SECTIONS = ("man1", "man3", "man5", "man7", "man8")
 MAN_ROOT = Path("/usr/share/man")
 MAX_CHARS = 20_000
@@ -240,38 +238,17 @@ def build(size: int, seed: int = 0, smoke: bool = False) -> list[Page]:
 
 
 # -- judging ------------------------------------------------------------------------------
-def jaccard(a: str, b: str, params: MinHashParams) -> float:
-    x, y = shingle_set(a, params), shingle_set(b, params)
-    return len(x & y) / max(len(x | y), 1)
-
-
 def score(pages: Sequence[Page], pairs: Sequence[tuple[int, int]]) -> dict[str, Any]:
-    """Recall per kind, and the reported pairs under the threshold (exact Jaccard)."""
-    params = MinHashParams()
+    """Recall per kind, and precision at the edge (:func:`benchmarks.judged.under_half`)."""
     found = {(min(i, j), max(i, j)) for i, j in pairs}
     kinds = Counter(p.kind for p in pages if p.kind)
     hit = Counter(p.kind for n, p in enumerate(pages) if p.kind and (p.original, n) in found)
-    under = [
-        (i, j) for i, j in sorted(found) if jaccard(pages[i].text, pages[j].text, params) < UNDER
-    ]
-    missed = [
-        p.doc_id
-        for n, p in enumerate(pages)
-        if p.kind
-        and (p.original, n) not in found
-        and jaccard(pages[p.original].text, p.text, params) >= 0.8
-    ]
-    unplanted = sum(pages[i].family != pages[j].family for i, j in found)
     return {
         "recall": {k: hit[k] / kinds[k] for k in KINDS if kinds[k]},
         "recall_all": sum(hit.values()) / max(sum(kinds.values()), 1),
         "reported": len(found),
-        "unplanted": unplanted,
-        "under_half": len(under),
-        "under_half_share": len(under) / len(found) if found else 0.0,
-        "missed_at_08": missed,
-        "under_half_examples": [[pages[i].doc_id, pages[j].doc_id] for i, j in under[:8]],
-    }
+        "unplanted": sum(pages[i].family != pages[j].family for i, j in found),
+    } | under_half(pages, list(found))
 
 
 def run(mode: str, size: int | None = None) -> dict[str, Any]:
@@ -297,7 +274,7 @@ def run(mode: str, size: int | None = None) -> dict[str, Any]:
         "evidence_bins": params.evidence,
         "nets": {},
     }
-    settings = {"both": params, "both, no evidence": replace(params, evidence=0)}
+    settings = {"both": params, NO_EVIDENCE_ROW: replace(params, evidence=0)}
     for name, lsh in settings.items():
         signed = sign(kept, np.array(fps, dtype=np.uint64), lsh)
         result["nets"][name] = score(kept, net_pairs(signed, "both", lsh, scheme))

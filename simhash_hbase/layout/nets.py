@@ -8,7 +8,10 @@
 ingest report, batch ``dedup``, both stores): a pair is a match when the
 pigeonhole finds it within k bits (unless both sketches exist and say the texts
 share almost nothing), or when their sketches' estimated Jaccard reaches the
-threshold. :class:`Judge` applies it to arrays of pairs of prepared documents.
+threshold; when both sketches carry evidence, when their similarity alone reaches
+it (near the threshold, the evidence's lower bound: docs/nets.md, "Evidence").
+:func:`confirm` applies it to pairs of stored sketches (:class:`Judge`, Spark),
+:class:`Judge` to arrays of pairs of prepared documents.
 
 The candidates it judges are the same on every path: the documents sharing a
 row prefix with the query (one of the pigeonhole's combination keys, or a band
@@ -57,9 +60,10 @@ def first_band_flag(scheme: Scheme) -> int:
 
 def matches(near: ArrayLike, similarity: ArrayLike, lsh: MinHashParams | None) -> np.ndarray:
     """The one rule, over arrays of pairs: ``near`` is the pigeonhole's verdict
-    (within k, or a probe within k and the probe bound); ``similarity`` the
-    sketches' estimated Jaccard, NaN where a side has no sketch (the pigeonhole
-    alone decides). Every judge of a pair calls this (docs/nets.md)."""
+    (within k, or a probe within k and the probe bound; False where both sketches
+    carry evidence: :func:`confirm`); ``similarity`` the sketches' estimated
+    Jaccard, NaN where a side has no sketch (the pigeonhole alone decides). Every
+    judge of a pair calls this (docs/nets.md)."""
     near = np.asarray(near, dtype=bool)
     if lsh is None:
         return near
@@ -70,7 +74,8 @@ def matches(near: ArrayLike, similarity: ArrayLike, lsh: MinHashParams | None) -
 
 
 def is_match(near: bool, similarity: float | None, lsh: MinHashParams | None) -> bool:
-    """:func:`matches` of one pair (``similarity`` None: a side has no sketch)."""
+    """:func:`matches` of one pair (``similarity`` None: a side has no sketch;
+    ``near``: as :func:`matches` takes it)."""
     return bool(
         matches(np.bool_(near), np.float64(np.nan if similarity is None else similarity), lsh)
     )
