@@ -54,7 +54,7 @@ from simhash_hbase.jobs.ingest import IngestOptions, index_fingerprints, index_r
 from simhash_hbase.layout.nets import band_candidates
 
 from . import corpus
-from .common import DOCS_DIR, RESULTS_DIR, log
+from .common import DOCS_DIR, RESULTS_DIR, committed_section, log, replace_section
 from .judged import (
     NO_EVIDENCE,
     NO_EVIDENCE_ROW,
@@ -715,21 +715,7 @@ def saved_section(doc: Path = DOCS_DIR / "quality.md") -> str | None:
         path = RESULTS_DIR / name
         if path.exists():
             return render(json.loads(path.read_text(encoding="utf-8")))
-    text = doc.read_text(encoding="utf-8") if doc.exists() else ""
-    if BEGIN in text and END in text:
-        return BEGIN + text.split(BEGIN, 1)[1].split(END, 1)[0] + END
-    return None
-
-
-def update_quality_doc(section: str, doc: Path = DOCS_DIR / "quality.md") -> None:
-    """Replace the crawl section of docs/quality.md (or append it)."""
-    text = doc.read_text(encoding="utf-8")
-    if BEGIN in text and END in text:
-        head, rest = text.split(BEGIN, 1)
-        text = head + section + rest.split(END, 1)[1]
-    else:
-        text = text.rstrip("\n") + "\n\n" + section + "\n"
-    doc.write_text(text, encoding="utf-8")
+    return committed_section(BEGIN, END, doc)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -742,7 +728,7 @@ def main(argv: list[str] | None = None) -> None:
     name = "crawl.json" if mode == "full" else f"crawl-{mode}.json"
     if mode != "smoke":
         (RESULTS_DIR / name).write_text(json.dumps(result, indent=1, ensure_ascii=False) + "\n")
-        update_quality_doc(render(result))
+        replace_section(render(result), BEGIN, END)
     print(render(result))
 
 

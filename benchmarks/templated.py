@@ -48,7 +48,7 @@ import numpy as np
 from simhash_hbase.errors import EmptyDocument
 from simhash_hbase.index.client import SimhashIndex
 
-from .common import CACHE_DIR, DOCS_DIR, RESULTS_DIR, log
+from .common import CACHE_DIR, RESULTS_DIR, committed_section, log, replace_section
 from .judged import NO_EVIDENCE_ROW, Page, net_pairs, sign, under_half
 
 KINDS = ("exact", "edits", "reorder", "boilerplate", "rewrap")
@@ -336,19 +336,17 @@ def main(argv: list[str] | None = None) -> int:
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n", "utf-8")
     if mode == "full" and args.out is None:
-        _update_doc(text)
+        replace_section(text, BEGIN, END)
     return 0
 
 
-def _update_doc(section: str, doc: Path = DOCS_DIR / "quality.md") -> None:
-    """Replace this section of docs/quality.md (between its markers), or append it."""
-    page = doc.read_text("utf-8")
-    if BEGIN in page and END in page:
-        head, rest = page.split(BEGIN, 1)
-        page = head + section + rest.split(END, 1)[1]
-    else:
-        page = page.rstrip("\n") + "\n\n" + section + "\n"
-    doc.write_text(page, "utf-8")
+def saved_section() -> str | None:
+    """The section of the last full run, for benchmarks.eval to keep (as
+    :func:`benchmarks.crawl.saved_section`)."""
+    path = RESULTS_DIR / "templated.json"
+    if path.exists():
+        return render(json.loads(path.read_text(encoding="utf-8")))
+    return committed_section(BEGIN, END)
 
 
 if __name__ == "__main__":
