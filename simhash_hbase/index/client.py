@@ -43,7 +43,7 @@ from simhash_hbase.fingerprint.simhash import (
     idf_table,
     register_idf,
 )
-from simhash_hbase.index.lookup import batch_near, bucket_docs, judged
+from simhash_hbase.index.lookup import batch_near, bucket_docs, judged, settle_new
 from simhash_hbase.index.manifest import (
     MANIFEST,
     Wanted,
@@ -56,18 +56,17 @@ from simhash_hbase.index.manifest import (
     validate,
 )
 from simhash_hbase.layout import codec
-from simhash_hbase.layout.nets import (
-    check_nets,
-    first_band_flag,
-    sketch_document,
-)
+from simhash_hbase.layout.nets import Judge, check_nets, first_band_flag
+from simhash_hbase.layout.prepare import Preparer, error_for, prepare
 from simhash_hbase.layout.scheme import Scheme
 from simhash_hbase.records import (
     DEFAULT_LIMIT,
+    BadRecord,
     Document,
     Lookup,
     Match,
     Matches,
+    Record,
     check_limit,
 )
 from simhash_hbase.store import CellBlock, IndexCell, Store, open_store
@@ -304,11 +303,6 @@ class SimhashIndex:
         hasher = self.minhasher
         return None if hasher is None else hasher.signature(text)
 
-    def sketched(self, doc: Document, text: str) -> Document:
-        """``doc`` with the sketch and band keys of ``text`` (as is without the LSH net)."""
-        hasher = self.minhasher
-        return doc if hasher is None else sketch_document(hasher, doc, text)
-
     def sole_writer(self, job: str, wait: float = 0.0) -> AbstractContextManager[None]:
         """Hold the index for one writing job (an ingest run) till the block ends:
         a second job is refused (after ``wait`` s) with :class:`IndexBusy`, which
@@ -335,12 +329,18 @@ class SimhashIndex:
         *,
         store_text: bool = False,
     ) -> int:
-        """Index ``text`` under ``doc_id`` (replacing an earlier version); its fingerprint."""
-        check_text(text, f"the text of {doc_id!r}")
-        fp = self.fingerprint(text)
-        doc = self.sketched(Document(doc_id, fp, text if store_text else None, meta), text)
-        self.add_documents([doc])
-        return fp
+        """Index ``text`` under ``doc_id`` (replacing an earlier version); its fingerprint.
+        A record that cannot be indexed raises what :func:`prepare` found
+        (:class:`InvalidInput`; no usable terms: :class:`EmptyDocument`)."""
+        found = prepare(
+            Record(doc_id, text, meta),
+            Preparer(self.fingerprinter, self.minhasher),
+            store_text=store_text,
+        )
+        if isinstance(found, BadRecord):
+            raise error_for(found)
+        self.add_documents([found.doc], checked=True)
+        return found.doc.fingerprint
 
     def add_fingerprint(self, doc_id: str, fp: int, meta: dict[str, Any] | None = None) -> None:
         self.add_documents([Document(doc_id, check_fingerprint(fp), None, meta)])
@@ -514,12 +514,14 @@ class SimhashIndex:
         pure CPU (extraction, fingerprint, sketch), so a caller may run it in another
         process on an index opened read-only there. A bad id or text raises
         :class:`InvalidInput` (no usable terms: :class:`EmptyDocument`)."""
-        codec.encode_doc_id(doc_id)
-        if not isinstance(raw, str | bytes):
-            check_text(raw, f"the text of {doc_id!r}")
-        text = check_text(self.to_text(raw, fmt), f"the text of {doc_id!r}")
-        fps = self.fingerprinter.probes(text, probes)
-        return self.sketched(Document(doc_id, fps[0]), text), fps
+        found = prepare(
+            Record(doc_id, raw),
+            Preparer(self.fingerprinter, self.minhasher, probes),
+            fmt=fmt,
+        )
+        if isinstance(found, BadRecord):
+            raise error_for(found)
+        return found.doc, found.probes
 
     def _write(self, latest: dict[str, Document]) -> None:
         """One batch of documents by id (see :meth:`add_documents`). The batch owns
@@ -1012,6 +1014,7 @@ class SimhashIndex:
         nearest: list[list[str]] = [[] for _ in distinct]  # their first ids, sorted
         written: dict[str, tuple[int, int]] = {}  # id -> (position, key) of its version
         found: list[Matches | None] = []
+        judge: Judge | None = None  # over the distinct keys, made if a new document is settled
         for j, ((doc, probes), key) in enumerate(zip(docs, keys)):
             old = versions.get(doc.doc_id)
             if ingest and old == doc.fingerprint:  # unchanged
@@ -1025,11 +1028,26 @@ class SimhashIndex:
                 for t, dist, sim in near[s]:
                     total += count[t]
                     hits += [Match(i, distinct[t][0][0], dist, sim) for i in nearest[t]]
-                hits = sorted(hits, key=_match_order)[:limit]
+            settled = not ingest and not total and not whole[s] and bool(written)
+            if settled:  # new or not: judged against every written key, so exactly
+                judge = judge or Judge(
+                    np.array([d[0][0] for d in distinct], dtype=np.uint64),
+                    k,
+                    self.lsh,
+                    [d[1] for d in distinct],
+                )
+                seen = {t for t, _, _ in near[s]}
+                rest = [t for t in range(len(distinct)) if count[t] and t not in seen]
+                for t, dist, sim in settle_new(distinct, judge, s, rest, k):
+                    total += count[t]
+                    hits += [Match(i, distinct[t][0][0], dist, sim) for i in nearest[t]]
             # else (most documents): nothing held near, nothing near in the batch so far
+            if hits:
+                hits = sorted(hits, key=_match_order)[:limit]
             # a key in a large group was judged against bounded neighbours: its count
-            # is a lower bound, unless no earlier document of the batch is written
-            exact = result.total_exact and (whole[s] or not written)
+            # is a lower bound, unless no earlier document of the batch is written or
+            # it was settled against them all
+            exact = result.total_exact and (whole[s] or not written or settled)
             found.append(Matches(hits, total, exact))
             if ingest or keep[j] or not total:  # type: ignore[index]
                 if doc.doc_id in written:  # its earlier version of this batch is replaced
