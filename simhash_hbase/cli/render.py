@@ -266,6 +266,8 @@ def predicate(k: int, lsh: MinHashParams | None, probes: int = 0) -> str:
         near = f"k<={k}, or distance<={bound(k, probes)} with one of {probes} probes within {k}"
     if lsh is None:
         return near
+    if lsh.evidence:  # every sketch of the index carries evidence: the similarity decides
+        return f"similarity>={lsh.threshold}; without a sketch: {near}"
     return f"{near} (and similarity>={lsh.floor}), or similarity>={lsh.threshold}"
 
 
