@@ -138,8 +138,6 @@ class WorkerDied(ShdbError):
     """A fingerprinting worker process died (or a text raised in it) while it held
     text ``item`` of chunk ``chunk``; ``document`` names it once the caller knows."""
 
-    exit_code = 1
-
     def __init__(self, chunk: int, item: int, how: str, document: str | None = None) -> None:
         held = document or f"text {item} of chunk {chunk}"
         super().__init__(

@@ -68,6 +68,7 @@ from simhash_hbase.records import (
     Lookup,
     Match,
     Matches,
+    Written,
     check_limit,
 )
 from simhash_hbase.store import CellBlock, IndexCell, Store, open_store
@@ -354,6 +355,7 @@ class SimhashIndex:
         checked: bool = False,
         limit: int | None = DEFAULT_LIMIT,
         before_write: Callable[[list[Lookup]], None] | None = None,
+        tally: Written | None = None,
     ) -> list[Lookup]:
         """Write one batch atomically per row; with ``find_k``, each new document
         that has near-copies among the held and the earlier documents of the batch,
@@ -362,6 +364,7 @@ class SimhashIndex:
         ``before_write`` gets the near-duplicates found before anything is written:
         an ingest saves them durably there, so that a stop between the write and
         the report never loses them (see :mod:`simhash_hbase.jobs.ingest`).
+        ``tally`` counts the documents added, replaced and held unchanged.
 
         ``probes``, one list per document (its fingerprint first, see
         :mod:`simhash_hbase.fingerprint.probes`), makes that lookup a probed one.
@@ -390,7 +393,9 @@ class SimhashIndex:
                 found = self._find_at_insert(pairs, find_k, limit)
             if before_write is not None:
                 before_write(found)
-            self._write(latest)
+            written = self._write(latest)
+        if tally is not None:
+            tally.add(written)
         return found
 
     def check_and_add(
@@ -521,11 +526,11 @@ class SimhashIndex:
         fps = self.fingerprinter.probes(text, probes)
         return self.sketched(Document(doc_id, fps[0]), text), fps
 
-    def _write(self, latest: dict[str, Document]) -> None:
+    def _write(self, latest: dict[str, Document]) -> Written:
         """One batch of documents by id (see :meth:`add_documents`). The batch owns
         the docs rows it replaces (:meth:`StoreBatch.claim_docs`), so the cells it
         deletes are those of the version it replaces, even with other writers of the
-        same ids at work."""
+        same ids at work; the versions it replaced say what it did to each id."""
         with self._store.batch() as batch:
             state = batch.claim_docs(latest, self.cells)
             changed = [
@@ -544,6 +549,7 @@ class SimhashIndex:
                 batch.put_index(block)
             if not docs_first:
                 batch.put_docs(new)
+        return Written(len(latest) - len(state), len(changed), len(state) - len(changed))
 
     def remove(self, doc_id: str) -> bool:
         """Delete a document and all its index cells; False if it was not there."""
