@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from simhash_hbase.fingerprint.minhash import MinHashParams
 
 EXIT_NO_MATCH = 1
+EXIT_ERROR = 2  # ShdbError.exit_code
 EXIT_SKIPPED = 3
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
