@@ -324,7 +324,7 @@ def test_killed_write_task_is_retried_and_verify_is_clean(
     sc.setJobGroup(group, "ingest with a killed task")
     result = runner.invoke(
         app,
-        ["spark", "ingest", str(path), "--index", hbase_url, "--batch-size", "8",
+        ["spark", "ingest", "--create", str(path), "--index", hbase_url, "--batch-size", "8",
          "--rejects", str(tmp_path / "rejects")],
     )  # fmt: skip
     assert result.exit_code == 3, result.output

@@ -16,6 +16,7 @@ import typer
 
 from simhash_hbase.cli.options import (
     BatchSchemeOpt,
+    CreateOpt,
     IdFieldOpt,
     IndexOpt,
     JsonOpt,
@@ -28,7 +29,14 @@ from simhash_hbase.cli.options import (
     fingerprint_settings,
     uses,
 )
-from simhash_hbase.cli.render import EXIT_SKIPPED, echo_json, group, note, predicate
+from simhash_hbase.cli.render import (
+    EXIT_SKIPPED,
+    echo_json,
+    group,
+    new_index,
+    note,
+    predicate,
+)
 from simhash_hbase.errors import InvalidInput
 from simhash_hbase.fingerprint.minhash import MinHashParams
 from simhash_hbase.fingerprint.simhash import FingerprintParams
@@ -206,6 +214,7 @@ def ingest_cmd(
     source: Reading,
     *,
     index: IndexOpt = None,
+    create: CreateOpt = False,
     report: ReportOpt = None,
     rejects: RejectsOpt = "shdb-spark-rejects",
     k: KOpt = DEFAULT_K,
@@ -221,7 +230,7 @@ def ingest_cmd(
 ) -> None:
     """Backfill an HBase index from Spark executors (same tables as `shdb ingest`):
     through the Thrift gateway in batches, or (--bulk-load) as HFiles handed to
-    HBase's bulk load, the same cells."""
+    HBase's bulk load, the same cells. The index must exist, or --create it."""
     from simhash_hbase.spark.jobs import ingest
 
     url = resolve_url(index)
@@ -245,7 +254,10 @@ def ingest_cmd(
             batch_size=batch_size,
             partitions=partitions,
             bulk=bulk,
+            create=create,
         )
+    if summary.created:
+        new_index(url)
     found = "" if report is None else f", {summary.pairs} near-duplicates (k<={k}) in {report}"
     rate = summary.documents / summary.seconds if summary.seconds else 0.0
     _finish(

@@ -61,6 +61,7 @@ class Summary:
     clusters: int | None = None
     seconds: float = 0.0
     rejects_path: str | None = None
+    created: bool = False  # ingest: the index was new (created on purpose)
 
 
 def write_both(df: DataFrame, folder: str, name: str) -> None:
@@ -216,8 +217,10 @@ def ingest(
     batch_size: int = 1000,
     partitions: int | None = None,
     bulk: Target | None = None,
+    create: bool = False,
 ) -> Summary:
-    """Backfill: fingerprint and write the input into the HBase index at ``url``.
+    """Backfill: fingerprint and write the input into the HBase index at ``url``,
+    which must exist unless ``create`` (a mistyped prefix never starts an empty one).
 
     With ``bulk``, the documents whose ids the index does not hold yet are
     written as HFiles and bulk loaded (:mod:`simhash_hbase.spark.hfiles`); the
@@ -232,13 +235,16 @@ def ingest(
     """
     check_hbase_url(url)
     started = time.perf_counter()
-    with SimhashIndex.open(url, scheme=scheme, params=params) as index:
+    with SimhashIndex.open(url, scheme=scheme, params=params, create=create) as index:
+        created = index.created
         index.scheme.check_k(k)
         held_params, held_scheme, held_lsh = index.params, index.scheme, index.lsh
         index.fingerprinter  # noqa: B018  (loads the index's own IDF table, if any)
     fingerprinting = Fingerprinting(held_params, _idf_bytes(held_params), store_text, held_lsh)
     items = _documents(spark, reading, fingerprinting)
-    summary = Summary(rejects_path=rejects, rejected=_write_rejects(spark, items, rejects))
+    summary = Summary(
+        rejects_path=rejects, rejected=_write_rejects(spark, items, rejects), created=created
+    )
     parts = partitions or spark.sparkContext.defaultParallelism
     # One version per id (the last in input order), spread evenly over the tasks.
     docs = (
