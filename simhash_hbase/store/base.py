@@ -122,7 +122,8 @@ class Store(Protocol):
         so two runs never share a checkpoint or a report; another run holding it
         makes this wait up to ``wait`` s, then raise :class:`IndexBusy` naming its
         pid and start time. Readers never wait for it. Embedded: ``flock`` on
-        ``shdb-run.lock`` (a killed holder leaves none); HBase: not locked."""
+        ``shdb-run.lock`` (a killed holder leaves none); HBase: a lease row in meta
+        (a killed holder's lease ends within a minute; :mod:`store.lock`)."""
         ...
 
     def batch(self) -> AbstractContextManager[StoreBatch]: ...

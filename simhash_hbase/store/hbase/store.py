@@ -39,6 +39,7 @@ from simhash_hbase.store.hbase.settings import (
 from simhash_hbase.store.hbase.thrift1 import Thrift1Transport
 from simhash_hbase.store.hbase.thrift2 import Thrift2Transport, gateway_api
 from simhash_hbase.store.hbase.transport import Page, Row, Transport, first_contact
+from simhash_hbase.store.lock import LeaseLock
 
 #: The manifest entries of a bucket-layout index: format 2 (versions that know only
 #: format 1 refuse it, rather than write 13-byte rows into it).
@@ -295,6 +296,7 @@ class HBaseStore:
     ) -> None:
         self.host, self.port, self.prefix = host, port, prefix
         self._hot: dict[bytes, bytes] = {}  # see _read_buckets
+        self._run = LeaseLock(self)  # one writing job at a time
         self.url = f"hbase://{host}:{port}?prefix={prefix}" + (f"&api={api}" if api else "")
         self.tables = {t: hbase_tables.table_name(prefix, t).encode() for t in hbase_tables.TABLES}
         where = f"HBase at {host}:{port}"
@@ -314,7 +316,7 @@ class HBaseStore:
             )
         #: The index table's layout: that of the manifest once one exists, else
         #: the one a new index gets (``layout``; buckets over Thrift2).
-        self.layout = layout or (BUCKETS if api == "thrift2" else ROWS)
+        self.layout: str = layout or (BUCKETS if api == "thrift2" else ROWS)
         self._rows_asked = layout == ROWS  # chosen on purpose: no warning when created
         try:
             self._ensure_tables(create)
@@ -421,8 +423,8 @@ class HBaseStore:
         return nullcontext(False)
 
     def run_lock(self, job: str, wait: float = 0.0) -> AbstractContextManager[None]:
-        """Not locked: one ingest per HBase index at a time is the operator's to keep."""
-        return nullcontext()
+        """A lease row in meta (:class:`~simhash_hbase.store.lock.LeaseLock`)."""
+        return self._run.held(job, wait)
 
     @contextmanager
     def batch(self) -> Iterator[_HBaseBatch]:
