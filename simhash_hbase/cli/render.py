@@ -74,7 +74,7 @@ PROBLEM_HINTS = {
     Problem.WRONG_TYPE: "make it a JSON string",
     Problem.MALFORMED: "fix or remove the record",
     Problem.BAD_ID: "fix or remove the record",  # the reason says what an id must be
-    Problem.UNREADABLE: "check its permissions",
+    Problem.UNREADABLE: "check its permissions, or the disk or mount it is on",
     Problem.SYMLINK: "--follow-symlinks reads what it leads to",
 }
 #: What an interrupted command kept, and what to do, by command (ingest says its own).
