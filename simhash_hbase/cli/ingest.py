@@ -260,7 +260,7 @@ def _run(
         note(f"stopped: the report's reader closed it (--report -); {_kept(seen, paths, resume)}")
         raise
     except ShdbError as exc:
-        if not seen:  # nothing written: the error alone says it (exit 2)
+        if not _done(seen).written:  # nothing written: the error alone says it (exit 2)
             raise
         error(message(exc), hint(exc))
         note(_kept(seen, paths, resume))
@@ -270,11 +270,16 @@ def _run(
             sink.close()
 
 
-def _kept(seen: dict[int, Written], paths: list[str], resume: bool) -> str:
-    """What a run stopped midway wrote, and what a re-run does."""
+def _done(seen: dict[int, Written]) -> Written:
     done = Written()
     for part in seen.values():
         done.add(part)
+    return done
+
+
+def _kept(seen: dict[int, Written], paths: list[str], resume: bool) -> str:
+    """What a run stopped midway wrote, and what a re-run does."""
+    done = _done(seen)
     again = (
         "run the same command again to resume after them"
         if resume and STDIN not in paths

@@ -34,7 +34,7 @@ import threading
 import time
 import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -249,7 +249,7 @@ class LeaseLock:
 
     def _renew(self) -> None:
         while not self._stop.wait(self._lease_ms / 3000):
-            with self._mutex:
+            with self._mutex, suppress(StoreError):  # a hiccup: the next round tries again
                 renewed = self._mine | {"at": int(time.time() * 1000)}
                 if self._store.swap_meta([(RUN_ROW, self._mine, renewed)])[0]:
                     self._mine = renewed
@@ -264,8 +264,10 @@ class LeaseLock:
             self._renewer.join()
         with self._mutex:
             if self._depth == 0:
-                self._store.swap_meta([(RUN_ROW, self._mine, _RELEASED)])
                 self._owner = None
+                # the store gone (the error being raised says so): the lease ends by itself
+                with suppress(StoreError):
+                    self._store.swap_meta([(RUN_ROW, self._mine, _RELEASED)])
 
 
 @contextmanager
