@@ -163,3 +163,9 @@ def test_no_dedup_bulk_load_skips_the_lookups(tmp_path: Path, corpus: Path) -> N
     assert "near-copies" not in result.stderr
     assert report.read_text() == ""
     assert shdb("query", ARTICLE, "-i", index).stdout.count("\n") == 3  # header, both copies
+
+
+def test_query_help_describes_every_column_of_its_table() -> None:
+    text = " ".join(shdb("query", "--help").stdout.split())
+    for column in ("distance (", "similarity (", "fingerprint and id"):
+        assert column in text, text

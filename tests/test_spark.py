@@ -368,6 +368,19 @@ def test_spark_ingest_into_an_unreachable_store_is_an_error(spark, tmp_path: Pat
     assert result.exit_code == 2 and "not reachable" in result.output
 
 
+@pytest.mark.hbase
+def test_spark_ingest_creates_an_index_only_when_told(
+    spark, hbase_url: str, tmp_path: Path
+) -> None:
+    path, _ = _ingest_corpus(tmp_path, 3)
+    args = ["spark", "ingest", str(path), "--index", hbase_url, "--rejects", str(tmp_path / "r")]
+    refused = runner.invoke(app, args)
+    assert refused.exit_code == 2 and f"no index at {hbase_url}" in refused.output
+    created = runner.invoke(app, [*args, "--create"])
+    assert created.exit_code in (0, 3), created.output
+    assert f"created a new, empty index at {hbase_url}" in created.output
+
+
 def test_spark_ingest_refuses_a_local_index(spark, tmp_path: Path) -> None:
     path, _ = _ingest_corpus(tmp_path, 3)
     result = runner.invoke(app, ["spark", "ingest", str(path), "--index", str(tmp_path / "ix")])

@@ -116,6 +116,7 @@ def read_csv(
                 yield BadRecord(f"{name}:1", lacking, 0, Problem.MISSING_FIELD)
             return
         except csv.Error as exc:
+            first = False  # a record, if a bad one: the header is not alone
             yield _malformed_csv(where, exc, feed)
             if not feed.give_back():
                 return
