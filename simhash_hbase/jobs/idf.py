@@ -8,7 +8,7 @@ from itertools import chain
 from pathlib import Path
 
 from simhash_hbase.fingerprint.simhash import Fingerprinter, build_idf, write_idf
-from simhash_hbase.jobs.ingest import screen
+from simhash_hbase.layout.prepare import screen
 from simhash_hbase.records import BadRecord, Record
 from simhash_hbase.text.readers import SourceOptions, read_sources
 
