@@ -307,8 +307,8 @@ class SimhashIndex:
     def sole_writer(self, job: str, wait: float = 0.0) -> AbstractContextManager[None]:
         """Hold the index for one writing job (an ingest run) till the block ends:
         a second job is refused (after ``wait`` s) with :class:`IndexBusy`, which
-        names the holder's pid and start time; readers never wait. Embedded only
-        (:meth:`Store.run_lock`)."""
+        names the holder's pid and start time; readers never wait. Both stores
+        (:meth:`Store.run_lock`: a file lock, or HBase's lease row)."""
         return self._store.run_lock(job, wait)
 
     # -- job state (e.g. ingest checkpoints), small JSON records in the meta table -
