@@ -119,7 +119,7 @@ class IndexBusy(StoreError):
         stopped = (
             "a stopped run leaves no lock"
             if lease_s is None
-            else f"a killed run holds it until {lease_s:.0f} s after its last sign of life"
+            else f"a run killed on another host holds it {lease_s:.0f} s after its last renewal"
         )
         who = (
             f"pid {holder.get('pid')} on {holder.get('host')} ({holder.get('job')}, started "

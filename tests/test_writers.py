@@ -11,6 +11,7 @@ import multiprocessing
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -362,13 +363,21 @@ def test_lease_lock_refuses_waits_renews_and_takes_over_a_dead_one(tmp_path: Pat
             with pytest.raises(IndexBusy) as info, second.held("job two"):
                 pass
             assert f"pid {os.getpid()}" in str(info.value) and "job one" in str(info.value)
-            assert "a killed run holds it until 60 s after its last sign of life" in str(info.value)
+            assert "a run killed on another host holds it 60 s after its last renewal" in str(
+                info.value
+            )
         assert store.get_meta(RUN_ROW) == {"free": True}  # released by the outermost hold
         with second.held("job two"):
             pass
         store.put_meta(RUN_ROW, {"pid": 1, "job": "killed", "at": 0})  # a lease long over
         with second.held("job three"):
             assert store.get_meta(RUN_ROW)["job"] == "job three"  # type: ignore[index]
+        ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                               capture_output=True, text=True, check=True)  # fmt: skip
+        dead = {"pid": int(ended.stdout), "host": socket.gethostname(), "job": "killed"}
+        store.put_meta(RUN_ROW, dead | {"at": int(time.time() * 1000)})  # a live lease
+        with second.held("job four"):  # but its holder, on this host, is gone
+            assert store.get_meta(RUN_ROW)["job"] == "job four"  # type: ignore[index]
         outcome: list[str] = []
 
         def waiting() -> None:
@@ -408,7 +417,7 @@ def test_one_ingest_per_hbase_index_readers_unblocked(hbase_url: str, tmp_path: 
         )
         assert query.returncode == 0 and json.loads(query.stdout)["id"] == "held"
         waiting = subprocess.Popen([*args, "--wait", "300"], env=ENV, stderr=subprocess.PIPE)
-        holder.kill()  # killed: its lease ends within a minute, then the waiting run goes on
+        holder.kill()  # killed: its pid is gone from this host, so the waiting run goes on
         _, err = waiting.communicate(timeout=400)
         assert waiting.returncode == 0, err
     finally:

@@ -192,8 +192,8 @@ class LeaseLock:
     absent, released or expired to the holder's record (pid, host, start time,
     command) and lease time; a thread renews the lease every third of
     ``LEASE_MS`` while the job runs, so a run killed without a word holds the index
-    for a minute at most. Reentrant in the thread that holds it; readers never
-    look at it."""
+    for a minute at most (not at all for a run on its host, which sees its pid is
+    gone). Reentrant in the thread that holds it; readers never look at it."""
 
     def __init__(self, store: Store, lease_ms: int = LEASE_MS) -> None:
         self._store, self._lease_ms = store, lease_ms
@@ -233,6 +233,7 @@ class LeaseLock:
                 held is not None
                 and not held.get("free")
                 and now - held.get("at", 0) < self._lease_ms
+                and not _ended(held)
             ):
                 self._seen = held
                 return False
@@ -268,6 +269,23 @@ class LeaseLock:
                 # the store gone (the error being raised says so): the lease ends by itself
                 with suppress(StoreError):
                     self._store.swap_meta([(RUN_ROW, self._mine, _RELEASED)])
+
+
+def _ended(holder: dict[str, Any]) -> bool:
+    """A holder on this host whose process is gone (a run killed, or its store
+    killed under it): its lease need not run out before a re-run resumes."""
+    pid = holder.get("pid")
+    if holder.get("host") != socket.gethostname() or not isinstance(pid, int):
+        return False
+    if pid == os.getpid():
+        return False  # another handle of this process
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
 
 
 @contextmanager
