@@ -137,6 +137,11 @@ TABLE |= {
     "verify: clean": Row(("verify", "-i", "{ix}"), DONE),
     "verify: problems found": Row(("verify", "-i", "{damaged}"), NOTHING_FOUND),
     "compact: good": Row(("compact", "-i", "{ix}"), DONE),
+    "plan: good": Row(("plan", "10M"), DONE),
+    "plan: nothing found": Row(
+        ("plan", "10B", "--max-candidates", "0.001"), NOTHING_FOUND, ("no scheme fits",)
+    ),
+    "plan: bad usage": Row(("plan", "abc"), ERROR, ("expected a count",)),
     "migrate: good": Row(("migrate", "{ix}", "{new}"), DONE, ("copied 2 documents",)),
     "ingest: missing input": Row(("ingest", "{new}.jsonl", "-i", "{ix}"), ERROR, ("no such file",)),
     "dedup: missing input": Row(("dedup", "{new}.jsonl"), ERROR, ("no such file",)),
