@@ -12,7 +12,6 @@ import os
 import shutil
 import subprocess
 import sys
-from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
@@ -57,11 +56,11 @@ class Row(NamedTuple):
     says: tuple[str, ...] = ()  # in stderr, formatted like args
 
 
-def _read(command: tuple[str, ...], good: int = DONE) -> dict[str, Row]:
+def _read(command: tuple[str, ...]) -> dict[str, Row]:
     """A command that reads records, over every class of input (a CSV row is one
     record: the two wrong rows are two skips, and the others are read)."""
     return {
-        "good": Row(command, good),
+        "good": Row(command, DONE),
         "some bad": Row(command, SKIPPED, ("skipped {in}:2: malformed JSON",)),
         "all bad": Row(command, SKIPPED, ("skipped {in}:1: no 'id' field", "{in}:2: no 'id'")),
         "CSV rows of the wrong width": Row(
@@ -289,12 +288,10 @@ def test_ingest_dedup_and_idf_skip_the_same_records_by_line(
     assert all(reasons["idf"][w] == reasons["ingest"][w] for w in needs_text)
 
 
-def _skips(stdout: str) -> dict[str, str]:
+def _skips(output: str) -> dict[str, str]:
     """where -> reason of the skipped records a --json summary lists."""
-    summary: Callable[[str], dict[str, object]] = json.loads
-    rows = [summary(line) for line in stdout.splitlines() if line.startswith("{")]
-    listed = [s for row in rows for s in row.get("skipped", [])]  # type: ignore[attr-defined]
-    return {s["where"]: s["reason"] for s in listed}
+    rows = [json.loads(line) for line in output.splitlines() if line.startswith("{")]
+    return {s["where"]: s["reason"] for row in rows for s in row.get("skipped", [])}
 
 
 @pytest.mark.parametrize("command", [["get", "a", "b"], ["query", ARTICLE], ["stats"]])

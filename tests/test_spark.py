@@ -381,6 +381,23 @@ def test_spark_ingest_creates_an_index_only_when_told(
     assert f"created a new, empty index at {hbase_url}" in created.output
 
 
+def test_spark_ingest_that_fails_midway_says_what_is_kept(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from simhash_hbase.spark import jobs
+    from simhash_hbase.spark.session import SparkJobFailed
+
+    def failed(*args: object, **kwargs: object) -> None:
+        raise SparkJobFailed("the Spark job failed: StoreUnavailable: HBase at h:9091 ...")
+
+    monkeypatch.setattr(jobs, "ingest", failed)
+    path, _ = _ingest_corpus(tmp_path, 3)
+    result = runner.invoke(app, ["spark", "ingest", str(path), "--index", DOWN])
+    assert result.exit_code == 2, result.output
+    assert "shdb: error: the Spark job failed" in result.output
+    assert "finished tasks wrote are saved; the same command again writes" in result.output
+
+
 def test_spark_ingest_refuses_a_local_index(spark, tmp_path: Path) -> None:
     path, _ = _ingest_corpus(tmp_path, 3)
     result = runner.invoke(app, ["spark", "ingest", str(path), "--index", str(tmp_path / "ix")])

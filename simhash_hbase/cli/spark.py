@@ -8,8 +8,8 @@ imported when a command runs, so ``shdb --help`` stays fast without it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -32,7 +32,10 @@ from simhash_hbase.cli.options import (
 from simhash_hbase.cli.render import (
     EXIT_SKIPPED,
     echo_json,
+    error,
     group,
+    hint,
+    message,
     new_index,
     note,
     predicate,
@@ -153,6 +156,23 @@ def _job_errors() -> AbstractContextManager[None]:
     return job_errors()
 
 
+@contextmanager
+def _writes_kept() -> Iterator[None]:
+    """A Spark ingest that failed midway (exit 2) says what is kept and what a re-run
+    does: its finished tasks' writes stay (by id), and writing one again is harmless."""
+    from simhash_hbase.spark.session import SparkJobFailed
+
+    try:
+        yield
+    except SparkJobFailed as exc:
+        error(message(exc), hint(exc))
+        note(
+            "the documents its finished tasks wrote are saved; the same command again "
+            "writes every document, those already held unchanged"
+        )
+        raise typer.Exit(exc.exit_code) from None
+
+
 def _finish(summary: Summary, what: str, as_json: bool) -> None:
     if as_json:
         echo_json(dataclasses.asdict(summary))
@@ -240,7 +260,7 @@ def ingest_cmd(
         from simhash_hbase.spark.hfiles import bulkload_jars
 
         jars = bulkload_jars()
-    with _job_errors():
+    with _writes_kept(), _job_errors():
         summary = ingest(
             spark(jars),
             source,
