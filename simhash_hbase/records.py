@@ -57,7 +57,7 @@ class Matches(list[Match]):
                 {
                     "id": m.doc_id,
                     "distance": m.distance,
-                    "similarity": getattr(m, "similarity", None),
+                    "similarity": m.similarity,
                     "fingerprint": fingerprint_to_hex(m.fingerprint),
                 }
                 for m in self

@@ -250,6 +250,21 @@ def check_document(doc: Document) -> None:
         raise InvalidInput(f"the band keys of {doc.doc_id!r} are not 4 bytes each")
 
 
+def check_fingerprints(fps: list[int]) -> None:
+    """:func:`check_fingerprint` of each: a list of ints in range in a few C-level
+    passes (a batch's lookups), else one by one (the error names the first bad one)."""
+    if set(map(type, fps)) <= {int} and (not fps or (min(fps) >= 0 and max(fps) < 1 << 64)):
+        return
+    for fp in fps:
+        check_fingerprint(fp)
+
+
+def check_fingerprint(fp: int) -> int:
+    if isinstance(fp, bool) or not isinstance(fp, int) or not 0 <= fp < 1 << 64:
+        raise InvalidInput(f"fingerprint {fp!r} is not an unsigned 64-bit integer")
+    return fp
+
+
 _EXTRAS = attrgetter("text", "meta", "sketch", "bands")
 _NO_EXTRAS = (None, None, None, None)
 

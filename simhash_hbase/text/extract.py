@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import codecs
 
-from simhash_hbase.errors import InvalidInput
+from simhash_hbase.errors import InvalidInput, InvalidQuery
 from simhash_hbase.text.html import (
     DEFAULT_HTML_MODE,
     check_mode,
@@ -74,3 +74,34 @@ def decode(raw: bytes, fmt: str = "auto") -> str:
 def _is_text_codec(name: str) -> bool:
     """Codecs that decode text (not base64, rot13 or the like)."""
     return codecs.lookup(name)._is_text_encoding  # type: ignore[attr-defined,no-any-return]
+
+
+def check_query_text(text: object) -> None:
+    """:class:`InvalidQuery` unless ``text`` is a string (None, bytes: a caller's slip)
+    of Unicode characters."""
+    if not isinstance(text, str):
+        raise InvalidQuery(
+            f"a query text must be a str, not {type(text).__name__} ({text!r:.40}); "
+            "decode bytes first, or query a fingerprint with query_fingerprint()"
+        )
+    try:
+        check_text(text, "the query text")
+    except InvalidInput as exc:
+        raise InvalidQuery(str(exc)) from None
+
+
+def check_text(text: object, what: str) -> str:
+    """``text`` if it is a string the fingerprint can read: a lone surrogate (from
+    ``errors="surrogateescape"``, or a JSON escape) is not a character, and would fail
+    deep in the segmenter (OpenCC) as a UnicodeEncodeError."""
+    if not isinstance(text, str):
+        raise InvalidInput(f"{what} is a {type(text).__name__}, not a string")
+    if not text.isascii():
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as exc:
+            raise InvalidInput(
+                f"{what} holds a lone surrogate ({text[exc.start]!r} at character "
+                f"{exc.start}), not Unicode text: decode its source with errors='replace'"
+            ) from None
+    return text
