@@ -69,7 +69,9 @@ FLAGS = {
 #: What to do about a skipped record, by kind.
 PROBLEM_HINTS = {
     Problem.TOO_LARGE: "raise --max-bytes or split the document",
-    Problem.NOT_UTF8: "re-encode it as UTF-8 (from GBK: iconv -f GB18030 -t UTF-8)",
+    # no charset named: a guess would "succeed" into mojibake (Big5 read as GB18030)
+    Problem.NOT_UTF8: "re-encode it as UTF-8 from the charset it is in "
+    "(iconv -f THAT-CHARSET -t UTF-8), or declare that charset in the page's <meta>",
     Problem.MISSING_FIELD: "set --id-field/--text-field",
     Problem.WRONG_TYPE: "make it a JSON string",
     Problem.MALFORMED: "fix or remove the record",
