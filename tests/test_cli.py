@@ -37,8 +37,8 @@ def test_ingest_then_query(store_url: str, corpus: Path, tmp_path: Path) -> None
     assert result.exit_code == 0, result.output
     assert "added 3 documents, replaced 0, unchanged 0 (already held); skipped 0" in result.stderr
     assert (
-        "1 of the new or changed documents have near-copies (a match: distance <= 3 bits "
-        "with similarity >= 0.4, or similarity >= 0.5)" in result.stderr
+        "1 of the new or changed documents have near-copies (a match: similarity >= 0.5 "
+        "(without a sketch: distance <= 3 bits))" in result.stderr
     )
     (line,) = [json.loads(x) for x in report.read_text().splitlines()]
     assert (line["id"], line["total"], line["total_exact"]) == ("a-copy", 1, True)

@@ -268,6 +268,8 @@ def predicate(k: int, lsh: MinHashParams | None, probes: int = 0) -> str:
         near = f"distance <= {k} bits (or <= {bound(k, probes)} for one of {probes} probes)"
     if lsh is None:
         return f"a match: {near}"
+    if lsh.evidence:  # every sketch of the index carries evidence: the similarity decides
+        return f"a match: similarity >= {lsh.threshold} (without a sketch: {near})"
     return f"a match: {near} with similarity >= {lsh.floor}, or similarity >= {lsh.threshold}"
 
 

@@ -111,13 +111,9 @@ def judged(
     held_fp = np.array([0 if d is None else d.fingerprint for d in held], dtype=np.uint64)
     alive = np.array([d is not None for d in held], dtype=bool)[doc] & (held_fp[doc] == cand)
     query, doc, cand = query[alive], doc[alive], cand[alive]
-    size = None if lsh is None else lsh.sketch_bytes
-    mine = [s if s is not None and len(s) == size else None for s in sketches]
-    theirs = [
-        None if d is None or d.sketch is None or len(d.sketch) != size else d.sketch for d in held
-    ]
+    theirs = [None if d is None else d.sketch for d in held]
     fps = np.concatenate([np.array([probes[0] for probes in lists], dtype=np.uint64), held_fp])
-    judge = Judge(fps, k, lsh, mine + theirs)
+    judge = Judge(fps, k, lsh, [*sketches, *theirs])  # it skips sketches of other sizes
     near = probe_near(lists, query, cand, k)
     match, dist, sim = judge(query, doc + len(lists), near)
     query, doc, dist, sim = query[match], doc[match], dist[match], sim[match]

@@ -38,10 +38,10 @@ assert ROWKEY_DTYPE.itemsize == ROWKEY_BYTES
 COL_FINGERPRINT = b"f:h"
 COL_TEXT = b"f:text"
 COL_META = b"f:meta"
-COL_SKETCH = b"f:s"  # the b-bit MinHash sketch (<= 64 bytes)
+COL_SKETCH = b"f:s"  # the b-bit MinHash sketch (64 bytes), then its evidence (optional)
 COL_BANDS = b"f:b"  # the LSH band keys, 4 bytes each, big-endian
 COL_OWNER = b"f:o"  # HBase: the token of the writer that owns the row (SPEC, "Writers")
-MAX_SKETCH_BYTES = 64
+MAX_SKETCH_BYTES = 64 + 2048  # the largest b-bit sketch and evidence (MinHashParams)
 BAND_BYTES = 4
 
 
