@@ -105,7 +105,7 @@ def test_cli_similarity_flag(tmp_path: Path) -> None:
     result = shdb("ingest", str(corpus), "-i", ix, "--similarity", "0.8", "--report", str(report))
     assert result.exit_code == 0, result.output
     assert report.read_text() == ""  # p is not a near-copy of a at 0.8
-    assert "similarity>=0.8" in result.stderr
+    assert "similarity >= 0.8" in result.stderr
     with SimhashIndex.open(ix) as opened:
         assert opened.manifest["lsh"]["threshold"] == 0.8  # the new index's default
     at_default = shdb("query", ARTICLE, "-i", ix, "--json")  # the index's: 0.8

@@ -16,7 +16,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from itertools import islice
-from typing import Any
+from typing import Any, cast
 
 from simhash_hbase.errors import (
     BatchRefused,
@@ -78,30 +78,34 @@ QUERY_BATCH = 1000  # texts fingerprinted and looked up together by query_many
 _STATE = "state/"  # meta records of jobs (e.g. ingest checkpoints) live under this
 
 
-def _judged_at(index: SimhashIndex, similarity: float | None) -> SimhashIndex:
-    """``index`` judged at ``similarity`` (None: as is): a handle on the same store
-    whose LSH threshold is the caller's (docs/nets.md, "The similarity"), for a run
-    or a request that asks for its own. Close the index, never the handle."""
-    if similarity is None:
-        return index
-    if index.lsh is None:
-        raise InvalidSetting(
-            "similarity",
-            f"the index at {index.url} has the pigeonhole net only (nets: simhash): it "
-            "keeps no sketches to judge a similarity by; leave similarity out, or "
-            "ingest into a new index (both nets, the default)",
-        )
-    lsh = index.lsh.at_similarity(similarity)
-    index._minhasher = index.minhasher  # built once, shared: the view hashes as the index
-    view = copy.copy(index)
-    view.lsh, view._finder = lsh, copy.copy(index._finder)  # caches and cost shared
-    view._finder.lsh = lsh
-    view._writer = copy.copy(index._writer)
-    view._writer.finder = view._finder
-    return view
+class _Judged:
+    """The handles of an index judged at a caller's similarity (:class:`SimhashIndex`)."""
+
+    def at_similarity(self, similarity: float | None) -> SimhashIndex:
+        """This index judged at ``similarity`` (None: as is): a handle on the same store
+        whose LSH threshold is the caller's (docs/nets.md, "The similarity"), for a run
+        or a request that asks for its own. Close the index, never the handle."""
+        index = cast("SimhashIndex", self)  # the one subclass
+        if similarity is None:
+            return index
+        if index.lsh is None:
+            raise InvalidSetting(
+                "similarity",
+                f"the index at {index.url} has the pigeonhole net only (nets: simhash): it "
+                "keeps no sketches to judge a similarity by; leave similarity out, or "
+                "ingest into a new index (both nets, the default)",
+            )
+        lsh = index.lsh.at_similarity(similarity)
+        index._minhasher = index.minhasher  # built once, shared: the view hashes as the index
+        view = copy.copy(index)
+        view.lsh, view._finder = lsh, copy.copy(index._finder)  # caches and cost shared
+        view._finder.lsh = lsh
+        view._writer = copy.copy(index._writer)
+        view._writer.finder = view._finder
+        return view
 
 
-class SimhashIndex:
+class SimhashIndex(_Judged):
     """Pigeonhole SimHash index over a store (embedded LMDB or HBase)."""
 
     def __init__(
@@ -125,8 +129,6 @@ class SimhashIndex:
         self._finder = Finder(scheme, lsh)  # every lookup
         self.cost = self._finder.cost
         self._writer = Writer(scheme, self._finder)  # every write
-
-    at_similarity = _judged_at
 
     @classmethod
     def open(
@@ -162,12 +164,11 @@ class SimhashIndex:
                 manifest = store_manifest(store, scheme, params, nets, similarity)
             found_scheme, held = settle(manifest, store.url, scheme, params)
             store.adopt(manifest)
-            lsh = nets_of(manifest, store.url, nets)
-            index = cls(store, found_scheme, manifest, held, lsh).at_similarity(similarity)
+            index = cls(store, found_scheme, manifest, held, nets_of(manifest, store.url, nets))
             index.created = created
             if warm:
                 index.warm()
-            return index
+            return index.at_similarity(similarity)
         except BaseException:
             store.close()
             raise
