@@ -38,6 +38,9 @@ class Matches(list[Match]):
 
     total: int
     total_exact: bool
+    #: Where the document was added (check-and-add, ingest): its cluster, the id of
+    #: the representative it matches (its own when it represents one); else None.
+    cluster: str | None = None
 
     def __init__(
         self, matches: Iterable[Match] = (), total: int | None = None, total_exact: bool = True
@@ -64,6 +67,7 @@ class Matches(list[Match]):
             ],
             "total": self.total,
             "total_exact": self.total_exact,
+            **({} if self.cluster is None else {"cluster": self.cluster}),
         }
 
 
@@ -95,11 +99,15 @@ class Document:
     fingerprint: int
     text: str | None = None
     meta: dict[str, Any] | None = None
-    #: The b-bit MinHash sketch (<= 64 bytes) that confirms LSH candidates, and
+    #: The stored MinHash sketch (64 bytes, then its evidence) that confirms
+    #: candidates (docs/SPEC.md, "Nets"), and
     #: the document's LSH band keys (4 bytes each, big-endian; kept so that a
     #: replaced document's band rows can be deleted). None: no text was given.
     sketch: bytes | None = None
     bands: bytes | None = None
+    #: The id of its cluster's representative (docs/nets.md, "Clusters"); None: itself
+    #: (and every document of an index written before clusters were kept).
+    cluster: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The document as every surface prints it (``shdb get --json``, the service)."""
@@ -168,9 +176,28 @@ class OnError(str, Enum):
 
 
 @dataclass
-class IngestSummary:
-    records: int = 0  # read from the input, good and bad
+class Written:
+    """What writing documents did to the index, by id: ``added`` (not held before),
+    ``replaced`` (held with another fingerprint) and ``unchanged`` (held with this
+    one), so that a re-run of an ingest does not call what it already held new."""
+
     added: int = 0
+    replaced: int = 0
+    unchanged: int = 0
+
+    @property
+    def written(self) -> int:
+        return self.added + self.replaced + self.unchanged
+
+    def add(self, other: Written) -> None:
+        self.added += other.added
+        self.replaced += other.replaced
+        self.unchanged += other.unchanged
+
+
+@dataclass
+class IngestSummary(Written):
+    records: int = 0  # read from the input, good and bad
     duplicates: int = 0  # new documents that have near-copies (each reported once)
     skipped: list[BadRecord] = field(default_factory=list)
     bytes_read: int = 0
@@ -180,7 +207,7 @@ class IngestSummary:
 
     @property
     def docs_per_second(self) -> float:
-        return self.added / self.seconds if self.seconds > 0 else 0.0
+        return self.written / self.seconds if self.seconds > 0 else 0.0
 
 
 def fingerprint_to_hex(fp: int) -> str:

@@ -14,6 +14,7 @@ from simhash_hbase.cli.options import (
     KOpt,
     LimitOpt,
     QueryProbesOpt,
+    SimilarityOpt,
     TextInput,
     fingerprint_settings,
     text_input,
@@ -58,11 +59,14 @@ def query_cmd(
     as_json: JsonOpt = False,
     probes: QueryProbesOpt = None,
     limit: LimitOpt = DEFAULT_LIMIT,
+    similarity: SimilarityOpt = None,
 ) -> None:
     """Near-copies of TEXT (or --file, --fingerprint) held in the index, nearest
-    first: a table of distance, fingerprint and id, at most --limit rows, and how
-    many there are in all (--json: {"matches": [...], "total", "total_exact"}).
-    Exit 1 if none."""
+    first, at most --limit rows, and how many there are in all. The table's columns:
+    distance (how many of the 64 fingerprint bits differ), similarity (the share of
+    the texts' character 5-grams they have in common, estimated from their sketches,
+    0 to 1; - for --fingerprint, which has no sketch), fingerprint and id (--json:
+    {"matches": [...], "total", "total_exact"}). Exit 1 if none."""
     if fingerprint is not None and given.given:
         raise InvalidInput("give exactly one of TEXT, --file or --fingerprint")
     check_limit(limit)
@@ -73,7 +77,7 @@ def query_cmd(
         )
     query_fp = parse_fingerprint_hex(fingerprint) if fingerprint is not None else None
     probe = 0 if query_fp is not None else DEFAULT_QUERY_PROBES if probes is None else probes
-    with SimhashIndex.open(index, readonly=True, params=wanted) as ix:
+    with SimhashIndex.open(index, readonly=True, params=wanted, similarity=similarity) as ix:
         if query_fp is not None:
             matches = ix.query_fingerprint(query_fp, k, limit=limit)
         else:

@@ -25,6 +25,7 @@ import numpy as np
 from simhash_hbase.errors import InvalidInput
 from simhash_hbase.fingerprint.minhash import MinHashParams, Signature
 from simhash_hbase.fingerprint.probes import bound
+from simhash_hbase.index.clusters import assign
 from simhash_hbase.layout import codec
 from simhash_hbase.layout.codec import check_fingerprint, check_fingerprints
 from simhash_hbase.layout.groups import nets_graph
@@ -111,13 +112,9 @@ def judged(
     held_fp = np.array([0 if d is None else d.fingerprint for d in held], dtype=np.uint64)
     alive = np.array([d is not None for d in held], dtype=bool)[doc] & (held_fp[doc] == cand)
     query, doc, cand = query[alive], doc[alive], cand[alive]
-    size = None if lsh is None else lsh.sketch_bytes
-    mine = [s if s is not None and len(s) == size else None for s in sketches]
-    theirs = [
-        None if d is None or d.sketch is None or len(d.sketch) != size else d.sketch for d in held
-    ]
+    theirs = [None if d is None else d.sketch for d in held]
     fps = np.concatenate([np.array([probes[0] for probes in lists], dtype=np.uint64), held_fp])
-    judge = Judge(fps, k, lsh, mine + theirs)
+    judge = Judge(fps, k, lsh, [*sketches, *theirs])  # it skips sketches of other sizes
     near = probe_near(lists, query, cand, k)
     match, dist, sim = judge(query, doc + len(lists), near)
     query, doc, dist, sim = query[match], doc[match], dist[match], sim[match]
@@ -505,17 +502,20 @@ class Finder:
 
     def find_at_insert(
         self, store: Store, docs: list[tuple[Document, Sequence[int]]], k: int, limit: int | None
-    ) -> list[Lookup]:
+    ) -> tuple[list[Lookup], list[Document]]:
         """Near-copies of each new doc among held docs and earlier docs of this batch
         (all written), for ingest: see :meth:`lookups`. A document re-added
         unchanged (same id, same fingerprint) is not new: its pairs were reported
-        when it or its partners were added, so it reports none."""
+        when it or its partners were added, so it reports none. And the documents
+        with their clusters (:func:`~simhash_hbase.index.clusters.assign`)."""
         found, _ = self.lookups(store, docs, k, limit)
-        return [
+        clustered = assign(store, [doc for doc, _ in docs], found)
+        lookups = [
             Lookup(doc.doc_id, matches)
             for (doc, _), matches in zip(docs, found)
             if matches is not None and matches.total
         ]
+        return lookups, clustered
 
     def lookups(
         self,

@@ -18,11 +18,12 @@ from itertools import islice
 import numpy as np
 
 from simhash_hbase.errors import BatchRefused, InvalidInput, ShdbError, StoreError
+from simhash_hbase.index.clusters import assign, kept
 from simhash_hbase.index.lookup import Finder
 from simhash_hbase.layout import codec
 from simhash_hbase.layout.nets import first_band_flag
 from simhash_hbase.layout.scheme import Scheme
-from simhash_hbase.records import Document, Lookup, Matches, check_limit
+from simhash_hbase.records import Document, Lookup, Matches, Written, check_limit
 from simhash_hbase.store import CellBlock, IndexCell, Store
 
 BULK_BATCH = 500_000  # documents a bulk load reads and spills at a time
@@ -68,6 +69,7 @@ class Writer:
         checked: bool = False,
         limit: int | None = None,
         before_write: Callable[[list[Lookup]], None] | None = None,
+        tally: Written | None = None,
     ) -> list[Lookup]:
         """:meth:`SimhashIndex.add_documents`: the new documents' near-copies
         (with ``find_k``; :meth:`Finder.find_at_insert`), then the write.
@@ -75,6 +77,8 @@ class Writer:
         ``before_write`` gets the near-duplicates found before anything is written:
         an ingest saves them durably there, so that a stop between the write and
         the report never loses them (see :mod:`simhash_hbase.jobs.ingest`).
+        ``tally`` counts the documents added, replaced and held unchanged (a re-run
+        does not call what the index held already new).
 
         ``probes``, one list per document (its fingerprint first, see
         :mod:`simhash_hbase.fingerprint.probes`), makes that lookup a probed one.
@@ -98,10 +102,13 @@ class Writer:
                 lists = probes or [[d.fingerprint] for d in docs]
                 last = {d.doc_id: p for d, p in zip(docs, lists)}
                 pairs = [(d, last[i]) for i, d in latest.items()]
-                found = self.finder.find_at_insert(store, pairs, find_k, limit)
+                found, clustered = self.finder.find_at_insert(store, pairs, find_k, limit)
+                latest = {d.doc_id: d for d in clustered}
             if before_write is not None:
                 before_write(found)
-            self.write(store, latest)
+            written = self.write(store, latest)
+        if tally is not None:
+            tally.add(written)
         return found
 
     def check_and_add(
@@ -168,8 +175,9 @@ class Writer:
                     )
                     for j, matches in zip(now, result):
                         found[j] = matches
+                    clustered = assign(store, [pairs[j][0] for j in now], result)
                     if written:
-                        docs = [pairs[now[i]][0] for i in written]
+                        docs = [clustered[i] for i in written]
                         self.add_documents(store, docs, checked=True)
             pending = [j for j in pending if pairs[j][0].fingerprint not in held]
             if pending and not now:  # every lock is held elsewhere: wait for a release
@@ -182,11 +190,12 @@ class Writer:
                 pause = min(pause * 2, 0.1)
         return found
 
-    def write(self, store: Store, latest: dict[str, Document]) -> None:
+    def write(self, store: Store, latest: dict[str, Document]) -> Written:
         """One batch of documents by id (see :meth:`add_documents`). The batch owns
         the docs rows it replaces (:meth:`StoreBatch.claim_docs`), so the cells it
         deletes are those of the version it replaces, even with other writers of the
-        same ids at work."""
+        same ids at work; the versions it replaced say what it did to each id. A
+        document rewritten unchanged keeps its cluster."""
         with store.batch() as batch:
             state = batch.claim_docs(latest, self.cells)
             changed = [
@@ -197,7 +206,7 @@ class Writer:
                 != (latest[i].fingerprint, latest[i].bands)
             ]
             batch.delete_index(self.cells(changed))
-            new = list(latest.values())
+            new = [kept(doc, state.get(i)) for i, doc in latest.items()]
             docs_first = store.index_follows_docs
             if docs_first:
                 batch.put_docs(new)
@@ -205,6 +214,7 @@ class Writer:
                 batch.put_index(block)
             if not docs_first:
                 batch.put_docs(new)
+        return Written(len(latest) - len(state), len(changed), len(state) - len(changed))
 
     def remove(self, store: Store, doc_id: str) -> bool:
         """Delete a document and all its index cells; False if it was not there."""
