@@ -80,7 +80,8 @@ def _member_pairs(
     for g in picks:
         a, b = rng.sample(groups[g], 2)
         x, y = sh(a), sh(b)
-        j = len(x & y) / max(len(x | y), 1)
+        both = len(x & y)
+        j = both / max(len(x) + len(y) - both, 1)
         under3 += j < 0.3
         under5 += j < 0.5
     return {
@@ -132,7 +133,7 @@ def english(size: int, smoke: bool = False) -> dict[str, Any]:
         lsh = params.at_similarity(s)
         log(f"similarity: English at {s}")
         scores = templated.score(kept, net_pairs(signed, "both", lsh, scheme))
-        stars = clusters(texts, signed, lsh, scheme)["stars"]
+        stars = _member_pairs(clusters_of(_graph(signed, lsh, scheme)), texts, random.Random(0))
         rows.append({"similarity": s, "floor": lsh.floor, **scores, "clusters": stars})
     return {"sources": size, "pages": len(kept), "rows": rows}
 
