@@ -9,6 +9,7 @@ Every configuration is judged by the library itself: an index's pairs are
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from typing import Any
@@ -104,11 +105,18 @@ def under_half(pages: Sequence[Page], pairs: Sequence[tuple[int, int]]) -> dict[
     }
 
 
+@functools.lru_cache(maxsize=256)
+def _shingles(text: str) -> frozenset[str]:
+    """A text's 5-grams, kept for the next pairs: reported pairs come sorted, and a
+    page is in many of them (template siblings are near neighbours)."""
+    return frozenset(shingle_set(text, MinHashParams()))
+
+
 def jaccard(a: str, b: str) -> float:
     """Exact 5-gram Jaccard of two texts (folded as the sketch folds them)."""
-    params = MinHashParams()
-    x, y = shingle_set(a, params), shingle_set(b, params)
-    return len(x & y) / max(len(x | y), 1)
+    x, y = _shingles(a), _shingles(b)
+    both = len(x & y)
+    return both / max(len(x) + len(y) - both, 1)
 
 
 #: An index whose manifest predates the evidence (its sketches are the 64 bytes alone).

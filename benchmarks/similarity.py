@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from simhash_hbase.fingerprint.minhash import MinHashParams, shingle_set
+from simhash_hbase.fingerprint.minhash import MinHashParams
 from simhash_hbase.fingerprint.simhash import Fingerprinter, FingerprintParams
 from simhash_hbase.layout.groups import nets_graph
 from simhash_hbase.layout.pairs import NearGraph, clusters_of, roots
@@ -40,7 +40,7 @@ from simhash_hbase.layout.scheme import DEFAULT_SCHEME, get_scheme
 
 from . import crawl, templated
 from .common import RESULTS_DIR, log
-from .judged import Signed, net_pairs, sign
+from .judged import Signed, jaccard, net_pairs, sign
 
 SIMILARITIES = (0.4, 0.5, 0.6, 0.7, 0.8)
 K = 3
@@ -68,20 +68,11 @@ def _member_pairs(
     total = sum(weights)
     if not total:
         return {"clusters": len(groups), "pairs": 0}
-    shingles: dict[int, frozenset[str]] = {}
-
-    def sh(i: int) -> frozenset[str]:
-        if i not in shingles:
-            shingles[i] = frozenset(shingle_set(texts[i], MinHashParams()))
-        return shingles[i]
-
     under3 = under5 = 0
     picks = rng.choices(range(len(groups)), weights=weights, k=SAMPLE)
     for g in picks:
         a, b = rng.sample(groups[g], 2)
-        x, y = sh(a), sh(b)
-        both = len(x & y)
-        j = both / max(len(x) + len(y) - both, 1)
+        j = jaccard(texts[a], texts[b])
         under3 += j < 0.3
         under5 += j < 0.5
     return {
