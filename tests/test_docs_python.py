@@ -146,12 +146,13 @@ def check_scrapy_settings(namespace: dict[str, Any]) -> None:
     """The settings fragments name real settings and classes that import."""
     from scrapy.settings import default_settings
 
-    integration = (ROOT / "simhash_hbase/integrations/scrapy.py").read_text("utf-8")
+    from simhash_hbase.integrations.scrapy import SETTINGS
+
     for name, value in namespace.items():
         if not name.isupper():
             continue
         if name.startswith("SHDB_"):
-            assert f'"{name}"' in integration, f"scrapy.md: {name} is no setting of the pipeline"
+            assert name in SETTINGS, f"scrapy.md: {name} is no setting of the pipeline"
         else:
             assert hasattr(default_settings, name), f"scrapy.md: {name} is no Scrapy setting"
         if isinstance(value, dict):
