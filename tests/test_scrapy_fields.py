@@ -8,6 +8,7 @@ each dropped near-copy is one INFO line naming it and the page kept. Real crawls
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 import pickle
 import signal
@@ -17,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 from scrapy.utils.test import get_crawler
 
@@ -81,6 +82,29 @@ def test_a_value_of_the_wrong_kind_is_refused_naming_the_setting(bad: tuple[str,
     with pytest.raises(InvalidSetting, match=f"^{name} is ") as raised:
         PipelineSettings.from_scrapy(get_crawler(settings_dict=settings).settings)
     assert raised.value.setting == name
+
+
+ANY_VALUE = st.one_of(
+    st.none(), st.booleans(), st.integers(), st.floats(allow_nan=True), st.text(max_size=8),
+    st.lists(st.integers(), max_size=2), st.dictionaries(st.text(max_size=2), st.integers()),
+)  # fmt: skip
+
+
+@given(st.sampled_from(SETTINGS), ANY_VALUE)
+@example("SHDB_LIMIT", float("inf"))
+@example("SHDB_FLUSH_SECONDS", float("nan"))
+@example("SHDB_LINGER_SECONDS", "inf")
+def test_any_value_gives_a_setting_of_its_kind_or_an_error_naming_it(name: str, value: Any) -> None:
+    """Never another exception, never a value of another kind reaching the pipeline."""
+    settings = get_crawler(settings_dict={"SHDB_INDEX": "idx", name: value}).settings
+    try:
+        made = PipelineSettings.from_scrapy(settings)
+    except InvalidSetting as exc:
+        assert exc.setting == name and str(exc).startswith(name)
+        return
+    field = dataclasses.fields(PipelineSettings)[SETTINGS.index(name)]
+    got = getattr(made, field.name)
+    assert isinstance(got, KIND[name]) and (KIND[name] is not float or math.isfinite(got))
 
 
 @given(

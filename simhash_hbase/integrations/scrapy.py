@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import os
 import time
 from collections.abc import Callable, MutableMapping, Sequence
@@ -163,11 +164,13 @@ def _setting(settings: Any, name: str, default: Any) -> Any:
             return settings.getbool(name)
         if kind is int:
             return settings.getint(name)
-        if kind is float:
-            return settings.getfloat(name)
-    except (TypeError, ValueError):
+        if kind is float and math.isfinite(number := settings.getfloat(name)):
+            return number
+    except (TypeError, ValueError, OverflowError):
         pass
     else:
+        if kind is float:  # not finite
+            raise InvalidSetting(name, f"{name} is {value!r}: give a finite number")
         if isinstance(value, os.PathLike):
             value = os.fspath(value)
         if isinstance(value, str) and value.strip():
