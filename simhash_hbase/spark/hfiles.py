@@ -200,14 +200,23 @@ class Loader:
         self._jvm = sc._jvm
         self.conf = hbase_conf(sc, target.zookeeper)
         hb = self._jvm.org.apache.hadoop.hbase  # type: ignore[union-attr]
+        # First contact on a connection of its own that gives up after one try:
+        # the load's connection retries (regions move), which makes a wrong
+        # quorum take 80 s to say so instead of 15.
+        probe_conf = hb.HBaseConfiguration.create(self.conf)
+        probe_conf.set("hbase.client.retries.number", "1")
         try:
+            probe = hb.client.ConnectionFactory.createConnection(probe_conf)
+            try:
+                admin = probe.getAdmin()
+                missing = [
+                    t for t in ("index", "docs")
+                    if not admin.tableExists(hb.TableName.valueOf(target.table(t)))
+                ]  # fmt: skip
+                admin.close()
+            finally:
+                probe.close()
             self._conn = hb.client.ConnectionFactory.createConnection(self.conf)
-            admin = self._conn.getAdmin()
-            missing = [
-                t for t in ("index", "docs")
-                if not admin.tableExists(hb.TableName.valueOf(target.table(t)))
-            ]  # fmt: skip
-            admin.close()
         except _java_errors() as exc:
             raise StoreUnavailable(
                 f"--bulk-load: HBase through ZooKeeper {target.zookeeper} did not answer "
