@@ -46,6 +46,7 @@ MODULES = (
     "dedup",
     "ingest",
     "storage",
+    "schemes",
     "hbase_transports",
     "spark",
     "peers_embedded",

@@ -51,6 +51,7 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 held, max_examples=CI_MAX_EXAMPLES
             )
 
+
 HBASE_ENV = "SHDB_TEST_HBASE"
 HBASE_APIS = ("thrift1", "thrift2")
 

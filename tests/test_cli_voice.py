@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from simhash_hbase import SimhashIndex
 from simhash_hbase.errors import InvalidQuery, ShdbError, StoreError
 from simhash_hbase.jobs import ingest as ingest_mod
+from simhash_hbase.jobs import prepared as prepared_mod
 from simhash_hbase.jobs.ingest import IngestOptions, index_records
 
 from .test_cli import shdb
@@ -228,13 +229,13 @@ def test_reading_runs_only_a_piece_ahead_of_the_work(
     not a whole batch at once (a bar that jumps and an ETA that lies)."""
     done = [0]
     worst = [0]
-    real = ingest_mod.to_document
+    real = prepared_mod.assemble
 
     def counting(*args: Any, **kwargs: Any) -> Any:
         done[0] += 1
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(ingest_mod, "to_document", counting)
+    monkeypatch.setattr(prepared_mod, "assemble", counting)
 
     def records() -> Any:
         for i in range(3000):

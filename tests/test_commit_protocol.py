@@ -1,7 +1,7 @@
 """Reports and checkpoints are part of the commit protocol (issue 22.2).
 
 A run is stopped at every commit boundary of every batch: killed (SIGKILL, through
-the ``SHDB_FAULT`` crash points of :mod:`simhash_hbase.jobs.ingest`), interrupted
+the ``SHDB_FAULT`` crash points of :mod:`simhash_hbase.jobs.checkpoint`), interrupted
 (Ctrl-C), its report's disk full (ENOSPC, half a write done) or its pipe closed.
 At the stop, every report line names documents the index holds; after a re-run,
 the report is exactly the one an uninterrupted run writes, and a further re-run
@@ -25,7 +25,7 @@ import pytest
 
 from simhash_hbase import SimhashIndex
 from simhash_hbase.cli.ingest import JsonlReport
-from simhash_hbase.jobs import ingest as ingest_mod
+from simhash_hbase.jobs import checkpoint as checkpoint_mod
 from simhash_hbase.jobs.ingest import IngestOptions, SourceOptions, ingest
 
 from .conftest import fresh_hbase_url
@@ -193,11 +193,11 @@ def test_ctrl_c_at_every_commit_boundary(
             if name == point and next(hits) == nth:
                 raise _Stop
 
-        monkeypatch.setattr(ingest_mod, "_fault", stop)
+        monkeypatch.setattr(checkpoint_mod, "fault", stop)
         with pytest.raises(_Stop):
             _ingest(corpus, index, JsonlReport(str(report)))
         _assert_committed(index, _lines(report))
-        monkeypatch.setattr(ingest_mod, "_fault", lambda name: None)
+        monkeypatch.setattr(checkpoint_mod, "fault", lambda name: None)
         _ingest(corpus, index, JsonlReport(str(report)))
         assert _lines(report) == expected, (point, nth)
 

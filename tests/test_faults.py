@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from simhash_hbase import InvalidInput, SimhashIndex
-from simhash_hbase.jobs.ingest import Checkpoint, IngestOptions, SourceOptions
+from simhash_hbase.jobs.checkpoint import Checkpoint
+from simhash_hbase.jobs.ingest import SourceOptions
 from simhash_hbase.jobs.verify import verify
 
 from .conftest import HBASE_APIS, fresh_hbase_url, gateway_address
@@ -66,9 +67,7 @@ def _wait_for_checkpoint(
         assert proc.poll() is None, f"ingest ended early: {proc.communicate()}"
         try:
             with SimhashIndex.open(index_url, create=False) as index:
-                checkpoint = Checkpoint.of(
-                    index, [str(corpus)], SourceOptions(), IngestOptions(batch_size=100)
-                )
+                checkpoint = Checkpoint.of(index, [str(corpus)], SourceOptions())
                 assert checkpoint is not None
                 done = checkpoint.load().records
         except InvalidInput:  # the ingest has not created the index yet

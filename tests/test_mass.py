@@ -13,7 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simhash_hbase.index.client import SimhashIndex
-from simhash_hbase.jobs.ingest import IngestOptions, _record_chunks, index_fingerprints
+from simhash_hbase.jobs.ingest import IngestOptions, index_fingerprints
+from simhash_hbase.jobs.prepared import record_chunks
 from simhash_hbase.records import DEFAULT_LIMIT, Lookup, Record
 from simhash_hbase.store.lmdb import tuning
 
@@ -117,7 +118,7 @@ def test_a_cut_count_is_exact_on_the_embedded_store(tmp_path) -> None:
 def test_batches_end_at_a_count_or_a_byte_budget(sizes: list[int], count: int, budget: int) -> None:
     """A batch's memory is bounded by bytes as well as by count, and no record is lost."""
     records = [Record(f"r{i}", "x", None, "", size) for i, size in enumerate(sizes)]
-    chunks = list(_record_chunks(records, count, budget))
+    chunks = list(record_chunks(records, count, budget))
     assert [r for c in chunks for r in c] == records
     for chunk in chunks:
         assert len(chunk) <= count

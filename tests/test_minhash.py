@@ -26,7 +26,6 @@ from simhash_hbase.jobs.ingest import IngestOptions, index_records
 from simhash_hbase.layout import codec
 from simhash_hbase.layout.groups import batch_pairs
 from simhash_hbase.layout.nets import band_candidates, is_match
-from simhash_hbase.records import Document
 
 M64 = (1 << 64) - 1
 POLY = 0x9E3779B97F4A7C15
@@ -273,9 +272,7 @@ def test_batch_pairs_equal_the_index_answers(store_url: str) -> None:
     queries report, with the same distance and similarity, on every store."""
     texts = _corpus(60, 23)
     with SimhashIndex.open(store_url) as index:
-        docs = [
-            index.sketched(Document(f"d{i}", index.fingerprint(t)), t) for i, t in enumerate(texts)
-        ]
+        docs = [index.prepare_text(f"d{i}", t, "text")[0] for i, t in enumerate(texts)]
         lsh = index.lsh
         pairs = batch_pairs(
             np.array([d.fingerprint for d in docs], dtype=np.uint64),

@@ -12,8 +12,8 @@ import dataclasses
 import json
 import logging
 import os
-import pickle
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -36,6 +36,7 @@ from typer.testing import CliRunner
 from benchmarks.site import Page, build_pages, serve, write_site
 from simhash_hbase.cli import app
 from simhash_hbase.errors import InvalidSetting, StoreError
+from simhash_hbase.fingerprint.workers import frame
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.integrations import indexer
 from simhash_hbase.integrations import scrapy as pipeline_module
@@ -532,14 +533,14 @@ def test_an_index_process_whose_crawl_is_gone_closes_its_index_and_exits_quietly
     """A process started with the runner that no crawler took, once the Scrapy process
     ended: its reply to the open has no reader. It closes the index and exits 0,
     without a traceback, and the index opens again."""
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "simhash_hbase.integrations.indexer"],
-        stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-    )  # fmt: skip
-    assert proc.stdin is not None and proc.stdout is not None
-    proc.stdout.close()  # the crawl is gone before the reply
-    pickle.dump(("open_index", (str(tmp_path / "idx"),)), proc.stdin)
-    proc.stdin.flush()
+    ours, theirs = socket.socketpair()  # as workers.spawn, with stderr kept here
+    with theirs:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "simhash_hbase.integrations.indexer", str(theirs.fileno())],
+            pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stderr=subprocess.PIPE,
+        )  # fmt: skip
+    ours.sendall(frame(("open_index", (str(tmp_path / "idx"),))))
+    ours.close()  # the crawl is gone before the reply
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 0
     assert b"Traceback" not in err

@@ -15,9 +15,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simhash_hbase import SimhashIndex
+from simhash_hbase.layout.prepare import Preparer
 from simhash_hbase.records import Document, fingerprint_to_hex
 from simhash_hbase.serve.app import create_app
-from simhash_hbase.serve.prepare import prepare
 from simhash_hbase.serve.settings import ServeSettings
 from simhash_hbase.serve.worker import QueueFull, StoreWorker, Write
 from simhash_hbase.text.extract import to_text
@@ -322,7 +322,8 @@ def test_fingerprinting_workers_answer_as_the_event_loop_does(
     assert svc.preparers is not None and svc.preparers.size == 1
     items = [{"text": t} for t in texts]
     got = client.post("/v1/check?probes=3", json=items).json()
-    here = prepare(svc.index, [to_text(t, "auto", html=svc.index.params.html) for t in texts], 3)
+    preparer = Preparer(svc.index.fingerprinter, svc.index.minhasher, 3)
+    here = preparer.prints_of([to_text(t, "auto", html=svc.index.params.html) for t in texts])
     for answer, want in zip(got, here, strict=True):
         if isinstance(want, str):
             assert answer["error"]["code"] == "no_terms"
@@ -341,7 +342,8 @@ def test_a_batch_larger_than_a_worker_chunk_keeps_its_order(
     texts = [" " if i % 37 == 0 else TEXT[i % 50 :] + OTHER[: i % 70] for i in range(150)]
     assert len(texts) > 2 * CHUNK_TEXTS
     got = client.post("/v1/check?probes=2", json=[{"text": t} for t in texts]).json()
-    here = prepare(svc.index, [to_text(t, "auto", html=svc.index.params.html) for t in texts], 2)
+    preparer = Preparer(svc.index.fingerprinter, svc.index.minhasher, 2)
+    here = preparer.prints_of([to_text(t, "auto", html=svc.index.params.html) for t in texts])
     assert [a.get("fingerprint") or a["error"]["code"] for a in got] == [
         "no_terms" if isinstance(w, str) else fingerprint_to_hex(w[0][0]) for w in here
     ]

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from simhash_hbase import Document, IngestSummary, SimhashIndex
-from simhash_hbase.jobs.ingest import Checkpoint, IngestOptions, SourceOptions, ingest
+from simhash_hbase.jobs.checkpoint import Checkpoint
+from simhash_hbase.jobs.ingest import IngestOptions, SourceOptions, ingest
 from simhash_hbase.jobs.verify import verify
 
 from .test_cli import shdb
@@ -87,7 +88,7 @@ def test_interrupted_ingest_resumes_from_its_checkpoint(store_url: str, tmp_path
     with SimhashIndex.open(store_url) as index:
         with pytest.raises(KeyboardInterrupt):
             ingest(index, [str(corpus)], opts, options, on_progress=crash_after_two_batches)
-        checkpoint = Checkpoint.of(index, [str(corpus)], opts, options)
+        checkpoint = Checkpoint.of(index, [str(corpus)], opts)
         assert checkpoint is not None
         assert checkpoint.load().records == 100
         summary = ingest(index, [str(corpus)], opts, options)
@@ -99,11 +100,11 @@ def test_interrupted_ingest_resumes_from_its_checkpoint(store_url: str, tmp_path
 
 def test_changed_input_does_not_reuse_a_checkpoint(tmp_path: Path) -> None:
     corpus = _corpus(tmp_path / "c.jsonl", 5)
-    opts, options = SourceOptions(), IngestOptions()
+    opts = SourceOptions()
     with SimhashIndex.open(str(tmp_path / "ix")) as index:
-        before = Checkpoint.of(index, [str(corpus)], opts, options)
+        before = Checkpoint.of(index, [str(corpus)], opts)
         assert before is not None
         _corpus(corpus, 6)
-        after = Checkpoint.of(index, [str(corpus)], opts, options)
+        after = Checkpoint.of(index, [str(corpus)], opts)
         assert after is not None and after.name != before.name
-        assert Checkpoint.of(index, ["-"], opts, options) is None
+        assert Checkpoint.of(index, ["-"], opts) is None

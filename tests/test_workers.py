@@ -10,10 +10,9 @@ from __future__ import annotations
 import json
 import os
 import signal
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -21,8 +20,8 @@ from hypothesis import strategies as st
 
 from simhash_hbase import SimhashIndex
 from simhash_hbase.errors import WorkerDied
-from simhash_hbase.fingerprint import simhash
 from simhash_hbase.jobs.ingest import IngestOptions, SourceOptions, ingest
+from simhash_hbase.layout.prepare import Preparer, Prints
 
 from .test_cli import shdb
 
@@ -44,15 +43,15 @@ def _die(how: str) -> None:
 @contextmanager
 def _deadly(how: str) -> Iterator[None]:
     """Workers forked inside this die on a text holding POISON."""
-    real = simhash._chunk_of
+    real = Preparer.prints
 
-    def chunk_of(fp: Any, texts: Sequence[str], probes: int | None) -> list[Any]:
-        if os.getpid() != parent and any(POISON in t for t in texts):
+    def prints(self: Preparer, text: str) -> Prints:
+        if os.getpid() != parent and POISON in text:
             _die(how)
-        return real(fp, texts, probes)
+        return real(self, text)
 
     parent = os.getpid()
-    simhash._chunk_of = chunk_of  # type: ignore[assignment]
+    Preparer.prints = prints  # type: ignore[method-assign]
     old = signal.signal(signal.SIGALRM, _hang)
     signal.alarm(120)
     try:
@@ -60,7 +59,7 @@ def _deadly(how: str) -> Iterator[None]:
     finally:
         signal.alarm(0)
         signal.signal(signal.SIGALRM, old)
-        simhash._chunk_of = real  # type: ignore[assignment]
+        Preparer.prints = real  # type: ignore[method-assign]
 
 
 def _hang(*_: object) -> None:

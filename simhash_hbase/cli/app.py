@@ -34,6 +34,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "dedup": ("simhash_hbase.cli.dedup", "dedup_cmd"),
     "idf": ("simhash_hbase.cli.admin", "idf_app"),
     "schema": ("simhash_hbase.cli.admin", "schema_cmd"),
+    "plan": ("simhash_hbase.cli.plan", "plan_cmd"),
     "spark": ("simhash_hbase.cli.spark", "spark_app"),
     "serve": ("simhash_hbase.cli.serve", "serve_cmd"),
 }

@@ -72,13 +72,13 @@ JsonOpt = Annotated[bool, typer.Option("--json", metavar="", help="Print JSON in
 SchemeOpt = Annotated[
     str | None,
     typer.Option(
-        metavar="5x10|4x4",
+        metavar="5x10|4x4|6x20",
         help="Index scheme. " + AS_BUILT.format(DEFAULT_SCHEME),
         show_default=False,
     ),
 ]
 #: The scheme of a batch job that builds no index.
-BatchSchemeOpt = Annotated[str, typer.Option(metavar="5x10|4x4", help="Pigeonhole scheme.")]
+BatchSchemeOpt = Annotated[str, typer.Option(metavar="5x10|4x4|6x20", help="Pigeonhole scheme.")]
 TopNOpt = Annotated[
     int | None,
     typer.Option("--top-n", metavar="N", help="Terms per fingerprint. " + AS_BUILT.format(16)),

@@ -1,17 +1,36 @@
-"""Work on chunks of texts in forked worker processes, in order; a worker that
-dies is an error naming the text it held, never a hang.
+"""The one worker transport: pickled messages, each framed by its length, over
+a socket pair to a child process. Three users, one wire:
+
+- :func:`map_chunks` (``shdb ingest``/``dedup --workers``): forked children,
+  chunks of texts in order;
+- ``shdb serve``'s fingerprinting workers (:mod:`simhash_hbase.serve.prepare`),
+  read by the event loop with :func:`receive_async`;
+- the Scrapy pipeline's index process (:mod:`simhash_hbase.integrations.indexer`).
+
+The last two are started by :func:`spawn` (``python -m MODULE FD``: a fresh
+interpreter that imports only what it needs) and talk over a :class:`Channel`.
+A child that dies closes its end: the parent reads end of input
+(:class:`EOFError`), never a hang.
 
 ``multiprocessing.Pool`` loses the task of a child that dies (kill -9, the OOM
-killer, ``os._exit`` in a C library) and waits for its result forever. Here each
-worker holds one chunk at a time and writes, in shared memory, which text of it
-it is on: the parent sees a death at once (the process sentinel), stops the
-others and raises :class:`WorkerDied` with the chunk and the text.
+killer, ``os._exit`` in a C library) and waits for its result forever. In
+:func:`map_chunks` each worker holds one chunk at a time and writes, in shared
+memory, which text of it it is on: the parent sees a death at once (the process
+sentinel), stops the others and raises :class:`WorkerDied` with the chunk and
+the text.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
+import pickle
 import signal
+import socket
+import struct
+import subprocess
+import sys
 import traceback
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -19,35 +38,117 @@ from typing import Any
 
 from simhash_hbase.errors import WorkerDied
 
+_LENGTH = struct.Struct("!Q")
+
+
+def frame(message: Any) -> bytes:
+    """``message`` pickled, after its length: what goes on the wire."""
+    body = pickle.dumps(message, pickle.HIGHEST_PROTOCOL)
+    return _LENGTH.pack(len(body)) + body
+
+
+def _unframe(header: bytes, read: Callable[[int], bytes]) -> Any:
+    if len(header) < _LENGTH.size:
+        raise EOFError("the other end closed the channel")
+    (n,) = _LENGTH.unpack(header)
+    body = read(n)
+    if len(body) < n:
+        raise EOFError("the channel closed inside a message")
+    return pickle.loads(body)
+
+
+async def receive_async(reader: asyncio.StreamReader) -> Any:
+    """The next message of an asyncio stream over a channel's socket;
+    :class:`EOFError` once the other end is gone."""
+    try:
+        (n,) = _LENGTH.unpack(await reader.readexactly(_LENGTH.size))
+        return pickle.loads(await reader.readexactly(n))
+    except asyncio.IncompleteReadError:
+        raise EOFError("the other end closed the channel") from None
+
+
+class Channel:
+    """One end of a socket pair, messages both ways (:func:`frame`)."""
+
+    def __init__(self, sock: socket.socket) -> None:
+        self.sock = sock
+        self._inbox = sock.makefile("rb")
+        self._outbox = sock.makefile("wb")
+
+    @classmethod
+    def of_fd(cls, fd: int) -> Channel:
+        """The channel a :func:`spawn` child was given (its first argument)."""
+        return cls(socket.socket(fileno=fd))
+
+    def fileno(self) -> int:
+        return self.sock.fileno()
+
+    def send(self, message: Any) -> None:
+        """Write one message (:class:`OSError`, e.g. BrokenPipeError: the other end is gone)."""
+        self._outbox.write(frame(message))
+        self._outbox.flush()
+
+    def receive(self) -> Any:
+        """The next message; :class:`EOFError` once the other end is gone."""
+        try:
+            return _unframe(self._inbox.read(_LENGTH.size), self._inbox.read)
+        except ConnectionError:
+            raise EOFError("the other end reset the channel") from None
+
+    def close(self) -> None:
+        for part in (self._inbox, self._outbox):
+            with contextlib.suppress(OSError):  # unflushed bytes for a peer that is gone
+                part.close()
+        self.sock.close()
+
+
+def spawn(
+    module: str, *args: str, new_session: bool = False
+) -> tuple[subprocess.Popen[bytes], socket.socket]:
+    """``python -m module FD *args``, FD its end of a socket pair (for
+    :meth:`Channel.of_fd`); the process and our end."""
+    ours, theirs = socket.socketpair()
+    with theirs:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", module, str(theirs.fileno()), *args],
+            pass_fds=(theirs.fileno(),),
+            stdin=subprocess.DEVNULL,
+            start_new_session=new_session,
+        )
+    return proc, ours
+
+
 #: Work done on one chunk in a worker: (texts, argument) -> one result per text.
 ChunkFn = Callable[[Sequence[str], Any], list[Any]]
 
 
 class _Worker:
-    """One forked process, its pipe, and the text it is on (-1: none)."""
+    """One forked process, its channel, and the text it is on (-1: none)."""
 
     def __init__(self, ctx: Any, init: Callable[[], None], fn: ChunkFn) -> None:
-        self.conn, child = ctx.Pipe()
+        ours, theirs = socket.socketpair()
+        self.channel = Channel(ours)
         self.at = ctx.RawValue("q", -1)
-        self.process = ctx.Process(target=_serve, args=(child, self.at, init, fn), daemon=True)
+        self.process = ctx.Process(target=_serve, args=(theirs, self.at, init, fn), daemon=True)
         self.process.start()
-        child.close()
+        theirs.close()
         self.chunk: int | None = None  # the number of the chunk it holds
 
     def stop(self) -> None:
         if self.process.is_alive():
             self.process.kill()
         self.process.join()
-        self.conn.close()
+        self.channel.close()
 
 
-def _serve(conn: Any, at: Any, init: Callable[[], None], fn: ChunkFn) -> None:
+def _serve(sock: socket.socket, at: Any, init: Callable[[], None], fn: ChunkFn) -> None:
     """A worker's loop: chunks in, results (or the error a text raised) out."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     init()
+    channel = Channel(sock)
     while True:
         try:
-            texts, arg = conn.recv()
+            texts, arg = channel.receive()
         except EOFError:  # the parent is gone
             os._exit(0)
         results: list[Any] = []
@@ -56,12 +157,12 @@ def _serve(conn: Any, at: Any, init: Callable[[], None], fn: ChunkFn) -> None:
                 at.value = i
                 results.extend(fn([text], arg))
         except BaseException as exc:
-            conn.send(("error", at.value, f"{type(exc).__name__}: {exc}".strip()))
+            channel.send(("error", at.value, f"{type(exc).__name__}: {exc}".strip()))
             del results
             traceback.clear_frames(exc.__traceback__)
             continue
         at.value = -1
-        conn.send(("ok", results))
+        channel.send(("ok", results))
 
 
 def map_chunks(
@@ -99,7 +200,7 @@ def map_chunks(
             for worker in pool:
                 if worker.chunk is None and queued:
                     worker.chunk, item = queued.popleft()
-                    worker.conn.send(item)
+                    _send(worker, item)
             while nxt in done:
                 yield done.pop(nxt)
                 nxt += 1
@@ -108,25 +209,31 @@ def map_chunks(
                 if exhausted and not queued:
                     return
                 continue
-            ready = wait([w.conn for w in busy] + [w.process.sentinel for w in busy])
+            ready = wait([w.channel.sock for w in busy] + [w.process.sentinel for w in busy])
             for worker in busy:
-                if worker.conn in ready or worker.process.sentinel in ready:
+                if worker.channel.sock in ready or worker.process.sentinel in ready:
                     _collect(worker, done)
     finally:
         for worker in pool:
             worker.stop()
 
 
+def _send(worker: _Worker, item: tuple[Sequence[str], Any]) -> None:
+    """Hand the worker its chunk; one already dead is named by :func:`_collect`."""
+    with contextlib.suppress(OSError):
+        worker.channel.send(item)
+
+
 def _collect(worker: _Worker, done: dict[int, list[Any]]) -> None:
     """The worker's result, or :class:`WorkerDied` if it died or a text raised."""
     assert worker.chunk is not None
     try:
-        reply = worker.conn.recv() if worker.conn.poll() else None
+        reply = worker.channel.receive()
     except (EOFError, OSError):
-        reply = None
-    if reply is None:
         worker.process.join(5)
-        raise WorkerDied(worker.chunk, max(worker.at.value, 0), _how(worker.process.exitcode))
+        raise WorkerDied(
+            worker.chunk, max(worker.at.value, 0), _how(worker.process.exitcode)
+        ) from None
     if reply[0] == "error":
         raise WorkerDied(worker.chunk, reply[1], f"raised {reply[2]}")
     done[worker.chunk] = reply[1]

@@ -56,18 +56,17 @@ from simhash_hbase.index.manifest import (
     validate,
 )
 from simhash_hbase.layout import codec
-from simhash_hbase.layout.nets import (
-    check_nets,
-    first_band_flag,
-    sketch_document,
-)
+from simhash_hbase.layout.nets import check_nets, first_band_flag
+from simhash_hbase.layout.prepare import Preparer, error_for, prepare
 from simhash_hbase.layout.scheme import Scheme
 from simhash_hbase.records import (
     DEFAULT_LIMIT,
+    BadRecord,
     Document,
     Lookup,
     Match,
     Matches,
+    Record,
     check_limit,
 )
 from simhash_hbase.store import CellBlock, IndexCell, Store, open_store
@@ -304,11 +303,6 @@ class SimhashIndex:
         hasher = self.minhasher
         return None if hasher is None else hasher.signature(text)
 
-    def sketched(self, doc: Document, text: str) -> Document:
-        """``doc`` with the sketch and band keys of ``text`` (as is without the LSH net)."""
-        hasher = self.minhasher
-        return doc if hasher is None else sketch_document(hasher, doc, text)
-
     def sole_writer(self, job: str, wait: float = 0.0) -> AbstractContextManager[None]:
         """Hold the index for one writing job (an ingest run) till the block ends:
         a second job is refused (after ``wait`` s) with :class:`IndexBusy`, which
@@ -335,12 +329,18 @@ class SimhashIndex:
         *,
         store_text: bool = False,
     ) -> int:
-        """Index ``text`` under ``doc_id`` (replacing an earlier version); its fingerprint."""
-        check_text(text, f"the text of {doc_id!r}")
-        fp = self.fingerprint(text)
-        doc = self.sketched(Document(doc_id, fp, text if store_text else None, meta), text)
-        self.add_documents([doc])
-        return fp
+        """Index ``text`` under ``doc_id`` (replacing an earlier version); its fingerprint.
+        A record that cannot be indexed raises what :func:`prepare` found
+        (:class:`InvalidInput`; no usable terms: :class:`EmptyDocument`)."""
+        found = prepare(
+            Record(doc_id, text, meta),
+            Preparer(self.fingerprinter, self.minhasher),
+            store_text=store_text,
+        )
+        if isinstance(found, BadRecord):
+            raise error_for(found)
+        self.add_documents([found.doc], checked=True)
+        return found.doc.fingerprint
 
     def add_fingerprint(self, doc_id: str, fp: int, meta: dict[str, Any] | None = None) -> None:
         self.add_documents([Document(doc_id, check_fingerprint(fp), None, meta)])
@@ -514,12 +514,14 @@ class SimhashIndex:
         pure CPU (extraction, fingerprint, sketch), so a caller may run it in another
         process on an index opened read-only there. A bad id or text raises
         :class:`InvalidInput` (no usable terms: :class:`EmptyDocument`)."""
-        codec.encode_doc_id(doc_id)
-        if not isinstance(raw, str | bytes):
-            check_text(raw, f"the text of {doc_id!r}")
-        text = check_text(self.to_text(raw, fmt), f"the text of {doc_id!r}")
-        fps = self.fingerprinter.probes(text, probes)
-        return self.sketched(Document(doc_id, fps[0]), text), fps
+        found = prepare(
+            Record(doc_id, raw),
+            Preparer(self.fingerprinter, self.minhasher, probes),
+            fmt=fmt,
+        )
+        if isinstance(found, BadRecord):
+            raise error_for(found)
+        return found.doc, found.probes
 
     def _write(self, latest: dict[str, Document]) -> None:
         """One batch of documents by id (see :meth:`add_documents`). The batch owns

@@ -5,9 +5,10 @@ Everything CPU-heavy a page costs (HTML extraction, segmentation, the fingerprin
 sketch, the lookups and the write) runs here, so Scrapy's process spends its core on
 crawling. The process is ``python -m simhash_hbase.integrations.indexer``: it imports
 what the index needs and no more (a multiprocessing child would import Scrapy and the
-crawl's main module too, and start twice as slowly). Requests are pickled
-(function name, arguments) on its stdin, replies pickled on its stdout; errors cross
-back as :class:`StoreError` (retried) or :class:`ShdbError`, with their messages.
+crawl's main module too, and start twice as slowly). Requests (function name,
+arguments) and replies go over the one worker transport
+(:mod:`simhash_hbase.fingerprint.workers`); errors cross back as
+:class:`StoreError` (retried) or :class:`ShdbError`, with their messages.
 
 An item is answered on its own: its matches, None (no usable terms) or a
 :data:`Refusal` (it cannot be indexed: a lone surrogate, an id over the limit, a page
@@ -24,15 +25,14 @@ batch of a crawl, which the crawl waits for, is then mostly written by the time 
 from __future__ import annotations
 
 import os
-import pickle
-import subprocess
 import sys
 from collections import deque
 from collections.abc import Callable, Iterator
 from contextlib import suppress
-from typing import TYPE_CHECKING, Any, BinaryIO
+from typing import TYPE_CHECKING, Any
 
 from simhash_hbase.errors import EmptyDocument, ShdbError, StoreError
+from simhash_hbase.fingerprint.workers import Channel, spawn
 from simhash_hbase.records import Document, Matches
 
 if TYPE_CHECKING:  # the crawl imports this module for IndexProcess, not the index:
@@ -63,7 +63,7 @@ class IndexProcess:
     """The crawl's handle on its index process; one call at a time (the pipeline's
     worker thread makes them all). The process has a session of its own, so Ctrl-C
     stops the crawl only, whose graceful close still writes its last batch through it;
-    it exits when the crawl closes its stdin, or dies."""
+    it exits when the crawl closes its channel, or dies."""
 
     def __init__(self, url: str, create: bool = False) -> None:
         """Start the process and ask it to open ``url`` (or ``create`` it), without
@@ -72,12 +72,8 @@ class IndexProcess:
         self.url = url
         self.create = create
         self.created = False  # whether the open created the index
-        self._proc = subprocess.Popen(
-            [sys.executable, "-m", "simhash_hbase.integrations.indexer"],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            start_new_session=True,
-        )
+        self._proc, sock = spawn("simhash_hbase.integrations.indexer", new_session=True)
+        self._channel = Channel(sock)
         self._unanswered = True  # the open
         self._send("open_index", url, create)
 
@@ -106,17 +102,14 @@ class IndexProcess:
         self._send("prepare", items)
 
     def _send(self, name: str, *args: Any) -> None:
-        assert self._proc.stdin is not None
         try:
-            pickle.dump((name, args), self._proc.stdin, pickle.HIGHEST_PROTOCOL)
-            self._proc.stdin.flush()
+            self._channel.send((name, args))
         except OSError as exc:
             raise self._died() from exc
 
     def _receive(self) -> Any:
-        assert self._proc.stdout is not None
         try:
-            kind, value = pickle.load(self._proc.stdout)
+            kind, value = self._channel.receive()
         except (EOFError, OSError) as exc:
             raise self._died() from exc
         if kind == "ok":
@@ -136,9 +129,7 @@ class IndexProcess:
             self._end()
 
     def _end(self) -> None:
-        assert self._proc.stdin is not None
-        with suppress(BrokenPipeError):  # it died with a request unread
-            self._proc.stdin.close()  # the process's loop ends at end of input
+        self._channel.close()  # the process's loop ends at end of input
         self._proc.wait()
 
 
@@ -236,11 +227,11 @@ CALLS: dict[str, Callable[..., Any]] = {
 ONE_WAY: dict[str, Callable[..., None]] = {"prepare": prepare}  # no reply
 
 
-def _reply(requests: BinaryIO, replies: BinaryIO) -> str | None:
+def _reply(channel: Channel) -> str | None:
     """Answer one request; the name of the call, None at end of input or once no one
     reads the replies."""
     try:
-        name, args = pickle.load(requests)
+        name, args = channel.receive()
     except EOFError:
         return None
     if name in ONE_WAY:
@@ -253,17 +244,15 @@ def _reply(requests: BinaryIO, replies: BinaryIO) -> str | None:
     except ShdbError as exc:
         reply = ("error", str(exc))
     try:
-        pickle.dump(reply, replies, pickle.HIGHEST_PROTOCOL)
-        replies.flush()
-    except BrokenPipeError:  # the crawl is gone (it ended, or never took this process)
+        channel.send(reply)
+    except ConnectionError:  # the crawl is gone (it ended, or never took this process)
         return None
     return str(name)
 
 
 def main() -> None:
-    requests, replies = sys.stdin.buffer, sys.stdout.buffer
-    sys.stdout = sys.stderr  # nothing but replies goes to the reply stream
-    while (name := _reply(requests, replies)) is not None:
+    channel = Channel.of_fd(int(sys.argv[1]))
+    while (name := _reply(channel)) is not None:
         if name == "open_index" and _index is not None:
             warm_up()  # while Scrapy starts fetching
     close_index()

@@ -1,22 +1,21 @@
 """Streaming jobs over an index: ingest (fingerprint -> batch -> lookups -> write)
 and the all-pairs dedup of an input without an index.
 
-Each record is fingerprinted, turned into a document and checked inside its own
-error boundary: a bad one becomes a :class:`BadRecord` (skipped and reported, or
-fatal with :attr:`OnError.FAIL`) and never costs a batch-mate.
+Each record is prepared (:mod:`simhash_hbase.layout.prepare`, the one preparer;
+in chunks through the workers by :mod:`simhash_hbase.jobs.prepared`) inside its
+own error boundary: a bad one becomes a :class:`BadRecord` (skipped and
+reported, or fatal with :attr:`OnError.FAIL`) and never costs a batch-mate. The
+checkpoint, the report and their commit protocol are
+:mod:`simhash_hbase.jobs.checkpoint`.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
-import json
 import os
 import shutil
-import signal
 import time
-from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -27,23 +26,25 @@ from typing import Any, BinaryIO, Concatenate, ParamSpec, Protocol, TypeVar
 
 import numpy as np
 
-from simhash_hbase.errors import (
-    EmptyDocument,
-    InvalidInput,
-    InvalidSetting,
-    RejectedRecord,
-    ShdbError,
-    WorkerDied,
-)
-from simhash_hbase.fingerprint.minhash import MinHasher, MinHashParams
+from simhash_hbase.errors import InvalidInput, InvalidSetting, RejectedRecord, ShdbError
+from simhash_hbase.fingerprint.minhash import MinHashParams
 from simhash_hbase.fingerprint.probes import check_probes
-from simhash_hbase.fingerprint.simhash import Fingerprinter, FingerprintParams
+from simhash_hbase.fingerprint.simhash import FingerprintParams
 from simhash_hbase.index.client import SimhashIndex, gc_paused
 from simhash_hbase.index.manifest import Wanted
+from simhash_hbase.jobs import checkpoint as checkpoint_mod
+from simhash_hbase.jobs.checkpoint import (
+    Checkpoint,
+    Commits,
+    Progress,
+    Report,
+    own_files,
+)
+from simhash_hbase.jobs.prepared import prepared_chunks
 from simhash_hbase.layout import codec
 from simhash_hbase.layout.groups import nets_graph
-from simhash_hbase.layout.nets import sketch_document
 from simhash_hbase.layout.pairs import NearGraph, near_graph
+from simhash_hbase.layout.prepare import Prepared, Preparer, checked, preparer_of
 from simhash_hbase.layout.scheme import Scheme
 from simhash_hbase.records import (
     DEFAULT_LIMIT,
@@ -52,7 +53,6 @@ from simhash_hbase.records import (
     IngestSummary,
     Lookup,
     OnError,
-    Problem,
     Record,
     check_limit,
 )
@@ -60,7 +60,6 @@ from simhash_hbase.store import local_path
 from simhash_hbase.text.readers import (
     STDIN,
     SourceOptions,
-    input_files,
     read_fingerprint_arrays,
     read_fingerprint_lines,
     read_sources,
@@ -77,9 +76,6 @@ FINGERPRINT_STEP = 64
 # rewrites every B+tree page its keys land on, ~all of them at 1 M).
 DEFAULT_FINGERPRINT_BATCH = 200_000
 MAX_BATCH_SIZE = 1_000_000
-#: A batch of documents ends early once its records hold this many bytes of input
-#: (each byte costs ~30 in memory while indexed: ~2 GB at this, whatever the count).
-BATCH_BYTES = 64 * 1024 * 1024
 _DEDUP_CHUNK = 1000
 
 #: Called with each new document that has near-copies (its bounded matches).
@@ -115,172 +111,6 @@ class IngestOptions:
 def _chunks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
     while chunk := list(islice(items, size)):
         yield chunk
-
-
-def _text_of(record: Record | BadRecord) -> str:
-    return record.text if isinstance(record, Record) and isinstance(record.text, str) else ""
-
-
-def fingerprint_chunks(
-    records: Iterable[Record | BadRecord], fingerprinter: Fingerprinter, workers: int, size: int
-) -> Iterator[tuple[list[Record | BadRecord], list[int | EmptyDocument]]]:
-    """Chunks of records with their fingerprints, in input order (``workers``
-    processes); a text repeated within a chunk (mass copies) is fingerprinted once."""
-    pending: deque[list[Record | BadRecord]] = deque()
-    firsts: deque[list[int]] = deque()
-    spread: deque[list[int]] = deque()
-    texts = _distinct(_texts(records, size, pending), firsts, spread)
-    return _with_records(_spread(fingerprinter.map(texts, workers), firsts, spread), pending)
-
-
-def _distinct(
-    chunks: Iterator[list[str]], firsts: deque[list[int]], spread: deque[list[int]]
-) -> Iterator[list[str]]:
-    """Each chunk's distinct texts; per chunk, where each distinct text first is
-    (``firsts``) and which distinct text each position holds (``spread``)."""
-    for texts in chunks:
-        slot: dict[str, int] = {}
-        first: list[int] = []
-        where = []
-        for at, text in enumerate(texts):
-            if text not in slot:
-                slot[text] = len(first)
-                first.append(at)
-            where.append(slot[text])
-        firsts.append(first)
-        spread.append(where)
-        yield list(slot)
-
-
-def _spread(
-    results: Iterator[list[Any]], firsts: deque[list[int]], spread: deque[list[int]]
-) -> Iterator[list[Any]]:
-    """Each chunk's results back at every position; a worker that died holding a
-    distinct text is said to hold its first position."""
-    given = 0
-    try:
-        for found in results:
-            firsts.popleft()
-            yield [found[d] for d in spread.popleft()]
-            given += 1
-    except WorkerDied as exc:
-        raise WorkerDied(exc.chunk, firsts[exc.chunk - given][exc.item], exc.how) from None
-
-
-def probe_chunks(
-    records: Iterable[Record | BadRecord],
-    fingerprinter: Fingerprinter,
-    workers: int,
-    size: int,
-    probes: int,
-) -> Iterator[tuple[list[Record | BadRecord], list[list[int] | EmptyDocument]]]:
-    """Like :func:`fingerprint_chunks`, with each text's probe list (fingerprint first)."""
-    pending: deque[list[Record | BadRecord]] = deque()
-    results = fingerprinter.map_probes(_texts(records, size, pending), probes, workers)
-    return _with_records(results, pending)
-
-
-def _with_records(
-    results: Iterator[list[Any]], pending: deque[list[Record | BadRecord]]
-) -> Iterator[tuple[list[Record | BadRecord], list[Any]]]:
-    """Each chunk of records with its results; a worker that died names the
-    document it held (its id and file:line)."""
-    given = 0
-    try:
-        for result in results:
-            yield pending.popleft(), result
-            given += 1
-    except WorkerDied as exc:
-        record = pending[exc.chunk - given][exc.item]
-        name = record.where if isinstance(record, BadRecord) else repr(record.doc_id)
-        if isinstance(record, Record) and record.where:
-            name += f" ({record.where})"
-        raise exc.naming(f"document {name}") from None
-
-
-def _record_chunks(
-    records: Iterable[Record | BadRecord], size: int, max_bytes: int = BATCH_BYTES
-) -> Iterator[list[Record | BadRecord]]:
-    """Chunks of ``size`` records, or fewer once they hold ``max_bytes`` of input:
-    a batch's memory is then bounded by bytes too, not by count x largest document."""
-    chunk: list[Record | BadRecord] = []
-    held = 0
-    for record in records:
-        chunk.append(record)
-        held += record.size
-        if len(chunk) >= size or held >= max_bytes:
-            yield chunk
-            chunk, held = [], 0
-    if chunk:
-        yield chunk
-
-
-def _texts(
-    records: Iterable[Record | BadRecord], size: int, pending: deque[list[Record | BadRecord]]
-) -> Iterator[list[str]]:
-    for chunk in _record_chunks(records, size):
-        pending.append(chunk)  # map() pulls a chunk before it yields its results
-        yield [_text_of(r) for r in chunk]
-
-
-def screen(item: Record | BadRecord | tuple[Any, ...]) -> Record | BadRecord:
-    """A record as read, or why it cannot even be fingerprinted: its text is not a
-    string of valid Unicode. Library callers may pass plain (id, text[, meta]) tuples."""
-    if isinstance(item, BadRecord):
-        return item
-    if not isinstance(item, Record):
-        if not isinstance(item, tuple) or len(item) not in (2, 3):
-            return BadRecord(
-                repr(item)[:60], "not an (id, text[, meta]) record", 0, Problem.INVALID
-            )
-        item = Record(*item)
-    where = item.where or repr(item.doc_id)[:60]
-    if not isinstance(item.text, str):
-        reason = f"the text of {item.doc_id!r} is a {type(item.text).__name__}, not a string"
-        return BadRecord(where, reason, item.size, Problem.WRONG_TYPE)
-    try:
-        item.text.encode("utf-8")
-    except UnicodeEncodeError as exc:
-        reason = (
-            f"the text of {item.doc_id!r} is not valid Unicode (a lone surrogate at {exc.start})"
-        )
-        return BadRecord(where, reason, item.size, Problem.NOT_UTF8)
-    return item
-
-
-def to_document(
-    record: Record | BadRecord,
-    fp: int | EmptyDocument,
-    store_text: bool,
-    sketched: Callable[[Document, str], Document] | None = None,
-) -> Document | BadRecord:
-    """A screened, fingerprinted record as a storable Document, or why it cannot be
-    one; ``sketched`` adds the LSH net's sketch and band keys of its text."""
-    if isinstance(record, BadRecord):
-        return record
-    where = record.where or repr(record.doc_id)[:60]
-    if isinstance(fp, EmptyDocument):
-        return BadRecord(
-            where,
-            f"document {record.doc_id!r} has no usable terms "
-            "(empty, or only whitespace, punctuation or stop words)",
-            record.size,
-            Problem.NO_TERMS,
-        )
-    doc = Document(record.doc_id, fp, record.text if store_text else None, record.meta)
-    if sketched is not None:
-        doc = sketched(doc, record.text)
-    return checked(doc, where, record.size)
-
-
-def checked(doc: Document, where: str = "", size: int = 0) -> Document | BadRecord:
-    """The document, or a BadRecord if it cannot be stored (id, text, meta)."""
-    try:
-        codec.check_document(doc)
-    except InvalidInput as exc:
-        problem = Problem.BAD_META if "meta" in str(exc) else Problem.BAD_ID
-        return BadRecord(where or repr(doc.doc_id)[:60], str(exc), size, problem)
-    return doc
 
 
 def _checked_pairs(chunk: list[tuple[str, int] | BadRecord]) -> list[Document | BadRecord]:
@@ -360,7 +190,7 @@ def _write_stream(
             limit=options.limit,
             before_write=before,
         )
-        _fault("written")
+        checkpoint_mod.fault("written")
         summary.duplicates += len(found)
         summary.added += len(docs)
         summary.seconds = time.perf_counter() - started
@@ -377,22 +207,8 @@ def _write_stream(
     return summary
 
 
-_FAULT_HITS: Counter[str] = Counter()
 P = ParamSpec("P")
 R = TypeVar("R")
-
-
-def _fault(point: str) -> None:
-    """Fault injection for the commit-protocol tests: ``SHDB_FAULT=POINT:N`` kills
-    this process (SIGKILL, nothing cleaned up) the Nth time it reaches POINT."""
-    spec = os.environ.get("SHDB_FAULT")
-    if not spec:
-        return
-    name, _, nth = spec.partition(":")
-    if name == point:
-        _FAULT_HITS[point] += 1
-        if _FAULT_HITS[point] == int(nth or 1):
-            os.kill(os.getpid(), signal.SIGKILL)
 
 
 def index_records(
@@ -410,33 +226,27 @@ def index_records(
     are still written, then :class:`InvalidInput` is raised naming it.
     """
     options = options or IngestOptions()
-    fingerprinter = index.fingerprinter
-    sketched = index.sketched if index.lsh is not None else None
-    stream = (screen(r) for r in records)
+    probed = bool(options.probes) and options.find_k is not None
+    preparer = Preparer(index.fingerprinter, index.minhasher, options.probes if probed else 0)
     size = options.batch_size or DEFAULT_BATCH_SIZE
     step = min(size, FINGERPRINT_STEP)
-    pieces: Iterable[Chunk]
-    if options.probes and options.find_k is not None:
-        pieces = (
-            _probed_chunk(chunk, lists, options.store_text, sketched)
-            for chunk, lists in probe_chunks(
-                stream, fingerprinter, options.workers, step, options.probes
-            )
+    pieces = (
+        _piece(chunk, prepared, probed)
+        for chunk, prepared in prepared_chunks(
+            records, preparer, options.workers, step, options.store_text
         )
-    else:
-        pieces = (
-            (
-                [
-                    to_document(record, fp, options.store_text, sketched)
-                    for record, fp in zip(chunk, fps)
-                ],
-                sum(record.size for record in chunk),
-                None,
-            )
-            for chunk, fps in fingerprint_chunks(stream, fingerprinter, options.workers, step)
-        )
+    )
     chunks = _regrouped(pieces, size)
     return _write_stream(index, chunks, options, on_duplicate, on_progress, journal)
+
+
+def _piece(
+    chunk: list[Record | BadRecord], prepared: list[Prepared | BadRecord], probed: bool
+) -> Chunk:
+    """A piece of a write batch: its documents, bytes read and (``probed``) probe lists."""
+    docs = [p.doc if isinstance(p, Prepared) else p for p in prepared]
+    probes = [p.probes if isinstance(p, Prepared) else None for p in prepared] if probed else None
+    return docs, sum(record.size for record in chunk), probes
 
 
 def _regrouped(pieces: Iterable[Chunk], size: int) -> Iterator[Chunk]:
@@ -459,24 +269,6 @@ def _regrouped(pieces: Iterable[Chunk], size: int) -> Iterator[Chunk]:
         yield docs, nbytes, probes if probed else None
 
 
-def _probed_chunk(
-    chunk: list[Record | BadRecord],
-    lists: list[list[int] | EmptyDocument],
-    store_text: bool,
-    sketched: Callable[[Document, str], Document] | None = None,
-) -> Chunk:
-    docs: list[Document | BadRecord] = []
-    probes: list[list[int] | None] = []
-    for record, probe_list in zip(chunk, lists):
-        if isinstance(probe_list, EmptyDocument):
-            docs.append(to_document(record, probe_list, store_text))
-            probes.append(None)
-        else:
-            docs.append(to_document(record, probe_list[0], store_text, sketched))
-            probes.append(probe_list)
-    return docs, sum(record.size for record in chunk), probes
-
-
 def index_fingerprints(
     index: SimhashIndex,
     items: Iterable[tuple[str, int] | BadRecord],
@@ -495,195 +287,6 @@ def index_fingerprints(
         for chunk in _chunks(iter(items), options.batch_size or DEFAULT_FINGERPRINT_BATCH)
     )
     return _write_stream(index, chunks, options, on_duplicate, on_progress, journal)
-
-
-class Report(Protocol):
-    """Where an ingest writes the near-duplicates it finds, one line each.
-
-    A batch's lines reach it only after the batch is committed, and ``append``
-    makes them durable before the checkpoint moves past the batch, so a line is
-    in the report if and only if its document is in the index (see :func:`ingest`).
-    """
-
-    def line(self, found: Lookup) -> str:
-        """One near-duplicate as a line (no newline)."""
-        ...
-
-    def append(self, lines: Sequence[str]) -> int:
-        """Write, flush and sync ``lines``; the report's size after them."""
-        ...
-
-    def size(self) -> int: ...
-    def truncate(self, size: int) -> None:
-        """Cut the report back to ``size`` bytes (lines of a batch not yet checkpointed)."""
-        ...
-
-
-_SAVED_SKIPS = 1000  # skipped records a checkpoint keeps, to report again on resume
-
-
-@dataclass
-class Progress:
-    """What a checkpoint holds: records done, those skipped, the report's size."""
-
-    records: int = 0
-    skipped: list[BadRecord] = dataclasses.field(default_factory=list)
-    more_skipped: int = 0
-    report_bytes: int | None = None
-
-    def to_json(self) -> dict[str, Any]:
-        kept = self.skipped[:_SAVED_SKIPS]
-        return {
-            "records": self.records,
-            "skipped": [[b.where, b.reason, b.problem.value] for b in kept],
-            "more_skipped": self.more_skipped + len(self.skipped) - len(kept),
-            "report_bytes": self.report_bytes,
-        }
-
-    @classmethod
-    def from_json(cls, state: dict[str, Any]) -> Progress:
-        skipped = [
-            BadRecord(where, reason, 0, Problem(problem))
-            for where, reason, problem in state.get("skipped", [])
-        ]
-        return cls(
-            int(state.get("records", 0)),
-            skipped,
-            int(state.get("more_skipped", 0)),
-            state.get("report_bytes"),
-        )
-
-
-@dataclass
-class Pending:
-    """A batch whose report lines are saved but which may not be committed yet:
-    the progress after it and its lines."""
-
-    after: Progress
-    lines: list[str]
-
-
-class Checkpoint:
-    """How far an interrupted ingest of one input got, kept in the index.
-
-    Named by a digest of the input (every file, in folders too, with its size
-    and mtime) and of every option that changes what is written, so a re-run of
-    the same command on the same input resumes, and anything else starts over.
-    """
-
-    def __init__(self, index: SimhashIndex, identity: Any) -> None:
-        self._index = index
-        digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:32]
-        self.name = f"checkpoint/{digest}"
-        self._parts = 0  # line records of the pending batch held beside the state
-
-    @classmethod
-    def of(
-        cls,
-        index: SimhashIndex,
-        paths: Sequence[str],
-        opts: SourceOptions,
-        options: IngestOptions,
-        *,
-        fingerprints: bool = False,
-        exclude: Sequence[Path] = (),
-    ) -> Checkpoint | None:
-        """The checkpoint of one ingest; None for stdin, which cannot be read again."""
-        identity = input_identity(paths, opts, [*_own_files(index), *exclude])
-        if identity is None:
-            return None
-        return cls(index, [identity, options.store_text, fingerprints])
-
-    def load(self) -> Progress:
-        """What earlier runs committed (nothing, for a fresh start)."""
-        return Progress.from_json(self._index.get_state(self.name) or {})
-
-    def pending(self) -> Pending | None:
-        """The batch an earlier run stopped in after saving its lines, if any."""
-        state = self._index.get_state(self.name) or {}
-        held = state.get("pending")
-        if held is None:
-            return None
-        self._parts = int(held.get("parts", 0))
-        parts = held.get("lines") or [
-            self._index.get_state(f"{self.name}/lines/{i}") or {} for i in range(self._parts)
-        ]
-        text = codec.decode_blob_parts(parts).decode("utf-8")
-        return Pending(Progress.from_json(held["after"]), text.split("\n") if text else [])
-
-    def save(self, progress: Progress, pending: Pending | None = None) -> None:
-        """Record ``progress`` (committed) and, before a batch is written, the
-        batch as ``pending``: its lines go in the same record when they fit one."""
-        state = progress.to_json()
-        if pending is not None:
-            parts = codec.encode_blob_parts("\n".join(pending.lines).encode("utf-8"))
-            held: dict[str, Any] = {"after": pending.after.to_json()}
-            if len(parts) == 1:
-                held["lines"] = parts
-            else:
-                for i, part in enumerate(parts):
-                    self._index.put_state(f"{self.name}/lines/{i}", part)
-                held["parts"] = len(parts)
-            state["pending"] = held
-        self._index.put_state(self.name, state)
-        if pending is None:
-            self._drop_parts()
-        else:
-            self._parts = max(self._parts, int(state["pending"].get("parts", 0)))
-
-    def clear(self) -> None:
-        self._index.delete_state(self.name)
-        self._drop_parts()
-
-    def _drop_parts(self) -> None:
-        for i in range(self._parts):
-            self._index.delete_state(f"{self.name}/lines/{i}")
-        self._parts = 0
-
-
-class _Commits:
-    """The commit protocol of one ingest with a checkpoint and/or a report.
-
-    Per batch: its near-duplicates' lines are saved in the checkpoint as
-    pending (only when there are any), the batch is written, the lines are
-    appended to the report and synced, and the checkpoint moves past the batch.
-    A stop anywhere leaves the batch either pending (a resume writes it again,
-    idempotently, and emits its saved lines) or done; the report never holds a
-    line of a batch not written.
-    """
-
-    def __init__(
-        self, checkpoint: Checkpoint | None, report: Report | None, last: Progress
-    ) -> None:
-        self.checkpoint = checkpoint
-        self.report = report
-        self.start = last  # what runs before this one committed
-        self.last = last  # what the checkpoint holds as committed
-
-    def _after(self, summary: IngestSummary, report_bytes: int | None) -> Progress:
-        return Progress(
-            self.start.records + summary.records,
-            self.start.skipped + summary.skipped,
-            self.start.more_skipped,
-            report_bytes,
-        )
-
-    def prepare(self, summary: IngestSummary, found: list[Lookup]) -> None:
-        if self.checkpoint is None or self.report is None or not found:
-            return  # a batch without lines is simply written again on resume
-        lines = [self.report.line(item) for item in found]
-        self.checkpoint.save(self.last, Pending(self._after(summary, None), lines))
-        _fault("prepared")
-
-    def committed(self, summary: IngestSummary, found: list[Lookup]) -> None:
-        size = None
-        if self.report is not None:
-            size = self.report.append([self.report.line(item) for item in found])
-            _fault("reported")
-        self.last = self._after(summary, size)
-        if self.checkpoint is not None:
-            self.checkpoint.save(self.last)
-            _fault("saved")
 
 
 def _tapped(
@@ -758,29 +361,6 @@ def index_for_ingest(
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _own_files(index: SimhashIndex) -> list[Path]:
-    path = local_path(index.url)
-    return [path] if path is not None else []
-
-
-def input_identity(
-    paths: Sequence[str], opts: SourceOptions, exclude: Sequence[Path] = ()
-) -> list[Any] | None:
-    """Every input file with its size and mtime, and the reading options; None for
-    stdin, which cannot be read again."""
-    if STDIN in paths:
-        return None
-    identity: list[Any] = [dataclasses.asdict(opts), [os.path.abspath(p) for p in paths]]
-    for path in input_files(paths, exclude, opts.follow_symlinks):
-        try:
-            info = path.stat()
-        except OSError:
-            identity.append([os.fsencode(path).hex(), None])
-            continue
-        identity.append([os.fsencode(path.absolute()).hex(), info.st_size, info.st_mtime_ns])
-    return identity
-
-
 def _sole_run(
     job: Callable[Concatenate[SimhashIndex, P], R],
 ) -> Callable[Concatenate[SimhashIndex, P], R]:
@@ -817,9 +397,10 @@ def ingest(
     output, say) rather than documents. The index's own folder and ``exclude``
     (an output, say) are never read as input; ``on_record`` sees each record read.
 
-    The commit protocol (:class:`_Commits`): a batch's near-duplicate lines are
-    saved in the checkpoint before the batch is written, and appended to the
-    report (synced) after it, then the checkpoint moves on. A re-run of the same
+    The commit protocol (:class:`~simhash_hbase.jobs.checkpoint.Commits`): a
+    batch's near-duplicate lines are saved in the checkpoint before the batch is
+    written, and appended to the report (synced) after it, then the checkpoint
+    moves on. A re-run of the same
     command on the same input cuts the report back to the last checkpoint,
     writes a batch left pending again (writes are idempotent) and emits its
     saved lines, then resumes after it and reports the skipped records again.
@@ -829,9 +410,16 @@ def ingest(
     """
     options = options or IngestOptions()
     opts = dataclasses.replace(opts, html=index.params.html)  # pages read as the index says
-    exclude = [*_own_files(index), *exclude]
+    exclude = [*own_files(index), *exclude]
     checkpoint = (
-        Checkpoint.of(index, paths, opts, options, fingerprints=fingerprints, exclude=exclude)
+        Checkpoint.of(
+            index,
+            paths,
+            opts,
+            store_text=options.store_text,
+            fingerprints=fingerprints,
+            exclude=exclude,
+        )
         if resume
         else None
     )
@@ -861,7 +449,7 @@ def ingest(
     if report is not None:
         earlier.report_bytes = report.size()
     done = earlier.records
-    summary = write(done, None, options, _Commits(checkpoint, report, earlier))
+    summary = write(done, None, options, Commits(checkpoint, report, earlier))
     summary.added += redone.added
     summary.duplicates += redone.duplicates
     summary.resumed_after = done
@@ -920,9 +508,8 @@ def find_duplicates(
         ids, fps, skipped = read_fingerprint_arrays(paths)
         lsh = None
     else:
-        hasher = MinHasher(lsh) if lsh is not None else None
         ids, fps, skipped, sketches, bands = _fingerprinted_arrays(
-            paths, opts, params, workers, exclude, hasher
+            paths, opts, preparer_of(params, lsh), workers, exclude
         )
     if lsh is None or not any(s is not None for s in sketches):
         return DedupResult(ids, near_graph(fps, k, scheme), skipped)
@@ -932,49 +519,24 @@ def find_duplicates(
 def _fingerprinted_arrays(
     paths: Sequence[str],
     opts: SourceOptions,
-    params: FingerprintParams,
+    preparer: Preparer,
     workers: int,
     exclude: Sequence[Path],
-    hasher: MinHasher | None = None,
 ) -> tuple[list[str], np.ndarray, list[BadRecord], list[bytes | None], list[bytes | None]]:
-    """Ids, fingerprints, skipped records, and (with ``hasher``) sketches and band keys."""
+    """Ids, fingerprints, skipped records, and (with an LSH net) sketches and band keys."""
     ids: list[str] = []
     fps: list[int] = []
     skipped: list[BadRecord] = []
     sketches: list[bytes | None] = []
     bands: list[bytes | None] = []
-    records = (screen(r) for r in read_sources(paths, opts, exclude=exclude))
-    for item in _fingerprinted(records, Fingerprinter(params), workers, hasher):
+    records = read_sources(paths, opts, exclude=exclude)
+    prepared = prepared_chunks(records, preparer, workers, _DEDUP_CHUNK)
+    for item in (item for _, chunk in prepared for item in chunk):
         if isinstance(item, BadRecord):
             skipped.append(item)
         else:
-            ids.append(item.doc_id)
-            fps.append(item.fingerprint)
-            sketches.append(item.sketch)
-            bands.append(item.bands)
+            ids.append(item.doc.doc_id)
+            fps.append(item.doc.fingerprint)
+            sketches.append(item.doc.sketch)
+            bands.append(item.doc.bands)
     return ids, np.array(fps, dtype=np.uint64), skipped, sketches, bands
-
-
-def _fingerprinted(
-    records: Iterator[Record | BadRecord],
-    fingerprinter: Fingerprinter,
-    workers: int,
-    hasher: MinHasher | None,
-) -> Iterator[Document | BadRecord]:
-    for chunk, fps in fingerprint_chunks(records, fingerprinter, workers, _DEDUP_CHUNK):
-        sketched = None if hasher is None else _sketcher(hasher)
-        for record, fp in zip(chunk, fps):
-            yield to_document(record, fp, False, sketched)
-
-
-def _sketcher(hasher: MinHasher) -> Callable[[Document, str], Document]:
-    """:func:`sketch_document` that sketches each distinct text once (mass copies)."""
-    done: dict[str, Document] = {}
-
-    def sketched(doc: Document, text: str) -> Document:
-        if text not in done:
-            done[text] = sketch_document(hasher, doc, text)
-        held = done[text]
-        return dataclasses.replace(doc, sketch=held.sketch, bands=held.bands)
-
-    return sketched

@@ -19,17 +19,14 @@ within-batch pairs, ``shdb dedup``) by grouping equal keys
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
 from numpy.typing import ArrayLike
 
 from simhash_hbase.errors import InvalidSetting
-from simhash_hbase.fingerprint.minhash import BINS, MinHasher, MinHashParams
-from simhash_hbase.layout import codec
+from simhash_hbase.fingerprint.minhash import BINS, MinHashParams
 from simhash_hbase.layout.scheme import Scheme
-from simhash_hbase.records import Document
 
 SIMHASH = "simhash"
 SIMHASH_LSH = "simhash+lsh"
@@ -71,15 +68,6 @@ def is_match(near: bool, similarity: float | None, lsh: MinHashParams | None) ->
     return bool(
         matches(np.bool_(near), np.float64(np.nan if similarity is None else similarity), lsh)
     )
-
-
-def sketch_document(hasher: MinHasher, doc: Document, text: str) -> Document:
-    """``doc`` with the sketch and band keys of ``text`` (as is if the text has no
-    letter or digit: it then joins the pigeonhole net only)."""
-    sig = hasher.signature(text)
-    if sig is None:
-        return doc
-    return dataclasses.replace(doc, sketch=sig.sketch, bands=codec.encode_bands(sig.bands))
 
 
 class Judge:

@@ -35,8 +35,8 @@ class Scheme:
             raise ValueError(f"scheme {self.name}: widths must sum to 64")
         # Lexicographic order of segment letters gives flags 1, 2, ... (docs/SPEC.md).
         combos = tuple(combinations(range(len(self.widths)), self.combo_size))
-        if any(self._combo_width(c, self.widths) > FIELD_BITS for c in combos):
-            raise ValueError(f"scheme {self.name}: a combination exceeds 32 bits")
+        if any(self._combo_width(c, self.widths) > FIELD_BITS + 8 for c in combos):
+            raise ValueError(f"scheme {self.name}: a combination exceeds 40 bits")
         shifts, rest = [], FINGERPRINT_BITS
         for width in self.widths:
             rest -= width
@@ -92,7 +92,11 @@ class Scheme:
         return tuple((fp >> s) & ((1 << w) - 1) for s, w in zip(self.shifts, self.widths))
 
     def fields(self, fp: int) -> list[int]:
-        """The 32-bit, left-aligned segment field of each combination, by flag order."""
+        """The 32-bit, left-aligned segment field of each combination, by flag order.
+
+        A combination wider than 32 bits keeps its top 32: equal segments still give
+        equal fields, so queries stay exact, at the cost of the dropped bits'
+        share of extra candidates (docs/SPEC.md, scheme ``6x20``)."""
         segs = self.segments(fp)
         out = []
         for combo in self.combos:
@@ -100,7 +104,8 @@ class Scheme:
             for i in combo:
                 value = (value << self.widths[i]) | segs[i]
                 width += self.widths[i]
-            out.append(value << (FIELD_BITS - width))
+            shift = FIELD_BITS - width
+            out.append(value << shift if shift >= 0 else value >> -shift)
         return out
 
     def segments_many(self, fps: np.ndarray) -> list[np.ndarray]:
@@ -114,13 +119,15 @@ class Scheme:
         ]
 
     def combo_keys(self, segments: list[np.ndarray], combo: tuple[int, ...]) -> np.ndarray:
-        """The combination's segments concatenated, right-aligned, as uint32."""
+        """The combination's segments concatenated, right-aligned, as uint32 (the top
+        32 bits of a wider combination, as :meth:`fields`)."""
         import numpy as np
 
-        key = np.zeros(len(segments[0]), dtype=np.uint32)
+        key = np.zeros(len(segments[0]), dtype=np.uint64)
         for i in combo:
-            key = (key << np.uint32(self.widths[i])) | segments[i]
-        return key
+            key = (key << np.uint64(self.widths[i])) | segments[i]
+        extra = self._combo_width(combo, self.widths) - FIELD_BITS
+        return (key >> np.uint64(max(extra, 0))).astype(np.uint32)
 
     def fields_many(self, fps: np.ndarray) -> np.ndarray:
         """Vectorised :meth:`fields`: uint64 array (n,) -> uint32 array (n, combos)."""
@@ -129,7 +136,7 @@ class Scheme:
         segments = self.segments_many(fps)
         out = np.empty((len(segments[0]), len(self.combos)), dtype=np.uint32)
         for col, combo in enumerate(self.combos):
-            width = self._combo_width(combo, self.widths)
+            width = min(self._combo_width(combo, self.widths), FIELD_BITS)
             out[:, col] = self.combo_keys(segments, combo) << np.uint32(FIELD_BITS - width)
         return out
 
@@ -137,6 +144,8 @@ class Scheme:
 SCHEMES: dict[str, Scheme] = {
     "5x10": Scheme("5x10", (13, 13, 13, 13, 12), combo_size=2),
     "4x4": Scheme("4x4", (16, 16, 16, 16), combo_size=1),
+    # For 10 B fingerprints: 20 rows a document, ~24 N / 2^32 candidates a query.
+    "6x20": Scheme("6x20", (11, 11, 11, 11, 10, 10), combo_size=3),
 }
 DEFAULT_SCHEME = "5x10"
 

@@ -9,7 +9,6 @@ framework time of Starlette's; the OpenAPI document is written out instead
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import hmac
 import logging
 import time
@@ -26,13 +25,13 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from simhash_hbase.errors import EmptyDocument, InvalidInput, ShdbError
+from simhash_hbase.errors import ShdbError
 from simhash_hbase.index.client import SimhashIndex
-from simhash_hbase.layout import codec
-from simhash_hbase.records import MAX_LIMIT, Document
+from simhash_hbase.layout.prepare import Preparer, Prints, assemble, checked, error_for
+from simhash_hbase.records import MAX_LIMIT, BadRecord, Document, Record
 from simhash_hbase.serve import openapi
 from simhash_hbase.serve.metrics import BUCKET_SECONDS, WINDOW_BUCKETS, Metrics
-from simhash_hbase.serve.prepare import Prepared, Preparers, prepare
+from simhash_hbase.serve.prepare import Preparers
 from simhash_hbase.serve.settings import ServeSettings
 from simhash_hbase.serve.wire import (
     NDJSON,
@@ -184,7 +183,7 @@ class Service:
             )
             self.metrics.batch.labels(kind).observe(len(objs))
             items: list[Item | ApiError] = [self._item(obj, kind) for obj in objs]
-            lookups = await self._fingerprint(items, probes)
+            lookups = await self._fingerprint(items, probes, kind == "check")
             whole = _flag(request, "all_or_nothing") and kind != "check"
             answers = await self._run(kind, items, lookups, k, limit, whole)
             for answer in answers:
@@ -224,22 +223,26 @@ class Service:
         except ShdbError as exc:
             return error_of(exc)
 
-    async def _fingerprint(self, items: list[Item | ApiError], probes: int) -> list[Lookup]:
+    async def _fingerprint(
+        self, items: list[Item | ApiError], probes: int, lookup: bool
+    ) -> list[Lookup]:
         """Each item's lookup (see :data:`Lookup`), or its error. Texts go to the
         fingerprinting workers, else (none running) to a thread above
-        ``_INLINE_TEXT_CHARS``, else are done here (cheaper than a thread hop)."""
+        ``_INLINE_TEXT_CHARS``, else are done here (cheaper than a thread hop). An
+        item to write is checked as a stored document; a ``lookup``'s need not be."""
         texts = [i.text for i in items if isinstance(i, Item) and i.text is not None]
-        prepared: list[Prepared] = []
+        prints: list[Prints] = []
         if texts and self.preparers is not None and self.preparers.size:
-            prepared = await self.preparers.prepare(texts, probes)
+            prints = await self.preparers.prepare(texts, probes)
         elif texts:
             assert self.index is not None
+            preparer = Preparer(self.index.fingerprinter, self.index.minhasher, probes)
             if sum(map(len, texts)) > _INLINE_TEXT_CHARS:
-                prepared = await anyio.to_thread.run_sync(prepare, self.index, texts, probes)
+                prints = await anyio.to_thread.run_sync(preparer.prints_of, texts)
             else:
-                prepared = prepare(self.index, texts, probes)
-        done = iter(prepared)
-        return [_lookup(item, done) for item in items]
+                prints = preparer.prints_of(texts)
+        done = iter(prints)
+        return [_lookup(item, done, lookup) for item in items]
 
     async def _run(
         self,
@@ -261,12 +264,6 @@ class Service:
                 continue
             assert isinstance(item, Item)
             plist, doc = lookup
-            if kind != "check":
-                try:
-                    codec.check_document(doc)
-                except InvalidInput as exc:
-                    answers.append(error_of(exc))
-                    continue
             answers.append({})
             good.append((n, item, plist, doc))
         if not good:
@@ -356,17 +353,23 @@ class Service:
         return HTMLResponse(openapi.html(openapi.document(__version__)))
 
 
-def _lookup(item: Item | ApiError, prepared: Iterator[Prepared]) -> Lookup:
-    """The item's lookup: a fingerprint's own, or its text's next prepared answer."""
+def _lookup(item: Item | ApiError, prints: Iterator[Prints], lookup: bool) -> Lookup:
+    """The item's lookup: a fingerprint's own, or its text's next prints made a
+    document by the one preparer (:func:`assemble`); a write's is checked."""
     if isinstance(item, ApiError):
         return item
-    if item.fingerprint is not None:
-        return [item.fingerprint], document(item, item.fingerprint)
-    found = next(prepared)
-    if isinstance(found, str):
-        return error_of(EmptyDocument(found))
-    fps, sketch, bands = found
-    return fps, dataclasses.replace(document(item, fps[0]), sketch=sketch, bands=bands)
+    if item.text is not None:
+        record = Record(item.doc_id or "", item.text, item.meta)
+        found = assemble(record, next(prints), item.store_text, lookup=lookup)
+        if isinstance(found, BadRecord):
+            return error_of(error_for(found))
+        return found.probes, found.doc
+    assert item.fingerprint is not None  # an item has a text or a fingerprint
+    doc = document(item, item.fingerprint)
+    held = doc if lookup else checked(doc)
+    if isinstance(held, BadRecord):
+        return error_of(error_for(held))
+    return [item.fingerprint], held
 
 
 def _index_stats(index: SimhashIndex) -> dict[str, Any]:

@@ -8,10 +8,13 @@ three queue behind each other. Here the texts go to ``workers`` processes
 read-only), so the second core fingerprints while the first serves HTTP and
 commits.
 
-The loop talks to each worker over a socket pair with asyncio streams: no
-thread and no executor per call, requests pipelined, answers in order. A
-request is ``(texts, probes)``; its answer holds, per text, ``(probes list,
-sketch, bands)`` or the message of the text's :class:`EmptyDocument`. A worker
+The loop talks to each worker over the one worker transport
+(:mod:`simhash_hbase.fingerprint.workers`: a socket pair, read here with asyncio
+streams): no thread and no executor per call, requests pipelined, answers in
+order. A
+request is ``(texts, probes)``; its answer holds each text's
+:data:`~simhash_hbase.layout.prepare.Prints` (:meth:`Preparer.prints`, the
+CPU half of the one preparer). A worker
 that dies fails its requests in flight (503) and leaves the pool; with no
 worker left the service fingerprints in process again.
 """
@@ -23,26 +26,20 @@ import contextlib
 import gc
 import logging
 import os
-import pickle
-import socket
-import struct
 import subprocess
 import sys
 from collections import deque
 from collections.abc import Sequence
 from typing import Any
 
-from simhash_hbase.errors import EmptyDocument
+from simhash_hbase.fingerprint.workers import Channel, frame, receive_async, spawn
 from simhash_hbase.index.client import SimhashIndex
-from simhash_hbase.layout import codec
+from simhash_hbase.layout.prepare import Preparer, Prints
 from simhash_hbase.serve.wire import ApiError
 
 log = logging.getLogger("shdb.serve")
-_LENGTH = struct.Struct("!I")
 _READY = b"ready"
 CHUNK_TEXTS = 64  # texts per message to a worker: ~40 ms of work
-#: Per text: its probe list, sketch and band keys; or its EmptyDocument message.
-Prepared = tuple[list[int], bytes | None, bytes | None] | str
 
 
 class _Worker:
@@ -52,7 +49,7 @@ class _Worker:
         self, proc: subprocess.Popen[bytes], reader: asyncio.StreamReader, writer: Any
     ) -> None:
         self.proc, self.reader, self.writer = proc, reader, writer
-        self.waiting: deque[asyncio.Future[list[Prepared]]] = deque()
+        self.waiting: deque[asyncio.Future[list[Prints]]] = deque()
         self.alive = True
         self.task: asyncio.Task[None] | None = None
 
@@ -60,11 +57,11 @@ class _Worker:
         """Read answers until the worker goes; then fail what it still held."""
         try:
             while True:
-                message = await _read(self.reader)
+                message = await receive_async(self.reader)
                 future = self.waiting.popleft()
                 if not future.done():
-                    future.set_result(pickle.loads(message))
-        except (asyncio.IncompleteReadError, ConnectionError, IndexError):
+                    future.set_result(message)
+        except (EOFError, ConnectionError, IndexError):
             pass
         self.alive = False  # no request is sent to it from now on
         while self.waiting:
@@ -78,11 +75,10 @@ class _Worker:
             self.proc.kill()
             await asyncio.to_thread(self.proc.wait)
 
-    def send(self, texts: Sequence[str], probes: int) -> asyncio.Future[list[Prepared]]:
-        future: asyncio.Future[list[Prepared]] = asyncio.get_running_loop().create_future()
-        body = pickle.dumps((list(texts), probes), protocol=pickle.HIGHEST_PROTOCOL)
+    def send(self, texts: Sequence[str], probes: int) -> asyncio.Future[list[Prints]]:
+        future: asyncio.Future[list[Prints]] = asyncio.get_running_loop().create_future()
         self.waiting.append(future)
-        self.writer.write(_LENGTH.pack(len(body)) + body)
+        self.writer.write(frame((list(texts), probes)))
         return future
 
     async def stop(self) -> None:
@@ -119,11 +115,11 @@ class Preparers:
             self._workers.remove(worker)
             log.error("fingerprinting worker %d exited (%s left)", worker.proc.pid, self.size)
 
-    async def prepare(self, texts: Sequence[str], probes: int) -> list[Prepared]:
+    async def prepare(self, texts: Sequence[str], probes: int) -> list[Prints]:
         """Each text's probe list and sketch (or its EmptyDocument message). A large
         batch goes in chunks, one at a time, so that other requests' texts are not
         queued behind all of it."""
-        out: list[Prepared] = []
+        out: list[Prints] = []
         for at in range(0, len(texts), CHUNK_TEXTS):
             alive = [w for w in self._workers if w.alive]
             if not alive:
@@ -138,18 +134,12 @@ class Preparers:
 
 
 async def _spawn(url: str, on_exit: Any) -> _Worker:
-    ours, theirs = socket.socketpair()
-    with theirs:
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "simhash_hbase.serve.prepare", str(theirs.fileno()), url],
-            pass_fds=(theirs.fileno(),),
-            stdin=subprocess.DEVNULL,
-        )
+    proc, ours = spawn("simhash_hbase.serve.prepare", url)
     reader, writer = await asyncio.open_connection(sock=ours)
     try:
-        if await _read(reader) != _READY:
+        if await receive_async(reader) != _READY:
             raise _gone("a fingerprinting worker did not start")
-    except (asyncio.IncompleteReadError, ConnectionError):
+    except (EOFError, ConnectionError):
         writer.close()
         proc.wait()
         raise _gone(f"a fingerprinting worker exited at start ({proc.returncode})") from None
@@ -162,54 +152,27 @@ def _gone(message: str) -> ApiError:
     return ApiError(503, "worker_exited", message, {"Retry-After": "1"})
 
 
-async def _read(reader: asyncio.StreamReader) -> bytes:
-    (n,) = _LENGTH.unpack(await reader.readexactly(_LENGTH.size))
-    return await reader.readexactly(n)
-
-
 # -- the worker process ------------------------------------------------------------
-def prepare(index: SimhashIndex, texts: Sequence[str], probes: int) -> list[Prepared]:
-    """What a worker answers for one request (also the in-process path)."""
-    out: list[Prepared] = []
-    hasher = index.minhasher
-    for text in texts:
-        found = index.fingerprinter.probes_or_error(text, probes)
-        if isinstance(found, EmptyDocument):
-            out.append(str(found))
-            continue
-        sig = None if hasher is None else hasher.signature(text)
-        if sig is None:
-            out.append((found, None, None))
-        else:
-            out.append((found, sig.sketch, codec.encode_bands(sig.bands)))
-    return out
-
-
 def _main(fd: int, url: str) -> None:
     """Serve requests on socket ``fd`` until the service closes it."""
     import signal
 
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the service drains, then closes us
     signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    sock = socket.socket(fileno=fd)
+    channel = Channel.of_fd(fd)
     with SimhashIndex.open(url, readonly=True) as index:
         index.fingerprinter.fingerprint("预热 warm-up")  # load the segmenter and IDF now
         _ = index.minhasher
         # What start-up loaded stays for good: a full collection walks none of it
         # (measured: ~8 ms a full collection of the warmed-up heap, ~0 ms frozen).
         gc.freeze()
-        inbox, outbox = sock.makefile("rb"), sock.makefile("wb")
-        _write(outbox, _READY)
-        while header := inbox.read(_LENGTH.size):
-            (n,) = _LENGTH.unpack(header)
-            texts, probes = pickle.loads(inbox.read(n))
-            answer = pickle.dumps(prepare(index, texts, probes), pickle.HIGHEST_PROTOCOL)
-            _write(outbox, answer)
-
-
-def _write(out: Any, body: bytes) -> None:
-    out.write(_LENGTH.pack(len(body)) + body)
-    out.flush()
+        channel.send(_READY)
+        while True:
+            try:
+                texts, probes = channel.receive()
+            except EOFError:  # the service closed us
+                return
+            channel.send(Preparer(index.fingerprinter, index.minhasher, probes).prints_of(texts))
 
 
 if __name__ == "__main__":

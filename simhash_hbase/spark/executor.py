@@ -1,8 +1,9 @@
 """Code that runs inside Spark tasks: fingerprinting and writing a partition.
 
 A Python worker process runs many tasks one after another (Spark reuses it,
-``spark.python.worker.reuse``), so its :class:`Fingerprinter` (jieba's dictionary,
-~1 s to load) is built by its first task and kept for the others.
+``spark.python.worker.reuse``), so its preparer (jieba's dictionary, ~1 s to
+load) is built by its first task and kept for the others
+(:func:`~simhash_hbase.layout.prepare.preparer_of`).
 """
 
 from __future__ import annotations
@@ -10,14 +11,12 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from functools import partial
 from itertools import islice
 
-from simhash_hbase.fingerprint.minhash import MinHasher, MinHashParams
-from simhash_hbase.fingerprint.simhash import Fingerprinter, FingerprintParams, register_idf
+from simhash_hbase.fingerprint.minhash import MinHashParams
+from simhash_hbase.fingerprint.simhash import FingerprintParams
 from simhash_hbase.index.client import SimhashIndex
-from simhash_hbase.jobs.ingest import to_document
-from simhash_hbase.layout.nets import sketch_document
+from simhash_hbase.layout.prepare import Prepared, prepare, preparer_of
 from simhash_hbase.records import BadRecord, Document, Duplicate, Record
 from simhash_hbase.spark.hfiles import Cell, docs_cells, index_cells
 from simhash_hbase.store import open_store
@@ -25,8 +24,6 @@ from simhash_hbase.store.hbase.settings import BUCKETS, layout_of
 
 Item = tuple[int, Record | BadRecord]
 DocItem = tuple[int, Document | BadRecord]
-
-_fingerprinters: dict[FingerprintParams, Fingerprinter] = {}
 
 #: Test-only fault injection, read on the driver: "PARTITION:BATCHES" makes the
 #: first attempt of that partition's write task die after that many batches,
@@ -44,25 +41,12 @@ class Fingerprinting:
     #: The index's LSH net (None: the pigeonhole only): documents carry sketches.
     lsh: MinHashParams | None = None
 
-    def fingerprinter(self) -> Fingerprinter:
-        found = _fingerprinters.get(self.params)
-        if found is None:
-            if self.idf_table is not None:
-                register_idf(self.idf_table, "the job's IDF table")
-            found = _fingerprinters[self.params] = Fingerprinter(self.params)
-        return found
-
     def documents(self, items: Iterable[Item]) -> Iterator[DocItem]:
         """Each record as a Document, or the reason it cannot be one."""
-        fingerprinter = self.fingerprinter()
-        sketched = None if self.lsh is None else partial(sketch_document, MinHasher(self.lsh))
+        preparer = preparer_of(self.params, self.lsh, self.idf_table)
         for pos, record in items:
-            if isinstance(record, BadRecord):
-                yield pos, record
-                continue
-            text = record.text if isinstance(record.text, str) else ""
-            fp = fingerprinter.fingerprint_or_error(text)
-            yield pos, to_document(record, fp, self.store_text, sketched)
+            found = prepare(record, preparer, store_text=self.store_text)
+            yield pos, found.doc if isinstance(found, Prepared) else found
 
 
 def _batches(items: Iterable[DocItem], size: int) -> Iterator[list[Document]]:
