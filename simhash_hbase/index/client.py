@@ -43,7 +43,7 @@ from simhash_hbase.fingerprint.simhash import (
     idf_table,
     register_idf,
 )
-from simhash_hbase.index.lookup import batch_near, bucket_docs, judged
+from simhash_hbase.index.lookup import batch_near, bucket_docs, judged, settle_new
 from simhash_hbase.index.manifest import (
     MANIFEST,
     Wanted,
@@ -56,7 +56,7 @@ from simhash_hbase.index.manifest import (
     validate,
 )
 from simhash_hbase.layout import codec
-from simhash_hbase.layout.nets import check_nets, first_band_flag
+from simhash_hbase.layout.nets import Judge, check_nets, first_band_flag
 from simhash_hbase.layout.prepare import Preparer, error_for, prepare
 from simhash_hbase.layout.scheme import Scheme
 from simhash_hbase.records import (
@@ -1014,6 +1014,7 @@ class SimhashIndex:
         nearest: list[list[str]] = [[] for _ in distinct]  # their first ids, sorted
         written: dict[str, tuple[int, int]] = {}  # id -> (position, key) of its version
         found: list[Matches | None] = []
+        judge: Judge | None = None  # over the distinct keys, made if a new document is settled
         for j, ((doc, probes), key) in enumerate(zip(docs, keys)):
             old = versions.get(doc.doc_id)
             if ingest and old == doc.fingerprint:  # unchanged
@@ -1027,11 +1028,26 @@ class SimhashIndex:
                 for t, dist, sim in near[s]:
                     total += count[t]
                     hits += [Match(i, distinct[t][0][0], dist, sim) for i in nearest[t]]
-                hits = sorted(hits, key=_match_order)[:limit]
+            settled = not ingest and not total and not whole[s] and bool(written)
+            if settled:  # new or not: judged against every written key, so exactly
+                judge = judge or Judge(
+                    np.array([d[0][0] for d in distinct], dtype=np.uint64),
+                    k,
+                    self.lsh,
+                    [d[1] for d in distinct],
+                )
+                seen = {t for t, _, _ in near[s]}
+                rest = [t for t in range(len(distinct)) if count[t] and t not in seen]
+                for t, dist, sim in settle_new(distinct, judge, s, rest, k):
+                    total += count[t]
+                    hits += [Match(i, distinct[t][0][0], dist, sim) for i in nearest[t]]
             # else (most documents): nothing held near, nothing near in the batch so far
+            if hits:
+                hits = sorted(hits, key=_match_order)[:limit]
             # a key in a large group was judged against bounded neighbours: its count
-            # is a lower bound, unless no earlier document of the batch is written
-            exact = result.total_exact and (whole[s] or not written)
+            # is a lower bound, unless no earlier document of the batch is written or
+            # it was settled against them all
+            exact = result.total_exact and (whole[s] or not written or settled)
             found.append(Matches(hits, total, exact))
             if ingest or keep[j] or not total:  # type: ignore[index]
                 if doc.doc_id in written:  # its earlier version of this batch is replaced

@@ -178,6 +178,24 @@ def batch_near(
     return near, [whole[u] for u in node]
 
 
+def settle_new(
+    keys: list[InsertKey], judge: Judge, s: int, targets: list[int], k: int
+) -> list[tuple[int, int, float | None]]:
+    """The keys of ``targets`` that key ``s`` matches, judged by the one rule (with
+    its probes: :func:`probe_near`): whether a check-and-add's document is new
+    must not rest on the bounded neighbours of a large group (layout.groups), so
+    one whose count there is a lower bound of 0 meets every document written."""
+    if not targets:
+        return []
+    t = np.array(targets, dtype=np.int64)
+    near = probe_near([list(keys[s][0])], np.zeros(len(t), dtype=np.int64), judge.fps[t], k)
+    match, dist, sim = judge(np.full(len(t), s, dtype=np.int64), t, near)
+    return [
+        (x, d, None if v != v else v)
+        for x, d, v in zip(t[match].tolist(), dist[match].tolist(), sim[match].tolist())
+    ]
+
+
 def _probe_hits(
     keys: list[InsertKey],
     fps: np.ndarray,
