@@ -57,7 +57,7 @@ class Matches(list[Match]):
                 {
                     "id": m.doc_id,
                     "distance": m.distance,
-                    "similarity": getattr(m, "similarity", None),
+                    "similarity": m.similarity,
                     "fingerprint": fingerprint_to_hex(m.fingerprint),
                 }
                 for m in self
@@ -95,7 +95,8 @@ class Document:
     fingerprint: int
     text: str | None = None
     meta: dict[str, Any] | None = None
-    #: The b-bit MinHash sketch (<= 64 bytes) that confirms LSH candidates, and
+    #: The stored MinHash sketch (64 bytes, then its evidence) that confirms
+    #: candidates (docs/SPEC.md, "Nets"), and
     #: the document's LSH band keys (4 bytes each, big-endian; kept so that a
     #: replaced document's band rows can be deleted). None: no text was given.
     sketch: bytes | None = None

@@ -92,7 +92,8 @@ CASES = {
         name="gbk.txt",
         wrap=False,
         ids=frozenset(),
-        message="{path}:1: invalid UTF-8 at byte 0; re-encode it as UTF-8 (from GBK: iconv",
+        message="{path}:1: invalid UTF-8 at byte 0 (line 1); it declares no charset, and more "
+        "than one charset reads it as likely text",
     ),
     "binary file": Case(
         b"\x89PNG\r\n\x1a\n\x00\x00",

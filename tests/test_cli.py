@@ -37,7 +37,7 @@ def test_ingest_then_query(store_url: str, corpus: Path, tmp_path: Path) -> None
     assert result.exit_code == 0, result.output
     assert (
         "added 3 documents, 1 near-duplicates "
-        "(k<=3 (and similarity>=0.4), or similarity>=0.5), skipped 0" in result.stderr
+        "(similarity>=0.5; without a sketch: k<=3), skipped 0" in result.stderr
     )
     (line,) = [json.loads(x) for x in report.read_text().splitlines()]
     assert (line["id"], line["total"], line["total_exact"]) == ("a-copy", 1, True)

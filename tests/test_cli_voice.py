@@ -112,7 +112,10 @@ def test_an_existing_index_is_kept_when_a_run_adds_nothing(index_url: str, tmp_p
 
 def test_no_match_says_so(index_url: str) -> None:
     result = shdb("query", "完全不同的内容 今天天气", "-i", index_url)
-    assert result.exit_code == 1 and "no match (k<=3" in result.stderr
+    assert (
+        result.exit_code == 1
+        and "no match (similarity>=0.5; without a sketch: k<=3" in result.stderr
+    )
     result = shdb("query", "完全不同的内容 今天天气", "-i", index_url, "--json")
     assert result.exit_code == 1
     assert json.loads(result.stdout) == {"matches": [], "total": 0, "total_exact": True}

@@ -529,7 +529,7 @@ def test_a_wide_scan_equals_the_scan_per_prefix(
             key = next(iter(txn.cursor(db)))[0]
             cell = b"\x00\x00" + MAX_DOCUMENTS.to_bytes(4, "big")
             txn.put(key, txn.get(key, db=db) + cell, db=db)
-        prefixes = [p for i in probes for p in index._prefixes([int(fps[i]) ^ 1 << 40])[0]]
+        prefixes = [p for i in probes for p in index._finder.prefixes([int(fps[i]) ^ 1 << 40])[0]]
         prefixes += [key[1:3] + b"\x00\x00" + key[0:1], b"\xff\xff\xff\xff\x07"]
         with tables.env.begin() as txn, pytest.MonkeyPatch.context() as mp:
             if tiny:  # the NumPy matcher, not the C extension's

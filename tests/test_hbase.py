@@ -303,7 +303,7 @@ def test_a_bucket_query_is_one_multi_get_with_the_plain_paths_answer(
             capped = limit is not None and max(copies, default=0) >= limit
             if sum(copies) < 32:  # no bucket holds more than a page (_CAPPED_PAGE)
                 assert first == (2 if capped else 1)
-            plain = index._query_scanned([query], 3, limit)[0]
+            plain = index._finder.scanned(index._store, [query], 3, limit)[0]
             assert (list(fast), fast.total, fast.total_exact) == (
                 list(plain),
                 plain.total,
@@ -313,7 +313,8 @@ def test_a_bucket_query_is_one_multi_get_with_the_plain_paths_answer(
             again = index.query_fingerprint(query, limit=limit)
             assert list(again) == list(fast) and again.total == fast.total
             assert len(calls) == 1 if sum(copies) < 32 else len(calls) <= first
-            assert (index._query_one(query, 3, limit) is None) == capped  # the plain path's
+            plain_path = index._finder.one(index._store, query, 3, limit) is None
+            assert plain_path == capped
 
         check()
 

@@ -38,7 +38,7 @@ def test_add_query_get_remove(store_url: str) -> None:
         assert hits[0] == Match("a", fp, 0, 1.0)
         assert [m.doc_id for m in hits] == ["a", "b"]
         sig = index.signature(ARTICLE)
-        assert sig is not None and len(sig.sketch) == 64
+        assert sig is not None and len(sig.sketch) == 64 + 1024  # b-bit part, evidence
         assert index.get("a") == Document(
             "a", fp, ARTICLE, {"src": "t"}, sig.sketch, sig.bands.astype(">u4").tobytes()
         )

@@ -171,7 +171,8 @@ def test_every_surface_prepares_the_same_documents(tmp_path: Path, rows: list[Re
     # any preparing (its wire), so they are left out here.
     sendable = [r for r in rows if _encodable(r.doc_id) and _encodable(r.text)]
     want = [e for r, e in zip(rows, expected) if r in sendable]
-    assert _serve(str(root / "serve"), sendable) == want
+    if sendable:  # an empty batch is refused as such (400 empty_batch)
+        assert _serve(str(root / "serve"), sendable) == want
 
 
 def _encodable(text: str) -> bool:

@@ -23,6 +23,8 @@ import httpx
 
 from simhash_hbase import Document, SimhashIndex
 from simhash_hbase.errors import IndexBusy, IndexNotFound
+from simhash_hbase.store import Store
+from simhash_hbase.store.lock import fingerprint_locks
 
 from .serve_server import live_server
 
@@ -308,14 +310,14 @@ def test_sole_writer_waits_then_refuses_naming_the_holder(tmp_path: Path) -> Non
 
 
 class _NoSection:
-    """The embedded store without its write section: check-and-add then locks each
-    fingerprint in meta rows, as on HBase."""
+    """The embedded store holding fingerprints as HBase does: check-and-add then
+    locks each fingerprint in meta rows (:func:`fingerprint_locks`)."""
 
-    def __init__(self, store: object) -> None:
+    def __init__(self, store: Store) -> None:
         self._held = store
 
-    def write_section(self) -> contextlib.AbstractContextManager[bool]:
-        return contextlib.nullcontext(False)
+    def exclusive(self, owner: str, fps: set[int]) -> contextlib.AbstractContextManager[set[int]]:
+        return fingerprint_locks(self._held, owner, fps)
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._held, name)

@@ -67,7 +67,9 @@ FLAGS = {
 #: What to do about a skipped record, by kind.
 PROBLEM_HINTS = {
     Problem.TOO_LARGE: "raise --max-bytes or split the document",
-    Problem.NOT_UTF8: "re-encode it as UTF-8 (from GBK: iconv -f GB18030 -t UTF-8)",
+    # no charset named: a guess would "succeed" into mojibake (Big5 read as GB18030)
+    Problem.NOT_UTF8: "re-encode it as UTF-8 from the charset it is in "
+    "(iconv -f THAT-CHARSET -t UTF-8), or declare that charset in the page's <meta>",
     Problem.MISSING_FIELD: "set --id-field/--text-field",
     Problem.WRONG_TYPE: "make it a JSON string",
     Problem.MALFORMED: "fix or remove the record",
@@ -264,6 +266,8 @@ def predicate(k: int, lsh: MinHashParams | None, probes: int = 0) -> str:
         near = f"k<={k}, or distance<={bound(k, probes)} with one of {probes} probes within {k}"
     if lsh is None:
         return near
+    if lsh.evidence:  # every sketch of the index carries evidence: the similarity decides
+        return f"similarity>={lsh.threshold}; without a sketch: {near}"
     return f"{near} (and similarity>={lsh.floor}), or similarity>={lsh.threshold}"
 
 

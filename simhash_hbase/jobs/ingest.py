@@ -30,8 +30,9 @@ from simhash_hbase.errors import InvalidInput, InvalidSetting, RejectedRecord, S
 from simhash_hbase.fingerprint.minhash import MinHashParams
 from simhash_hbase.fingerprint.probes import check_probes
 from simhash_hbase.fingerprint.simhash import FingerprintParams
-from simhash_hbase.index.client import SimhashIndex, gc_paused
+from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.index.manifest import Wanted
+from simhash_hbase.index.write import gc_paused
 from simhash_hbase.jobs import checkpoint as checkpoint_mod
 from simhash_hbase.jobs.checkpoint import (
     Checkpoint,

@@ -97,14 +97,14 @@ class WriteSection(_Locked):
         self._depth = 0
 
     @contextmanager
-    def held(self) -> Iterator[bool]:
-        """Held (True, as :meth:`Store.write_section` says) till the block ends."""
+    def held(self) -> Iterator[None]:
+        """Held till the block ends (:meth:`Store.write_section`)."""
         with self._mutex:
             if self._depth == 0:
                 fcntl.flock(self.fd(), fcntl.LOCK_EX)  # waits; the GIL is released
             self._depth += 1
             try:
-                yield True
+                yield
             finally:
                 self._depth -= 1
                 if self._depth == 0:

@@ -20,10 +20,16 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
-from simhash_hbase.errors import IndexNotFound, InvalidIndexUrl, StoreCorrupt, StoreError
+from simhash_hbase.errors import (
+    IndexNotFound,
+    InvalidIndexUrl,
+    InvalidInput,
+    StoreCorrupt,
+    StoreError,
+)
 from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
-from simhash_hbase.store.base import CellsOf, IndexCell
+from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell
 from simhash_hbase.store.hbase import tables as hbase_tables
 from simhash_hbase.store.hbase.settings import (
     BUCKETS,
@@ -38,6 +44,7 @@ from simhash_hbase.store.hbase.settings import (
 from simhash_hbase.store.hbase.thrift1 import Thrift1Transport
 from simhash_hbase.store.hbase.thrift2 import Thrift2Transport, gateway_api
 from simhash_hbase.store.hbase.transport import Page, Row, Transport, first_contact
+from simhash_hbase.store.lock import fingerprint_locks
 
 #: The manifest entries of a bucket-layout index: format 2 (versions that know only
 #: format 1 refuse it, rather than write 13-byte rows into it).
@@ -402,9 +409,22 @@ class HBaseStore:
             self.tables["meta"], {}, {name.encode(): [_META_COL]}, _clock.pair()[0]
         )
 
-    def write_section(self) -> AbstractContextManager[bool]:
-        """None across replicas: check-and-add locks fingerprints in meta rows."""
-        return nullcontext(False)
+    def write_section(self) -> AbstractContextManager[None]:
+        """None across replicas: rows are claimed one by one (claim_docs)."""
+        return nullcontext()
+
+    def exclusive(self, owner: str, fps: set[int]) -> AbstractContextManager[set[int]]:
+        """A lock row per fingerprint in the meta table (:func:`fingerprint_locks`)."""
+        return fingerprint_locks(self, owner, fps)
+
+    def load(self, blocks: Iterable[tuple[Sequence[CellBlock], Sequence[Document]]]) -> int:
+        raise InvalidInput(f"{self.url} has no bulk load (the embedded store has); ingest")
+
+    def merge_fresh(self, on_part: Callable[[int, int, int], None] | None = None) -> int:
+        return 0  # no tiers: HBase compacts its own files
+
+    def warm(self) -> int:
+        return 0  # nothing mapped here: the region servers cache
 
     def run_lock(self, job: str, wait: float = 0.0) -> AbstractContextManager[None]:
         """Not locked: one ingest per HBase index at a time is the operator's to keep."""
@@ -642,9 +662,7 @@ class HBaseStore:
         }
 
     def close(self) -> None:
-        transport = getattr(self, "transport", None)
-        if transport is not None:
-            transport.close()
+        self.transport.close()
 
     def __enter__(self) -> HBaseStore:
         return self

@@ -10,7 +10,6 @@ index.
 from __future__ import annotations
 
 import codecs
-import contextlib
 import io
 import json
 import os
@@ -21,8 +20,14 @@ from typing import Any, BinaryIO
 
 from simhash_hbase.errors import InvalidInput, InvalidSetting
 from simhash_hbase.records import BadRecord, Problem, Record
-from simhash_hbase.text.extract import decode, to_text
-from simhash_hbase.text.html import DEFAULT_HTML_MODE, HTML_MODES
+from simhash_hbase.text.charset import Undecodable, decode_bytes
+from simhash_hbase.text.extract import to_text
+from simhash_hbase.text.html import (
+    DEFAULT_HTML_MODE,
+    HTML_MODES,
+    declared_charset,
+    looks_like_html,
+)
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 #: Peak memory of indexing one record, per byte of it (measured with `shdb ingest`
@@ -220,13 +225,22 @@ def unreadable(where: str, exc: OSError) -> BadRecord:
     return BadRecord(where, f"cannot read it: {exc.strerror or exc}", 0, Problem.UNREADABLE)
 
 
-def decoded(raw: bytes, where: str, doc_id: str, fmt: str) -> Record | BadRecord:
-    """A whole document's bytes as text: UTF-8, or for a page (``fmt`` html) the
-    charset its ``<meta>`` declares."""
+def decoded(
+    raw: bytes, where: str, doc_id: str, fmt: str, declared: str | None = None
+) -> Record | BadRecord:
+    """A whole document's bytes as text: UTF-8 (or UTF-16/32 by its BOM), else by
+    evidence (:func:`~simhash_hbase.text.charset.decode_bytes`): the charset that
+    ``declared`` (a Content-Type's) or a page's ``<meta>`` names, if a detector
+    agrees; for a page that is a ``fmt`` html document or a text holding a whole page."""
     text = decode_text(raw, where)
-    if isinstance(text, BadRecord) and text.problem is Problem.NOT_UTF8 and fmt == "html":
-        with contextlib.suppress(InvalidInput):  # else the UTF-8 error: where the bad byte is
-            text = decode(raw, "html")
+    bad = text if isinstance(text, BadRecord) else None
+    if bad is not None and bad.problem is Problem.NOT_UTF8 and wide_encoding(raw[:4]) is None:
+        if declared is None and (fmt == "html" or looks_like_html(raw.decode("latin-1"))):
+            declared = declared_charset(raw)
+        try:
+            text = decode_bytes(raw, declared)
+        except Undecodable as exc:
+            return bad._replace(reason=f"{exc}")
     if isinstance(text, BadRecord):
         return text
     return Record(doc_id, text, None, where, len(raw))
