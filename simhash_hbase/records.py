@@ -169,9 +169,28 @@ class OnError(str, Enum):
 
 
 @dataclass
-class IngestSummary:
-    records: int = 0  # read from the input, good and bad
+class Written:
+    """What writing documents did to the index, by id: ``added`` (not held before),
+    ``replaced`` (held with another fingerprint) and ``unchanged`` (held with this
+    one), so that a re-run of an ingest does not call what it already held new."""
+
     added: int = 0
+    replaced: int = 0
+    unchanged: int = 0
+
+    @property
+    def written(self) -> int:
+        return self.added + self.replaced + self.unchanged
+
+    def add(self, other: Written) -> None:
+        self.added += other.added
+        self.replaced += other.replaced
+        self.unchanged += other.unchanged
+
+
+@dataclass
+class IngestSummary(Written):
+    records: int = 0  # read from the input, good and bad
     duplicates: int = 0  # new documents that have near-copies (each reported once)
     skipped: list[BadRecord] = field(default_factory=list)
     bytes_read: int = 0
@@ -181,7 +200,7 @@ class IngestSummary:
 
     @property
     def docs_per_second(self) -> float:
-        return self.added / self.seconds if self.seconds > 0 else 0.0
+        return self.written / self.seconds if self.seconds > 0 else 0.0
 
 
 def fingerprint_to_hex(fp: int) -> str:

@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +15,7 @@ from simhash_hbase import InvalidIndexUrl, SimhashIndex, StoreUnavailable
 from simhash_hbase.errors import StoreClosed, StoreError
 from simhash_hbase.store import open_store
 from simhash_hbase.store.hbase import tables as hbase_tables
+from simhash_hbase.store.hbase.settings import parse_url
 from simhash_hbase.store.hbase.store import HBaseStore
 
 from .conftest import HBASE_APIS, fresh_hbase_url, gateway_address
@@ -118,6 +123,35 @@ def test_unreachable_hbase_says_what_to_do() -> None:
 def test_bad_hbase_urls(url: str, message: str) -> None:
     with pytest.raises(InvalidIndexUrl, match=message):
         SimhashIndex.open(url)
+
+
+def test_a_url_without_a_port_names_the_thrift2_gateway() -> None:
+    assert parse_url("hbase://h?prefix=p")["port"] == 9091  # the fast one (issue 43)
+
+
+@pytest.mark.hbase
+@pytest.mark.parametrize("layout", ["", "&layout=rows"])
+def test_a_new_index_in_the_slow_layout_is_warned_about_first(
+    hbase_api: str, hbase_url: str, layout: str, tmp_path: Path
+) -> None:
+    """As a user sees it (a process of its own: the warning is the library's log
+    record, which Python prints on stderr when nothing else handles it)."""
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(json.dumps({"id": "a", "text": "海量网页去重的局部敏感哈希"}) + "\n", "utf-8")
+    result = subprocess.run(
+        [sys.executable, "-m", "simhash_hbase", "ingest", "--create", str(corpus),
+         "-i", hbase_url + layout],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    warned = "WARNING: creating" in result.stderr
+    assert warned == (hbase_api == "thrift1" and not layout), result.stderr
+    if warned:  # before the index was created, and with what to do
+        assert result.stderr.index("WARNING") < result.stderr.index("created a new, empty index")
+        assert "hbase://HOST:9091" in result.stderr and "&layout=rows" in result.stderr
+    again = shdb("ingest", str(corpus), "-i", hbase_url + layout)
+    assert again.exit_code == 0 and "WARNING" not in again.stderr  # said once, at creation
 
 
 def test_shell_script_in_schema_is_generated_from_the_json() -> None:

@@ -57,6 +57,7 @@ from simhash_hbase.records import (
     Lookup,
     Matches,
     Record,
+    Written,
     check_limit,
 )
 from simhash_hbase.store import IndexCell, Store, open_store
@@ -215,7 +216,7 @@ class SimhashIndex:
     def sole_writer(self, job: str, wait: float = 0.0) -> AbstractContextManager[None]:
         """Hold the index for one writing job (an ingest run) till the block ends: a
         second job is refused (after ``wait`` s) with :class:`IndexBusy` naming the
-        holder; readers never wait. Embedded only (:meth:`Store.run_lock`)."""
+        holder; readers never wait. Both stores (:meth:`Store.run_lock`)."""
         return self._store.run_lock(job, wait)
 
     # job state (e.g. ingest checkpoints): small JSON records in the meta table
@@ -261,13 +262,16 @@ class SimhashIndex:
         checked: bool = False,
         limit: int | None = DEFAULT_LIMIT,
         before_write: Callable[[list[Lookup]], None] | None = None,
+        tally: Written | None = None,
     ) -> list[Lookup]:
         """Write one batch atomically per row; with ``find_k``, each new document
         that has near-copies among the held and the earlier documents of the batch,
         with at most ``limit`` of them (nearest first) and their count, handed to
-        ``before_write`` before anything is written: see :meth:`Writer.add_documents`."""
-        store = self._store
-        return self._writer.add_documents(store, docs, find_k, probes, checked, limit, before_write)
+        ``before_write`` before anything is written, and ``tally`` counting those added,
+        replaced and held unchanged: see :meth:`Writer.add_documents`."""
+        return self._writer.add_documents(
+            self._store, docs, find_k, probes, checked, limit, before_write, tally
+        )
 
     def check_and_add(
         self,

@@ -22,7 +22,7 @@ from simhash_hbase.index.lookup import Finder
 from simhash_hbase.layout import codec
 from simhash_hbase.layout.nets import first_band_flag
 from simhash_hbase.layout.scheme import Scheme
-from simhash_hbase.records import Document, Lookup, Matches, check_limit
+from simhash_hbase.records import Document, Lookup, Matches, Written, check_limit
 from simhash_hbase.store import CellBlock, IndexCell, Store
 
 BULK_BATCH = 500_000  # documents a bulk load reads and spills at a time
@@ -68,6 +68,7 @@ class Writer:
         checked: bool = False,
         limit: int | None = None,
         before_write: Callable[[list[Lookup]], None] | None = None,
+        tally: Written | None = None,
     ) -> list[Lookup]:
         """:meth:`SimhashIndex.add_documents`: the new documents' near-copies
         (with ``find_k``; :meth:`Finder.find_at_insert`), then the write.
@@ -75,6 +76,8 @@ class Writer:
         ``before_write`` gets the near-duplicates found before anything is written:
         an ingest saves them durably there, so that a stop between the write and
         the report never loses them (see :mod:`simhash_hbase.jobs.ingest`).
+        ``tally`` counts the documents added, replaced and held unchanged (a re-run
+        does not call what the index held already new).
 
         ``probes``, one list per document (its fingerprint first, see
         :mod:`simhash_hbase.fingerprint.probes`), makes that lookup a probed one.
@@ -101,7 +104,9 @@ class Writer:
                 found = self.finder.find_at_insert(store, pairs, find_k, limit)
             if before_write is not None:
                 before_write(found)
-            self.write(store, latest)
+            written = self.write(store, latest)
+        if tally is not None:
+            tally.add(written)
         return found
 
     def check_and_add(
@@ -182,11 +187,11 @@ class Writer:
                 pause = min(pause * 2, 0.1)
         return found
 
-    def write(self, store: Store, latest: dict[str, Document]) -> None:
+    def write(self, store: Store, latest: dict[str, Document]) -> Written:
         """One batch of documents by id (see :meth:`add_documents`). The batch owns
         the docs rows it replaces (:meth:`StoreBatch.claim_docs`), so the cells it
         deletes are those of the version it replaces, even with other writers of the
-        same ids at work."""
+        same ids at work; the versions it replaced say what it did to each id."""
         with store.batch() as batch:
             state = batch.claim_docs(latest, self.cells)
             changed = [
@@ -205,6 +210,7 @@ class Writer:
                 batch.put_index(block)
             if not docs_first:
                 batch.put_docs(new)
+        return Written(len(latest) - len(state), len(changed), len(state) - len(changed))
 
     def remove(self, store: Store, doc_id: str) -> bool:
         """Delete a document and all its index cells; False if it was not there."""

@@ -190,10 +190,10 @@ def _write_stream(
             checked=True,
             limit=options.limit,
             before_write=before,
+            tally=summary,
         )
         checkpoint_mod.fault("written")
         summary.duplicates += len(found)
-        summary.added += len(docs)
         summary.seconds = time.perf_counter() - started
         if journal is not None:
             journal.committed(summary, found)
@@ -451,7 +451,7 @@ def ingest(
         earlier.report_bytes = report.size()
     done = earlier.records
     summary = write(done, None, options, Commits(checkpoint, report, earlier))
-    summary.added += redone.added
+    summary.add(redone)
     summary.duplicates += redone.duplicates
     summary.resumed_after = done
     summary.skipped[:0] = earlier.skipped

@@ -152,7 +152,9 @@ class Store(Maintenance, Protocol):
         so two runs never share a checkpoint or a report; another run holding it
         makes this wait up to ``wait`` s, then raise :class:`IndexBusy` naming its
         pid and start time. Readers never wait for it. Embedded: ``flock`` on
-        ``shdb-run.lock`` (a killed holder leaves none); HBase: not locked."""
+        ``shdb-run.lock`` (a killed holder leaves none); HBase: a lease row in meta
+        (:class:`~simhash_hbase.store.lock.LeaseLock`: a killed holder's lease ends
+        within a minute, at once for a run on its host)."""
         ...
 
     def batch(self) -> AbstractContextManager[StoreBatch]: ...

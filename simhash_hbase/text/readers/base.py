@@ -60,10 +60,18 @@ class SourceOptions:
     #: The id or text field was named by the user: an input that is not read as
     #: records is then refused, not read as one document with the names ignored.
     fields_given: bool = False
+    #: False: records need no id field (an IDF table counts texts only); each is
+    #: then named by where it was read (file:line).
+    needs_id: bool = True
+
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The fields every record must have."""
+        return (self.id_field, self.text_field) if self.needs_id else (self.text_field,)
 
     def __post_init__(self) -> None:
         if self.columns is not None:
-            _check_columns(self.columns, self.id_field, self.text_field)
+            _check_columns(self.columns, self.fields)
         if self.html not in HTML_MODES:
             raise InvalidSetting(
                 "html", f"unknown HTML mode {self.html!r}; one of: {', '.join(HTML_MODES)}"
@@ -81,11 +89,11 @@ class SourceOptions:
             )
 
 
-def _check_columns(columns: tuple[str, ...], id_field: str, text_field: str) -> None:
+def _check_columns(columns: tuple[str, ...], fields: tuple[str, ...]) -> None:
     given = ",".join(columns)
     if len(set(columns)) != len(columns) or not all(columns):
         raise InvalidSetting("columns", f"{given!r}: the names must be distinct and non-empty")
-    missing = [name for name in (id_field, text_field) if name not in columns]
+    missing = [name for name in fields if name not in columns]
     if missing:
         raise InvalidSetting(
             "columns",
