@@ -19,6 +19,7 @@ See docs/scrapy.md.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import math
 import os
@@ -46,6 +47,7 @@ from simhash_hbase.errors import (
     ShdbError,
     StoreError,
 )
+from simhash_hbase.fingerprint.minhash import check_similarity
 from simhash_hbase.integrations.indexer import Answer, IndexProcess
 from simhash_hbase.integrations.item_fields import TAG_FIELD, FieldWatch, Said, untaggable
 from simhash_hbase.records import Matches
@@ -91,6 +93,8 @@ class PipelineSettings:
     #: The crawl stops when none of its first this many items has the fields read
     #: (0: never); the first item without them is a warning (item_fields.FieldWatch).
     field_check_items: int = 100
+    #: The similarity items are judged at (docs/nets.md); None: the index's.
+    similarity: float | None = None
 
     @classmethod
     def from_scrapy(cls, settings: Any) -> PipelineSettings:
@@ -157,8 +161,13 @@ _KINDS = {
 def _setting(settings: Any, name: str, default: Any) -> Any:
     """The value of ``name``, of its default's kind (index: a string): Scrapy's own
     conversion, as ``scrapy crawl -s NAME=VALUE`` gives strings."""
-    kind = str if default is MISSING else type(default)
     value = settings.get(name)
+    if name == "SHDB_SIMILARITY":  # a threshold, None by default: minhash's own check
+        try:
+            return _similarity_setting(value)
+        except InvalidSetting as exc:
+            raise InvalidSetting(name, str(exc)) from None
+    kind = str if default is MISSING else type(default)
     try:
         if kind is bool:
             return settings.getbool(name)
@@ -243,7 +252,8 @@ class NearDuplicatePipeline:
             if _is_service(url):
                 from simhash_hbase.index.remote import RemoteIndex
 
-                self._index = await self._run(RemoteIndex, url)
+                remote = await self._run(RemoteIndex, url)
+                self._index = remote.at_similarity(self.settings.similarity)
             else:
                 self._indexer = await self._run(self._index_process(url).opened)
         except ShdbError as exc:
@@ -498,6 +508,7 @@ class NearDuplicatePipeline:
             fed,
             [p.item for p in batch[fed:]],
             self.settings.limit,
+            self.settings.similarity,
         )
         return self._retrying(check)
 
@@ -648,6 +659,17 @@ def _fields(item: Any) -> Fields:
     from itemadapter import ItemAdapter
 
     return ItemAdapter(item)
+
+
+def _similarity_setting(raw: Any) -> float | None:
+    """SHDB_SIMILARITY: a number in (0, 1] (a string from the command line too)."""
+    if raw is None:
+        return None
+    value = raw
+    if isinstance(raw, str):
+        with contextlib.suppress(ValueError):  # not a number: check_similarity says so
+            value = float(raw)
+    return check_similarity(value, "SHDB_SIMILARITY")
 
 
 def _local_index(settings: Any) -> str | None:
