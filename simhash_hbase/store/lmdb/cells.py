@@ -74,9 +74,7 @@ _NUM = struct.Struct(">I")
 _HEAD = struct.Struct(">IQ")  # a docs row: number, fingerprint, then packed columns
 _BARE = np.dtype([("num", ">u4"), ("fp", ">u8")])
 _ID_COLUMN = b"_id"
-_COLUMNS = attrgetter("text", "meta", "sketch", "bands")  # a document's optional columns
 _DOC_ID = attrgetter("doc_id")
-_NO_COLUMNS = (None, None, None, None)  # == compares each: "" or {} is a column
 #: The number of a bucket cell that marks its lead as spilled (never a document's:
 #: numbers stop at MAX_DOCUMENTS - 1).
 SPILLED = b"\xff\xff\xff\xff"

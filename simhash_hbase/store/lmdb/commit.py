@@ -10,14 +10,13 @@ from typing import Any
 
 import numpy as np
 
+from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
 from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell
 from simhash_hbase.store.lmdb import tuning
 from simhash_hbase.store.lmdb.buckets import _append_cells, _check_room, _holds, _remove_cells
 from simhash_hbase.store.lmdb.cells import (
     _BARE,
-    _COLUMNS,
-    _NO_COLUMNS,
     _NUM,
     CELL_BYTES,
     FRESH,
@@ -198,7 +197,7 @@ class CompactBatch:
         if not raws or max(map(len, raws)) >= self._t.h.max_key:
             return
         docs = [latest[raw] for raw in raws]
-        if not all(map(_NO_COLUMNS.__eq__, map(_COLUMNS, docs))):
+        if not codec.bare(docs):
             return
         heads = np.empty(len(raws), dtype=_BARE)
         heads["num"] = np.fromiter(map(nums.__getitem__, raws), dtype=np.uint32, count=len(raws))
@@ -396,7 +395,7 @@ class _Commit:
         fps = [latest[raw].fingerprint for raw in raws]
         nums = self._number(raws, create=True)
         self._named.update(zip(nums, zip(fps, raws)))  # type: ignore[arg-type]
-        bare = short and all(map(_NO_COLUMNS.__eq__, map(_COLUMNS, latest.values())))
+        bare = short and codec.bare(latest.values())
         if bare:  # number and fingerprint only: packed in one NumPy pass
             rows = np.empty(len(raws), dtype=_BARE)
             rows["num"] = np.array(nums, dtype=np.uint32)

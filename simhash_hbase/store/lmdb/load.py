@@ -12,14 +12,13 @@ from typing import Any
 import numpy as np
 
 from simhash_hbase.errors import StoreError
+from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
 from simhash_hbase.store.base import CellBlock
 from simhash_hbase.store.lmdb.buckets import _check_room
 from simhash_hbase.store.lmdb.cells import (
     _BARE,
-    _COLUMNS,
     _DOC_ID,
-    _NO_COLUMNS,
     CELL,
     CELL_BYTES,
     FRESH,
@@ -114,9 +113,7 @@ def _load_rows(
     keys = np.ascontiguousarray(heads["num"]).view("V4").tolist()
     fp8 = np.ascontiguousarray(heads["fp"]).view("V8").tolist()
     txn.cursor(tables.names).putmulti(zip(keys, map(bytes.__add__, fp8, raws)), append=True)
-    bare = max(map(len, raws)) < tables.h.max_key and all(
-        map(_NO_COLUMNS.__eq__, map(_COLUMNS, docs))
-    )
+    bare = max(map(len, raws)) < tables.h.max_key and codec.bare(docs)
     if bare:  # number and fingerprint only: the head is the whole row
         keys, values = raws, heads.view(f"V{_BARE.itemsize}").tolist()
     else:
