@@ -7,6 +7,7 @@ Scrapy pipeline's index process, each against
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import warnings
 from pathlib import Path
@@ -79,7 +80,9 @@ def _outcome(found: Prepared | BadRecord | Document) -> Outcome:
 def _stored(index: SimhashIndex, doc_id: str) -> Outcome:
     found = index.get(doc_id)
     assert found is not None, doc_id
-    return ("doc", found)
+    # The cluster is the lookup's verdict (check-and-add paths make one), not the
+    # preparer's: compared elsewhere (tests/test_clusters.py).
+    return ("doc", dataclasses.replace(found, cluster=None))
 
 
 def _library(index: SimhashIndex, rows: list[Record]) -> list[Outcome]:
