@@ -43,7 +43,7 @@ from simhash_hbase.fingerprint.simhash import (
     idf_table,
     register_idf,
 )
-from simhash_hbase.index.lookup import batch_near, bucket_docs, judged
+from simhash_hbase.index.lookup import batch_near, bucket_docs, judged, with_times
 from simhash_hbase.index.manifest import (
     MANIFEST,
     Wanted,
@@ -68,6 +68,8 @@ from simhash_hbase.records import (
     Matches,
     Record,
     check_limit,
+    now_ms,
+    parse_time,
 )
 from simhash_hbase.store import CellBlock, IndexCell, Store, open_store
 from simhash_hbase.store.lock import fingerprint_locks
@@ -328,12 +330,14 @@ class SimhashIndex:
         meta: dict[str, Any] | None = None,
         *,
         store_text: bool = False,
+        time: str | float | None = None,
     ) -> int:
         """Index ``text`` under ``doc_id`` (replacing an earlier version); its fingerprint.
+        ``time``: when it arrived (RFC 3339, or seconds since the epoch; None: now).
         A record that cannot be indexed raises what :func:`prepare` found
         (:class:`InvalidInput`; no usable terms: :class:`EmptyDocument`)."""
         found = prepare(
-            Record(doc_id, text, meta),
+            Record(doc_id, text, meta, time=None if time is None else parse_time(time)),
             Preparer(self.fingerprinter, self.minhasher),
             store_text=store_text,
         )
@@ -342,8 +346,17 @@ class SimhashIndex:
         self.add_documents([found.doc], checked=True)
         return found.doc.fingerprint
 
-    def add_fingerprint(self, doc_id: str, fp: int, meta: dict[str, Any] | None = None) -> None:
-        self.add_documents([Document(doc_id, check_fingerprint(fp), None, meta)])
+    def add_fingerprint(
+        self,
+        doc_id: str,
+        fp: int,
+        meta: dict[str, Any] | None = None,
+        *,
+        time: str | float | None = None,
+    ) -> None:
+        """Index a fingerprint under ``doc_id``; ``time`` as :meth:`add`'s."""
+        when = now_ms() if time is None else parse_time(time)
+        self.add_documents([Document(doc_id, check_fingerprint(fp), None, meta, time=when)])
 
     def add_documents(
         self,
@@ -775,7 +788,7 @@ class SimhashIndex:
         cost.candidates += cells
         hits = [(i, cand, dist) for i, cand in docs if (dist := (cand ^ fp).bit_count()) <= k]
         hits.sort(key=_by_distance)
-        return Matches([Match(*hit) for hit in hits[:limit]], len(hits))
+        return with_times(store, [Matches([Match(*hit) for hit in hits[:limit]], len(hits))])[0]
 
     def _near_many(
         self, fps: list[int], k: int, row_cap: int | None
@@ -928,7 +941,8 @@ class SimhashIndex:
             # Cells and their docs row commit in one transaction, or cells are
             # written after their docs row and deleted before it changes: no cell
             # can disagree with its document, so the confirming read is not needed.
-            return [_ranked(near, limit, *count) for near, count in zip(hits, counts)]
+            done = [_ranked(near, limit, *count) for near, count in zip(hits, counts)]
+            return with_times(self._store, done)
         ranked = [sorted(near, key=_hit_order(near)) for near in hits]
         held: dict[str, int | None] = {}  # id -> fingerprint in its docs row (None: no row)
         while ask := sorted({i for order in ranked for i, _ in _unsure_head(order, held, limit)}):
@@ -940,7 +954,7 @@ class SimhashIndex:
             shown = [(i, fp) for i, fp in order if held.get(i, fp) == fp][:limit]
             matches = (Match(i, fp, near[(i, fp)]) for i, fp in shown)
             results.append(Matches(matches, total - stale, exact))
-        return results
+        return with_times(self._store, results)
 
     def _counts(
         self, hits: list[dict[tuple[str, int], int]], cut: dict[int, bytes]
@@ -1026,7 +1040,10 @@ class SimhashIndex:
                 total, hits = self._batch_matches(result, doc, probes, old, written, ingest, k)
                 for t, dist, sim in near[s]:
                     total += count[t]
-                    hits += [Match(i, distinct[t][0][0], dist, sim) for i in nearest[t]]
+                    hits += [
+                        Match(i, distinct[t][0][0], dist, sim, docs[written[i][0]][0].time)
+                        for i in nearest[t]
+                    ]
                 hits = sorted(hits, key=_match_order)[:limit]
             # else (most documents): nothing held near, nothing near in the batch so far
             # a key in a large group was judged against bounded neighbours: its count

@@ -113,8 +113,27 @@ def judged(
     results: list[Matches] = []
     for q, (lo, hi) in enumerate(pairwise(bounds)):
         top = range(lo, hi if limit is None else min(hi, lo + limit))
-        shown = [Match(ids[doc[i]], int(held_fp[doc[i]]), int(dist[i]), _sim(sim[i])) for i in top]
+        shown = [
+            Match(ids[d], int(held_fp[d]), int(dist[i]), _sim(sim[i]), held[d].time)  # type: ignore[union-attr]
+            for i in top
+            for d in (doc[i],)
+        ]
         results.append(Matches(shown, hi - lo, not partial[q]))
+    return results
+
+
+def with_times(store: Store, results: list[Matches]) -> list[Matches]:
+    """Each shown match with its document's time (:attr:`Match.time`), in one
+    multi-get of the documents shown (a lookup that found nothing reads nothing)."""
+    ids = sorted({m.doc_id for matches in results for m in matches if m.time is None})
+    if not ids:
+        return results
+    docs = store.get_docs(ids)
+    for matches in results:
+        for at, m in enumerate(matches):
+            held = docs.get(m.doc_id)
+            if m.time is None and held is not None and held.fingerprint == m.fingerprint:
+                matches[at] = m._replace(time=held.time)
     return results
 
 

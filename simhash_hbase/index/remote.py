@@ -35,6 +35,7 @@ from simhash_hbase.records import (
     Matches,
     fingerprint_to_hex,
     parse_fingerprint_hex,
+    parse_time,
 )
 
 TOKEN_ENV = "SHDB_TOKEN"
@@ -178,9 +179,8 @@ class RemoteIndex:
         status, body = self._call("GET", _doc_path(doc_id), None, {})
         if status == 404:
             return None
-        return Document(
-            body["id"], parse_fingerprint_hex(body["fingerprint"]), body["text"], body["meta"]
-        )
+        fp = parse_fingerprint_hex(body["fingerprint"])
+        return Document(body["id"], fp, body["text"], body["meta"], time=_time(body))
 
     def remove(self, doc_id: str) -> bool:
         """Delete a document; False if it was not there."""
@@ -342,7 +342,19 @@ def _body(items: list[dict[str, Any]]) -> bytes:
 
 def _matches(result: dict[str, Any]) -> Matches:
     found = (
-        Match(m["id"], parse_fingerprint_hex(m["fingerprint"]), m["distance"], m["similarity"])
+        Match(
+            m["id"],
+            parse_fingerprint_hex(m["fingerprint"]),
+            m["distance"],
+            m["similarity"],
+            _time(m),
+        )
         for m in result["matches"]
     )
     return Matches(found, result["total"], result["total_exact"])
+
+
+def _time(item: dict[str, Any]) -> int | None:
+    """A served document's or match's time (a service before times: None)."""
+    value = item.get("time")
+    return None if value is None else parse_time(value)

@@ -20,9 +20,10 @@ import numpy as np
 
 from simhash_hbase import _native as native
 from simhash_hbase.errors import InvalidInput, StoreCorrupt, StoreError
-from simhash_hbase.records import Document
+from simhash_hbase.records import MAX_TIME_MS, MIN_TIME_MS, Document
 
 FINGERPRINT_BYTES = 8
+TIME_BYTES = 8
 ROWKEY_BYTES = 13
 PREFIX_BYTES = 5
 MAX_DOC_ID_BYTES = 1024
@@ -40,6 +41,7 @@ COL_TEXT = b"f:text"
 COL_META = b"f:meta"
 COL_SKETCH = b"f:s"  # the b-bit MinHash sketch (<= 64 bytes)
 COL_BANDS = b"f:b"  # the LSH band keys, 4 bytes each, big-endian
+COL_TIME = b"f:t"  # when the document arrived: ms since the epoch, 8 bytes big-endian signed
 COL_OWNER = b"f:o"  # HBase: the token of the writer that owns the row (SPEC, "Writers")
 MAX_SKETCH_BYTES = 64
 BAND_BYTES = 4
@@ -248,6 +250,15 @@ def check_document(doc: Document) -> None:
             )
     if doc.bands is not None and len(doc.bands) % BAND_BYTES:
         raise InvalidInput(f"the band keys of {doc.doc_id!r} are not 4 bytes each")
+    if doc.time is not None and not _valid_time(doc.time):
+        raise InvalidInput(
+            f"the time of {doc.doc_id!r} must be ms since the epoch in the years 1 to 9999, "
+            f"got {doc.time!r:.40}"
+        )
+
+
+def _valid_time(ms: object) -> bool:
+    return isinstance(ms, int) and not isinstance(ms, bool) and MIN_TIME_MS <= ms <= MAX_TIME_MS
 
 
 _EXTRAS = attrgetter("text", "meta", "sketch", "bands")
@@ -265,10 +276,11 @@ def check_documents(docs: Sequence[Document]) -> None:
 
 def plain_documents_valid(docs: Sequence[Document]) -> bool:
     """True if ``docs`` are all of the common kind (string ids, int fingerprints,
-    no other column) and all valid, found in a few C-level passes; False says
-    nothing (check them one by one)."""
+    no other column than a time) and all valid, found in a few C-level passes;
+    False says nothing (check them one by one)."""
     ids = [doc.doc_id for doc in docs]
     fps = [doc.fingerprint for doc in docs]
+    times = [doc.time for doc in docs if doc.time is not None]
     if not (
         docs
         and set(map(type, ids)) == {str}
@@ -276,6 +288,14 @@ def plain_documents_valid(docs: Sequence[Document]) -> bool:
         and all(map(_NO_EXTRAS.__eq__, map(_EXTRAS, docs)))
         and min(fps) >= 0
         and max(fps) < 1 << 64
+        and (
+            not times
+            or (
+                set(map(type, times)) == {int}
+                and min(times) >= MIN_TIME_MS
+                and max(times) <= MAX_TIME_MS
+            )
+        )
     ):
         return False
     try:
@@ -316,13 +336,26 @@ def doc_to_columns(doc: Document) -> dict[bytes, bytes]:
         cols[COL_SKETCH] = doc.sketch
     if doc.bands is not None:
         cols[COL_BANDS] = doc.bands
+    if doc.time is not None:
+        cols[COL_TIME] = encode_time(doc.time)
     return cols
+
+
+def encode_time(ms: int) -> bytes:
+    return ms.to_bytes(TIME_BYTES, "big", signed=True)
+
+
+def decode_time(raw: bytes) -> int:
+    if len(raw) != TIME_BYTES:
+        raise StoreError(f"a stored time has {len(raw)} bytes, expected 8")
+    return int.from_bytes(raw, "big", signed=True)
 
 
 def doc_from_columns(doc_id: str, cols: Mapping[bytes, bytes]) -> Document:
     """A docs row read back; a damaged one (no fingerprint, bad UTF-8 or JSON) is a StoreCorrupt."""
     text = cols.get(COL_TEXT)
     meta = cols.get(COL_META)
+    time = cols.get(COL_TIME)
     try:
         return Document(
             doc_id=doc_id,
@@ -331,6 +364,7 @@ def doc_from_columns(doc_id: str, cols: Mapping[bytes, bytes]) -> Document:
             meta=None if meta is None else json.loads(meta),
             sketch=cols.get(COL_SKETCH),
             bands=cols.get(COL_BANDS),
+            time=None if time is None else decode_time(time),
         )
     except KeyError:
         reason = f"column {COL_FINGERPRINT.decode()} is missing"

@@ -356,7 +356,7 @@ def _lookup(item: Item | ApiError, prints: Iterator[Prints], lookup: bool) -> Lo
     if isinstance(item, ApiError):
         return item
     if item.text is not None:
-        record = Record(item.doc_id or "", item.text, item.meta)
+        record = Record(item.doc_id or "", item.text, item.meta, time=item.time)
         found = assemble(record, next(prints), item.store_text, lookup=lookup)
         if isinstance(found, BadRecord):
             return error_of(error_for(found))

@@ -38,6 +38,11 @@ _ITEM = {
         "fingerprint": _HEX,
         "meta": {"type": "object"},
         "store_text": {"type": "boolean", "default": False},
+        "time": {
+            "type": ["string", "number"],
+            "description": "when it arrived: RFC 3339 or seconds since the epoch "
+            "(default: when it is written)",
+        },
     },
 }
 _MATCH = {
@@ -47,6 +52,11 @@ _MATCH = {
         "distance": {"type": "integer"},
         "similarity": {"type": ["number", "null"]},
         "fingerprint": _HEX,
+        "time": {
+            "type": ["string", "null"],
+            "description": "when the document arrived, RFC 3339 UTC (null: stored before "
+            "documents had times)",
+        },
     },
 }
 _RESULT = {

@@ -60,6 +60,7 @@ _DOC_COLUMNS = (
     codec.COL_META,
     codec.COL_SKETCH,
     codec.COL_BANDS,
+    codec.COL_TIME,
 )
 _INDEX_FAMILY = b"d:"
 _OWNER = codec.COL_OWNER

@@ -6,7 +6,7 @@ other change in one last commit, which is what readers see change at once.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -16,13 +16,12 @@ from simhash_hbase.store.lmdb import tuning
 from simhash_hbase.store.lmdb.buckets import _append_cells, _check_room, _holds, _remove_cells
 from simhash_hbase.store.lmdb.cells import (
     _BARE,
-    _COLUMNS,
-    _NO_COLUMNS,
     _NUM,
     CELL_BYTES,
     FRESH,
     Buckets,
     Txn,
+    bare_rows,
     cell_rows,
     encode_id,
     grouped,
@@ -197,14 +196,9 @@ class CompactBatch:
         raws = sorted(raw for raw in latest if raw in nums)
         if not raws or max(map(len, raws)) >= self._t.h.max_key:
             return
-        docs = [latest[raw] for raw in raws]
-        if not all(map(_NO_COLUMNS.__eq__, map(_COLUMNS, docs))):
+        values = bare_rows([nums[raw] for raw in raws], [latest[raw] for raw in raws])
+        if values is None:
             return
-        heads = np.empty(len(raws), dtype=_BARE)
-        heads["num"] = np.fromiter(map(nums.__getitem__, raws), dtype=np.uint32, count=len(raws))
-        heads["fp"] = np.fromiter((d.fingerprint for d in docs), dtype=np.uint64, count=len(raws))
-        buf, size = heads.tobytes(), _BARE.itemsize
-        values = [buf[i : i + size] for i in range(0, len(buf), size)]
         step = -(-len(raws) // parts)
         for at in range(0, len(raws), step):
             with self._t.env.begin(write=True) as txn:
@@ -396,13 +390,10 @@ class _Commit:
         fps = [latest[raw].fingerprint for raw in raws]
         nums = self._number(raws, create=True)
         self._named.update(zip(nums, zip(fps, raws)))  # type: ignore[arg-type]
-        bare = short and all(map(_NO_COLUMNS.__eq__, map(_COLUMNS, latest.values())))
-        if bare:  # number and fingerprint only: packed in one NumPy pass
-            rows = np.empty(len(raws), dtype=_BARE)
-            rows["num"] = np.array(nums, dtype=np.uint32)
-            rows["fp"] = np.array(fps, dtype=np.uint64)
-            buf, step = rows.tobytes(), _BARE.itemsize
-            keys, values = raws, [buf[i : i + step] for i in range(0, len(buf), step)]
+        docs = [latest[raw] for raw in raws]
+        bare = bare_rows(cast(list[int], nums), docs) if short else None  # create: all numbered
+        if bare is not None:  # number, fingerprint (and time) only: one NumPy pass
+            keys, values = raws, bare
         else:
             keys = [self._h.fold(raw) for raw in raws]
             values = [

@@ -55,6 +55,8 @@ class SourceOptions:
     #: The id or text field was named by the user: an input that is not read as
     #: records is then refused, not read as one document with the names ignored.
     fields_given: bool = False
+    #: The field holding when a record arrived (``--time-field``); None: none.
+    time_field: str | None = None
 
     def __post_init__(self) -> None:
         if self.columns is not None:
