@@ -166,3 +166,65 @@ def test_serve_takes_and_returns_times(client) -> None:  # type: ignore[no-untyp
     assert (match["id"], match["time"]) == ("a", T0)
     bad = client.post("/v1/add", json={"id": "b", "text": ARTICLE, "time": "soon"})
     assert bad.status_code == 400 and "time" in bad.json()["error"]["message"]
+
+
+def _fingerprints(n: int) -> list[Document]:
+    return [
+        Document(f"k{i:05d}", (i * 0x9E3779B97F4A7C15) % (1 << 64), time=i * 1000) for i in range(n)
+    ]
+
+
+def test_remove_many_removes_every_cell_and_is_idempotent(store_url: str) -> None:
+    """Bulk removal in batches smaller than the list: the ids held are removed with
+    all their cells (verify clean), the others are named missing; run again (a run
+    cut short), it removes nothing more and stays clean."""
+    from simhash_hbase.jobs.verify import verify
+
+    docs = _fingerprints(300)
+    with SimhashIndex.open(store_url) as index:
+        index.add_documents(docs)
+        index.add("text", ARTICLE)
+        wanted = [d.doc_id for d in docs[::3]] + ["never-held", "text"]
+        removed = index.remove_many(wanted, batch_size=7)
+        assert removed == [i for i in wanted if i != "never-held"]
+        assert index.remove_many(wanted, batch_size=7) == []
+        assert verify(index).clean
+        assert index.query_fingerprint(docs[0].fingerprint, 0) == []
+        assert [m.doc_id for m in index.query_fingerprint(docs[1].fingerprint, 0)] == ["k00001"]
+        assert index.stats()["documents"] in (None, 200)
+
+
+def test_cli_remove_by_file_stdin_time_and_prefix(tmp_path: Path) -> None:
+    url = str(tmp_path / "ix")
+    with SimhashIndex.open(url) as index:
+        index.add_documents(_fingerprints(100))
+        index.add_documents([Document("z-untimed", 5)])
+    ids = tmp_path / "ids.txt"
+    ids.write_text("k00000\nk00001\n\nnope\n", encoding="utf-8")
+    out = shdb("remove", "--ids", str(ids), "-i", url, "--json")
+    assert out.exit_code == 0 and json.loads(out.stdout) == {"asked": 3, "removed": 2}
+    out = shdb("remove", "--ids", "-", "-i", url, stdin="k00002\r\nk00003\n")
+    assert out.exit_code == 0 and "removed 2 of 2" in out.stderr
+    # before 00:00:50 (epoch seconds): k00004..k00049; the untimed document is kept
+    out = shdb("remove", "--before", "50", "-i", url, "--json")
+    assert json.loads(out.stdout) == {"asked": 46, "removed": 46}
+    out = shdb("remove", "--id-prefix", "k0009", "--before", "1970-01-01T00:01:35Z", "-i", url)
+    assert "removed 5 of 5" in out.stderr  # k00090..k00094
+    with SimhashIndex.open(url, readonly=True) as index:
+        left = sorted(d.doc_id for d in index.documents())
+    assert left == [f"k{i:05d}" for i in range(50, 90)] + [f"k{i:05d}" for i in range(95, 100)] + [
+        "z-untimed"
+    ]
+    assert shdb("verify", "-i", url).exit_code == 0
+    assert shdb("remove", "a", "--ids", str(ids), "-i", url).exit_code == 2
+
+
+def test_serve_batch_delete(client) -> None:  # type: ignore[no-untyped-def]
+    items = [{"id": f"d{i}", "fingerprint": f"{i:016x}"} for i in range(5)]
+    client.post("/v1/add", json=items)
+    out = client.request("DELETE", "/v1/docs", json=["d1", "d3", "nope"])
+    assert out.json() == {"removed": ["d1", "d3"], "missing": ["nope"]}
+    assert client.get("/v1/docs/d1").status_code == 404
+    assert client.get("/v1/docs/d2").status_code == 200
+    assert client.request("DELETE", "/v1/docs", json=[1]).status_code == 400
+    assert client.delete("/v1/docs/d2").json() == {"id": "d2", "deleted": True}

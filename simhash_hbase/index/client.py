@@ -76,6 +76,8 @@ from simhash_hbase.store.lock import fingerprint_locks
 from simhash_hbase.text.extract import to_text
 
 DEFAULT_K = 3
+#: Ids a batch of :meth:`SimhashIndex.remove_many` (one multi-get, one write).
+REMOVE_BATCH = 10_000
 # How many times this process has forked: an index opened before a fork refuses
 # to be used in the child (see SimhashIndex._store).
 _FORKS = [0]
@@ -562,16 +564,31 @@ class SimhashIndex:
 
     def remove(self, doc_id: str) -> bool:
         """Delete a document and all its index cells; False if it was not there."""
-        codec.encode_doc_id(doc_id)
-        if doc_id not in self._store.get_docs([doc_id]):
-            return False
-        with self._store.write_section(), self._store.batch() as batch:
-            old = batch.claim_docs({doc_id: None}, self.cells).get(doc_id)
-            if old is None:  # another writer removed it meanwhile
-                return False
-            batch.delete_index(self.cells([old]))
-            batch.delete_docs([doc_id])
-        return True
+        return bool(self.remove_many([doc_id]))
+
+    def remove_many(self, doc_ids: Iterable[str], *, batch_size: int = REMOVE_BATCH) -> list[str]:
+        """Delete documents and all their index cells, ``batch_size`` ids a batch
+        (one read of their docs rows, one write); the ids that were held, in order.
+
+        A batch is written as an ingest's is (atomic on the embedded store; on
+        HBase cells go before docs rows), and removing is idempotent: a run cut
+        short is finished by running it again (the ids already gone are missing)."""
+        removed: list[str] = []
+        items = iter(doc_ids)
+        while chunk := list(dict.fromkeys(islice(items, batch_size))):
+            for doc_id in chunk:
+                codec.encode_doc_id(doc_id)
+            # HBase: claiming an id never held would leave a row of its owner token
+            held = chunk if self._store.atomic_batches else self._store.doc_fingerprints(chunk)
+            if not held:
+                continue
+            with self._store.write_section(), self._store.batch() as batch:
+                # another writer may have removed some meanwhile: those are not held
+                olds = batch.claim_docs(dict.fromkeys(held), self.cells)
+                batch.delete_index(self.cells(list(olds.values())))
+                batch.delete_docs(list(olds))
+            removed += [doc_id for doc_id in chunk if doc_id in olds]
+        return removed
 
     def write_cells(
         self,

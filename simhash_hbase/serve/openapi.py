@@ -165,6 +165,26 @@ def document(version: str) -> dict[str, Any]:
                 "get": _simple("A stored document", 401, 404, 503),
                 "delete": _simple("Delete a document and its index rows", 401, 404, 503),
             },
+            "/v1/docs": {
+                "delete": {
+                    **_simple(
+                        "Delete documents and their index rows, in one batch; the answer "
+                        "lists the ids removed and those not held",
+                        400,
+                        401,
+                        413,
+                        503,
+                    ),
+                    "requestBody": {
+                        "required": True,
+                        "content": {
+                            "application/json": {
+                                "schema": {"type": "array", "items": {"type": "string"}}
+                            }
+                        },
+                    },
+                }
+            },
             "/v1/status": {"get": _simple("Settings, index size, recent load", 401, 503)},
             "/healthz": {"get": {**_simple("The process is up"), "security": []}},
             "/readyz": {"get": {**_simple("The store answers", 503), "security": []}},

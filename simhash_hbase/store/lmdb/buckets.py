@@ -112,8 +112,11 @@ def _remove_cells(txn: Txn, db: Any, keys: list[bytes], packed: list[bytes]) -> 
         if old is None:
             continue
         kept = old
-        for i in range(0, len(cells), CELL_BYTES):
-            at = next((p for p in find_cells(kept, cells[i : i + CELL_BYTES])), -1)
+        for i in range(0, len(cells), CELL_BYTES):  # a bulk removal's hot loop: no generator
+            cell = cells[i : i + CELL_BYTES]
+            at = kept.find(cell)
+            while at % CELL_BYTES and at >= 0:
+                at = kept.find(cell, at + 1)
             if at >= 0:
                 kept = kept[:at] + kept[at + CELL_BYTES :]
         if kept != old:

@@ -178,6 +178,8 @@ def find_cells_at(packed: bytes, part: bytes, offset: int) -> Iterator[int]:
 
 def spilled_leads(packed: bytes) -> set[bytes]:
     """The leads a bucket's cells mark as spilled."""
+    if SPILLED not in packed:  # most buckets
+        return set()
     return {packed[pos - 2 : pos] for pos in find_cells_at(packed, SPILLED, 2)}
 
 

@@ -19,6 +19,7 @@ from simhash_hbase.store.lmdb.cells import (
     _NUM,
     CELL_BYTES,
     FRESH,
+    SPILLED,
     Buckets,
     Txn,
     bare_rows,
@@ -351,7 +352,9 @@ class _Commit:
             return
         keys, packed = grouped(rows[held], np.array([nums[i] for i in held], dtype=np.uint32))
         spilled = {
-            key: spilled_leads(cells) for key, cells in self._t.buckets(self._txn, keys).items()
+            key: spilled_leads(cells)
+            for key, cells in self._t.buckets(self._txn, keys).items()
+            if SPILLED in cells  # most buckets hold no mark (a test, not a call, each)
         }
         removed = _remove_cells(self._txn, self._t.index, keys, packed)
         if self._t.fresh is not None:
