@@ -33,3 +33,25 @@ def elapsed_s() -> float:
 def shown(path: Path) -> str:
     """A path relative to the repository when it is inside it (for reports)."""
     return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def replace_section(
+    section: str, begin: str, end: str, doc: Path = DOCS_DIR / "quality.md"
+) -> None:
+    """Replace the generated section between ``begin`` and ``end`` of a docs page
+    (``section`` includes the markers), or append it."""
+    text = doc.read_text(encoding="utf-8")
+    if begin in text and end in text:
+        head, rest = text.split(begin, 1)
+        text = head + section + rest.split(end, 1)[1]
+    else:
+        text = text.rstrip("\n") + "\n\n" + section + "\n"
+    doc.write_text(text, encoding="utf-8")
+
+
+def committed_section(begin: str, end: str, doc: Path = DOCS_DIR / "quality.md") -> str | None:
+    """The generated section between ``begin`` and ``end`` as it stands in a page."""
+    text = doc.read_text(encoding="utf-8") if doc.exists() else ""
+    if begin in text and end in text:
+        return begin + text.split(begin, 1)[1].split(end, 1)[0] + end
+    return None

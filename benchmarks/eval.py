@@ -28,7 +28,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from . import crawl, registry
+from . import crawl, registry, templated
 from .common import ROOT, log, set_log_tag
 from .quality import Evaluation, evaluate
 from .quality_report import dump_json, print_summary, render
@@ -98,8 +98,9 @@ def main(argv: list[str] | None = None) -> int:
     ev = evaluate(SIZES[name], args.workers, name, json_name)
     res = ev.results
     extra, figures, bodies = run_sections(ev)
-    if name != "smoke" and (crawl_section := crawl.saved_section()) is not None:
-        bodies.append(crawl_section)  # benchmarks.crawl's, kept across regenerations
+    for kept in (crawl.saved_section(), templated.saved_section()) if name != "smoke" else ():
+        if kept is not None:  # benchmarks.crawl's and .templated's, kept across regenerations
+            bodies.append(kept)
 
     json_path.parent.mkdir(parents=True, exist_ok=True)
     json_path.write_text(dump_json({**res.to_json(), "sections": extra}), encoding="utf-8")

@@ -27,7 +27,7 @@ from .registry import Figure, Section, Target, register
 LINEAR_BOUND = 3.0
 
 
-def _cpu_seconds(fn: Callable[[str], object], pages: list[str], rounds: int) -> float:
+def _cpu_seconds(fn: Callable[[Any], object], pages: list[Any], rounds: int) -> float:
     """The fastest of ``rounds`` passes over ``pages`` (process time: load-independent)."""
     best = float("inf")
     for _ in range(rounds):
@@ -38,7 +38,7 @@ def _cpu_seconds(fn: Callable[[str], object], pages: list[str], rounds: int) -> 
     return best
 
 
-def _parse(page: str) -> None:
+def _parse(page: str | bytes) -> None:
     with contextlib.suppress(InvalidInput):  # refused (deeper than the parser's limit)
         to_text(page, "html")
 
@@ -59,6 +59,11 @@ def run_html(ctx: Context) -> dict[str, Any]:
     main = _cpu_seconds(lambda p: to_text(p, "html"), pages, rounds)
     raw = _cpu_seconds(lambda p: to_text(p, "html", html="raw"), pages, rounds)
     baseline = _cpu_seconds(_html_to_text, pages, rounds)
+    # Bytes, as a file or a crawl gives them: UTF-8 (decoded as it is), and GBK that
+    # its <meta> declares (weighed against the charset detector: docs/inputs.md)
+    utf8 = _cpu_seconds(lambda p: to_text(p, "html"), [p.encode() for p in pages], rounds)
+    gbk = [p.replace("charset='utf-8'", "charset='gbk'").encode("gbk", "replace") for p in pages]
+    declared = _cpu_seconds(lambda p: _parse(p), gbk, rounds)
     size = ctx.pick(smoke=20_000, quick=100_000, full=200_000)
     hostile_times = {}
     for kind in HOSTILE_UNITS:
@@ -70,6 +75,8 @@ def run_html(ctx: Context) -> dict[str, Any]:
         "main_pages_per_s": n / main,
         "raw_pages_per_s": n / raw,
         "html_parser_pages_per_s": n / baseline,
+        "utf8_bytes_pages_per_s": n / utf8,
+        "gbk_bytes_pages_per_s": n / declared,
         "hostile_size": size,
         "hostile": hostile_times,
     }
@@ -88,6 +95,22 @@ def figures_html(r: dict[str, Any]) -> list[Figure]:
             measured=f"{r['main_pages_per_s']:.0f}/s",
             baseline=f"html.parser visible text {r['html_parser_pages_per_s']:.0f}/s",
             bound="libxml2 parse + one pass over the tree's events",
+        ),
+        Figure.judge(
+            "HTML pages as UTF-8 bytes to text, pages/s",
+            r["utf8_bytes_pages_per_s"] / r["main_pages_per_s"],
+            Target.at_least(0.9),
+            measured=f"{r['utf8_bytes_pages_per_s']:.0f}/s",
+            baseline=f"the same pages as str {r['main_pages_per_s']:.0f}/s",
+            bound="valid UTF-8 is decoded as it is: no charset detection",
+        ),
+        Figure.judge(
+            "HTML pages as GBK bytes (declared in <meta>) to text, pages/s",
+            r["gbk_bytes_pages_per_s"] / r["main_pages_per_s"],
+            Target.at_least(0.3),
+            measured=f"{r['gbk_bytes_pages_per_s']:.0f}/s",
+            baseline=f"the same pages as str {r['main_pages_per_s']:.0f}/s",
+            bound="not UTF-8: the declaration weighed against charset-normalizer's readings",
         ),
         Figure.judge(
             f"hostile HTML: a {8 * r['hostile_size'] // 1000} KB page / 8 pages of 1/8 the size",

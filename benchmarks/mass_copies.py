@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import os
 import random
+import shutil
 import subprocess
 import sys
 import time
@@ -27,11 +28,19 @@ from .ingest import run_cli_peak
 from .pages import article_text
 from .registry import Figure, Section, Target, register
 from .report import fill
+from .serve import Server
 
 GIB = 1024.0  # MiB
 EDITS_MAX = 10_000  # the ingest rows of edits stop here (CPU: see _cycled)
 FLOOR_RSS_MIB = 1 * GIB
 SHARED_BITS = 48
+SERVE_BATCH = 500  # items per POST /v1/check-and-add of the serve door
+#: The doors N distinct edits go through, and how the figures name them.
+DOORS = {
+    "ingest": "ingest --report",
+    "dedup": "dedup",
+    "serve": f"shdb serve check-and-add ({SERVE_BATCH} a request)",
+}
 
 
 def _text(chars: int = 340) -> str:
@@ -160,16 +169,45 @@ def _report(path: Path) -> dict[str, Any]:
 
 def _distinct(work: Path, chars: int, n: int, door: str) -> dict[str, Any]:
     """N distinct one-character edits of one text of ``chars`` characters, through
-    one door: ``ingest --report`` or ``dedup`` (each line: the 10 nearest earlier
-    near-copies and their count)."""
+    one door: ``ingest --report``, ``dedup`` or ``shdb serve``'s check-and-add
+    (each line: the 10 nearest earlier near-copies and their count)."""
     source = work / f"distinct-{chars}-{n}.jsonl"
     out = work / f"distinct-{chars}-{n}.{door}.jsonl"
+    shutil.rmtree(out.with_suffix(".ix"), ignore_errors=True)  # a fresh index each run
+    if door == "serve":
+        return {"n": n, "chars": chars, "door": door, **_served(source, out), **_report(out)}
     if door == "ingest":
-        args = ["ingest", str(source), "-i", str(work / f"distinct-{chars}-{n}.ix")]
+        args = ["ingest", str(source), "-i", str(out.with_suffix(".ix"))]
         args += ["--report", str(out)]
     else:
         args = ["dedup", str(source), "-o", str(out)]
     return {"n": n, "chars": chars, "door": door, **_cli(args), **_report(out)}
+
+
+def _served(source: Path, out: Path) -> dict[str, Any]:
+    """``source``'s items posted to a fresh ``shdb serve`` as check-and-add batches of
+    SERVE_BATCH, one after another; the answers with near-copies written to ``out``.
+    The server's CPU (with its fingerprinting workers) over the posts, its peak RSS."""
+    import httpx
+
+    items = [json.loads(line) for line in source.read_text(encoding="utf-8").splitlines()]
+    server = Server(out.with_suffix(".ix"), out.with_suffix(".log"))
+    try:
+        cpu, began = server.cpu_seconds(), time.perf_counter()
+        with httpx.Client(timeout=600) as client, out.open("w", encoding="utf-8") as f:
+            for at in range(0, len(items), SERVE_BATCH):
+                answer = client.post(
+                    f"{server.url}/v1/check-and-add", json=items[at : at + SERVE_BATCH]
+                )
+                answer.raise_for_status()
+                f.writelines(json.dumps(row) + "\n" for row in answer.json() if row["total"])
+        return {
+            "seconds": time.perf_counter() - began,
+            "cpu_seconds": server.cpu_seconds() - cpu,
+            "peak_rss_mib": server.peak_rss_mib(),
+        }
+    finally:
+        server.stop()
 
 
 def _edit_clusters(work: Path, text: str, n: int) -> dict[str, Any]:
@@ -201,7 +239,7 @@ def run(ctx: Context) -> dict[str, Any]:
         distinct = [
             pool.submit(_distinct, work, chars, n, door)
             for chars in distinct_chars
-            for door in ("ingest", "dedup")
+            for door in DOORS
             for n in distinct_sizes
         ]
         largest = sorted(sizes, reverse=True)
@@ -362,8 +400,7 @@ def _distinct_figures(rows: list[dict[str, Any]]) -> list[Figure]:
     for (chars, door), (a, b) in (
         (key, sorted(v, key=lambda r: r["n"])) for key, v in pairs.items()
     ):
-        command = "ingest --report" if door == "ingest" else "dedup"
-        what = f"{command} of {b['n']:,} distinct edits of {chars:,} chars"
+        what = f"{DOORS[door]} of {b['n']:,} distinct edits of {chars:,} chars"
         grow = b["n"] / a["n"]
         out += [
             Figure.judge(

@@ -108,6 +108,17 @@ def _off(predicted: float, measured: float) -> float:
     return max(predicted / measured, measured / predicted)
 
 
+def _judged(what: str, predicted: float, measured: float, how: str, spec: str) -> Figure:
+    """A prediction of `shdb plan` judged against what was measured: within 25 %."""
+    return Figure.judge(
+        f"{what}: predicted / {how.split()[0]}",
+        _off(predicted, measured),
+        Target.at_most(1.25),
+        measured=f"predicted {predicted:{spec}}",
+        baseline=f"{how} {measured:{spec}}",
+    )
+
+
 def figures(r: dict[str, Any]) -> list[Figure]:
     out = [
         Figure.judge(
@@ -119,26 +130,12 @@ def figures(r: dict[str, Any]) -> list[Figure]:
         )
     ]
     for row in r["candidates"]:
-        out.append(
-            Figure.judge(
-                f"{row['scheme']} candidates a query at {row['n']:,}: predicted / counted",
-                _off(row["predicted"], row["counted"]),
-                Target.at_most(1.25),
-                measured=f"predicted {row['predicted']:.3f}",
-                baseline=f"counted {row['counted']:.3f}"
-                + (f" (sampled 1/{2 ** row['sample_bits']})" if row["sample_bits"] else ""),
-            )
-        )
+        sampled = f" (sampled 1/{2 ** row['sample_bits']})" if row["sample_bits"] else ""
+        what = f"{row['scheme']} candidates a query at {row['n']:,}"
+        out.append(_judged(what, row["predicted"], row["counted"], f"counted{sampled}", ".3f"))
     for row in r["bytes"]:
-        out.append(
-            Figure.judge(
-                f"{row['scheme']} embedded bytes a document at {row['n']:,}: predicted / measured",
-                _off(row["predicted"], row["measured"]),
-                Target.at_most(1.25),
-                measured=f"predicted {row['predicted']:.0f} B",
-                baseline=f"measured {row['measured']:.0f} B (bulk load)",
-            )
-        )
+        what = f"{row['scheme']} embedded bytes a document at {row['n']:,}"
+        out.append(_judged(what, row["predicted"], row["measured"], "measured (bulk load)", ".0f"))
     return out
 
 

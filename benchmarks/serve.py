@@ -57,7 +57,7 @@ def _texts(ctx: Context, n: int) -> list[str]:
     return out
 
 
-class _Server:
+class Server:
     """``shdb serve`` in its own process, on a free loopback port."""
 
     def __init__(self, index: Path, log_path: Path, *args: str) -> None:
@@ -94,6 +94,13 @@ class _Server:
         children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
         return sum(map(_cpu_seconds, [pid, *map(int, children)]))
 
+    def peak_rss_mib(self) -> float:
+        """Peak resident memory (VmHWM) of the server and its fingerprinting workers,
+        summed: each one's own peak."""
+        pid = self.proc.pid
+        children = Path(f"/proc/{pid}/task/{pid}/children").read_text().split()
+        return sum(map(_peak_kib, [pid, *map(int, children)])) / 1024
+
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.send_signal(signal.SIGTERM)
@@ -114,6 +121,15 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
+def _peak_kib(pid: int) -> int:
+    """Peak resident memory (VmHWM, KiB) of process ``pid`` (0: it is gone)."""
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except FileNotFoundError:
+        return 0
+    return next(int(v.split()[1]) for v in status.splitlines() if v.startswith("VmHWM:"))
+
+
 def _requests(texts: list[str], n: int, tag: str) -> list[bytes]:
     """n check-and-add requests, built before the step (nothing to build while timing)."""
     return [
@@ -127,7 +143,7 @@ def _requests(texts: list[str], n: int, tag: str) -> list[bytes]:
 
 
 def _offered(
-    server: _Server, rate: float, seconds: float, texts: list[str], tag: str
+    server: Server, rate: float, seconds: float, texts: list[str], tag: str
 ) -> dict[str, Any]:
     """Open-loop load at ``rate`` for ``seconds`` (benchmarks/loadgen.py): latency
     from each request's due time; what is unanswered STEP_GRACE s after the last is
@@ -175,7 +191,7 @@ def _load_steps(
     ``--fingerprint-workers 0`` (on the event loop, the baseline)."""
     configs: dict[str, list[str]] = {"load": [], "load_inline": ["--fingerprint-workers", "0"]}
     servers = {
-        name: _Server(work / f"texts-{name}", work / f"serve-{name}.log", *args)
+        name: Server(work / f"texts-{name}", work / f"serve-{name}.log", *args)
         for name, args in configs.items()
     }
     steps: dict[str, list[dict[str, Any]]] = {name: [] for name in servers}
@@ -333,7 +349,7 @@ def run(ctx: Context) -> dict[str, Any]:
     # alternating (a burst of load on the shared machine hits both alike).
     service, library = [], []
     for round_ in range(2):
-        server = _Server(work / f"fps-{round_}", work / "serve-fps.log")
+        server = Server(work / f"fps-{round_}", work / "serve-fps.log")
         try:
             service.append(asyncio.run(_batched(server.url, fps)))
         finally:

@@ -115,7 +115,12 @@ class IndexBusy(StoreError):
     """Another writing job (an ingest) holds the index; ``holder`` is what it wrote
     about itself (pid, host, job, command, start time; empty if not yet written)."""
 
-    def __init__(self, url: str, holder: dict[str, Any]) -> None:
+    def __init__(self, url: str, holder: dict[str, Any], *, lease_s: float | None = None) -> None:
+        stopped = (
+            "a stopped run leaves no lock"
+            if lease_s is None
+            else f"a run killed on another host holds it {lease_s:.0f} s after its last renewal"
+        )
         who = (
             f"pid {holder.get('pid')} on {holder.get('host')} ({holder.get('job')}, started "
             f"{holder.get('started')}: {holder.get('command')})"
@@ -124,8 +129,8 @@ class IndexBusy(StoreError):
         )
         super().__init__(
             f"the index at {url} is being written by {who}; one writing job at a time "
-            "keeps checkpoints and reports whole: wait for it to finish, or stop it "
-            "(a stopped run leaves no lock). Queries and serve's reads are not blocked"
+            "keeps checkpoints and reports whole: wait for it to finish (--wait), or stop "
+            f"it ({stopped}). Queries and serve's reads are not blocked"
         )
         self.url, self.holder = url, holder
 
@@ -137,8 +142,6 @@ class StoreClosed(StoreError):
 class WorkerDied(ShdbError):
     """A fingerprinting worker process died (or a text raised in it) while it held
     text ``item`` of chunk ``chunk``; ``document`` names it once the caller knows."""
-
-    exit_code = 1
 
     def __init__(self, chunk: int, item: int, how: str, document: str | None = None) -> None:
         held = document or f"text {item} of chunk {chunk}"

@@ -64,7 +64,7 @@ class Matches(list[Match]):
                 {
                     "id": m.doc_id,
                     "distance": m.distance,
-                    "similarity": getattr(m, "similarity", None),
+                    "similarity": m.similarity,
                     "fingerprint": fingerprint_to_hex(m.fingerprint),
                     "time": time_to_text(m.time),
                 }
@@ -103,7 +103,8 @@ class Document:
     fingerprint: int
     text: str | None = None
     meta: dict[str, Any] | None = None
-    #: The b-bit MinHash sketch (<= 64 bytes) that confirms LSH candidates, and
+    #: The stored MinHash sketch (64 bytes, then its evidence) that confirms
+    #: candidates (docs/SPEC.md, "Nets"), and
     #: the document's LSH band keys (4 bytes each, big-endian; kept so that a
     #: replaced document's band rows can be deleted). None: no text was given.
     sketch: bytes | None = None
@@ -182,9 +183,28 @@ class OnError(str, Enum):
 
 
 @dataclass
-class IngestSummary:
-    records: int = 0  # read from the input, good and bad
+class Written:
+    """What writing documents did to the index, by id: ``added`` (not held before),
+    ``replaced`` (held with another fingerprint) and ``unchanged`` (held with this
+    one), so that a re-run of an ingest does not call what it already held new."""
+
     added: int = 0
+    replaced: int = 0
+    unchanged: int = 0
+
+    @property
+    def written(self) -> int:
+        return self.added + self.replaced + self.unchanged
+
+    def add(self, other: Written) -> None:
+        self.added += other.added
+        self.replaced += other.replaced
+        self.unchanged += other.unchanged
+
+
+@dataclass
+class IngestSummary(Written):
+    records: int = 0  # read from the input, good and bad
     duplicates: int = 0  # new documents that have near-copies (each reported once)
     skipped: list[BadRecord] = field(default_factory=list)
     bytes_read: int = 0
@@ -194,7 +214,7 @@ class IngestSummary:
 
     @property
     def docs_per_second(self) -> float:
-        return self.added / self.seconds if self.seconds > 0 else 0.0
+        return self.written / self.seconds if self.seconds > 0 else 0.0
 
 
 def fingerprint_to_hex(fp: int) -> str:
@@ -217,6 +237,10 @@ MIN_TIME_MS = -62_135_596_800_000
 MAX_TIME_MS = 253_402_300_799_999
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 _NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+#: A time as the library takes it: RFC 3339 text, or seconds since the epoch.
+Time = str | float | None
 
 
 def now_ms() -> int:

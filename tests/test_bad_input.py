@@ -74,12 +74,12 @@ CASES = {
         ids=frozenset({"before", "after", "dup"}),
     ),
     "empty file": Case(b"", exit_code=EXIT_OK, ids=frozenset(), wrap=False),
-    "CSV wrong columns": Case(
-        b"key,body\n1,x\n",
+    "CSV wrong columns": Case(  # each row is one skipped record, named by its line
+        b"key,body\n1,x\n2,y\n",
         name="in.csv",
         wrap=False,
         ids=frozenset(),
-        message="{path}:1: no column 'id' (columns: key, body)",
+        message="{path}:3: no column 'id' in the header on line 1 (columns: key, body)",
     ),
     "CSV row with wrong field count": Case(
         f"id,text\nbefore,{ARTICLE}\nshort\nafter,{OTHER}\n".encode(),
@@ -92,7 +92,8 @@ CASES = {
         name="gbk.txt",
         wrap=False,
         ids=frozenset(),
-        message="{path}:1: invalid UTF-8 at byte 0; re-encode it as UTF-8 (from GBK: iconv",
+        message="{path}:1: invalid UTF-8 at byte 0 (line 1); it declares no charset, and more "
+        "than one charset reads it as likely text",
     ),
     "binary file": Case(
         b"\x89PNG\r\n\x1a\n\x00\x00",

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from simhash_hbase import SimhashIndex
-from simhash_hbase.index.client import gc_paused
+from simhash_hbase.index.write import gc_paused
 from simhash_hbase.jobs.ingest import IngestOptions, index_fingerprints
 from simhash_hbase.records import Document
 

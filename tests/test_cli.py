@@ -35,9 +35,10 @@ def test_ingest_then_query(store_url: str, corpus: Path, tmp_path: Path) -> None
     report = tmp_path / "dups.jsonl"
     result = shdb("ingest", "--create", str(corpus), "--index", store_url, "--report", str(report))
     assert result.exit_code == 0, result.output
+    assert "added 3 documents, replaced 0, unchanged 0 (already held); skipped 0" in result.stderr
     assert (
-        "added 3 documents, 1 near-duplicates "
-        "(k<=3 (and similarity>=0.4), or similarity>=0.5), skipped 0" in result.stderr
+        "1 of the new or changed documents have near-copies (a match: similarity >= 0.5 "
+        "(without a sketch: distance <= 3 bits))" in result.stderr
     )
     (line,) = [json.loads(x) for x in report.read_text().splitlines()]
     assert (line["id"], line["total"], line["total_exact"]) == ("a-copy", 1, True)
@@ -158,8 +159,13 @@ def test_no_dedup_bulk_load_skips_the_lookups(tmp_path: Path, corpus: Path) -> N
     index = str(tmp_path / "ix")
     result = shdb("ingest", str(corpus), "-i", index, "--no-dedup", "--report", str(report))
     assert result.exit_code == 0
-    assert (
-        "added 3 documents, skipped 0" in result.stderr and "near-duplicates" not in result.stderr
-    )
+    assert "added 3 documents, replaced 0, unchanged 0 (already held); skipped 0" in result.stderr
+    assert "near-copies" not in result.stderr
     assert report.read_text() == ""
     assert shdb("query", ARTICLE, "-i", index).stdout.count("\n") == 3  # header, both copies
+
+
+def test_query_help_describes_every_column_of_its_table() -> None:
+    text = " ".join(shdb("query", "--help").stdout.split())
+    for column in ("distance (", "similarity (", "fingerprint and id"):
+        assert column in text, text

@@ -112,7 +112,10 @@ def test_an_existing_index_is_kept_when_a_run_adds_nothing(index_url: str, tmp_p
 
 def test_no_match_says_so(index_url: str) -> None:
     result = shdb("query", "完全不同的内容 今天天气", "-i", index_url)
-    assert result.exit_code == 1 and "no match (k<=3" in result.stderr
+    assert result.exit_code == 1
+    assert "no match (a match: similarity >= 0.5 (without a sketch: distance <= 3 bits" in (
+        result.stderr
+    )
     result = shdb("query", "完全不同的内容 今天天气", "-i", index_url, "--json")
     assert result.exit_code == 1
     assert json.loads(result.stdout) == {"matches": [], "total": 0, "total_exact": True}
@@ -257,14 +260,16 @@ def test_exit_codes_are_the_documented_ones(index_url: str, tmp_path: Path) -> N
     assert shdb("ingest", str(bad), "-i", str(tmp_path / "b")).exit_code == 3
     assert shdb("ingest", str(tmp_path / "missing"), "-i", str(tmp_path / "c")).exit_code == 2
     assert shdb("query", "完全不同的内容 今天天气", "-i", index_url).exit_code == 1
-    readme = (ROOT / "docs" / "cli.md").read_text("utf-8")
+    reference = (ROOT / "docs" / "cli.md").read_text("utf-8")
+    readme = " ".join((ROOT / "README.md").read_text("utf-8").split())
     for code, meaning in (
-        ("0", "success"),
-        ("1", "failure"),
-        ("2", "usage or setup"),
-        ("3", "skipped"),
+        ("0", "done"),
+        ("1", "nothing found"),
+        ("2", "error"),
+        ("3", "records skipped"),
     ):
-        assert f"| {code} | {meaning}" in readme
+        assert f"| {code} | {meaning}" in reference  # the two pages say one contract
+        assert f"{code} {meaning}" in readme
     assert issubclass(InvalidQuery, ShdbError)
 
 

@@ -150,7 +150,7 @@ def test_bulk_load_refuses_a_repeated_id(tmp_path: Path) -> None:
     with SimhashIndex.open(str(tmp_path / "ix")) as index:
         with pytest.raises(StoreError, match="twice"):
             index.bulk_load(twice, batch_size=2)
-        index.add_fingerprint("c", 7, time=0)
+        index.add_documents([Document("c", 7, time=0)])
         assert [m.doc_id for m in index.query_fingerprint(7, 0)] == ["c"]
     with SimhashIndex.open(str(tmp_path / "ix"), readonly=True) as index:
         assert index.get("c") == Document("c", 7, time=0)
@@ -529,7 +529,7 @@ def test_a_wide_scan_equals_the_scan_per_prefix(
             key = next(iter(txn.cursor(db)))[0]
             cell = b"\x00\x00" + MAX_DOCUMENTS.to_bytes(4, "big")
             txn.put(key, txn.get(key, db=db) + cell, db=db)
-        prefixes = [p for i in probes for p in index._prefixes([int(fps[i]) ^ 1 << 40])[0]]
+        prefixes = [p for i in probes for p in index._finder.prefixes([int(fps[i]) ^ 1 << 40])[0]]
         prefixes += [key[1:3] + b"\x00\x00" + key[0:1], b"\xff\xff\xff\xff\x07"]
         with tables.env.begin() as txn, pytest.MonkeyPatch.context() as mp:
             if tiny:  # the NumPy matcher, not the C extension's

@@ -240,13 +240,11 @@ def _crawl_texts(draw: st.DrawFn) -> list[tuple[str, int]]:
 
 
 def _every_pair(fps: np.ndarray, sketches: list, bands: list, lsh: MinHashParams) -> list[Pair]:
-    """Brute force: every pair (i < j), matched by is_match when the pigeonhole finds
-    it (within k) or it shares a band key (the LSH net)."""
-    from simhash_hbase.fingerprint.minhash import unpack_sketch
-    from simhash_hbase.layout.nets import is_match
+    """Brute force: every pair (i < j) the pigeonhole finds (within k) or that shares
+    a band key (the LSH net), matched by the one judge."""
+    from simhash_hbase.layout.nets import Judge
 
-    values = [None if s is None else unpack_sketch(s, lsh.sketch_bits) for s in sketches]
-    chance = 2.0**-lsh.sketch_bits
+    judge = Judge(fps, 3, lsh, sketches)
     out = []
     for j in range(len(fps)):
         for i in range(j):
@@ -261,11 +259,7 @@ def _every_pair(fps: np.ndarray, sketches: list, bands: list, lsh: MinHashParams
             )
             if dist > 3 and not shared:
                 continue
-            sim = None
-            if values[i] is not None and values[j] is not None:
-                agree = float((values[i] == values[j]).mean())
-                sim = round(min(max((agree - chance) / (1 - chance), 0.0), 1.0), 4)
-            if is_match(dist <= 3, sim, lsh):
+            if judge(np.array([i]), np.array([j]))[0][0]:
                 out.append(Pair(i, j, dist))
     return out
 

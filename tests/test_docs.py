@@ -87,3 +87,31 @@ def test_the_site_builds_strict(tmp_path: Path) -> None:
         timeout=300,
     )
     assert result.returncode == 0, result.stderr
+
+
+def test_everyday_use_after_the_quick_start_reports_or_says_why(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The README in order: the quick start's ingest, then "Everyday use"'s ingest
+    with --report dups.jsonl. The documents are all held by then, unchanged: the
+    report is empty, and the summary says why and where the near-copies are."""
+    from typer.testing import CliRunner
+
+    from simhash_hbase.cli.app import app
+
+    shutil.copytree(ROOT / "examples", tmp_path / "examples")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.delenv("SHDB_INDEX", raising=False)
+    readme = [c for page, c in runnable_commands() if page == "README.md"]
+    first = readme[0].split(" && ")[0]
+    everyday = next(c for c in readme if "--report dups.jsonl" in c)
+    for command in (first, everyday):
+        args = shlex.split(command, comments=True)
+        assert args[0] == "shdb", command
+        result = CliRunner().invoke(app, args[1:], catch_exceptions=False)
+        assert result.exit_code == 0, result.output
+    held = len(list((tmp_path / "examples" / "corpus").iterdir()))
+    if not (tmp_path / "dups.jsonl").read_text("utf-8"):
+        assert f"unchanged {held} (already held)" in result.stderr, result.stderr
+        assert "are not reported again" in result.stderr
+        assert "`shdb dedup examples/corpus` lists every near-copy pair" in result.stderr

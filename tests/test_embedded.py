@@ -48,9 +48,10 @@ def test_sorted_keys_of_a_block_is_bytewise_order(docs: list[tuple[list[bytes], 
 @given(FPS)
 def test_one_query_prefixes_equal_the_scalar_encoding(fp: int) -> None:
     for scheme in SCHEMES.values():
-        assert scheme.prefix_terms is not None
         expected = [codec.encode_prefix(f, flag) for flag, f in enumerate(scheme.fields(fp), 1)]
-        assert codec.encode_prefixes(fp, scheme.prefix_terms) == expected
+        if scheme.combo_size <= 2:  # triples (6x20) take the NumPy path below only
+            assert scheme.prefix_terms is not None
+            assert codec.encode_prefixes(fp, scheme.prefix_terms) == expected
         fields = scheme.fields_many(np.array([fp], dtype=np.uint64))
         assert codec.encode_prefixes_many(fields) == [expected]
 

@@ -236,6 +236,7 @@ def test_hbase_killed_midway_then_restarted(hbase_server: HBaseServer, tmp_path:
                 _, err = proc.communicate(timeout=300)
                 assert proc.returncode == 2
                 assert "is not reachable" in err and "scripts/hbase start" in err
+                assert "are saved" in err and "run the same command again to resume" in err
         finally:
             hbase_server.restart()
         reruns = [_ingest(url, corpus) for url in urls]

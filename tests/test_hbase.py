@@ -3,7 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from importlib import resources
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +15,7 @@ from simhash_hbase import InvalidIndexUrl, SimhashIndex, StoreUnavailable
 from simhash_hbase.errors import StoreClosed, StoreError
 from simhash_hbase.store import open_store
 from simhash_hbase.store.hbase import tables as hbase_tables
+from simhash_hbase.store.hbase.settings import parse_url
 from simhash_hbase.store.hbase.store import HBaseStore
 
 from .conftest import HBASE_APIS, fresh_hbase_url, gateway_address
@@ -118,6 +123,35 @@ def test_unreachable_hbase_says_what_to_do() -> None:
 def test_bad_hbase_urls(url: str, message: str) -> None:
     with pytest.raises(InvalidIndexUrl, match=message):
         SimhashIndex.open(url)
+
+
+def test_a_url_without_a_port_names_the_thrift2_gateway() -> None:
+    assert parse_url("hbase://h?prefix=p")["port"] == 9091  # the fast one (issue 43)
+
+
+@pytest.mark.hbase
+@pytest.mark.parametrize("layout", ["", "&layout=rows"])
+def test_a_new_index_in_the_slow_layout_is_warned_about_first(
+    hbase_api: str, hbase_url: str, layout: str, tmp_path: Path
+) -> None:
+    """As a user sees it (a process of its own: the warning is the library's log
+    record, which Python prints on stderr when nothing else handles it)."""
+    corpus = tmp_path / "c.jsonl"
+    corpus.write_text(json.dumps({"id": "a", "text": "海量网页去重的局部敏感哈希"}) + "\n", "utf-8")
+    result = subprocess.run(
+        [sys.executable, "-m", "simhash_hbase", "ingest", "--create", str(corpus),
+         "-i", hbase_url + layout],
+        capture_output=True, text=True, timeout=300,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    warned = "WARNING: creating" in result.stderr
+    assert warned == (hbase_api == "thrift1" and not layout), result.stderr
+    if warned:  # before the index was created, and with what to do
+        assert result.stderr.index("WARNING") < result.stderr.index("created a new, empty index")
+        assert "hbase://HOST:9091" in result.stderr and "&layout=rows" in result.stderr
+    again = shdb("ingest", str(corpus), "-i", hbase_url + layout)
+    assert again.exit_code == 0 and "WARNING" not in again.stderr  # said once, at creation
 
 
 def test_shell_script_in_schema_is_generated_from_the_json() -> None:
@@ -303,7 +337,7 @@ def test_a_bucket_query_is_one_multi_get_with_the_plain_paths_answer(
             capped = limit is not None and max(copies, default=0) >= limit
             if sum(copies) < 32:  # no bucket holds more than a page (_CAPPED_PAGE)
                 assert first == (2 if capped else 1)
-            plain = index._query_scanned([query], 3, limit)[0]
+            plain = index._finder.scanned(index._store, [query], 3, limit)[0]
             assert (list(fast), fast.total, fast.total_exact) == (
                 list(plain),
                 plain.total,
@@ -313,7 +347,8 @@ def test_a_bucket_query_is_one_multi_get_with_the_plain_paths_answer(
             again = index.query_fingerprint(query, limit=limit)
             assert list(again) == list(fast) and again.total == fast.total
             assert len(calls) == 1 if sum(copies) < 32 else len(calls) <= first
-            assert (index._query_one(query, 3, limit) is None) == capped  # the plain path's
+            plain_path = index._finder.one(index._store, query, 3, limit) is None
+            assert plain_path == capped
 
         check()
 

@@ -63,9 +63,11 @@ def test_library_add_stamps_now_or_the_given_time(store_url: str) -> None:
         before = now_ms()
         index.add("now", ARTICLE)
         index.add("then", OTHER, time=T0)
-        index.add_fingerprint("fp", 5, time=1_767_225_600.5)
-        got = index.get_many(["now", "then", "fp"])
+        index.add_fingerprint("stamped", 6)
+        index.add_documents([Document("fp", 5, time=T0_MS + 500)])
+        got = index.get_many(["now", "then", "fp", "stamped"])
         assert before <= got["now"].time <= now_ms()  # type: ignore[operator]
+        assert before <= got["stamped"].time <= now_ms()  # type: ignore[operator]
         assert got["then"].time == T0_MS
         assert got["fp"].time == T0_MS + 500
         assert got["then"].to_json()["time"] == T0

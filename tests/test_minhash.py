@@ -41,8 +41,8 @@ def fmix64(k: int) -> int:
     return k ^ (k >> 33)
 
 
-def reference_values(text: str, p: MinHashParams) -> list[int] | None:
-    """docs/SPEC.md "Nets", steps 1-4, in plain Python (no fold)."""
+def reference_hashes(text: str, p: MinHashParams) -> list[int] | None:
+    """docs/SPEC.md "Nets", steps 1-2, in plain Python (no fold)."""
     chars = []
     for ch in text:
         form = unicodedata.normalize("NFKC", ch).lower() if ord(ch) < 0x10000 else ch
@@ -53,12 +53,22 @@ def reference_values(text: str, p: MinHashParams) -> list[int] | None:
         return None
     s = min(p.shingle, len(chars))
     key = mmh3.hash64("shdb-minhash", p.seed, signed=False)[0]
-    bins: list[int | None] = [None] * BINS
+    out = []
     for j in range(len(chars) - s + 1):
         acc = 0
         for c in chars[j : j + s]:
             acc = (acc * POLY + c) & M64
-        h = fmix64(acc ^ key)
+        out.append(fmix64(acc ^ key))
+    return out
+
+
+def reference_values(text: str, p: MinHashParams) -> list[int] | None:
+    """docs/SPEC.md "Nets", steps 1-4, in plain Python (no fold)."""
+    hashes = reference_hashes(text, p)
+    if hashes is None:
+        return None
+    bins: list[int | None] = [None] * BINS
+    for h in hashes:
         b = h >> 57
         if bins[b] is None or h < bins[b]:  # type: ignore[operator]
             bins[b] = h
@@ -70,6 +80,18 @@ def reference_values(text: str, p: MinHashParams) -> list[int] | None:
         order = sorted(range(BINS), key=lambda j: mmh3.hash(f"{i}:{j}", p.seed, signed=False))
         out.append(next(bins[j] for j in order if bins[j] is not None))
     return out  # type: ignore[return-value]
+
+
+def reference_evidence(text: str, p: MinHashParams) -> bytes:
+    """docs/SPEC.md "Nets", step 7, in plain Python: per bin of the top log2(bins)
+    bits, the low 8 bits of its smallest hash (0 -> 1), 0 for an empty bin."""
+    hashes = reference_hashes(text, p)
+    assert hashes is not None
+    top = p.evidence.bit_length() - 1
+    least: dict[int, int] = {}
+    for h in hashes:
+        least[h >> (64 - top)] = min(h, least.get(h >> (64 - top), h))
+    return bytes((least[i] & 0xFF) or 1 if i in least else 0 for i in range(p.evidence))
 
 
 def reference_bands(values: list[int], p: MinHashParams) -> list[int]:
@@ -98,7 +120,9 @@ def test_values_and_bands_equal_the_reference(text: str) -> None:
     assert got is not None and got.tolist() == ref
     sig = HASHER.signature(text)
     assert sig is not None and sig.bands.tolist() == reference_bands(ref, p)
-    assert len(sig.sketch) == 64 == p.sketch_bytes
+    assert sig.sketch[:64] == pack_sketch(np.array(ref, dtype=np.uint64), p.sketch_bits)
+    assert sig.sketch[64:] == reference_evidence(text, p)
+    assert len(sig.sketch) == p.stored_bytes == 64 + 1024
 
 
 @given(st.lists(st.integers(0, M64), min_size=BINS, max_size=BINS), st.sampled_from([1, 2, 4, 8]))

@@ -511,7 +511,7 @@ def _die_with_parent() -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
 
 
-def test_broken_pipe_is_said_once(tmp_path: Path) -> None:
+def test_broken_pipe_stops_ingest_saying_what_was_saved(tmp_path: Path) -> None:
     corpus = _big_corpus(tmp_path / "in.jsonl", 300)
     dup = tmp_path / "dup.jsonl"
     dup.write_bytes(corpus.read_bytes().replace(b'"id": "d', b'"id": "x'))
@@ -522,4 +522,6 @@ def test_broken_pipe_is_said_once(tmp_path: Path) -> None:
     )
     proc = subprocess.run(shell, shell=True, capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert proc.stdout.count("\n") == 1
-    assert "broken pipe" in proc.stderr and "Traceback" not in proc.stderr
+    assert "stopped: the report's reader closed it" in proc.stderr, proc.stderr
+    assert "run the same command again to resume" in proc.stderr
+    assert "Traceback" not in proc.stderr and "shdb: error" not in proc.stderr

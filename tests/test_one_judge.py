@@ -23,6 +23,7 @@ from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.jobs.ingest import DedupResult, IngestOptions, find_duplicates, index_records
 from simhash_hbase.layout.pairs import nearest_earlier
 from simhash_hbase.layout.scheme import get_scheme
+from simhash_hbase.records import Lookup, Matches
 from simhash_hbase.text.readers import SourceOptions
 
 #: (later id, earlier id, distance, similarity)
@@ -162,19 +163,24 @@ def test_every_door_gives_the_same_pairs(seed: int, kinds: list[str]) -> None:
         assert any(d == 0 for _, _, d, _ in expected)
 
 
-def test_mass_near_copies_are_each_reported_bounded() -> None:
-    """Distinct one-character edits of one text, more than a group judged whole:
-    every edit after the first is reported at every door, at most ``limit`` listed,
-    and a count that is a lower bound says so."""
-    rng = random.Random(38)
+def _mass_edits(n: int, seed: int = 38) -> list[tuple[str, str]]:
+    """n distinct one-character edits of one text: more than a group judged whole."""
+    rng = random.Random(seed)
     text = "".join(_paragraphs(rng) + _paragraphs(rng))
-    docs = [
+    return [
         (
             f"e{i:03d}",
             text[: i % len(text)] + "的一是在不了有和人这"[i % 10] + text[i % len(text) + 1 :],
         )
-        for i in range(120)
+        for i in range(n)
     ]
+
+
+def test_mass_near_copies_are_each_reported_bounded() -> None:
+    """Distinct one-character edits of one text, more than a group judged whole:
+    every edit after the first is reported at every door, at most ``limit`` listed,
+    and a count that is a lower bound says so."""
+    docs = _mass_edits(120)
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp)
         for batch in (None, 7):
@@ -194,3 +200,93 @@ def test_mass_near_copies_are_each_reported_bounded() -> None:
         found = list(nearest_earlier(result.graph, result.ids, 10))
         assert [result.ids[n.j] for n in found] == [i for i, _ in docs[1:]]
         assert not all(n.exact for n in found)
+
+
+@settings(max_examples=4, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32), st.sampled_from([1, 40, 200]))
+def test_check_and_add_of_mass_edits_keeps_one_new(seed: int, batch: int) -> None:
+    """``check_and_add`` (serve's /v1/check-and-add: only new documents written) of
+    mass near-copies in batches: exactly the first is new, every other finds it,
+    however far past the bounded neighbours of a large group it comes (a bounded
+    count of 0 is settled against every document written)."""
+    docs = _mass_edits(200, seed)
+    with tempfile.TemporaryDirectory() as tmp, SimhashIndex.open(tmp + "/ix") as index:
+        found = [
+            m
+            for at in range(0, len(docs), batch)
+            for m in index.check_and_add_texts(docs[at : at + batch], always=False)
+        ]
+        assert [j for j, m in enumerate(found) if not m.total] == [0]
+        assert all(m[0].doc_id == "e000" for m in found[1:])
+        assert index.stats()["documents"] == 1
+
+
+#: (id) -> (listed (earlier id, distance, similarity), total, total_exact) of one door
+Report = dict[str, tuple[Found, int, bool]]
+
+
+def _mass_mix(seed: int, n: int, repeats: int) -> list[tuple[str, str]]:
+    """n distinct edits of one text, ``repeats`` exact copies of some of them and three
+    unrelated texts, shuffled: groups far past the cap, of one fingerprint and of many."""
+    rng = random.Random(seed)
+    edits = [t for _, t in _mass_edits(n, seed)]
+    texts = edits + rng.choices(edits, k=repeats) + ["".join(_paragraphs(rng)) for _ in range(3)]
+    rng.shuffle(texts)
+    return [(f"m{i:03d}", t) for i, t in enumerate(texts)]
+
+
+def _reported(lookups: list[tuple[str, Matches]]) -> Report:
+    return {
+        doc_id: ({(doc_id, x.doc_id, x.distance, x.similarity) for x in m}, m.total, m.total_exact)
+        for doc_id, m in lookups
+        if m.total
+    }
+
+
+@settings(max_examples=3, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32), st.integers(40, 110), st.integers(0, 30))
+def test_mass_copies_past_the_cap_are_reported_alike_at_every_door(
+    seed: int, n: int, repeats: int
+) -> None:
+    """Past the caps (a group of more than 33, a row read to limit + 1) the lists and
+    counts may differ between doors (docs/nets.md), but not what they say: each door
+    reports the same documents, lists only pairs the rule accepts, never counts more
+    than a query of everything held before finds, and marks a count that is less as
+    a lower bound."""
+    docs = _mass_mix(seed, n, repeats)
+    with tempfile.TemporaryDirectory() as tmp:
+        root = Path(tmp)
+        with SimhashIndex.open(str(root / "q")) as index:
+            queried = []
+            for doc_id, text in docs:
+                queried.append((doc_id, index.query(text, limit=None)))
+                index.add(doc_id, text)
+        expected = _reported(queried)
+        doors: dict[str, Report] = {}
+        for batch in (None, 7):
+            lookups: list[Lookup] = []
+            with SimhashIndex.open(str(root / f"b{batch}")) as index:
+                index_records(
+                    index, docs, IngestOptions(batch_size=batch), on_duplicate=lookups.append
+                )
+            doors[f"ingest batch {batch}"] = _reported([(x.doc_id, x.matches) for x in lookups])
+        with SimhashIndex.open(str(root / "c")) as index:
+            found = [
+                m
+                for at in range(0, len(docs), 40)
+                for m in index.check_and_add_texts(docs[at : at + 40])
+            ]
+        doors["check_and_add"] = _reported([(i, m) for (i, _), m in zip(docs, found)])
+        result = _dedup(docs, root)
+        ids = result.ids
+        doors["dedup"] = {
+            ids[x.j]: ({(ids[x.j], ids[i], d, s) for i, d, s in x.near}, x.total, x.exact)
+            for x in nearest_earlier(result.graph, ids, 10)
+        }
+    for door, report in doors.items():
+        assert report.keys() == expected.keys(), door
+        for doc_id, (listed, total, exact) in report.items():
+            pairs, whole, _ = expected[doc_id]
+            assert listed <= pairs and 0 < len(listed) <= 10, (door, doc_id)
+            assert len(listed) <= total <= whole, (door, doc_id)
+            assert total == whole or not exact, (door, doc_id)

@@ -179,7 +179,7 @@ def test_every_surface_prepares_the_same_documents(tmp_path: Path, rows: list[Re
     # any preparing (its wire), so they are left out here.
     sendable = [r for r in rows if _encodable(r.doc_id) and _encodable(r.text)]
     want = [e for r, e in zip(rows, expected) if r in sendable]
-    if sendable:  # an empty batch is refused whole
+    if sendable:  # an empty batch is refused as such (400 empty_batch)
         assert _serve(str(root / "serve"), sendable) == want
 
 

@@ -131,10 +131,12 @@ def test_csv_reading_and_bad_rows(tmp_path: Path) -> None:
 
 def test_csv_with_wrong_columns_names_them(tmp_path: Path) -> None:
     path = tmp_path / "in.csv"
-    path.write_text("key,body\n1,x\n", encoding="utf-8")
-    (bad,) = _read([str(path)])
-    assert isinstance(bad, BadRecord) and bad.where == f"{path}:1"
-    assert "no column 'id' (columns: key, body)" in bad.reason
+    path.write_text("key,body\n1,x\n\n2,y\n", encoding="utf-8")
+    bad = _read([str(path)])  # each row one skipped record
+    assert [b.where for b in bad] == [f"{path}:2", f"{path}:3", f"{path}:4"]
+    assert all(isinstance(b, BadRecord) for b in bad)
+    assert "no column 'id' in the header on line 1 (columns: key, body)" in bad[0].reason
+    assert "empty CSV row" in bad[1].reason
 
 
 def test_stdin_is_jsonl_by_default() -> None:

@@ -34,6 +34,8 @@ from simhash_hbase.spark import inputs  # noqa: E402
 from simhash_hbase.spark.dedup import block_keys  # noqa: E402
 from simhash_hbase.spark.executor import FAULT_ENV  # noqa: E402
 
+from .test_exit_contract import DOWN, INPUTS  # noqa: E402
+
 runner = CliRunner()
 
 
@@ -324,7 +326,7 @@ def test_killed_write_task_is_retried_and_verify_is_clean(
     sc.setJobGroup(group, "ingest with a killed task")
     result = runner.invoke(
         app,
-        ["spark", "ingest", str(path), "--index", hbase_url, "--batch-size", "8",
+        ["spark", "ingest", "--create", str(path), "--index", hbase_url, "--batch-size", "8",
          "--rejects", str(tmp_path / "rejects")],
     )  # fmt: skip
     assert result.exit_code == 3, result.output
@@ -338,6 +340,62 @@ def test_killed_write_task_is_retried_and_verify_is_clean(
     for i in (0, 41, 79):
         query = runner.invoke(app, ["query", texts[i], "--index", hbase_url, "-k", "0", "--json"])
         assert [m["id"] for m in json.loads(query.output)["matches"]] == [f"n{i}"]
+
+
+@pytest.mark.parametrize(
+    ("kind", "code", "lines"),
+    [("good", 0, []), ("some bad", 3, [2]), ("all bad", 3, [1, 2]),
+     ("CSV rows of the wrong width", 3, [3, 4])],
+)  # fmt: skip
+def test_spark_dedup_exits_by_the_contract(
+    spark, tmp_path: Path, kind: str, code: int, lines: list[int]
+) -> None:
+    """The exit-code contract (tests/test_exit_contract.py) on Spark: each bad
+    record, a CSV row among them, is one reject named by its line."""
+    name, body = INPUTS[kind]
+    path = tmp_path / name
+    path.write_text(body, encoding="utf-8")
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["spark", "dedup", str(path), "-o", str(out)])
+    assert result.exit_code == code, result.output
+    rejects = _read_parts(out / "rejects.jsonl") if code else []
+    assert sorted(str(r["source"]) for r in rejects) == [f"{path}:{n}" for n in lines]
+
+
+def test_spark_ingest_into_an_unreachable_store_is_an_error(spark, tmp_path: Path) -> None:
+    path, _ = _ingest_corpus(tmp_path, 3)
+    result = runner.invoke(app, ["spark", "ingest", str(path), "--index", DOWN])
+    assert result.exit_code == 2 and "not reachable" in result.output
+
+
+@pytest.mark.hbase
+def test_spark_ingest_creates_an_index_only_when_told(
+    spark, hbase_url: str, tmp_path: Path
+) -> None:
+    path, _ = _ingest_corpus(tmp_path, 3)
+    args = ["spark", "ingest", str(path), "--index", hbase_url, "--rejects", str(tmp_path / "r")]
+    refused = runner.invoke(app, args)
+    assert refused.exit_code == 2 and f"no index at {hbase_url}" in refused.output
+    created = runner.invoke(app, [*args, "--create"])
+    assert created.exit_code in (0, 3), created.output
+    assert f"created a new, empty index at {hbase_url}" in created.output
+
+
+def test_spark_ingest_that_fails_midway_says_what_is_kept(
+    spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from simhash_hbase.spark import jobs
+    from simhash_hbase.spark.session import SparkJobFailed
+
+    def failed(*args: object, **kwargs: object) -> None:
+        raise SparkJobFailed("the Spark job failed: StoreUnavailable: HBase at h:9091 ...")
+
+    monkeypatch.setattr(jobs, "ingest", failed)
+    path, _ = _ingest_corpus(tmp_path, 3)
+    result = runner.invoke(app, ["spark", "ingest", str(path), "--index", DOWN])
+    assert result.exit_code == 2, result.output
+    assert "shdb: error: the Spark job failed" in result.output
+    assert "finished tasks wrote are saved; the same command again writes" in result.output
 
 
 def test_spark_ingest_refuses_a_local_index(spark, tmp_path: Path) -> None:

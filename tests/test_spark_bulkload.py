@@ -169,7 +169,7 @@ def test_bulk_load_errors_name_the_fix(tmp_path: Path) -> None:
                      "--bulk-load", str(tmp_path / "s"), check=None)  # fmt: skip
         assert done.returncode not in (0, 3) and "--zookeeper HOST:PORT" in done.stderr
         done = _shdb(
-            "spark", "ingest", str(corpus), "--index", url, "--master", "local[1]",
+            "spark", "ingest", "--create", str(corpus), "--index", url, "--master", "local[1]",
             "--bulk-load", str(tmp_path / "s"), "--zookeeper", "127.0.0.1:1",
             "--rejects", str(tmp_path / "rejects"), check=None,
         )  # fmt: skip

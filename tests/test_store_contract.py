@@ -60,6 +60,19 @@ def test_docs_put_get_delete(store: Store) -> None:
     assert store.doc_fingerprints(["a", "b", LONG_ID]) == {"b": 2}
 
 
+def test_docs_keep_sketches_with_and_without_evidence(store: Store) -> None:
+    """A stored sketch is the 64-byte b-bit part, then (new indexes) its evidence:
+    both sizes come back byte for byte (docs/SPEC.md, ``f:s``)."""
+    bands = bytes(range(100))
+    docs = [
+        Document("old", 5, sketch=bytes(range(64)), bands=bands),
+        Document("new", 6, "text", sketch=bytes(range(256)) * 4 + bytes(range(64)), bands=bands),
+    ]
+    with store.batch() as batch:
+        batch.put_docs(docs)
+    assert store.get_docs(["old", "new"]) == {d.doc_id: d for d in docs}
+
+
 def test_prefix_scans_are_exact_and_keys_only(store: Store) -> None:
     cells = [
         (_key(0x12345600, 1, 10), "x"),

@@ -113,14 +113,15 @@ def test_a_dead_worker_names_its_document_and_a_rerun_resumes(
         assert set(index.get_many(ids)) == set(ids)
 
 
-def test_the_cli_says_which_document_and_exits_1(tmp_path: Path) -> None:
+def test_the_cli_says_which_document_and_exits_2(tmp_path: Path) -> None:
     path = tmp_path / "in.jsonl"
     _corpus(path, 30, 17)
     with _deadly("sigkill"):
         result = shdb(
             "ingest", str(path), "-i", str(tmp_path / "ix"), "--workers", "2", "--batch-size", "5"
         )
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 2, result.output  # an error, after some batches were saved
     assert f"document 'd17' ({path}:18)" in result.stderr
     assert "was killed by SIGKILL" in result.stderr and "Traceback" not in result.stderr
     assert "hint: run the same command again to resume" in result.stderr
+    assert "documents of the batches finished before it are saved" in result.stderr

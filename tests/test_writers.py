@@ -10,7 +10,9 @@ import json
 import multiprocessing
 import os
 import random
+import re
 import signal
+import socket
 import subprocess
 import sys
 import threading
@@ -20,9 +22,12 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from simhash_hbase import Document, SimhashIndex
 from simhash_hbase.errors import IndexBusy, IndexNotFound
+from simhash_hbase.store import Store
+from simhash_hbase.store.lock import RUN_ROW, LeaseLock, fingerprint_locks
 
 from .serve_server import live_server
 
@@ -210,7 +215,8 @@ def test_two_ingests_into_one_index_second_refused_nothing_lost(tmp_path: Path) 
         first.wait()
     lines = report.read_text(encoding="utf-8").splitlines()
     assert len(lines) == len(set(lines))
-    assert sorted(lines) == sorted(alone_report.read_text(encoding="utf-8").splitlines())
+    alone = alone_report.read_text(encoding="utf-8").splitlines()
+    assert sorted(map(_untimed, lines)) == sorted(map(_untimed, alone))  # stored at other times
     with SimhashIndex.open(str(index), create=False, readonly=True) as reader:
         assert len(reader.get_many(ids)) == len(ids)
 
@@ -308,14 +314,14 @@ def test_sole_writer_waits_then_refuses_naming_the_holder(tmp_path: Path) -> Non
 
 
 class _NoSection:
-    """The embedded store without its write section: check-and-add then locks each
-    fingerprint in meta rows, as on HBase."""
+    """The embedded store holding fingerprints as HBase does: check-and-add then
+    locks each fingerprint in meta rows (:func:`fingerprint_locks`)."""
 
-    def __init__(self, store: object) -> None:
+    def __init__(self, store: Store) -> None:
         self._held = store
 
-    def write_section(self) -> contextlib.AbstractContextManager[bool]:
-        return contextlib.nullcontext(False)
+    def exclusive(self, owner: str, fps: set[int]) -> contextlib.AbstractContextManager[set[int]]:
+        return fingerprint_locks(self._held, owner, fps)
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._held, name)
@@ -344,3 +350,83 @@ def test_fingerprint_locks_exclusive_across_threads_of_one_handle(tmp_path: Path
         index._store = store
         new = Counter(doc_id.split("-")[0] for doc_id, total in found.items() if not total)
         assert [new[f"r{r}"] for r in range(5)] == [1] * 5
+
+
+def test_lease_lock_refuses_waits_renews_and_takes_over_a_dead_one(tmp_path: Path) -> None:
+    """HBase's run lock (a lease row in meta), here over the embedded store's meta
+    table, whose checkAndPut it shares: a second holder is refused naming the first
+    (pid, job), gets it by waiting, or at once when the row's lease has ended (a
+    killed run); the holder renews its lease while it holds; reentrant."""
+    with SimhashIndex.open(str(tmp_path / "ix")) as index:
+        store = index._store
+        first, second = LeaseLock(store), LeaseLock(store)
+        with first.held("job one"), first.held("job one, nested"):
+            row = store.get_meta(RUN_ROW)
+            assert row is not None and row["pid"] == os.getpid() and row["job"] == "job one"
+            with pytest.raises(IndexBusy) as info, second.held("job two"):
+                pass
+            assert f"pid {os.getpid()}" in str(info.value) and "job one" in str(info.value)
+            assert "a run killed on another host holds it 60 s after its last renewal" in str(
+                info.value
+            )
+        assert store.get_meta(RUN_ROW) == {"free": True}  # released by the outermost hold
+        with second.held("job two"):
+            pass
+        store.put_meta(RUN_ROW, {"pid": 1, "job": "killed", "at": 0})  # a lease long over
+        with second.held("job three"):
+            assert store.get_meta(RUN_ROW)["job"] == "job three"  # type: ignore[index]
+        ended = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"],
+                               capture_output=True, text=True, check=True)  # fmt: skip
+        dead = {"pid": int(ended.stdout), "host": socket.gethostname(), "job": "killed"}
+        store.put_meta(RUN_ROW, dead | {"at": int(time.time() * 1000)})  # a live lease
+        with second.held("job four"):  # but its holder, on this host, is gone
+            assert store.get_meta(RUN_ROW)["job"] == "job four"  # type: ignore[index]
+        outcome: list[str] = []
+
+        def waiting() -> None:
+            with second.held("waited", wait=60):
+                outcome.append(store.get_meta(RUN_ROW)["job"])  # type: ignore[index]
+
+        quick = LeaseLock(store, lease_ms=600)
+        with quick.held("renewing"):
+            at = store.get_meta(RUN_ROW)["at"]  # type: ignore[index]
+            _until("a renewal", lambda: store.get_meta(RUN_ROW)["at"] > at)  # type: ignore[index]
+            worker = threading.Thread(target=waiting)
+            worker.start()
+        worker.join()
+        assert outcome == ["waited"]
+
+
+@pytest.mark.hbase
+def test_one_ingest_per_hbase_index_readers_unblocked(hbase_url: str, tmp_path: Path) -> None:
+    """The run lock on HBase: while a process holds it, an ingest is refused naming
+    its pid (or waits with --wait), and queries answer."""
+    corpus = tmp_path / "fps.tsv"
+    _fingerprint_corpus(corpus, 50)
+    with SimhashIndex.open(hbase_url) as index:
+        index.add_fingerprint("held", 0x0123456789ABCDEF)
+    hold = HOLD.replace("index._store.write_section()", "contextlib.nullcontext()")
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import contextlib\n" + hold, hbase_url],
+        env=ENV, cwd=ROOT, stdout=subprocess.PIPE,
+    )  # fmt: skip
+    try:
+        assert holder.stdout is not None and holder.stdout.readline() == b"held\n"
+        args = [*SHDB, "ingest", "--fingerprints", str(corpus), "-i", hbase_url]
+        refused = subprocess.run(args, env=ENV, capture_output=True, timeout=120)
+        assert refused.returncode == 2 and f"pid {holder.pid}" in refused.stderr.decode()
+        query = subprocess.run(
+            [*SHDB, "get", "-i", hbase_url, "held", "--json"], env=ENV, capture_output=True
+        )
+        assert query.returncode == 0 and json.loads(query.stdout)["id"] == "held"
+        waiting = subprocess.Popen([*args, "--wait", "300"], env=ENV, stderr=subprocess.PIPE)
+        holder.kill()  # killed: its pid is gone from this host, so the waiting run goes on
+        _, err = waiting.communicate(timeout=400)
+        assert waiting.returncode == 0, err
+    finally:
+        holder.kill()
+        holder.wait()
+
+
+def _untimed(line: str) -> str:
+    return re.sub(r', "time": (null|"[^"]*")', "", line)

@@ -14,9 +14,11 @@ import typer
 
 from simhash_hbase.cli.options import IndexOpt, JsonOpt, PathsArg, source_options, uses
 from simhash_hbase.cli.render import (
+    EXIT_ERROR,
     EXIT_NO_MATCH,
     EXIT_SKIPPED,
     echo_json,
+    error,
     group,
     note,
     print_missing,
@@ -211,9 +213,9 @@ idf_app = group("IDF tables for your own domain.")
 def idf_build_cmd(
     paths: PathsArg, *, output: TableOutputOpt, source: SourceOptions, as_json: JsonOpt = False
 ) -> None:
-    """Build an IDF table (ln N/df over jieba terms) from the corpus at each PATH;
-    use it with `ingest --idf`.
-    Exit 3 when records were skipped (listed)."""
+    """Build an IDF table (ln N/df over jieba terms) from the texts at each PATH
+    (records need a text field, no id); use it with `ingest --idf`.
+    Exit 3 when records were skipped (listed), 2 when no text was read."""
     check_paths(paths, source)
     check_output("--output", output, paths)
     if output == "-":
@@ -221,8 +223,13 @@ def idf_build_cmd(
     terms, skipped = build_idf_file(paths, source, output)
     if as_json:
         echo_json({"output": output, "terms": terms, "skipped": [skip_json(b) for b in skipped]})
-    else:
-        note(f"wrote {terms} terms to {output}, skipped {len(skipped)}")
-        print_skips(skipped)
+    elif terms is not None:
+        note(f"wrote {terms} terms to {output}, skipped {len(skipped)} records")
+    print_skips(skipped)
+    if terms is None:
+        why = f"all {len(skipped)} records were skipped, listed above" if skipped else "empty"
+        error(f"no table written: the input has no text to count ({why})")
     if skipped:
         raise typer.Exit(EXIT_SKIPPED)
+    if terms is None:
+        raise typer.Exit(EXIT_ERROR)

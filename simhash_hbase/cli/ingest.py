@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import shlex
 import sys
 from collections.abc import Callable, Sequence
 from typing import IO, TYPE_CHECKING, Annotated, Any
@@ -35,13 +36,15 @@ from simhash_hbase.cli.render import (
     err,
     error,
     excluded,
+    hint,
+    message,
     new_index,
     note,
     predicate,
     print_skips,
     skip_json,
 )
-from simhash_hbase.errors import InvalidInput
+from simhash_hbase.errors import InvalidInput, ShdbError
 from simhash_hbase.index.client import DEFAULT_K, SimhashIndex
 from simhash_hbase.jobs.ingest import (
     DEFAULT_BATCH_SIZE,
@@ -59,6 +62,7 @@ from simhash_hbase.records import (
     Lookup,
     OnError,
     Record,
+    Written,
 )
 from simhash_hbase.store import local_path
 from simhash_hbase.text.readers import STDIN, SourceOptions, check_paths, total_bytes
@@ -187,12 +191,12 @@ def ingest_cmd(
         if ix.created:
             new_index(ix.url)
         summary = _run(ix, paths, opts, options, report, resume=resume, fingerprints=fingerprints)
-    if ix.created and not summary.added:
+    if ix.created and not summary.written:
         note("nothing was added, so the new index was not kept")
     if as_json:
         echo_json(_summary_json(summary))
     rule = None if options.find_k is None else predicate(options.find_k, ix.lsh, options.probes)
-    _print_summary(summary, rule)
+    _print_summary(summary, rule, paths)
     if summary.skipped or summary.skipped_before:
         raise typer.Exit(EXIT_SKIPPED)
 
@@ -230,10 +234,10 @@ def _run(
     exclude = excluded(report)
     total = None if fingerprints else total_bytes(paths, exclude)
     sink = JsonlReport(report) if report is not None else None
-    seen = IngestSummary()
+    seen: dict[int, Written] = {}  # what each write pass (a pending batch, the rest) wrote
 
     def on_progress(s: IngestSummary) -> None:
-        seen.added, seen.records = s.added, s.records
+        seen[id(s)] = s
 
     try:
         with _progress(total) as bar:
@@ -250,19 +254,41 @@ def _run(
                 fingerprints=fingerprints,
             )
     except KeyboardInterrupt:
-        again = (
-            "run the same command again to resume"
-            if resume and STDIN not in paths
-            else "a re-run starts over (re-adding a document is harmless)"
-        )
-        error(
-            f"interrupted: the {seen.added} documents added in the batches finished before it "
-            f"are saved; {again}"
-        )
+        error(f"interrupted: {_kept(seen, paths, resume)}")
         raise typer.Exit(EXIT_INTERRUPTED) from None
+    except BrokenPipeError:  # the ingest stopped with its report: not silent, as a query is
+        note(f"stopped: the report's reader closed it (--report -); {_kept(seen, paths, resume)}")
+        raise
+    except ShdbError as exc:
+        if not _done(seen).written:  # nothing written: the error alone says it (exit 2)
+            raise
+        error(message(exc), hint(exc))
+        note(_kept(seen, paths, resume))
+        raise typer.Exit(exc.exit_code) from None
     finally:
         if sink is not None:
             sink.close()
+
+
+def _done(seen: dict[int, Written]) -> Written:
+    done = Written()
+    for part in seen.values():
+        done.add(part)
+    return done
+
+
+def _kept(seen: dict[int, Written], paths: list[str], resume: bool) -> str:
+    """What a run stopped midway wrote, and what a re-run does."""
+    done = _done(seen)
+    again = (
+        "run the same command again to resume after them"
+        if resume and STDIN not in paths
+        else "a re-run starts over (re-adding a document is harmless)"
+    )
+    return (
+        f"the {done.written} documents of the batches finished before it are saved "
+        f"({done.added} added, {done.replaced} replaced, {done.unchanged} unchanged); {again}"
+    )
 
 
 def _counter(bar: Progress, total: int | None) -> Callable[[Record | BadRecord], None]:
@@ -300,6 +326,8 @@ def _progress(total: int | None) -> Progress:
 def _summary_json(summary: IngestSummary) -> dict[str, Any]:
     return {
         "added": summary.added,
+        "replaced": summary.replaced,
+        "unchanged": summary.unchanged,
         "duplicates": summary.duplicates,
         "records": summary.records,
         "resumed_after": summary.resumed_after,
@@ -310,14 +338,23 @@ def _summary_json(summary: IngestSummary) -> dict[str, Any]:
     }
 
 
-def _print_summary(summary: IngestSummary, rule: str | None) -> None:
+def _print_summary(summary: IngestSummary, rule: str | None, paths: list[str]) -> None:
     if summary.resumed_after:
         note(f"resumed: {summary.resumed_after} records were done by an earlier run")
-    found = f", {summary.duplicates} near-duplicates ({rule})" if rule is not None else ""
     skipped = len(summary.skipped) + summary.skipped_before
     note(
-        f"added {summary.added} documents{found}, skipped {skipped}, "
+        f"added {summary.added} documents, replaced {summary.replaced}, "
+        f"unchanged {summary.unchanged} (already held); skipped {skipped} records; "
         f"{summary.bytes_read / 1e6:.1f} MB in {summary.seconds:.1f} s "
         f"({summary.docs_per_second:.0f} docs/s)"
     )
+    if rule is not None and summary.added + summary.replaced:
+        note(f"{summary.duplicates} of the new or changed documents have near-copies ({rule})")
+    if rule is not None and summary.unchanged:
+        where = " ".join(shlex.quote(p) for p in paths)
+        note(
+            f"the {summary.unchanged} documents already held unchanged are not reported again "
+            f"(their near-copies were reported when they were added): `shdb dedup {where}` "
+            "lists every near-copy pair in the input, `shdb query --file FILE` one document's"
+        )
     print_skips(summary.skipped, summary.skipped_before)

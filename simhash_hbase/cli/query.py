@@ -61,9 +61,11 @@ def query_cmd(
     limit: LimitOpt = DEFAULT_LIMIT,
 ) -> None:
     """Near-copies of TEXT (or --file, --fingerprint) held in the index, nearest
-    first: a table of distance, fingerprint and id, at most --limit rows, and how
-    many there are in all (--json: {"matches": [...], "total", "total_exact"}).
-    Exit 1 if none."""
+    first, at most --limit rows, and how many there are in all. The table's columns:
+    distance (how many of the 64 fingerprint bits differ), similarity (the share of
+    the texts' character 5-grams they have in common, estimated from their sketches,
+    0 to 1; - for --fingerprint, which has no sketch), fingerprint and id (--json:
+    {"matches": [...], "total", "total_exact"}). Exit 1 if none."""
     if fingerprint is not None and given.given:
         raise InvalidInput("give exactly one of TEXT, --file or --fingerprint")
     check_limit(limit)

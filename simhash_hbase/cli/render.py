@@ -3,11 +3,12 @@
 This module owns every hint and every exit code; the library below speaks
 neutrally and carries structured details in its exceptions.
 
-Exit codes (docs/cli.md): 0 success; 1 failure (a run that failed midway, e.g.
-a worker died; `query` found nothing, `get`/`remove` missed an id, `verify`
-found problems); 2 usage or setup error (bad usage, bad input with --on-error
-fail, store down, missing extra); 3 finished but skipped records (listed);
-130 interrupted (Ctrl-C); 141 the output was closed early.
+Exit codes (docs/cli.md, the README): 0 done; 1 nothing found (`query` found
+nothing, `get`/`remove` missed an id, `verify` found problems); 2 error (bad
+usage or setting, store down, a worker died, bad input with --on-error fail;
+one after some records were written says what was saved and that a re-run
+resumes); 3 finished but skipped records (listed); 130 interrupted (Ctrl-C);
+141 the output was closed early.
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ if TYPE_CHECKING:
     from simhash_hbase.fingerprint.minhash import MinHashParams
 
 EXIT_NO_MATCH = 1
+EXIT_ERROR = 2  # ShdbError.exit_code
 EXIT_SKIPPED = 3
 EXIT_INTERRUPTED = 130
 EXIT_BROKEN_PIPE = 141
@@ -67,12 +69,14 @@ FLAGS = {
 #: What to do about a skipped record, by kind.
 PROBLEM_HINTS = {
     Problem.TOO_LARGE: "raise --max-bytes or split the document",
-    Problem.NOT_UTF8: "re-encode it as UTF-8 (from GBK: iconv -f GB18030 -t UTF-8)",
+    # no charset named: a guess would "succeed" into mojibake (Big5 read as GB18030)
+    Problem.NOT_UTF8: "re-encode it as UTF-8 from the charset it is in "
+    "(iconv -f THAT-CHARSET -t UTF-8), or declare that charset in the page's <meta>",
     Problem.MISSING_FIELD: "set --id-field/--text-field",
     Problem.WRONG_TYPE: "make it a JSON string",
     Problem.MALFORMED: "fix or remove the record",
     Problem.BAD_ID: "fix or remove the record",  # the reason says what an id must be
-    Problem.UNREADABLE: "check its permissions",
+    Problem.UNREADABLE: "check its permissions, or the disk or mount it is on",
     Problem.SYMLINK: "--follow-symlinks reads what it leads to",
 }
 #: What an interrupted command kept, and what to do, by command (ingest says its own).
@@ -168,9 +172,8 @@ class Group(TyperGroup):
         except KeyboardInterrupt:  # typer would exit 130 in silence
             error("interrupted", INTERRUPT_HINTS.get(ctx.invoked_subcommand or ""))
             raise typer.Exit(EXIT_INTERRUPTED) from None
-        except BrokenPipeError:  # e.g. `shdb ... | head -1`: say so where it can be read
+        except BrokenPipeError:  # `shdb ... | head`: the reader has all it wanted
             sys.stdout = open(os.devnull, "w")  # noqa: SIM115 - the flush at exit must not fail
-            error("the output was closed before shdb finished (broken pipe)")
             raise typer.Exit(EXIT_BROKEN_PIPE) from None
 
     def main(self, *args: Any, **kwargs: Any) -> Any:
@@ -258,13 +261,16 @@ def note(text: str) -> None:
 
 
 def predicate(k: int, lsh: MinHashParams | None, probes: int = 0) -> str:
-    """The match rule in words, for summaries (layout.nets.is_match; docs/nets.md)."""
-    near = f"k<={k}"
+    """The match rule in words a newcomer can read, for summaries (layout.nets.is_match;
+    docs/nets.md): "distance" and "similarity" are the columns of ``shdb query``."""
+    near = f"distance <= {k} bits"
     if probes:
-        near = f"k<={k}, or distance<={bound(k, probes)} with one of {probes} probes within {k}"
+        near = f"distance <= {k} bits (or <= {bound(k, probes)} for one of {probes} probes)"
     if lsh is None:
-        return near
-    return f"{near} (and similarity>={lsh.floor}), or similarity>={lsh.threshold}"
+        return f"a match: {near}"
+    if lsh.evidence:  # every sketch of the index carries evidence: the similarity decides
+        return f"a match: similarity >= {lsh.threshold} (without a sketch: {near})"
+    return f"a match: {near} with similarity >= {lsh.floor}, or similarity >= {lsh.threshold}"
 
 
 def skip_json(bad: BadRecord) -> dict[str, Any]:

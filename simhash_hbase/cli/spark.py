@@ -8,14 +8,15 @@ imported when a command runs, so ``shdb --help`` stays fast without it.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Callable, Sequence
-from contextlib import AbstractContextManager
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from simhash_hbase.cli.options import (
     BatchSchemeOpt,
+    CreateOpt,
     IdFieldOpt,
     IndexOpt,
     JsonOpt,
@@ -28,7 +29,17 @@ from simhash_hbase.cli.options import (
     fingerprint_settings,
     uses,
 )
-from simhash_hbase.cli.render import EXIT_SKIPPED, echo_json, group, note, predicate
+from simhash_hbase.cli.render import (
+    EXIT_SKIPPED,
+    echo_json,
+    error,
+    group,
+    hint,
+    message,
+    new_index,
+    note,
+    predicate,
+)
 from simhash_hbase.errors import InvalidInput
 from simhash_hbase.fingerprint.minhash import MinHashParams
 from simhash_hbase.fingerprint.simhash import FingerprintParams
@@ -145,6 +156,23 @@ def _job_errors() -> AbstractContextManager[None]:
     return job_errors()
 
 
+@contextmanager
+def _writes_kept() -> Iterator[None]:
+    """A Spark ingest that failed midway (exit 2) says what is kept and what a re-run
+    does: its finished tasks' writes stay (by id), and writing one again is harmless."""
+    from simhash_hbase.spark.session import SparkJobFailed
+
+    try:
+        yield
+    except SparkJobFailed as exc:
+        error(message(exc), hint(exc))
+        note(
+            "the documents its finished tasks wrote are saved; the same command again "
+            "writes every document, those already held unchanged"
+        )
+        raise typer.Exit(exc.exit_code) from None
+
+
 def _finish(summary: Summary, what: str, as_json: bool) -> None:
     if as_json:
         echo_json(dataclasses.asdict(summary))
@@ -206,6 +234,7 @@ def ingest_cmd(
     source: Reading,
     *,
     index: IndexOpt = None,
+    create: CreateOpt = False,
     report: ReportOpt = None,
     rejects: RejectsOpt = "shdb-spark-rejects",
     k: KOpt = DEFAULT_K,
@@ -221,7 +250,7 @@ def ingest_cmd(
 ) -> None:
     """Backfill an HBase index from Spark executors (same tables as `shdb ingest`):
     through the Thrift gateway in batches, or (--bulk-load) as HFiles handed to
-    HBase's bulk load, the same cells."""
+    HBase's bulk load, the same cells. The index must exist, or --create it."""
     from simhash_hbase.spark.jobs import ingest
 
     url = resolve_url(index)
@@ -231,7 +260,7 @@ def ingest_cmd(
         from simhash_hbase.spark.hfiles import bulkload_jars
 
         jars = bulkload_jars()
-    with _job_errors():
+    with _writes_kept(), _job_errors():
         summary = ingest(
             spark(jars),
             source,
@@ -245,7 +274,10 @@ def ingest_cmd(
             batch_size=batch_size,
             partitions=partitions,
             bulk=bulk,
+            create=create,
         )
+    if summary.created:
+        new_index(url)
     found = "" if report is None else f", {summary.pairs} near-duplicates (k<={k}) in {report}"
     rate = summary.documents / summary.seconds if summary.seconds else 0.0
     _finish(

@@ -198,11 +198,12 @@ def _square_py(text: str, pos: int = 0) -> tuple[int, int] | None:
 
 
 #: :func:`_square_py` and :func:`_block_around_py`, in C when the extension is built.
-_find_square: Callable[..., tuple[int, int] | None] = getattr(
-    native.module(), "find_square", _square_py
+_COMPILED = native.module()
+_find_square: Callable[..., tuple[int, int] | None] = (
+    _square_py if _COMPILED is None else _COMPILED.find_square
 )
-_block_around: Callable[[str, int, int], tuple[int, int]] = getattr(
-    native.module(), "block_around", _block_around_py
+_block_around: Callable[[str, int, int], tuple[int, int]] = (
+    _block_around_py if _COMPILED is None else _COMPILED.block_around
 )
 
 

@@ -329,7 +329,7 @@ class Fingerprinter:
         compiled = native.module()
         ours = compiled is not None and self.params.features == "words"
         self._native = _native_terms(self.params) if ours and self._recipe_is_ours() else None
-        self._sign_rows_c = getattr(compiled, "sign_rows", None)
+        self._sign_rows_c = None if compiled is None else compiled.sign_rows
 
     def _recipe_is_ours(self) -> bool:
         """Whether the terms are this class's own: a subclass that changes how they are
@@ -632,7 +632,8 @@ def _unwiden_py(text: str) -> str:
 #: Full-width ASCII, U+3000, U+00A0 and U+2026 replaced by their compatibility
 #: decompositions, which leaves NFKC as it is, in C (``_native.unwiden``);
 #: without the extension, nothing (NFKC does it).
-_unwiden: Callable[[str], str] = getattr(native.module(), "unwiden", _unwiden_py)
+_COMPILED = native.module()
+_unwiden: Callable[[str], str] = _unwiden_py if _COMPILED is None else _COMPILED.unwiden
 
 
 def normalise(text: str, fold: Callable[[str], str] | None = None) -> str:

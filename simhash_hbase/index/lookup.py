@@ -1,6 +1,9 @@
 """The lookups of new documents and queries with both nets: one candidate
 generator and one judge on every path (docs/nets.md, "One candidate generator").
 
+- :class:`Finder`: the reading half of an index; its :meth:`Finder.find` answers
+  every query variant of :class:`~simhash_hbase.index.client.SimhashIndex` and
+  the lookups of a write (ingest, check-and-add: :meth:`Finder.lookups`);
 - :func:`bucket_docs` and :func:`judged`: held documents, by scanning the rows a
   query shares with them (a batch of queries scans its distinct prefixes once);
 - :func:`batch_near`: the documents of one batch among themselves, by grouping
@@ -9,19 +12,30 @@ generator and one judge on every path (docs/nets.md, "One candidate generator").
 
 from __future__ import annotations
 
-from itertools import pairwise
+import bisect
+import heapq
+from collections import Counter
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from itertools import chain, pairwise
+from typing import Any
 
 import numpy as np
 
-from simhash_hbase.fingerprint.minhash import MinHashParams
+from simhash_hbase.errors import InvalidInput
+from simhash_hbase.fingerprint.minhash import MinHashParams, Signature
 from simhash_hbase.fingerprint.probes import bound
 from simhash_hbase.layout import codec
+from simhash_hbase.layout.codec import check_fingerprint, check_fingerprints
 from simhash_hbase.layout.groups import nets_graph
-from simhash_hbase.layout.nets import Judge
+from simhash_hbase.layout.nets import Judge, first_band_flag
 from simhash_hbase.layout.pairs import near_graph
 from simhash_hbase.layout.scheme import Scheme
-from simhash_hbase.records import Match, Matches
-from simhash_hbase.store import Store
+from simhash_hbase.records import Document, Lookup, Match, Matches, check_limit
+from simhash_hbase.store import IndexCell, Store
+
+_SCALAR_MAX = 4  # below this many fingerprints, plain Python beats NumPy
+_SCALAR_CANDIDATES = 24  # and below this many candidates of one query (~20 breaks even)
 
 #: A new document's (probe list, sketch, bands): what its lookup depends on.
 InsertKey = tuple[tuple[int, ...], bytes | None, bytes | None]
@@ -97,13 +111,9 @@ def judged(
     held_fp = np.array([0 if d is None else d.fingerprint for d in held], dtype=np.uint64)
     alive = np.array([d is not None for d in held], dtype=bool)[doc] & (held_fp[doc] == cand)
     query, doc, cand = query[alive], doc[alive], cand[alive]
-    size = None if lsh is None else lsh.sketch_bytes
-    mine = [s if s is not None and len(s) == size else None for s in sketches]
-    theirs = [
-        None if d is None or d.sketch is None or len(d.sketch) != size else d.sketch for d in held
-    ]
+    theirs = [None if d is None else d.sketch for d in held]
     fps = np.concatenate([np.array([probes[0] for probes in lists], dtype=np.uint64), held_fp])
-    judge = Judge(fps, k, lsh, mine + theirs)
+    judge = Judge(fps, k, lsh, [*sketches, *theirs])  # it skips sketches of other sizes
     near = probe_near(lists, query, cand, k)
     match, dist, sim = judge(query, doc + len(lists), near)
     query, doc, dist, sim = query[match], doc[match], dist[match], sim[match]
@@ -197,6 +207,24 @@ def batch_near(
     return near, [whole[u] for u in node]
 
 
+def settle_new(
+    keys: list[InsertKey], judge: Judge, s: int, targets: list[int], k: int
+) -> list[tuple[int, int, float | None]]:
+    """The keys of ``targets`` that key ``s`` matches, judged by the one rule (with
+    its probes: :func:`probe_near`): whether a check-and-add's document is new
+    must not rest on the bounded neighbours of a large group (layout.groups), so
+    one whose count there is a lower bound of 0 meets every document written."""
+    if not targets:
+        return []
+    t = np.array(targets, dtype=np.int64)
+    near = probe_near([list(keys[s][0])], np.zeros(len(t), dtype=np.int64), judge.fps[t], k)
+    match, dist, sim = judge(np.full(len(t), s, dtype=np.int64), t, near)
+    return [
+        (x, d, None if v != v else v)
+        for x, d, v in zip(t[match].tolist(), dist[match].tolist(), sim[match].tolist())
+    ]
+
+
 def _probe_hits(
     keys: list[InsertKey],
     fps: np.ndarray,
@@ -231,3 +259,494 @@ def _probe_hits(
 def _sim(value: float) -> float | None:
     """A judged similarity as a Match holds it (NaN: a side has no sketch)."""
     return None if value != value else float(value)
+
+
+@dataclass
+class QueryCost:
+    """What the lookups of this index object cost so far: queries (a text, or a new
+    document checked at insert), prefix scans (after deduplicating the prefixes of a
+    query's probes) and the index cells those scans returned (candidates)."""
+
+    queries: int = 0
+    scans: int = 0
+    candidates: int = 0
+
+
+class Finder:
+    """The reading half of an index: every lookup goes through :meth:`find`. The
+    store is passed on each call (the index's, checked against forks and
+    replaceable by tests that count its calls)."""
+
+    def __init__(self, scheme: Scheme, lsh: MinHashParams | None) -> None:
+        self.scheme = scheme
+        self.lsh = lsh
+        self.cost = QueryCost()
+        self._encode_prefixes = codec.prefix_encoder()  # the one-query hot path's
+
+    def scanned(self, store: Store, fps: list[int], k: int, limit: int | None) -> list[Matches]:
+        """:meth:`find`'s exact searches through the scans and the confirmation."""
+        if len(fps) > _SCALAR_MAX:
+            hits, cells = self._near_many(store, fps, k, limit)
+            cut = _cut_rows(cells, limit)
+            candidates = len(cells)
+        else:
+            found = store.scan_prefixes_many(self.prefixes(fps), row_cap=limit)
+            hits = [_near(fp, cells, k) for fp, cells in zip(fps, found)]
+            cut = _cut_rows([c for cells in found for c in cells], limit)
+            candidates = sum(map(len, found))
+        self.cost.queries += len(fps)
+        self.cost.scans += len(fps) * self.scheme.rows_per_fingerprint
+        self.cost.candidates += candidates
+        return self._confirm(store, hits, limit, cut)
+
+    def one(self, store: Store, fp: int, k: int, limit: int | None) -> Matches | None:
+        """One query on the store's one-query path (:meth:`Store.scan_documents`:
+        the documents found, not a cell tuple each) where it has one and no cell
+        can disagree with its docs row (no confirming read: batches are atomic, or
+        the index follows the docs); None: take the plain path."""
+        terms = self.scheme.prefix_terms
+        if terms is None or not (store.atomic_batches or store.index_follows_docs):
+            return None
+        found = store.scan_documents(self._encode_prefixes(fp, terms), limit)
+        if found is None:
+            return None
+        docs, cells = found
+        cost = self.cost
+        cost.queries += 1
+        cost.scans += self.scheme.rows_per_fingerprint
+        cost.candidates += cells
+        hits = [(i, cand, dist) for i, cand in docs if (dist := (cand ^ fp).bit_count()) <= k]
+        hits.sort(key=_by_distance)
+        return with_times(store, [Matches([Match(*hit) for hit in hits[:limit]], len(hits))])[0]
+
+    def _near_many(
+        self, store: Store, fps: list[int], k: int, row_cap: int | None
+    ) -> tuple[list[dict[tuple[str, int], int]], list[IndexCell]]:
+        """:func:`_near` of many queries, and the cells their scans read.
+
+        The batch's distinct prefixes go to the store as one list in key order
+        (each seek then descends through pages the one before has just read),
+        and each cell found is matched to the queries of its prefix and confirmed
+        by XOR and popcount in NumPy, not by a Python call per candidate.
+        """
+        arr = np.array(fps, dtype=np.uint64)
+        values = codec.prefix_values(self.scheme.fields_many(arr)).reshape(-1)
+        unique, inverse = np.unique(values, return_inverse=True)
+        (cells,) = store.scan_prefixes_many([codec.encode_prefix_values(unique)], row_cap=row_cap)
+        hits: list[dict[tuple[str, int], int]] = [{} for _ in fps]
+        if not cells:
+            return hits, cells
+        rows = np.frombuffer(b"".join([row for row, _ in cells]), dtype=codec.ROWKEY_DTYPE)
+        slot = np.searchsorted(unique, codec.rowkey_prefix_values(rows))  # each cell's prefix
+        # The queries holding distinct prefix u are owners[start[u] : start[u + 1]].
+        owners = np.argsort(inverse, kind="stable") // self.scheme.rows_per_fingerprint
+        start = np.zeros(len(unique) + 1, dtype=np.intp)
+        np.cumsum(np.bincount(inverse, minlength=len(unique)), out=start[1:])
+        per_cell = start[slot + 1] - start[slot]
+        cell = np.repeat(np.arange(len(cells)), per_cell)
+        first = np.cumsum(per_cell) - per_cell  # where each cell's pairs begin
+        query = owners[np.repeat(start[slot] - first, per_cell) + np.arange(len(cell))]
+        cands = rows["fp"].astype(np.uint64)[cell]
+        dists = np.bitwise_count(cands ^ arr[query])
+        keep = np.flatnonzero(dists <= k)
+        for c, q, cand, dist in zip(
+            cell[keep].tolist(), query[keep].tolist(), cands[keep].tolist(), dists[keep].tolist()
+        ):
+            hits[q][(cells[c][1], cand)] = dist
+        return hits, cells
+
+    def find(
+        self,
+        store: Store,
+        probe_lists: Sequence[Sequence[int]],
+        k: int,
+        limit: int | None,
+        sketches: Sequence[SketchKeys] | None = None,
+        *,
+        alone: bool = False,
+    ) -> list[Matches]:
+        """Every lookup: queries of each kind and the new documents of a write.
+        Each of ``probe_lists`` is a fingerprint followed by its probes.
+
+        The pigeonhole's verdict on one is exactly the union of the exact
+        k-searches of its probes, keeping the documents whose distance to the
+        fingerprint itself is at most ``bound(k, probes)``; a match reports that
+        true distance. The prefixes of all probes of all queries go to the store
+        in one batched scan, each distinct prefix once per query.
+
+        ``sketches`` (per query: its sketch and band keys, or (None, None)) adds
+        the LSH net: the band prefixes go in the same scan, and every candidate
+        is judged by :func:`~simhash_hbase.layout.nets.is_match` with the
+        similarity of the sketches read with the docs rows.
+
+        Without probes or sketches these are exact searches, on the shortest
+        path: a few fingerprints go one by one through the store's one-query path
+        (:meth:`one`) where batches are atomic (remote: one multi-get is cheaper),
+        or, ``alone`` (one fingerprint asked on its own), wherever the store has it.
+        """
+        self.scheme.check_k(k)
+        check_limit(limit)
+        if alone:  # one exact search (query_fingerprint): the hot path, no lists built
+            ((fp,),) = probe_lists
+            quick = self.one(store, check_fingerprint(fp), k, limit)
+            return [self.scanned(store, [fp], k, limit)[0] if quick is None else quick]
+        lists = [list(probes) for probes in probe_lists]
+        check_fingerprints(list(chain.from_iterable(lists)))
+        if any(not probes for probes in lists):
+            raise InvalidInput("a probed query needs at least its own fingerprint")
+        nets = self.lsh is not None and sketches is not None and any(s for s, _ in sketches)
+        if not nets and all(len(probes) == 1 for probes in lists):  # exact searches
+            fps = [probes[0] for probes in lists]
+            if len(fps) <= _SCALAR_MAX and store.atomic_batches:
+                each = [self.one(store, fp, k, limit) for fp in fps]
+                if all(result is not None for result in each):
+                    return each  # type: ignore[return-value]
+            return self.scanned(store, fps, k, limit)
+        flat = [fp for probes in lists for fp in probes]
+        per_fp = self.prefixes(flat)
+        prefix_lists, at = [], 0
+        for probes in lists:
+            unique = dict.fromkeys(p for pl in per_fp[at : at + len(probes)] for p in pl)
+            prefix_lists.append(list(unique))
+            at += len(probes)
+        if nets:
+            assert sketches is not None
+            return self._nets(store, lists, prefix_lists, sketches, k, limit)
+        found = store.scan_prefixes_many(prefix_lists, row_cap=limit)
+        self.cost.queries += len(lists)
+        self.cost.scans += sum(map(len, prefix_lists))
+        self.cost.candidates += sum(map(len, found))
+        cut = _cut_rows([c for cells in found for c in cells], limit)
+        hits: list[dict[tuple[str, int], int]] = []
+        for probes, cells in zip(lists, found):
+            fp, flipped, widest = probes[0], probes[1:], bound(k, len(probes) - 1)
+            near: dict[tuple[str, int], int] = {}
+            for row, doc_id in cells:
+                cand = codec.rowkey_fingerprint(row)
+                dist = (cand ^ fp).bit_count()
+                if dist <= k or (
+                    dist <= widest and any((cand ^ p).bit_count() <= k for p in flipped)
+                ):
+                    near[(doc_id, cand)] = dist
+            hits.append(near)
+        return self._confirm(store, hits, limit, cut)
+
+    def _nets(
+        self,
+        store: Store,
+        lists: list[list[int]],
+        prefix_lists: list[list[bytes]],
+        sketches: Sequence[SketchKeys],
+        k: int,
+        limit: int | None,
+    ) -> list[Matches]:
+        """:meth:`find` with both nets: one scan for the pigeonhole's and the
+        bands' prefixes, one multi-get of the candidates' docs rows (their sketches;
+        on HBase the read that already confirms hits), then :func:`is_match`."""
+        first = first_band_flag(self.scheme)
+        for prefixes, (_, bands) in zip(prefix_lists, sketches):
+            if bands is not None:
+                prefixes += codec.band_prefixes(bands, first)
+        read, found, partial, cells = bucket_docs(store, prefix_lists, limit)
+        self.cost.queries += len(lists)
+        self.cost.scans += sum(map(len, prefix_lists))
+        self.cost.candidates += cells
+        mine = [sketch for sketch, _ in sketches]
+        return judged(store, self.lsh, lists, read, found, partial, mine, k, limit)
+
+    def prefixes(self, fps: Sequence[int]) -> list[list[bytes]]:
+        terms = self.scheme.prefix_terms
+        if len(fps) <= _SCALAR_MAX and terms:  # NumPy's per-call cost would dominate
+            return [self._encode_prefixes(fp, terms) for fp in fps]
+        return codec.encode_prefixes_many(self.scheme.fields_many(np.array(fps, dtype=np.uint64)))
+
+    def _confirm(
+        self,
+        store: Store,
+        hits: list[dict[tuple[str, int], int]],
+        limit: int | None,
+        cut: dict[int, bytes],
+    ) -> list[Matches]:
+        """Each query's hits ranked and cut to ``limit``, with their count.
+
+        ``cut``: fingerprints whose rows the scan read only to ``limit`` cells (a
+        row holds one fingerprint, so its first ids are the nearest of it); their
+        documents are counted by :meth:`Store.row_sizes` where the store can, else
+        the count is a lower bound.
+
+        Where batches are not atomic, a hit is shown only if its docs row holds
+        its fingerprint. Rows are read nearest first, only as far as it takes to
+        fill ``limit`` (a hot query of 100,000 copies reads ~``limit`` rows); the
+        hits further down are counted unread, so until ``verify --repair`` drops
+        a cell an interrupted write left, it may count.
+        """
+        counts = self._counts(store, hits, cut)
+        if store.atomic_batches or store.index_follows_docs:
+            # Cells and their docs row commit in one transaction, or cells are
+            # written after their docs row and deleted before it changes: no cell
+            # can disagree with its document, so the confirming read is not needed.
+            done = [_ranked(near, limit, *count) for near, count in zip(hits, counts)]
+            return with_times(store, done)
+        ranked = [sorted(near, key=_hit_order(near)) for near in hits]
+        held: dict[str, int | None] = {}  # id -> fingerprint in its docs row (None: no row)
+        while ask := sorted({i for order in ranked for i, _ in _unsure_head(order, held, limit)}):
+            fps = store.doc_fingerprints(ask)
+            held.update((i, fps.get(i)) for i in ask)
+        results = []
+        for near, order, (total, exact) in zip(hits, ranked, counts):
+            stale = sum(1 for i, fp in order if i in held and held[i] != fp)
+            shown = [(i, fp) for i, fp in order if held.get(i, fp) == fp][:limit]
+            matches = (Match(i, fp, near[(i, fp)]) for i, fp in shown)
+            results.append(Matches(matches, total - stale, exact))
+        return with_times(store, results)
+
+    def _counts(
+        self, store: Store, hits: list[dict[tuple[str, int], int]], cut: dict[int, bytes]
+    ) -> list[tuple[int, bool]]:
+        """(count, exact) of each query's hits, its cut fingerprints counted whole."""
+        if not cut:
+            return [(len(near), True) for near in hits]
+        wanted = [{fp for _, fp in near} & cut.keys() for near in hits]
+        sizes = store.row_sizes(sorted({cut[fp] for fps in wanted for fp in fps}))
+        counts = []
+        for near, fps in zip(hits, wanted):
+            if not fps:
+                counts.append((len(near), True))
+            elif sizes is None:
+                counts.append((len(near), False))
+            else:
+                rest = sum(1 for _, fp in near if fp not in fps)
+                counts.append((rest + sum(sizes[cut[fp]] for fp in fps), True))
+        return counts
+
+    def find_at_insert(
+        self, store: Store, docs: list[tuple[Document, Sequence[int]]], k: int, limit: int | None
+    ) -> list[Lookup]:
+        """Near-copies of each new doc among held docs and earlier docs of this batch
+        (all written), for ingest: see :meth:`lookups`. A document re-added
+        unchanged (same id, same fingerprint) is not new: its pairs were reported
+        when it or its partners were added, so it reports none."""
+        found, _ = self.lookups(store, docs, k, limit)
+        return [
+            Lookup(doc.doc_id, matches)
+            for (doc, _), matches in zip(docs, found)
+            if matches is not None and matches.total
+        ]
+
+    def lookups(
+        self,
+        store: Store,
+        docs: list[tuple[Document, Sequence[int]]],
+        k: int,
+        limit: int | None,
+        *,
+        keep: Sequence[bool] | None = None,
+    ) -> tuple[list[Matches | None], list[int]]:
+        """Each doc's near-copies among held docs and the earlier docs of the batch
+        that are written, by the same rule as :meth:`find` (each doc with
+        its probe list): at most ``limit`` each, nearest first, and their count;
+        and the positions of the docs written, in order.
+
+        ``keep`` None (ingest): every doc is written; a doc re-added unchanged
+        gets None (not new) and a changed one does not count its own old version.
+        Else (check-and-add): a doc is written if ``keep`` says so or if it has no
+        near-copy, and its own held version counts like any other document.
+        Documents with one probe list (unprobed: one fingerprint) are looked up once,
+        and the batch is compared by distinct lists, so a batch of mass copies costs
+        one lookup and ``limit`` ids per copy, not a pair per copy and partner.
+        """
+        keys = [(tuple(probes), d.sketch, d.bands) for d, probes in docs]
+        distinct = list(dict.fromkeys(keys))
+        slot = {key: s for s, key in enumerate(distinct)}
+        # One more than shown, so that dropping a document's own older version
+        # still leaves ``limit``.
+        held = self.find(
+            store,
+            [key[0] for key in distinct],
+            k,
+            None if limit is None else limit + 1,
+            [key[1:] for key in distinct],
+        )
+        near, whole = batch_near(distinct, k, self.scheme, self.lsh)
+        ingest = keep is None
+        versions = (
+            self._own_versions(store, docs, [held[slot[key]] for key in keys]) if ingest else {}
+        )
+        count = [0] * len(distinct)  # earlier documents of the batch written, by key
+        nearest: list[list[str]] = [[] for _ in distinct]  # their first ids, sorted
+        written: dict[str, tuple[int, int]] = {}  # id -> (position, key) of its version
+        found: list[Matches | None] = []
+        judge: Judge | None = None  # over the distinct keys, made if a new document is settled
+        for j, ((doc, probes), key) in enumerate(zip(docs, keys)):
+            old = versions.get(doc.doc_id)
+            if ingest and old == doc.fingerprint:  # unchanged
+                found.append(None)
+                continue
+            s = slot[key]
+            result = held[s]
+            total, hits = 0, list[Match]()
+            if result.total or len(near[s]) > 1 or count[s] or old is not None:
+                total, hits = self._batch_matches(result, doc, probes, old, written, ingest, k)
+                for t, dist, sim in near[s]:
+                    total += count[t]
+                    hits += [
+                        Match(i, distinct[t][0][0], dist, sim, docs[written[i][0]][0].time)
+                        for i in nearest[t]
+                    ]
+            settled = not ingest and not total and not whole[s] and bool(written)
+            if settled:  # new or not: judged against every written key, so exactly
+                judge = judge or Judge(
+                    np.array([d[0][0] for d in distinct], dtype=np.uint64),
+                    k,
+                    self.lsh,
+                    [d[1] for d in distinct],
+                )
+                seen = {t for t, _, _ in near[s]}
+                rest = [t for t in range(len(distinct)) if count[t] and t not in seen]
+                for t, dist, sim in settle_new(distinct, judge, s, rest, k):
+                    total += count[t]
+                    hits += [
+                        Match(i, distinct[t][0][0], dist, sim, docs[written[i][0]][0].time)
+                        for i in nearest[t]
+                    ]
+            # else (most documents): nothing held near, nothing near in the batch so far
+            if hits:
+                hits = sorted(hits, key=_match_order)[:limit]
+            # a key in a large group was judged against bounded neighbours: its count
+            # is a lower bound, unless no earlier document of the batch is written or
+            # it was settled against them all
+            exact = result.total_exact and (whole[s] or not written or settled)
+            found.append(Matches(hits, total, exact))
+            if ingest or keep[j] or not total:  # type: ignore[index]
+                if doc.doc_id in written:  # its earlier version of this batch is replaced
+                    _, t = written[doc.doc_id]
+                    count[t] -= 1
+                    if doc.doc_id in nearest[t]:
+                        nearest[t].remove(doc.doc_id)
+                written[doc.doc_id] = (j, s)
+                count[s] += 1
+                bisect.insort(nearest[s], doc.doc_id)
+                del nearest[s][len(nearest[s]) if limit is None else limit :]
+        return found, [j for j, _ in written.values()]
+
+    @staticmethod
+    def _batch_matches(
+        result: Matches,
+        doc: Document,
+        probes: Sequence[int],
+        old: int | None,
+        written: dict[str, tuple[int, int]],
+        ingest: bool,
+        k: int,
+    ) -> tuple[int, list[Match]]:
+        """A document's held matches as :meth:`lookups` reports them: its own older
+        version and the held versions of documents written earlier in the batch (they
+        are counted among the batch's) left out; (their count, those shown)."""
+        own = any(m.doc_id == doc.doc_id for m in result)
+        total = result.total - (old is not None and (own or _within(old, probes, k)))
+        total -= sum(m.doc_id in written for m in result)
+        hits = [
+            m for m in result if m.doc_id not in written and (m.doc_id != doc.doc_id or not ingest)
+        ]
+        return total, hits
+
+    def _own_versions(
+        self, store: Store, docs: list[tuple[Document, Sequence[int]]], held: list[Matches]
+    ) -> dict[str, int]:
+        """The fingerprint each new document's id holds already, where it has one:
+        seen in its lookup's matches, or read when a cut result may hide it."""
+        versions: dict[str, int] = {}
+        unsure = []
+        for (doc, _), result in zip(docs, held):
+            own = [m.fingerprint for m in result if m.doc_id == doc.doc_id]
+            if own:
+                versions[doc.doc_id] = own[0]
+            elif result.total > len(result):
+                unsure.append(doc.doc_id)
+        if unsure:
+            versions.update((i, d.fingerprint) for i, d in store.get_docs(unsure).items())
+        return versions
+
+
+def _near(fp: int, cells: Sequence[IndexCell], k: int) -> dict[tuple[str, int], int]:
+    """The cells within ``k`` of ``fp``: {(id, fingerprint): distance}."""
+    if len(cells) > _SCALAR_CANDIDATES:  # one XOR and popcount in NumPy (4x4 at 1 M: ~60)
+        rows = np.frombuffer(b"".join([row for row, _ in cells]), dtype=codec.ROWKEY_DTYPE)
+        cands = rows["fp"].astype(np.uint64)
+        dists = np.bitwise_count(cands ^ np.uint64(fp))
+        keep = np.flatnonzero(dists <= k).tolist()
+        return {(cells[i][1], int(cands[i])): int(dists[i]) for i in keep}
+    near: dict[tuple[str, int], int] = {}
+    for row, doc_id in cells:
+        cand = codec.rowkey_fingerprint(row)
+        dist = (cand ^ fp).bit_count()
+        if dist <= k:
+            near[(doc_id, cand)] = dist
+    return near
+
+
+def _cut_rows(cells: Sequence[IndexCell], cap: int | None) -> dict[int, bytes]:
+    """{fingerprint: its row} of the rows a scan with ``row_cap=cap`` may have cut."""
+    if cap is None or len(cells) < cap:
+        return {}
+    counts = Counter(row for row, _ in cells)
+    return {codec.rowkey_fingerprint(row): row for row, n in counts.items() if n >= cap}
+
+
+def _ranked(
+    near: dict[tuple[str, int], int], limit: int | None, total: int, exact: bool
+) -> Matches:
+    """The ``limit`` nearest hits (distance, then id) of {(id, fingerprint): distance}."""
+    if not near:  # most lookups of a batch
+        return Matches((), total, exact)
+    hits = ((doc_id, fp, dist) for (doc_id, fp), dist in near.items())
+    if limit is None or len(near) <= limit:
+        top = sorted(hits, key=_by_distance)
+    else:  # a hot query: no sort of every copy
+        top = heapq.nsmallest(limit, hits, key=_by_distance)
+    return Matches((Match(*hit) for hit in top), total, exact)
+
+
+def _unsure_head(
+    order: list[tuple[str, int]], held: dict[str, int | None], limit: int | None
+) -> Iterator[tuple[str, int]]:
+    """The unread hits among the first ones that would fill ``limit`` if all were good."""
+    good = 0
+    for doc_id, fp in order:
+        if limit is not None and good >= limit:
+            return
+        if doc_id not in held:
+            yield doc_id, fp
+            good += 1
+        elif held[doc_id] == fp:
+            good += 1
+
+
+def _by_distance(hit: tuple[Any, ...]) -> tuple[int, str]:
+    return hit[2], hit[0]
+
+
+#: A new document's lookup: its probe list, sketch and band keys.
+#: A query's (sketch, band keys as stored), or (None, None) without them.
+SketchKeys = tuple[bytes | None, bytes | None]
+
+
+def keys_of(sig: Signature | None) -> SketchKeys:
+    return (None, None) if sig is None else (sig.sketch, codec.encode_bands(sig.bands))
+
+
+def _hit_order(near: dict[tuple[str, int], int]) -> Callable[[tuple[str, int]], tuple[int, str]]:
+    """Sort key of the hits of ``near``: distance, then id."""
+    return lambda hit: (near[hit], hit[0])
+
+
+def _match_order(match: Match) -> tuple[int, str]:
+    return match.distance, match.doc_id
+
+
+def _within(cand: int, probes: Sequence[int], k: int) -> bool:
+    """Whether a probed lookup finds ``cand`` (see :meth:`SimhashIndex.query_probed`)."""
+    dist = (cand ^ probes[0]).bit_count()
+    return dist <= k or (
+        dist <= bound(k, len(probes) - 1) and any((cand ^ p).bit_count() <= k for p in probes[1:])
+    )

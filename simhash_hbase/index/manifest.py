@@ -11,9 +11,10 @@ from collections.abc import Callable, Mapping
 from dataclasses import asdict
 from typing import Any, TypeVar
 
-from simhash_hbase.errors import InvalidSetting, ManifestMismatch, StoreCorrupt
+from simhash_hbase.errors import InvalidSetting, ManifestMismatch, StoreCorrupt, StoreError
 from simhash_hbase.fingerprint.minhash import MinHashParams
-from simhash_hbase.fingerprint.simhash import FingerprintParams
+from simhash_hbase.fingerprint.simhash import FingerprintParams, idf_table, register_idf
+from simhash_hbase.layout import codec
 from simhash_hbase.layout.nets import DEFAULT_NETS, NETS, SIMHASH, SIMHASH_LSH, check_nets
 from simhash_hbase.layout.scheme import DEFAULT_SCHEME, SCHEMES, Scheme, get_scheme
 from simhash_hbase.store.base import Store
@@ -26,6 +27,7 @@ FORMAT_VERSION = 1
 #: Format 2 is format 1 with the HBase bucket layout (``hbase_index``, docs/SPEC.md).
 FORMAT_VERSIONS = (1, 2)
 MANIFEST = "manifest"  # its name in the meta table
+_IDF = "idf/"  # custom IDF tables, by digest
 #: What the installed code brings rather than the caller: checked when texts are
 #: fingerprinted (loading them costs a second), not on every open.
 ENVIRONMENT = ("tokenizer_version", "idf_digest", "stopwords_digest", "fold_converter")
@@ -174,3 +176,47 @@ def _parsed(url: str, field: str, entry: object, parse: Callable[[dict[str, Any]
         raise _refuse(url, f"{field}.{exc.setting}", entry.get(exc.setting), str(exc)) from exc
     except (TypeError, ValueError, KeyError) as exc:  # a value of the wrong JSON type
         raise _refuse(url, field, entry, f"cannot be read ({exc})") from exc
+
+
+def store_manifest(
+    store: Store, scheme: str | None, params: Wanted, nets: str | None
+) -> dict[str, Any]:
+    """Write a new index's manifest (its settings validated before: :func:`validate`)
+    and its custom IDF table, which travels with the index (no later ``--idf``),
+    unless another process was first; the manifest held after."""
+    manifest = new_manifest(scheme, params, nets) | store.manifest_entries()
+    digest = FingerprintParams.from_manifest(manifest["fingerprint"]).idf
+    if digest is not None:
+        parts = codec.encode_blob_parts(idf_table(digest).raw)
+        for i, part in enumerate(parts):
+            store.put_meta(f"{_IDF}{digest}/{i}", part)
+        store.put_meta(f"{_IDF}{digest}", {"parts": len(parts)})
+    return store.put_meta_if_absent(MANIFEST, manifest)
+
+
+def drop_manifest(store: Store, digest: str | None) -> None:
+    """Delete what :func:`store_manifest` wrote: the manifest and the IDF table ``digest``."""
+    if digest is not None:
+        head = store.get_meta(f"{_IDF}{digest}") or {}
+        for i in range(int(head.get("parts", 0))):
+            store.delete_meta(f"{_IDF}{digest}/{i}")
+        store.delete_meta(f"{_IDF}{digest}")
+    store.delete_meta(MANIFEST)
+
+
+def load_idf(store: Store, digest: str | None, url: str) -> None:
+    """Register the index's own custom IDF table, read from its meta table."""
+    if digest is None:
+        return
+    head = store.get_meta(f"{_IDF}{digest}")
+    if head is None:
+        raise StoreError(f"the IDF table {digest[:12]}... of {url} is missing")
+    parts = []
+    for i in range(head["parts"]):
+        part = store.get_meta(f"{_IDF}{digest}/{i}")
+        if part is None:
+            raise StoreError(f"the IDF table {digest[:12]}... of {url} is incomplete")
+        parts.append(part)
+    table = register_idf(codec.decode_blob_parts(parts), f"IDF table of {url}")
+    if table.digest != digest:
+        raise StoreError(f"the IDF table {digest[:12]}... of {url} is corrupt")

@@ -33,6 +33,7 @@ from simhash_hbase.records import (
     Document,
     Match,
     Matches,
+    Time,
     fingerprint_to_hex,
     parse_fingerprint_hex,
     parse_time,
@@ -133,9 +134,14 @@ class RemoteIndex:
         *,
         store_text: bool = False,
         fmt: str = "auto",
+        time: Time = None,
     ) -> int:
-        """Index ``text`` under ``doc_id`` (replacing an earlier version); its fingerprint."""
-        item = {"id": doc_id, "text": text, "format": fmt, "meta": meta, "store_text": store_text}
+        """Index ``text`` under ``doc_id`` (replacing an earlier version); its fingerprint.
+        ``time``: when it arrived (RFC 3339 or epoch seconds; None: when it is written)."""
+        item: dict[str, Any] = {"id": doc_id, "text": text, "format": fmt, "meta": meta}
+        item["store_text"] = store_text
+        if time is not None:
+            item["time"] = time
         return parse_fingerprint_hex(self._one("add", item)["fingerprint"])
 
     def add_fingerprint(self, doc_id: str, fp: int, meta: dict[str, Any] | None = None) -> None:
@@ -170,6 +176,7 @@ class RemoteIndex:
             )
         items = [
             {"id": d.doc_id, "fingerprint": fingerprint_to_hex(d.fingerprint), "meta": d.meta}
+            | ({} if d.time is None else {"time": d.time / 1000})
             for d in docs
         ]
         endpoint = "add" if always else "check-and-add"

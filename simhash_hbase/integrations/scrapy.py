@@ -3,7 +3,7 @@
 Enable it in a Scrapy project's settings::
 
     ITEM_PIPELINES = {"simhash_hbase.integrations.scrapy.NearDuplicatePipeline": 300}
-    SHDB_INDEX = "crawl.shdb"   # or hbase://HOST:9090/PREFIX, or http://HOST:8080 (shdb serve)
+    SHDB_INDEX = "crawl.shdb"  # or hbase://HOST:9091?prefix=NAME, or http://HOST:8080 (serve)
 
 Each item is checked against the index and then added to it, in batches: an item
 waits (without blocking the reactor) until its batch is written, so the answer it

@@ -30,8 +30,9 @@ from simhash_hbase.errors import InvalidInput, InvalidSetting, RejectedRecord, S
 from simhash_hbase.fingerprint.minhash import MinHashParams
 from simhash_hbase.fingerprint.probes import check_probes
 from simhash_hbase.fingerprint.simhash import FingerprintParams
-from simhash_hbase.index.client import SimhashIndex, gc_paused
+from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.index.manifest import Wanted
+from simhash_hbase.index.write import gc_paused
 from simhash_hbase.jobs import checkpoint as checkpoint_mod
 from simhash_hbase.jobs.checkpoint import (
     Checkpoint,
@@ -192,10 +193,10 @@ def _write_stream(
             checked=True,
             limit=options.limit,
             before_write=before,
+            tally=summary,
         )
         checkpoint_mod.fault("written")
         summary.duplicates += len(found)
-        summary.added += len(docs)
         summary.seconds = time.perf_counter() - started
         if journal is not None:
             journal.committed(summary, found)
@@ -453,7 +454,7 @@ def ingest(
         earlier.report_bytes = report.size()
     done = earlier.records
     summary = write(done, None, options, Commits(checkpoint, report, earlier))
-    summary.added += redone.added
+    summary.add(redone)
     summary.duplicates += redone.duplicates
     summary.resumed_after = done
     summary.skipped[:0] = earlier.skipped

@@ -13,7 +13,8 @@ from itertools import islice
 from typing import IO
 
 from simhash_hbase.errors import InvalidInput
-from simhash_hbase.index.client import REMOVE_BATCH, SimhashIndex
+from simhash_hbase.index.client import SimhashIndex
+from simhash_hbase.index.write import REMOVE_BATCH
 
 
 @dataclass

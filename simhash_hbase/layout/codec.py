@@ -39,11 +39,11 @@ assert ROWKEY_DTYPE.itemsize == ROWKEY_BYTES
 COL_FINGERPRINT = b"f:h"
 COL_TEXT = b"f:text"
 COL_META = b"f:meta"
-COL_SKETCH = b"f:s"  # the b-bit MinHash sketch (<= 64 bytes)
+COL_SKETCH = b"f:s"  # the b-bit MinHash sketch (64 bytes), then its evidence (optional)
 COL_BANDS = b"f:b"  # the LSH band keys, 4 bytes each, big-endian
 COL_TIME = b"f:t"  # when the document arrived: ms since the epoch, 8 bytes big-endian signed
 COL_OWNER = b"f:o"  # HBase: the token of the writer that owns the row (SPEC, "Writers")
-MAX_SKETCH_BYTES = 64
+MAX_SKETCH_BYTES = 64 + 2048  # the largest b-bit sketch and evidence (MinHashParams)
 BAND_BYTES = 4
 
 
@@ -259,6 +259,21 @@ def check_document(doc: Document) -> None:
 
 def _valid_time(ms: object) -> bool:
     return isinstance(ms, int) and not isinstance(ms, bool) and MIN_TIME_MS <= ms <= MAX_TIME_MS
+
+
+def check_fingerprints(fps: list[int]) -> None:
+    """:func:`check_fingerprint` of each: a list of ints in range in a few C-level
+    passes (a batch's lookups), else one by one (the error names the first bad one)."""
+    if set(map(type, fps)) <= {int} and (not fps or (min(fps) >= 0 and max(fps) < 1 << 64)):
+        return
+    for fp in fps:
+        check_fingerprint(fp)
+
+
+def check_fingerprint(fp: int) -> int:
+    if isinstance(fp, bool) or not isinstance(fp, int) or not 0 <= fp < 1 << 64:
+        raise InvalidInput(f"fingerprint {fp!r} is not an unsigned 64-bit integer")
+    return fp
 
 
 _EXTRAS = attrgetter("text", "meta", "sketch", "bands")

@@ -8,7 +8,10 @@
 ingest report, batch ``dedup``, both stores): a pair is a match when the
 pigeonhole finds it within k bits (unless both sketches exist and say the texts
 share almost nothing), or when their sketches' estimated Jaccard reaches the
-threshold. :class:`Judge` applies it to arrays of pairs of prepared documents.
+threshold; when both sketches carry evidence, when their similarity alone reaches
+it (near the threshold, the evidence's lower bound: docs/nets.md, "Evidence").
+:func:`confirm` applies it to pairs of stored sketches (:class:`Judge`, Spark),
+:class:`Judge` to arrays of pairs of prepared documents.
 
 The candidates it judges are the same on every path: the documents sharing a
 row prefix with the query (one of the pigeonhole's combination keys, or a band
@@ -25,7 +28,7 @@ import numpy as np
 from numpy.typing import ArrayLike
 
 from simhash_hbase.errors import InvalidSetting
-from simhash_hbase.fingerprint.minhash import BINS, MinHashParams
+from simhash_hbase.fingerprint.minhash import BINS, MinHashParams, evidence_similarity
 from simhash_hbase.layout.scheme import Scheme
 
 SIMHASH = "simhash"
@@ -34,8 +37,11 @@ NETS = (SIMHASH, SIMHASH_LSH)
 #: New indexes get both nets; an index whose manifest names none has the pigeonhole only.
 DEFAULT_NETS = SIMHASH_LSH
 
-#: Pairs judged at once (each ~4 x the sketch's bytes of scratch).
-JUDGE_CHUNK = 1 << 18
+#: Pairs judged at once (each ~4 x the stored sketch's bytes of scratch).
+JUDGE_CHUNK = 1 << 15
+#: A sketch estimate this close to the threshold (or below it and within this of the
+#: floor) is replaced by the evidence's, where both sides have evidence.
+EVIDENCE_MARGIN = 0.2
 
 
 def check_nets(nets: str) -> str:
@@ -51,9 +57,10 @@ def first_band_flag(scheme: Scheme) -> int:
 
 def matches(near: ArrayLike, similarity: ArrayLike, lsh: MinHashParams | None) -> np.ndarray:
     """The one rule, over arrays of pairs: ``near`` is the pigeonhole's verdict
-    (within k, or a probe within k and the probe bound); ``similarity`` the
-    sketches' estimated Jaccard, NaN where a side has no sketch (the pigeonhole
-    alone decides). Every judge of a pair calls this (docs/nets.md)."""
+    (within k, or a probe within k and the probe bound; False where both sketches
+    carry evidence: :func:`confirm`); ``similarity`` the sketches' estimated
+    Jaccard, NaN where a side has no sketch (the pigeonhole alone decides). Every
+    judge of a pair calls this (docs/nets.md)."""
     near = np.asarray(near, dtype=bool)
     if lsh is None:
         return near
@@ -64,7 +71,8 @@ def matches(near: ArrayLike, similarity: ArrayLike, lsh: MinHashParams | None) -
 
 
 def is_match(near: bool, similarity: float | None, lsh: MinHashParams | None) -> bool:
-    """:func:`matches` of one pair (``similarity`` None: a side has no sketch)."""
+    """:func:`matches` of one pair (``similarity`` None: a side has no sketch;
+    ``near``: as :func:`matches` takes it)."""
     return bool(
         matches(np.bool_(near), np.float64(np.nan if similarity is None else similarity), lsh)
     )
@@ -72,7 +80,7 @@ def is_match(near: bool, similarity: float | None, lsh: MinHashParams | None) ->
 
 class Judge:
     """:func:`matches` over pairs of prepared documents held in arrays: their
-    fingerprints, packed sketches (None: no sketch) and the rule's parameters."""
+    fingerprints, stored sketches (None: no sketch) and the rule's parameters."""
 
     def __init__(
         self,
@@ -82,14 +90,10 @@ class Judge:
         sketches: Sequence[bytes | None] = (),
     ) -> None:
         self.fps, self.k, self.lsh = np.asarray(fps, dtype=np.uint64), k, lsh
-        self.has = np.array([s is not None for s in sketches], dtype=bool).reshape(-1)
+        if lsh is not None:
+            self.rows, self.has = sketch_rows(sketches, lsh)
         if lsh is None or not self.has.any():
             self.lsh, self.has = None, np.zeros(len(self.fps), dtype=bool)
-            return
-        blank = bytes(lsh.sketch_bytes)
-        raw = b"".join(blank if s is None else s for s in sketches)
-        self.words = np.frombuffer(raw, dtype="<u8").reshape(len(sketches), -1)
-        self.lanes = np.uint64(sum(1 << i for i in range(0, 64, lsh.sketch_bits)))
 
     def __call__(
         self, a: np.ndarray, b: np.ndarray, near: np.ndarray | None = None
@@ -115,18 +119,74 @@ class Judge:
     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         dist = np.bitwise_count(self.fps[a] ^ self.fps[b]).astype(np.int64)
         near = dist <= self.k if near is None else near
-        sim = np.full(len(a), np.nan)
-        if self.lsh is not None:
-            bits = self.lsh.sketch_bits
-            x = self.words[a] ^ self.words[b]
-            folded = x.copy()
-            for shift in range(1, bits):
-                folded |= x >> np.uint64(shift)
-            differ = np.bitwise_count(folded & self.lanes).sum(axis=1, dtype=np.int64)
-            chance = 2.0**-bits
-            est = np.round(np.clip(((BINS - differ) / BINS - chance) / (1.0 - chance), 0.0, 1.0), 4)
-            sim = np.where(self.has[a] & self.has[b], est, np.nan)
-        return matches(near, sim, self.lsh), dist, sim
+        if self.lsh is None:
+            return near, dist, np.full(len(a), np.nan)
+        match, sim = confirm(near, self.has[a] & self.has[b], self.rows, a, b, self.lsh)
+        return match, dist, sim
+
+
+def confirm(
+    near: np.ndarray,
+    both: np.ndarray,
+    rows: np.ndarray,
+    a: np.ndarray,
+    b: np.ndarray,
+    lsh: MinHashParams,
+) -> tuple[np.ndarray, np.ndarray]:
+    """(match, similarity: NaN where ``both`` is False) of pairs rows[a[i]], rows[b[i]]
+    of stored sketches (:func:`sketch_rows`): :func:`matches` of their
+    :func:`pair_similarities`, where a pair both of whose sketches carry evidence
+    is decided by its similarity alone (the pigeonhole's verdict and the floor are
+    for sketches without evidence: docs/nets.md, "Evidence")."""
+    sim = np.full(len(a), np.nan)
+    near = np.array(near, dtype=bool)
+    at = np.flatnonzero(both)
+    sim[at], evidenced = pair_similarities(rows[a[at]], rows[b[at]], lsh)
+    near[at[evidenced]] = False
+    return matches(near, sim, lsh), sim
+
+
+def sketch_rows(
+    sketches: Sequence[bytes | None], lsh: MinHashParams
+) -> tuple[np.ndarray, np.ndarray]:
+    """Stored sketches as (n, ``lsh.stored_bytes``) uint8 rows, zero-padded (a
+    sketch without evidence has an all-zero evidence part: never a real one, whose
+    text has a shingle in some bin), and which rows have a sketch of this index
+    (the b-bit part alone, or with its evidence; any other size: none)."""
+    width, size = lsh.stored_bytes, lsh.sketch_bytes
+    has = np.array([s is not None and len(s) in (size, width) for s in sketches], dtype=bool)
+    blank = bytes(width)
+    raw = b"".join(s.ljust(width, b"\0") if ok else blank for s, ok in zip(sketches, has))  # type: ignore[union-attr]
+    return np.frombuffer(raw, dtype=np.uint8).reshape(len(has), width), has
+
+
+def pair_similarities(
+    x: np.ndarray, y: np.ndarray, lsh: MinHashParams
+) -> tuple[np.ndarray, np.ndarray]:
+    """(similarity, evidenced) of pairs of stored sketches (rows of
+    :func:`sketch_rows`, x[i] with y[i]): the b-bit sketch's estimate (docs/SPEC.md,
+    "Nets" step 6); where both carry evidence (``evidenced``) and that estimate lies
+    within EVIDENCE_MARGIN of the threshold or of the floor, the evidence's lower
+    confidence bound (step 7) instead."""
+    size, bits = lsh.sketch_bytes, lsh.sketch_bits
+    if not len(x):
+        return np.zeros(0), np.zeros(0, dtype=bool)
+    lanes = np.uint64(sum(1 << i for i in range(0, 64, bits)))
+    words_x = np.ascontiguousarray(x[:, :size]).view("<u8")
+    diff = words_x ^ np.ascontiguousarray(y[:, :size]).view("<u8")
+    folded = diff.copy()
+    for shift in range(1, bits):
+        folded |= diff >> np.uint64(shift)
+    differ = np.bitwise_count(folded & lanes).sum(axis=1, dtype=np.int64)
+    chance = 2.0**-bits
+    est = np.round(np.clip(((BINS - differ) / BINS - chance) / (1.0 - chance), 0.0, 1.0), 4)
+    if not lsh.evidence:
+        return est, np.zeros(len(x), dtype=bool)
+    evidenced = (x[:, size:] != 0).any(axis=1) & (y[:, size:] != 0).any(axis=1)
+    low = lsh.floor - EVIDENCE_MARGIN
+    unsure = np.flatnonzero(evidenced & (est >= low) & (est < lsh.threshold + EVIDENCE_MARGIN))
+    est[unsure] = evidence_similarity(x[unsure, size:], y[unsure, size:])
+    return est, evidenced
 
 
 def band_candidates(bands: np.ndarray, has: np.ndarray) -> np.ndarray:
@@ -154,12 +214,3 @@ def band_candidates(bands: np.ndarray, has: np.ndarray) -> np.ndarray:
     if not out:
         return np.zeros((0, 2), dtype=np.intp)
     return np.unique(np.concatenate(out), axis=0)
-
-
-def pair_similarities(sketches: np.ndarray, pairs: np.ndarray, bits: int) -> np.ndarray:
-    """Estimated Jaccard of each pair from unpacked sketches ((n, 128) uint8)."""
-    if not len(pairs):
-        return np.zeros(0)
-    agree = (sketches[pairs[:, 0]] == sketches[pairs[:, 1]]).mean(axis=1)
-    chance = 2.0**-bits
-    return np.round(np.clip((agree - chance) / (1.0 - chance), 0.0, 1.0), 4)

@@ -41,8 +41,8 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from simhash_hbase.fingerprint.minhash import MinHashParams, unpack_sketch
-from simhash_hbase.layout.nets import matches, pair_similarities
+from simhash_hbase.fingerprint.minhash import MinHashParams
+from simhash_hbase.layout.nets import confirm, sketch_rows
 from simhash_hbase.layout.pairs import pairs_in_groups, roots
 from simhash_hbase.layout.scheme import Scheme
 from simhash_hbase.records import fingerprint_to_hex
@@ -197,15 +197,14 @@ def _shared_pairs(part: Iterable[tuple[int, Blob]]) -> Iterator[Blob]:
         yield np.minimum(x, y), np.maximum(x, y), np.zeros(len(x), dtype=bool)
 
 
-def _table_rows(nodes: Iterable[Node], buckets: int, width: int) -> Iterator[tuple[int, Blob]]:
+def _table_rows(
+    nodes: Iterable[Node], buckets: int, lsh: MinHashParams
+) -> Iterator[tuple[int, Blob]]:
     """What the confirm reads of each node: (bucket, (reps, fps, sketches, has))."""
     batch = list(nodes)
     if batch:
         fps, reps = _arrays(batch)
-        blank = bytes(width)
-        raw = b"".join(n.sketch or blank for n in batch)
-        sketches = np.frombuffer(raw, dtype=np.uint8).reshape(len(batch), width)
-        has = np.array([n.sketch is not None for n in batch], dtype=bool)
+        sketches, has = sketch_rows([n.sketch for n in batch], lsh)
         yield from _split(_buckets_of(reps, buckets), buckets, reps, fps, sketches, has)
 
 
@@ -258,17 +257,15 @@ def _confirm(
     if pairs is None or table is None:
         return
     a, b, near, fp_a, sk_a, has_a = pairs
+    near = near.reshape(-1)
     at = _rows_of(table, b)
     dist = np.bitwise_count(fp_a ^ table[1][at]).astype(np.int64)
-    both = has_a & table[3][at]
-    sims = np.full(len(a), np.nan)
-    if lsh is not None and both.any():
-        n = len(a)
-        packed = np.concatenate([sk_a, table[2][at]]).tobytes()
-        values = unpack_sketch(packed, lsh.sketch_bits).reshape(2 * n, -1)
-        index = np.stack([np.arange(n), np.arange(n) + n], axis=1)
-        sims = np.where(both, pair_similarities(values, index, lsh.sketch_bits), np.nan)
-    keep = matches(near, sims, lsh).reshape(-1)
+    if lsh is None:
+        keep, sims = near, np.full(len(a), np.nan)
+    else:
+        rows = np.concatenate([sk_a, table[2][at]])
+        first, second = np.arange(len(a)), np.arange(len(a)) + len(a)
+        keep, sims = confirm(near, has_a & table[3][at], rows, first, second, lsh)
     yield a[keep], b[keep], dist[keep], sims[keep]
 
 
@@ -430,8 +427,8 @@ class DedupJob:
             bands = nodes.mapPartitions(lambda ns: _band_rows(ns, buckets))
             cands = cands.union(placed.mapPartitions(_shared_pairs))
             cands = cands.union(bands.partitionBy(buckets, _bucket).mapPartitions(_shared_pairs))
-        width = (lsh or MinHashParams()).sketch_bytes
-        table = nodes.mapPartitions(lambda ns: _table_rows(ns, buckets, width))
+        shape = lsh or MinHashParams(evidence=0)  # without the LSH net: no sketch
+        table = nodes.mapPartitions(lambda ns: _table_rows(ns, buckets, shape))
         table.persist()
         keyed = cands.flatMap(lambda blob: _tagged(_by_first(blob, buckets), 0))
         tagged = table.mapPartitions(lambda rows: _tagged(rows, 1))

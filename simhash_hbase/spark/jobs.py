@@ -61,6 +61,7 @@ class Summary:
     clusters: int | None = None
     seconds: float = 0.0
     rejects_path: str | None = None
+    created: bool = False  # ingest: the index was new (created on purpose)
 
 
 def write_both(df: DataFrame, folder: str, name: str) -> None:
@@ -216,8 +217,10 @@ def ingest(
     batch_size: int = 1000,
     partitions: int | None = None,
     bulk: Target | None = None,
+    create: bool = False,
 ) -> Summary:
-    """Backfill: fingerprint and write the input into the HBase index at ``url``.
+    """Backfill: fingerprint and write the input into the HBase index at ``url``,
+    which must exist unless ``create`` (a mistyped prefix never starts an empty one).
 
     With ``bulk``, the documents whose ids the index does not hold yet are
     written as HFiles and bulk loaded (:mod:`simhash_hbase.spark.hfiles`); the
@@ -232,29 +235,38 @@ def ingest(
     """
     check_hbase_url(url)
     started = time.perf_counter()
-    with SimhashIndex.open(url, scheme=scheme, params=params) as index:
+    # The driver holds the index for the whole job (a lease it renews, store.lock):
+    # one ingest per index at a time, as `shdb ingest`; readers are not blocked.
+    with (
+        SimhashIndex.open(url, scheme=scheme, params=params, create=create) as index,
+        index.sole_writer("shdb spark ingest"),
+    ):
+        created = index.created
         index.scheme.check_k(k)
         held_params, held_scheme, held_lsh = index.params, index.scheme, index.lsh
         index.fingerprinter  # noqa: B018  (loads the index's own IDF table, if any)
-    fingerprinting = Fingerprinting(held_params, _idf_bytes(held_params), store_text, held_lsh)
-    items = _documents(spark, reading, fingerprinting)
-    summary = Summary(rejects_path=rejects, rejected=_write_rejects(spark, items, rejects))
-    parts = partitions or spark.sparkContext.defaultParallelism
-    # One version per id (the last in input order), spread evenly over the tasks.
-    docs = (
-        items.flatMap(_accepted)
-        .map(lambda item: (item[1].doc_id, item))
-        .reduceByKey(lambda a, b: a if a[0] > b[0] else b, parts)
-        .values()
-    )
-    docs.persist()
-    summary.records = items.count()
-    if report is not None:
-        summary.pairs = _report(spark, docs, url, (held_scheme, k, held_lsh), batch_size, report)
-    if bulk is not None:
-        summary.documents = _bulk_write(spark, docs, url, bulk, batch_size)
-    else:
-        summary.documents = _thrift_write(docs, url, batch_size)
+        fingerprinting = Fingerprinting(held_params, _idf_bytes(held_params), store_text, held_lsh)
+        items = _documents(spark, reading, fingerprinting)
+        summary = Summary(
+            rejects_path=rejects, rejected=_write_rejects(spark, items, rejects), created=created
+        )
+        parts = partitions or spark.sparkContext.defaultParallelism
+        # One version per id (the last in input order), spread evenly over the tasks.
+        docs = (
+            items.flatMap(_accepted)
+            .map(lambda item: (item[1].doc_id, item))
+            .reduceByKey(lambda a, b: a if a[0] > b[0] else b, parts)
+            .values()
+        )
+        docs.persist()
+        summary.records = items.count()
+        if report is not None:
+            held = (held_scheme, k, held_lsh)
+            summary.pairs = _report(spark, docs, url, held, batch_size, report)
+        if bulk is not None:
+            summary.documents = _bulk_write(spark, docs, url, bulk, batch_size)
+        else:
+            summary.documents = _thrift_write(docs, url, batch_size)
     summary.seconds = time.perf_counter() - started
     return summary
 

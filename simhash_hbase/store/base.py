@@ -67,7 +67,28 @@ class StoreBatch(Protocol):
     def delete_docs(self, doc_ids: Iterable[str]) -> None: ...
 
 
-class Store(Protocol):
+class Maintenance(Protocol):
+    """The upkeep of an index's files: bulk loads, tier merges, warming. A store
+    where one means nothing (HBase) still answers: :meth:`load` refuses clearly,
+    :meth:`merge_fresh` and :meth:`warm` do nothing."""
+
+    def load(self, blocks: Iterable[tuple[Sequence[CellBlock], Sequence[Document]]]) -> int:
+        """Fill an empty index with the documents and cells of ``blocks`` (a
+        backfill writing every page once); the documents loaded.
+        :class:`InvalidInput` where the store has no bulk load."""
+        ...
+
+    def merge_fresh(self, on_part: Callable[[int, int, int], None] | None = None) -> int:
+        """Merge the fresh tier into the main one now; the index cells moved (0
+        without a fresh tier). ``on_part(done, parts, moved)`` after each commit."""
+        ...
+
+    def warm(self) -> int:
+        """Map the index's file into this process now; the bytes mapped (0: none)."""
+        ...
+
+
+class Store(Maintenance, Protocol):
     url: str
 
     #: True when a batch commits all or nothing (LMDB); HBase is atomic per row only.
@@ -107,14 +128,23 @@ class Store(Protocol):
         ...
 
     def delete_meta(self, name: str) -> None: ...
-    def write_section(self) -> AbstractContextManager[bool]:
-        """Hold the critical section of a check and the write it decides (a
-        check-and-add, an ingest batch's lookups and write): one holder at a time
-        among every writer of the index, threads and processes alike, so identical
-        submissions that overlap give exactly one new. True: held (embedded: a lock
-        of the handle's threads and ``flock`` on the folder's ``shdb-write.lock``,
-        :mod:`store.lock`); False: the store has no such section (HBase), and
-        check-and-add locks each fingerprint in meta rows instead."""
+    def write_section(self) -> AbstractContextManager[None]:
+        """Hold the critical section of a write (an ingest batch's lookups and
+        write, a removal): one holder at a time among every writer of the index,
+        threads and processes alike (embedded: a lock of the handle's threads and
+        ``flock`` on the folder's ``shdb-write.lock``, :mod:`store.lock`); a no-op
+        where no process can hold the index (HBase: rows are claimed one by one,
+        :meth:`StoreBatch.claim_docs`)."""
+        ...
+
+    def exclusive(self, owner: str, fps: set[int]) -> AbstractContextManager[set[int]]:
+        """Those of ``fps`` that ``owner`` (one index handle) holds till the block
+        ends, so that a check-and-add's lookups and the write they decide are one
+        critical section: of identical submissions that overlap exactly one is new.
+        Embedded: every one, in :meth:`write_section` (the folder's ``flock``);
+        HBase: a lock row each in the meta table
+        (:func:`~simhash_hbase.store.lock.fingerprint_locks`), those held by
+        another writer left out (the caller tries them again)."""
         ...
 
     def run_lock(self, job: str, wait: float = 0.0) -> AbstractContextManager[None]:
@@ -122,7 +152,9 @@ class Store(Protocol):
         so two runs never share a checkpoint or a report; another run holding it
         makes this wait up to ``wait`` s, then raise :class:`IndexBusy` naming its
         pid and start time. Readers never wait for it. Embedded: ``flock`` on
-        ``shdb-run.lock`` (a killed holder leaves none); HBase: not locked."""
+        ``shdb-run.lock`` (a killed holder leaves none); HBase: a lease row in meta
+        (:class:`~simhash_hbase.store.lock.LeaseLock`: a killed holder's lease ends
+        within a minute, at once for a run on its host)."""
         ...
 
     def batch(self) -> AbstractContextManager[StoreBatch]: ...

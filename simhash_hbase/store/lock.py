@@ -12,7 +12,9 @@ never share its checkpoint and report: the second is refused, told the holder's
 pid, command and start time, which the holder writes into ``shdb-run.lock``.
 
 :func:`fingerprint_locks` is the same section where no process can hold a
-folder (HBase): a lock row per fingerprint in the meta table.
+folder (HBase): a lock row per fingerprint in the meta table. :class:`LeaseLock`
+is the run lock there: a meta row with the holder's record and a lease its
+holder renews, which a run that died stops renewing.
 
 ``flock`` locks go with their holder: a killed process leaves nothing to clear
 (the file's stale content is overwritten by the next holder). Readers take
@@ -32,7 +34,7 @@ import threading
 import time
 import weakref
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -97,14 +99,14 @@ class WriteSection(_Locked):
         self._depth = 0
 
     @contextmanager
-    def held(self) -> Iterator[bool]:
-        """Held (True, as :meth:`Store.write_section` says) till the block ends."""
+    def held(self) -> Iterator[None]:
+        """Held till the block ends (:meth:`Store.write_section`)."""
         with self._mutex:
             if self._depth == 0:
                 fcntl.flock(self.fd(), fcntl.LOCK_EX)  # waits; the GIL is released
             self._depth += 1
             try:
-                yield True
+                yield
             finally:
                 self._depth -= 1
                 if self._depth == 0:
@@ -169,10 +171,121 @@ class RunLock(_Locked):
 
 
 def _holder_record(job: str) -> bytes:
+    return json.dumps(_holder(job)).encode() + b"\n"
+
+
+def _holder(job: str) -> dict[str, Any]:
+    """What a run holding an index says about itself (:class:`IndexBusy` prints it)."""
     started = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
     command = " ".join(sys.argv)[:300]
     record = {"pid": os.getpid(), "host": socket.gethostname(), "started": started}
-    return json.dumps(record | {"job": job, "command": command}).encode() + b"\n"
+    return record | {"job": job, "command": command}
+
+
+RUN_ROW = "run-lock"  # the meta row of an HBase index's one writing job
+LEASE_MS = 60_000  # a lease not renewed for this long was left by a run that died
+
+
+class LeaseLock:
+    """The one writing job of an index that no process can hold (HBase), as
+    :class:`RunLock` is for a folder: a checkAndPut of meta ``run-lock`` from
+    absent, released or expired to the holder's record (pid, host, start time,
+    command) and lease time; a thread renews the lease every third of
+    ``LEASE_MS`` while the job runs, so a run killed without a word holds the index
+    for a minute at most (not at all for a run on its host, which sees its pid is
+    gone). Reentrant in the thread that holds it; readers never look at it."""
+
+    def __init__(self, store: Store, lease_ms: int = LEASE_MS) -> None:
+        self._store, self._lease_ms = store, lease_ms
+        self._mutex = threading.Lock()
+        self._depth = 0
+        self._owner: int | None = None
+        self._mine: dict[str, Any] = {}
+        self._seen: dict[str, Any] = {}  # the other holder's record, at the last try
+        self._stop = threading.Event()
+        self._renewer: threading.Thread | None = None
+
+    @contextmanager
+    def held(self, job: str, wait: float = 0.0) -> Iterator[None]:
+        """Hold the index for ``job``, waiting up to ``wait`` s for another holder,
+        then raising :class:`IndexBusy` naming it."""
+        deadline, pause = time.monotonic() + wait, 0.05
+        while not self._take(job):
+            if time.monotonic() >= deadline:
+                raise IndexBusy(self._store.url, self._seen, lease_s=self._lease_ms / 1000)
+            time.sleep(pause)
+            pause = min(pause * 2, 1.0)
+        try:
+            yield
+        finally:
+            self._release()
+
+    def _take(self, job: str) -> bool:
+        with self._mutex:
+            if self._depth:
+                if self._owner != threading.get_ident():
+                    return False
+                self._depth += 1
+                return True
+            held = self._store.get_meta(RUN_ROW)
+            now = int(time.time() * 1000)
+            if (
+                held is not None
+                and not held.get("free")
+                and now - held.get("at", 0) < self._lease_ms
+                and not _ended(held)
+            ):
+                self._seen = held
+                return False
+            mine = _holder(job) | {"at": now, "token": os.urandom(8).hex()}
+            (ok,) = self._store.swap_meta([(RUN_ROW, held, mine)])
+            if not ok and self._store.get_meta(RUN_ROW) != mine:  # another run was first
+                self._seen = self._store.get_meta(RUN_ROW) or {}
+                return False
+            self._mine, self._depth, self._owner = mine, 1, threading.get_ident()
+            self._stop.clear()
+            self._renewer = threading.Thread(target=self._renew, name="shdb-lease", daemon=True)
+            self._renewer.start()
+            return True
+
+    def _renew(self) -> None:
+        while not self._stop.wait(self._lease_ms / 3000):
+            with self._mutex, suppress(StoreError):  # a hiccup: the next round tries again
+                renewed = self._mine | {"at": int(time.time() * 1000)}
+                if self._store.swap_meta([(RUN_ROW, self._mine, renewed)])[0]:
+                    self._mine = renewed
+
+    def _release(self) -> None:
+        with self._mutex:
+            self._depth -= 1
+            if self._depth:
+                return
+            self._stop.set()
+        if self._renewer is not None:
+            self._renewer.join()
+        with self._mutex:
+            if self._depth == 0:
+                self._owner = None
+                # the store gone (the error being raised says so): the lease ends by itself
+                with suppress(StoreError):
+                    self._store.swap_meta([(RUN_ROW, self._mine, _RELEASED)])
+
+
+def _ended(holder: dict[str, Any]) -> bool:
+    """A holder on this host whose process is gone (a run killed, or its store
+    killed under it): its lease need not run out before a re-run resumes."""
+    pid = holder.get("pid")
+    if holder.get("host") != socket.gethostname() or not isinstance(pid, int):
+        return False
+    if pid == os.getpid():
+        return False  # another handle of this process
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # alive, another user's
+        return False
+    return False
 
 
 @contextmanager

@@ -16,7 +16,9 @@ from urllib.parse import parse_qs, urlsplit
 
 from simhash_hbase.errors import InvalidIndexUrl
 
-DEFAULT_PORT = 9090
+#: The Thrift2 gateway's usual port: the fast one (a new index gets the bucket
+#: layout there); Thrift1's is 9090 (docs/hbase.md).
+DEFAULT_PORT = 9091
 DEFAULT_PREFIX = "shdb"
 DEFAULT_POOL = 12
 DEFAULT_TIMEOUT_MS = 30_000

@@ -11,6 +11,7 @@ gateway when the store opens, or forced with ``?api=thrift1|thrift2``.
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 import random
 import threading
@@ -20,10 +21,16 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
-from simhash_hbase.errors import IndexNotFound, InvalidIndexUrl, StoreCorrupt, StoreError
+from simhash_hbase.errors import (
+    IndexNotFound,
+    InvalidIndexUrl,
+    InvalidInput,
+    StoreCorrupt,
+    StoreError,
+)
 from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
-from simhash_hbase.store.base import CellsOf, IndexCell
+from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell
 from simhash_hbase.store.hbase import tables as hbase_tables
 from simhash_hbase.store.hbase.settings import (
     BUCKETS,
@@ -38,10 +45,20 @@ from simhash_hbase.store.hbase.settings import (
 from simhash_hbase.store.hbase.thrift1 import Thrift1Transport
 from simhash_hbase.store.hbase.thrift2 import Thrift2Transport, gateway_api
 from simhash_hbase.store.hbase.transport import Page, Row, Transport, first_contact
+from simhash_hbase.store.lock import LeaseLock, fingerprint_locks
 
 #: The manifest entries of a bucket-layout index: format 2 (versions that know only
 #: format 1 refuse it, rather than write 13-byte rows into it).
+log = logging.getLogger(__name__)
 _BUCKET_MANIFEST = {"format_version": 2, "hbase_index": BUCKETS}
+#: Said before a new index is created in the rows layout because the port is a
+#: Thrift1 gateway's: the index keeps its layout for good (docs/hbase.md).
+SLOW_LAYOUT = (
+    "WARNING: creating %s over a Thrift1 gateway, so in the rows layout, which the index "
+    "keeps for good; over Thrift2 (hbase://HOST:9091, the default port) a new index gets "
+    "the bucket layout, several times faster to look up. Add &layout=rows to choose rows "
+    "on purpose"
+)
 _BUCKET_PAGE = 1000  # columns of a bucket row per read
 #: ... with a row cap (a bounded query): enough for an ordinary bucket in one page
 #: (5x10 holds ~0.01-0.2 cells a bucket at 1 M, 4x4 ~15), while a bucket of 100,000
@@ -286,6 +303,7 @@ class HBaseStore:
     ) -> None:
         self.host, self.port, self.prefix = host, port, prefix
         self._hot: dict[bytes, bytes] = {}  # see _read_buckets
+        self._run = LeaseLock(self)  # one writing job at a time
         self.url = f"hbase://{host}:{port}?prefix={prefix}" + (f"&api={api}" if api else "")
         self.tables = {t: hbase_tables.table_name(prefix, t).encode() for t in hbase_tables.TABLES}
         where = f"HBase at {host}:{port}"
@@ -305,7 +323,8 @@ class HBaseStore:
             )
         #: The index table's layout: that of the manifest once one exists, else
         #: the one a new index gets (``layout``; buckets over Thrift2).
-        self.layout = layout or (BUCKETS if api == "thrift2" else ROWS)
+        self.layout: str = layout or (BUCKETS if api == "thrift2" else ROWS)
+        self._rows_asked = layout == ROWS  # chosen on purpose: no warning when created
         try:
             self._ensure_tables(create)
             manifest = self.get_meta("manifest")
@@ -330,7 +349,10 @@ class HBaseStore:
         return self.layout == BUCKETS
 
     def manifest_entries(self) -> dict[str, Any]:
-        """What a new index's manifest records of this store: its layout."""
+        """What a new index's manifest records of this store: its layout (the rows
+        layout, unless asked for, is warned about: the index keeps it for good)."""
+        if self.layout == ROWS and not self._rows_asked:
+            log.warning(SLOW_LAYOUT, self.url)
         return dict(_BUCKET_MANIFEST) if self.layout == BUCKETS else {}
 
     def adopt(self, manifest: dict[str, Any]) -> None:
@@ -403,13 +425,26 @@ class HBaseStore:
             self.tables["meta"], {}, {name.encode(): [_META_COL]}, _clock.pair()[0]
         )
 
-    def write_section(self) -> AbstractContextManager[bool]:
-        """None across replicas: check-and-add locks fingerprints in meta rows."""
-        return nullcontext(False)
+    def write_section(self) -> AbstractContextManager[None]:
+        """None across replicas: rows are claimed one by one (claim_docs)."""
+        return nullcontext()
+
+    def exclusive(self, owner: str, fps: set[int]) -> AbstractContextManager[set[int]]:
+        """A lock row per fingerprint in the meta table (:func:`fingerprint_locks`)."""
+        return fingerprint_locks(self, owner, fps)
+
+    def load(self, blocks: Iterable[tuple[Sequence[CellBlock], Sequence[Document]]]) -> int:
+        raise InvalidInput(f"{self.url} has no bulk load (the embedded store has); ingest")
+
+    def merge_fresh(self, on_part: Callable[[int, int, int], None] | None = None) -> int:
+        return 0  # no tiers: HBase compacts its own files
+
+    def warm(self) -> int:
+        return 0  # nothing mapped here: the region servers cache
 
     def run_lock(self, job: str, wait: float = 0.0) -> AbstractContextManager[None]:
-        """Not locked: one ingest per HBase index at a time is the operator's to keep."""
-        return nullcontext()
+        """A lease row in meta (:class:`~simhash_hbase.store.lock.LeaseLock`)."""
+        return self._run.held(job, wait)
 
     @contextmanager
     def batch(self) -> Iterator[_HBaseBatch]:
@@ -643,9 +678,7 @@ class HBaseStore:
         }
 
     def close(self) -> None:
-        transport = getattr(self, "transport", None)
-        if transport is not None:
-            transport.close()
+        self.transport.close()
 
     def __enter__(self) -> HBaseStore:
         return self

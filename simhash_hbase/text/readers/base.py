@@ -10,7 +10,6 @@ index.
 from __future__ import annotations
 
 import codecs
-import contextlib
 import io
 import json
 import os
@@ -21,8 +20,14 @@ from typing import Any, BinaryIO
 
 from simhash_hbase.errors import InvalidInput, InvalidSetting
 from simhash_hbase.records import BadRecord, Problem, Record
-from simhash_hbase.text.extract import decode, to_text
-from simhash_hbase.text.html import DEFAULT_HTML_MODE, HTML_MODES
+from simhash_hbase.text.charset import Undecodable, decode_bytes
+from simhash_hbase.text.extract import to_text
+from simhash_hbase.text.html import (
+    DEFAULT_HTML_MODE,
+    HTML_MODES,
+    declared_charset,
+    looks_like_html,
+)
 
 DEFAULT_MAX_BYTES = 16 * 1024 * 1024
 #: Peak memory of indexing one record, per byte of it (measured with `shdb ingest`
@@ -55,12 +60,20 @@ class SourceOptions:
     #: The id or text field was named by the user: an input that is not read as
     #: records is then refused, not read as one document with the names ignored.
     fields_given: bool = False
+    #: False: records need no id field (an IDF table counts texts only); each is
+    #: then named by where it was read (file:line).
+    needs_id: bool = True
     #: The field holding when a record arrived (``--time-field``); None: none.
     time_field: str | None = None
 
+    @property
+    def fields(self) -> tuple[str, ...]:
+        """The fields every record must have."""
+        return (self.id_field, self.text_field) if self.needs_id else (self.text_field,)
+
     def __post_init__(self) -> None:
         if self.columns is not None:
-            _check_columns(self.columns, self.id_field, self.text_field)
+            _check_columns(self.columns, self.fields)
         if self.html not in HTML_MODES:
             raise InvalidSetting(
                 "html", f"unknown HTML mode {self.html!r}; one of: {', '.join(HTML_MODES)}"
@@ -78,11 +91,11 @@ class SourceOptions:
             )
 
 
-def _check_columns(columns: tuple[str, ...], id_field: str, text_field: str) -> None:
+def _check_columns(columns: tuple[str, ...], fields: tuple[str, ...]) -> None:
     given = ",".join(columns)
     if len(set(columns)) != len(columns) or not all(columns):
         raise InvalidSetting("columns", f"{given!r}: the names must be distinct and non-empty")
-    missing = [name for name in (id_field, text_field) if name not in columns]
+    missing = [name for name in fields if name not in columns]
     if missing:
         raise InvalidSetting(
             "columns",
@@ -222,13 +235,22 @@ def unreadable(where: str, exc: OSError) -> BadRecord:
     return BadRecord(where, f"cannot read it: {exc.strerror or exc}", 0, Problem.UNREADABLE)
 
 
-def decoded(raw: bytes, where: str, doc_id: str, fmt: str) -> Record | BadRecord:
-    """A whole document's bytes as text: UTF-8, or for a page (``fmt`` html) the
-    charset its ``<meta>`` declares."""
+def decoded(
+    raw: bytes, where: str, doc_id: str, fmt: str, declared: str | None = None
+) -> Record | BadRecord:
+    """A whole document's bytes as text: UTF-8 (or UTF-16/32 by its BOM), else by
+    evidence (:func:`~simhash_hbase.text.charset.decode_bytes`): the charset that
+    ``declared`` (a Content-Type's) or a page's ``<meta>`` names, if a detector
+    agrees; for a page that is a ``fmt`` html document or a text holding a whole page."""
     text = decode_text(raw, where)
-    if isinstance(text, BadRecord) and text.problem is Problem.NOT_UTF8 and fmt == "html":
-        with contextlib.suppress(InvalidInput):  # else the UTF-8 error: where the bad byte is
-            text = decode(raw, "html")
+    bad = text if isinstance(text, BadRecord) else None
+    if bad is not None and bad.problem is Problem.NOT_UTF8 and wide_encoding(raw[:4]) is None:
+        if declared is None and (fmt == "html" or looks_like_html(raw.decode("latin-1"))):
+            declared = declared_charset(raw)
+        try:
+            text = decode_bytes(raw, declared)
+        except Undecodable as exc:
+            return bad._replace(reason=f"{exc}")
     if isinstance(text, BadRecord):
         return text
     return Record(doc_id, text, None, where, len(raw))

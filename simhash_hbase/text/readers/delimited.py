@@ -105,14 +105,18 @@ def read_csv(
         header = yield from _header(reader, feed, name, opts)
         if header is None:
             return
+    lacking = _lacking(header, opts)
     first = True
     while True:
         where = f"{name}:{feed.start_record()}"
         try:
             row = next(reader)
         except StopIteration:
+            if lacking is not None and first:  # a header alone: said, not silent
+                yield BadRecord(f"{name}:1", lacking, 0, Problem.MISSING_FIELD)
             return
         except csv.Error as exc:
+            first = False  # a record, if a bad one: the header is not alone
             yield _malformed_csv(where, exc, feed)
             if not feed.give_back():
                 return
@@ -123,6 +127,8 @@ def read_csv(
         first = False
         if feed.over:
             yield too_large(where, None, opts.max_bytes)
+        elif lacking is not None and any(row):  # each row a skipped record, as in JSON Lines
+            yield BadRecord(where, lacking, feed.record_bytes, Problem.MISSING_FIELD)
         else:
             yield _csv_record(row, header, opts, where, feed.record_bytes)
 
@@ -130,7 +136,7 @@ def read_csv(
 def _header(
     reader: Iterator[list[str]], feed: _CsvFeed, name: str, opts: SourceOptions
 ) -> Generator[BadRecord, None, list[str] | None]:
-    """The header row, or None (the file is skipped, said as one bad record)."""
+    """The header row, or None (unreadable: the file is skipped, said as one bad record)."""
     where = f"{name}:1"
     try:
         header = next(reader)
@@ -147,18 +153,21 @@ def _header(
     if problem is not None:
         yield problem._replace(reason=problem.reason + " in the header; the file was skipped")
         return None
-    missing = [c for c in (opts.id_field, opts.text_field) if c not in header]
-    if missing:
-        cells = ", ".join(cell.replace("\n", " ")[:40] for cell in header[:8])[:200]
-        yield BadRecord(
-            where,
-            f"no column {missing[0]!r} (columns: {cells}); the file "
-            "was skipped. A CSV without a header row: name its columns with --columns",
-            0,
-            Problem.MISSING_FIELD,
-        )
-        return None
     return header
+
+
+def _lacking(header: list[str], opts: SourceOptions) -> str | None:
+    """Why every row of a CSV whose header lacks the id or text column is skipped
+    (each row is one skipped record, named by its line, as a JSON line without the
+    field is), or None."""
+    missing = [c for c in opts.fields if c not in header]
+    if not missing:
+        return None
+    cells = ", ".join(cell.replace("\n", " ")[:40] for cell in header[:8])[:200]
+    return (
+        f"no column {missing[0]!r} in the header on line 1 (columns: {cells}); "
+        "a CSV without a header row: name its columns with --columns"
+    )
 
 
 def _malformed_csv(where: str, exc: csv.Error, feed: _CsvFeed) -> BadRecord:

@@ -41,7 +41,7 @@ def _field(obj: dict[str, Any], name: str, where: str) -> str | BadRecord:
 def record_from_fields(
     obj: dict[str, Any], opts: SourceOptions, where: str, size: int
 ) -> Record | BadRecord:
-    doc_id = _field(obj, opts.id_field, where)
+    doc_id = _field(obj, opts.id_field, where) if opts.needs_id else where
     if isinstance(doc_id, BadRecord):
         return doc_id._replace(size=size)
     text = _field(obj, opts.text_field, where)

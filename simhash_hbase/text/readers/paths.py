@@ -115,12 +115,15 @@ def read_file(path: Path, doc_id: str, opts: SourceOptions) -> Iterator[Record |
         yield unreadable(name, exc)
         return
     with f:
-        content = open_content(f, path.name, opts.format)
-        if opts.fields_given and content.fmt not in RECORD_KINDS:
-            yield BadRecord(name, content.not_records(name), 0, Problem.INVALID)
-            return
-        size = os.fstat(f.fileno()).st_size if content.compression is None else None
-        yield from _read_content(content, name, opts, doc_id, size)
+        try:
+            content = open_content(f, path.name, opts.format)
+            if opts.fields_given and content.fmt not in RECORD_KINDS:
+                yield BadRecord(name, content.not_records(name), 0, Problem.INVALID)
+                return
+            size = os.fstat(f.fileno()).st_size if content.compression is None else None
+            yield from _read_content(content, name, opts, doc_id, size)
+        except OSError as exc:  # an I/O error part way (a disk, a network mount): the
+            yield unreadable(name, exc)  # records read before it are kept, the rest said
 
 
 def _read_content(

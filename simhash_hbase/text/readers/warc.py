@@ -4,7 +4,6 @@ document, its id the record's target URI. Read with warcio; the records are name
 
 from __future__ import annotations
 
-import codecs
 from collections.abc import Callable, Iterator
 from typing import Any, BinaryIO
 
@@ -73,22 +72,13 @@ def _page(
         return BadRecord(where, "a response without WARC-Target-URI", 0, Problem.MISSING_FIELD)
     if more:
         return too_large(where, None, opts.max_bytes)
-    text = _declared(raw, params)
-    record_or_bad = (
-        Record(uri, text, None, where, len(raw))
-        if text is not None
-        else decoded(raw, where, uri, fmt)
-    )
-    return as_text(record_or_bad, fmt, opts)
+    return as_text(decoded(raw, where, uri, fmt, _declared(params)), fmt, opts)
 
 
-def _declared(raw: bytes, params: str) -> str | None:
-    """The body in the charset its Content-Type declares, when that decodes it."""
+def _declared(params: str) -> str | None:
+    """The charset the Content-Type declares (it outranks the page's ``<meta>``)."""
     for param in params.split(";"):
         key, _, value = param.strip().partition("=")
-        if key.lower() == "charset" and value:
-            try:
-                return raw.decode(codecs.lookup(value.strip("\"' ")).name)
-            except (LookupError, UnicodeDecodeError):
-                return None
+        if key.lower() == "charset" and value.strip("\"' "):
+            return value.strip("\"' ")
     return None

@@ -1,0 +1,297 @@
+"""The writing half of an index: batches of documents (with the lookups a write
+decides by), check-and-add, removals, raw cell edits and bulk loads.
+
+Order matters for crash safety: stale cells go first, then new cells, then the
+docs row, so a docs row never points at cells that are not there (or, where the
+index follows the docs, the docs row first: :attr:`Store.index_follows_docs`).
+"""
+
+from __future__ import annotations
+
+import gc
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from itertools import islice
+
+import numpy as np
+
+from simhash_hbase.errors import BatchRefused, InvalidInput, ShdbError, StoreError
+from simhash_hbase.index.lookup import Finder
+from simhash_hbase.layout import codec
+from simhash_hbase.layout.nets import first_band_flag
+from simhash_hbase.layout.scheme import Scheme
+from simhash_hbase.records import Document, Lookup, Matches, Written, check_limit
+from simhash_hbase.store import CellBlock, IndexCell, Store
+
+BULK_BATCH = 500_000  # documents a bulk load reads and spills at a time
+#: Ids a batch of :meth:`Writer.remove_many` (one read of their docs rows, one write).
+REMOVE_BATCH = 10_000
+_LOCK_WAIT_S = 60.0  # at most this long for a fingerprint locked elsewhere (HBase)
+
+
+@contextmanager
+def gc_paused() -> Iterator[None]:
+    """Hold CPython's cyclic collector during one batch. A batch makes millions of
+    container objects (documents, tuples of cells, lookups) that all live until it
+    ends, so the collector promotes them and walks them all, again and again: at
+    10 M documents ~11 full collections a batch, 28 % of a plain ingest's CPU time
+    and ~25 % of a streaming dedup's (docs/embedded.md). Reference counting frees
+    them as usual; cycles made meanwhile are collected by the first collection after
+    the batch (the collector's counts run on). A no-op where the collector is off
+    (the caller's choice, or an enclosing batch's pause)."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+class Writer:
+    """What :class:`~simhash_hbase.index.client.SimhashIndex` writes, under its
+    scheme; lookups go through the index's :class:`Finder`. The store is passed
+    on each call, as to the finder."""
+
+    def __init__(self, scheme: Scheme, finder: Finder) -> None:
+        self.scheme = scheme
+        self.finder = finder
+        self.owner = os.urandom(8).hex()  # names this handle's fingerprint locks
+
+    def add_documents(
+        self,
+        store: Store,
+        docs: Sequence[Document],
+        find_k: int | None = None,
+        probes: Sequence[Sequence[int]] | None = None,
+        checked: bool = False,
+        limit: int | None = None,
+        before_write: Callable[[list[Lookup]], None] | None = None,
+        tally: Written | None = None,
+    ) -> list[Lookup]:
+        """:meth:`SimhashIndex.add_documents`: the new documents' near-copies
+        (with ``find_k``; :meth:`Finder.find_at_insert`), then the write.
+
+        ``before_write`` gets the near-duplicates found before anything is written:
+        an ingest saves them durably there, so that a stop between the write and
+        the report never loses them (see :mod:`simhash_hbase.jobs.ingest`).
+        ``tally`` counts the documents added, replaced and held unchanged (a re-run
+        does not call what the index held already new).
+
+        ``probes``, one list per document (its fingerprint first, see
+        :mod:`simhash_hbase.fingerprint.probes`), makes that lookup a probed one.
+        Every document must be valid (see :func:`codec.check_document`); ``checked``
+        says the caller has checked each already (the ingest jobs do, per record),
+        so they are not checked twice. The lookups and the write are one
+        :meth:`Store.write_section`."""
+        if not checked:
+            for doc in docs:
+                codec.check_document(doc)
+        if probes is not None and (
+            len(probes) != len(docs)
+            or any(not p or p[0] != d.fingerprint for d, p in zip(docs, probes))
+        ):
+            raise InvalidInput("each document needs its probe list, its own fingerprint first")
+        check_limit(limit)
+        with gc_paused(), store.write_section():  # lookups and write: one section
+            latest = {d.doc_id: d for d in docs}  # the last one wins
+            found: list[Lookup] = []
+            if find_k is not None:
+                lists = probes or [[d.fingerprint] for d in docs]
+                last = {d.doc_id: p for d, p in zip(docs, lists)}
+                pairs = [(d, last[i]) for i, d in latest.items()]
+                found = self.finder.find_at_insert(store, pairs, find_k, limit)
+            if before_write is not None:
+                before_write(found)
+            written = self.write(store, latest)
+        if tally is not None:
+            tally.add(written)
+        return found
+
+    def check_and_add(
+        self,
+        store: Store,
+        docs: Sequence[Document],
+        k: int,
+        probes: Sequence[Sequence[int]] | None,
+        always: bool | Sequence[bool],
+        limit: int | None,
+    ) -> list[Matches]:
+        """:meth:`SimhashIndex.check_and_add`. Every document is checked first: a
+        bad one raises :class:`BatchRefused` naming each, and nothing is written.
+
+        Near-copies are found as ingest finds them (:meth:`Finder.lookups`): among
+        the held documents and the documents of this call before it that are
+        written. Unlike ingest, a document's own held version counts: a
+        re-submitted document (same id and text) is a near-copy of itself, so it is
+        not new. Of many identical submissions exactly one is new, however they
+        overlap: the lookups and the write hold their fingerprints
+        (:meth:`_add_exclusively`)."""
+        refused: dict[int, ShdbError] = {}
+        for n, doc in enumerate(docs):
+            try:
+                codec.check_document(doc)
+            except InvalidInput as exc:
+                refused[n] = exc
+        if refused:
+            raise BatchRefused(refused, len(docs))
+        check_limit(limit)
+        lists = [list(p) for p in probes] if probes is not None else [[d.fingerprint] for d in docs]
+        every = [always] * len(docs) if isinstance(always, bool) else list(always)
+        if len(lists) != len(docs) or len(every) != len(docs):
+            raise InvalidInput("give one probe list and always flag per document")
+        if not docs:
+            return []
+        found = self._add_exclusively(store, list(zip(docs, lists)), k, limit, every)
+        return [m if m is not None else Matches() for m in found]
+
+    def _add_exclusively(
+        self,
+        store: Store,
+        pairs: list[tuple[Document, Sequence[int]]],
+        k: int,
+        limit: int | None,
+        every: list[bool],
+    ) -> list[Matches | None]:
+        """Documents looked up and written while this handle holds their
+        fingerprints (:meth:`Store.exclusive`: the embedded store's write section
+        holds them all; HBase's lock rows, several ``shdb serve`` replicas at
+        once), in rounds (those held elsewhere wait for the next). Of identical
+        documents submitted anywhere at once exactly one is new, and the others
+        find it."""
+        found: list[Matches | None] = [None] * len(pairs)
+        pending = list(range(len(pairs)))
+        deadline, pause = time.monotonic() + _LOCK_WAIT_S, 0.002
+        while pending:
+            fps = {pairs[j][0].fingerprint for j in pending}
+            with store.exclusive(self.owner, fps) as held:
+                now = [j for j in pending if pairs[j][0].fingerprint in held]
+                if now:
+                    result, written = self.finder.lookups(
+                        store, [pairs[j] for j in now], k, limit, keep=[every[j] for j in now]
+                    )
+                    for j, matches in zip(now, result):
+                        found[j] = matches
+                    if written:
+                        docs = [pairs[now[i]][0] for i in written]
+                        self.add_documents(store, docs, checked=True)
+            pending = [j for j in pending if pairs[j][0].fingerprint not in held]
+            if pending and not now:  # every lock is held elsewhere: wait for a release
+                if time.monotonic() > deadline:
+                    raise StoreError(
+                        f"{store.url}: fingerprint {pairs[pending[0]][0].fingerprint:016x} "
+                        f"stayed locked by another writer for {_LOCK_WAIT_S:.0f} s"
+                    )
+                time.sleep(pause)
+                pause = min(pause * 2, 0.1)
+        return found
+
+    def write(self, store: Store, latest: dict[str, Document]) -> Written:
+        """One batch of documents by id (see :meth:`add_documents`). The batch owns
+        the docs rows it replaces (:meth:`StoreBatch.claim_docs`), so the cells it
+        deletes are those of the version it replaces, even with other writers of the
+        same ids at work; the versions it replaced say what it did to each id."""
+        with store.batch() as batch:
+            state = batch.claim_docs(latest, self.cells)
+            changed = [
+                state[i]
+                for i in latest
+                if i in state
+                and (state[i].fingerprint, state[i].bands)
+                != (latest[i].fingerprint, latest[i].bands)
+            ]
+            batch.delete_index(self.cells(changed))
+            new = list(latest.values())
+            docs_first = store.index_follows_docs
+            if docs_first:
+                batch.put_docs(new)
+            for block in self.cell_blocks(new):
+                batch.put_index(block)
+            if not docs_first:
+                batch.put_docs(new)
+        return Written(len(latest) - len(state), len(changed), len(state) - len(changed))
+
+    def remove_many(
+        self, store: Store, doc_ids: Iterable[str], batch_size: int = REMOVE_BATCH
+    ) -> list[str]:
+        """Delete documents and all their index cells, ``batch_size`` ids a batch
+        (one read of their docs rows, one write); the ids that were held, in order.
+
+        A batch is written as an ingest's is (atomic on the embedded store; on
+        HBase cells go before docs rows), and removing is idempotent: a run cut
+        short is finished by running it again (the ids already gone are missing)."""
+        removed: list[str] = []
+        items = iter(doc_ids)
+        while chunk := list(dict.fromkeys(islice(items, batch_size))):
+            for doc_id in chunk:
+                codec.encode_doc_id(doc_id)
+            # HBase: claiming an id never held would leave a row of its owner token
+            held = chunk if store.atomic_batches else list(store.doc_fingerprints(chunk))
+            if not held:
+                continue
+            with store.write_section(), store.batch() as batch:
+                # another writer may have removed some meanwhile: those are not held
+                olds = batch.claim_docs(dict.fromkeys(held), self.cells)
+                batch.delete_index(self.cells(list(olds.values())))
+                batch.delete_docs(list(olds))
+            removed += [doc_id for doc_id in chunk if doc_id in olds]
+        return removed
+
+    @staticmethod
+    def write_cells(
+        store: Store,
+        put: Sequence[IndexCell],
+        delete: Sequence[IndexCell],
+        drop_rows: Sequence[str],
+    ) -> None:
+        """Raw cell edits, deletions first, and docs rows dropped outright."""
+        with store.batch() as batch:
+            batch.delete_docs(drop_rows)
+            batch.delete_index(delete)
+            batch.put_index(put)
+
+    def cells(self, docs: Sequence[Document]) -> list[IndexCell]:
+        """The index cells (row key, id) that ``docs`` own: the pigeonhole's under
+        this scheme, and the LSH bands of those that have band keys."""
+        return [cell for block in self.cell_blocks(docs) for cell in block]
+
+    def cell_blocks(self, docs: Sequence[Document]) -> list[CellBlock]:
+        """:meth:`cells` as arrays, for a store to write in bulk: the pigeonhole's
+        block (every document, in order), then the band rows of those of them that
+        have band keys, if any (in order too)."""
+        banded = self._band_block(docs)
+        return [self._cell_block(docs), *([] if banded is None else [banded])]
+
+    def _band_block(self, docs: Sequence[Document]) -> CellBlock | None:
+        """The band rows of the documents that have band keys (flags after the
+        combinations: docs/SPEC.md, "Nets"); None if none has."""
+        banded = [d for d in docs if d.bands is not None]
+        if not banded:
+            return None
+        fps = np.fromiter((d.fingerprint for d in banded), dtype=np.uint64, count=len(banded))
+        keys = np.frombuffer(b"".join([d.bands for d in banded]), dtype=">u4")  # type: ignore[misc]
+        first = first_band_flag(self.scheme)
+        rows = codec.rowkeys_array(fps, keys.reshape(len(banded), -1), first)
+        return CellBlock(rows, [d.doc_id for d in banded])
+
+    def _cell_block(self, docs: Sequence[Document]) -> CellBlock:
+        """:meth:`cells` as arrays, for a store to write in bulk."""
+        fps = np.fromiter((d.fingerprint for d in docs), dtype=np.uint64, count=len(docs))
+        rows = codec.rowkeys_array(fps, self.scheme.fields_many(fps))
+        return CellBlock(rows, [d.doc_id for d in docs])
+
+    def bulk_load(self, store: Store, docs: Iterable[Document], batch_size: int) -> int:
+        """Fill an empty index with ``docs`` (unique ids) through the store's
+        bulk load (:meth:`Store.load`; HBase refuses)."""
+        items = iter(docs)
+
+        def blocks() -> Iterator[tuple[list[CellBlock], list[Document]]]:
+            while chunk := list(islice(items, batch_size)):
+                codec.check_documents(chunk)
+                yield self.cell_blocks(chunk), chunk
+
+        with gc_paused():  # every block's documents and cells: see gc_paused
+            return int(store.load(blocks()))
