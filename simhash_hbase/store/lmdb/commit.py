@@ -19,7 +19,6 @@ from simhash_hbase.store.lmdb.cells import (
     _NUM,
     CELL_BYTES,
     FRESH,
-    SPILLED,
     Buckets,
     Txn,
     bare_rows,
@@ -351,14 +350,10 @@ class _Commit:
         if not held:
             return
         keys, packed = grouped(rows[held], np.array([nums[i] for i in held], dtype=np.uint32))
-        spilled = {
-            key: spilled_leads(cells)
-            for key, cells in self._t.buckets(self._txn, keys).items()
-            if SPILLED in cells  # most buckets hold no mark (a test, not a call, each)
-        }
-        removed = _remove_cells(self._txn, self._t.index, keys, packed)
+        spilled: dict[bytes, set[bytes]] = {}
+        removed = _remove_cells(self._txn, self._t.index, keys, packed, spilled)
         if self._t.fresh is not None:
-            from_fresh = _remove_cells(self._txn, self._t.fresh, keys, packed)
+            from_fresh = _remove_cells(self._txn, self._t.fresh, keys, packed, spilled)
             self._state["fresh"] = self._state.get("fresh", 0) - from_fresh
             removed += from_fresh
         for key, cells in zip(keys, packed):
