@@ -115,6 +115,10 @@ def _remove_cells(
         if SPILLED in old:  # most buckets hold no mark (a test, not a call, each)
             marks.setdefault(key, set()).update(spilled_leads(old))
         cells = wanted[key]
+        if old == cells:  # most buckets of a bulk removal: it held those cells alone
+            txn.delete(key, db=db)
+            removed += len(old) // CELL_BYTES
+            continue
         kept = old
         for i in range(0, len(cells), CELL_BYTES):  # a bulk removal's hot loop: no generator
             cell = cells[i : i + CELL_BYTES]
