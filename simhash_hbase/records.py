@@ -45,6 +45,9 @@ class Matches(list[Match]):
 
     total: int
     total_exact: bool
+    #: Where the document was added (check-and-add, ingest): its cluster, the id of
+    #: the representative it matches (its own when it represents one); else None.
+    cluster: str | None = None
 
     def __init__(
         self, matches: Iterable[Match] = (), total: int | None = None, total_exact: bool = True
@@ -72,6 +75,7 @@ class Matches(list[Match]):
             ],
             "total": self.total,
             "total_exact": self.total_exact,
+            **({} if self.cluster is None else {"cluster": self.cluster}),
         }
 
 
@@ -109,6 +113,9 @@ class Document:
     #: replaced document's band rows can be deleted). None: no text was given.
     sketch: bytes | None = None
     bands: bytes | None = None
+    #: The id of its cluster's representative (docs/nets.md, "Clusters"); None: itself
+    #: (and every document of an index written before clusters were kept).
+    cluster: str | None = None
     #: When it arrived: ms since the Unix epoch, UTC (ingest time, or the input's
     #: ``--time-field``). None: stored before documents had times.
     time: int | None = None

@@ -17,7 +17,6 @@ from simhash_hbase.layout import codec
 from simhash_hbase.layout.groups import batch_pairs, nets_graph
 from simhash_hbase.layout.pairs import (
     Pair,
-    clusters,
     clusters_of,
     near_duplicate_pairs,
     near_graph,
@@ -66,9 +65,36 @@ def test_k_above_scheme_is_an_error() -> None:
         near_duplicate_pairs(np.zeros(3, dtype=np.uint64), 4, SCHEMES["5x10"])
 
 
-def test_clusters_are_connected_components() -> None:
-    pairs = [Pair(0, 1, 1), Pair(1, 2, 3), Pair(3, 4, 0)]
-    assert clusters(pairs, 6) == [[0, 1, 2], [3, 4]]
+def _stars(keys: list[object], pairs: list[tuple[int, int, int, float | None]]) -> list[list[int]]:
+    """Star clusters by their definition (docs/nets.md, "Clusters"), input by input:
+    an input identical to an earlier one (same ``keys``) takes its cluster; else it
+    joins the most similar earlier representative it matches (then the nearest,
+    then the earliest), else it represents itself."""
+    near: dict[int, list[tuple[float, int, int]]] = {}
+    for i, j, d, s in pairs:
+        near.setdefault(j, []).append((2.0 if s is None or s != s else -s, d, i))
+    leader: list[int] = []
+    seen: dict[object, int] = {}
+    for j, key in enumerate(keys):
+        if key in seen:
+            leader.append(leader[seen[key]])
+            continue
+        seen[key] = j
+        heads = [c for c in near.get(j, []) if leader[c[2]] == c[2]]
+        leader.append(min(heads)[2] if heads else j)
+    groups: dict[int, list[int]] = {}
+    for j, r in enumerate(leader):
+        groups.setdefault(r, []).append(j)
+    return sorted(g for g in groups.values() if len(g) > 1)
+
+
+def test_clusters_are_stars() -> None:
+    """A chain 0-1-2 whose ends do not match is cut: 2 represents itself; and a
+    document matching two representatives joins the nearer."""
+    chain = np.array([0, 0b111, 0b111111, 0xFFFF << 40], dtype=np.uint64)
+    assert clusters_of(near_graph(chain, 3, SCHEMES["5x10"])) == [[0, 1]]
+    fork = np.array([0, 0b1111, 0b111], dtype=np.uint64)  # 2: 3 bits from 0, 1 from 1
+    assert clusters_of(near_graph(fork, 3, SCHEMES["5x10"])) == [[1, 2]]
 
 
 @st.composite
@@ -107,7 +133,7 @@ def test_grouped_graph_equals_brute_force(fps: np.ndarray, k: int, scheme: str, 
     nearest earlier inputs and their count are those of brute force."""
     pairs = _brute_force(fps, k)
     graph = near_graph(fps, k, SCHEMES[scheme])
-    assert clusters_of(graph) == clusters(pairs, len(fps))
+    assert clusters_of(graph) == _stars(fps.tolist(), [(i, j, d, None) for i, j, d in pairs])
     assert graph.pair_count() == len(pairs)
     ids = [f"id{int(x) % 97:02d}-{i}" for i, x in enumerate(fps)]  # ids not in input order
     earlier: dict[int, list[tuple[int, str, int]]] = {}
@@ -179,7 +205,8 @@ def test_both_nets_grouped_equal_every_pair(picks: list[int], limit: int) -> Non
     every = batch_pairs(fps, 3, scheme, lsh, sketches, bands)
     graph = nets_graph(fps, 3, scheme, lsh, sketches, bands)
     assert len(graph.unique) <= len(set(picks))
-    assert clusters_of(graph) == clusters([Pair(i, j, d) for i, j, d, _ in every], len(picks))
+    keys = list(zip(fps.tolist(), sketches, bands))
+    assert clusters_of(graph) == _stars(keys, every)
     assert graph.pair_count() == len(every)
     ids = [f"id{p}-{i:03d}" for i, p in enumerate(picks)]
     earlier: dict[int, list[tuple[int, str, int]]] = {}
@@ -239,9 +266,11 @@ def _crawl_texts(draw: st.DrawFn) -> list[tuple[str, int]]:
     return [out[i] for i in order.tolist()]
 
 
-def _every_pair(fps: np.ndarray, sketches: list, bands: list, lsh: MinHashParams) -> list[Pair]:
+def _every_pair(
+    fps: np.ndarray, sketches: list, bands: list, lsh: MinHashParams
+) -> list[tuple[int, int, int, float | None]]:
     """Brute force: every pair (i < j) the pigeonhole finds (within k) or that shares
-    a band key (the LSH net), matched by the one judge."""
+    a band key (the LSH net), matched by the one judge, with its similarity."""
     from simhash_hbase.layout.nets import Judge
 
     judge = Judge(fps, 3, lsh, sketches)
@@ -259,8 +288,9 @@ def _every_pair(fps: np.ndarray, sketches: list, bands: list, lsh: MinHashParams
             )
             if dist > 3 and not shared:
                 continue
-            if judge(np.array([i]), np.array([j]))[0][0]:
-                out.append(Pair(i, j, dist))
+            match, _, sim = judge(np.array([i]), np.array([j]))
+            if match[0]:
+                out.append((i, j, dist, None if np.isnan(sim[0]) else float(sim[0])))
     return out
 
 
@@ -290,12 +320,13 @@ def test_nets_clusters_equal_brute_force(
     finally:
         groups.SMALL, groups.WINDOW, groups.BAND_WINDOW, groups._CHUNK = saved
     pairs = _every_pair(fps, sketches, bands, lsh)
-    assert clusters_of(graph) == clusters(pairs, len(docs))
+    keys = list(zip(fps.tolist(), sketches, bands))
+    assert clusters_of(graph) == _stars(keys, pairs)
     ids = [f"id{int(x) % 89:02d}-{i}" for i, x in enumerate(fps.tolist())]
     earlier: dict[int, list[tuple[int, str, int]]] = {}
-    for i, j, d in pairs:
+    for i, j, d, _ in pairs:
         earlier.setdefault(j, []).append((d, ids[i], i))
-    truth = {(i, j) for i, j, _ in pairs}
+    truth = {(i, j) for i, j, _, _ in pairs}
     for n in nearest_earlier(graph, ids, limit):
         want = sorted(earlier[n.j])
         got = [(d, ids[i], i) for i, d, _ in n.near]

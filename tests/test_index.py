@@ -41,9 +41,8 @@ def test_add_query_get_remove(store_url: str) -> None:
         assert [m.doc_id for m in hits] == ["a", "b"]
         sig = index.signature(ARTICLE)
         assert sig is not None and len(sig.sketch) == 64 + 1024  # b-bit part, evidence
-        assert held == Document(
-            "a", fp, ARTICLE, {"src": "t"}, sig.sketch, sig.bands.astype(">u4").tobytes(), held.time
-        )
+        bands = sig.bands.astype(">u4").tobytes()
+        assert held == Document("a", fp, ARTICLE, {"src": "t"}, sig.sketch, bands, time=held.time)
         assert index.get("b") is not None and index.get("b").text is None  # type: ignore[union-attr]
         assert index.remove("a") is True
         assert index.remove("a") is False

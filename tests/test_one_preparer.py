@@ -78,10 +78,11 @@ def _outcome(found: Prepared | BadRecord | Document) -> Outcome:
 
 
 def _untimed(doc: Document) -> Document:
-    """Every surface stamps when a document arrives (each at its own moment): the
+    """Every surface stamps when a document arrives (each at its own moment), and a
+    write that finds a near-copy puts it in that copy's cluster (docs/nets.md): the
     rest must be the same."""
     assert doc.time is not None, doc.doc_id
-    return replace(doc, time=None)
+    return replace(doc, time=None, cluster=None)
 
 
 def _stored(index: SimhashIndex, doc_id: str) -> Outcome:

@@ -19,7 +19,7 @@ from simhash_hbase.layout.prepare import Preparer
 from simhash_hbase.records import Document, fingerprint_to_hex
 from simhash_hbase.serve.app import create_app
 from simhash_hbase.serve.settings import ServeSettings
-from simhash_hbase.serve.worker import QueueFull, StoreWorker, Write
+from simhash_hbase.serve.worker import QueueFull, StoreWorker, Terms, Write
 from simhash_hbase.text.extract import to_text
 
 with warnings.catch_warnings():  # starlette asks for httpx2 on newer releases
@@ -234,10 +234,11 @@ def test_full_queue_answers_429(tmp_path: Path) -> None:
 
         async def fill() -> int:
             futures = [
-                worker.submit(Write([Document(f"d{i}", i)], [[i]], 3, 10, True)) for i in range(10)
+                worker.submit(Write([Document(f"d{i}", i)], [[i]], Terms(3, 10), True))
+                for i in range(10)
             ]
             with pytest.raises(QueueFull) as exc:
-                worker.submit(Write([Document("x", 99)], [[99]], 3, 10, False))
+                worker.submit(Write([Document("x", 99)], [[99]], Terms(3, 10), False))
             worker.start()
             await asyncio.gather(*futures)  # the queue drains once the worker runs
             worker.stop()
@@ -282,7 +283,9 @@ def test_grouped_writes_equal_sequential_ones(
                     else:
                         doc = Document(f"d{n}", 0xABC ^ n)
                         futures.append(
-                            worker.submit(Write([doc], [[doc.fingerprint]], 3, 10, kind == "add"))
+                            worker.submit(
+                                Write([doc], [[doc.fingerprint]], Terms(3, 10), kind == "add")
+                            )
                         )
                 worker.start()
                 out = await asyncio.gather(*futures)

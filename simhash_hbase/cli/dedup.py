@@ -14,6 +14,7 @@ from simhash_hbase.cli.options import (
     KOpt,
     LimitOpt,
     PathsArg,
+    SimilarityOpt,
     WorkersOpt,
     fingerprint_settings,
     source_options,
@@ -57,18 +58,21 @@ def dedup_cmd(
     scheme: BatchSchemeOpt = DEFAULT_SCHEME,
     wanted: dict[str, Any],
     as_json: JsonOpt = False,
+    similarity: SimilarityOpt = None,
 ) -> None:
     """Near-duplicates within each PATH (file, folder, - for stdin), in memory, no
     index: one JSON line per input that has near-copies before it,
     {"id", "matches" (its --limit nearest earlier inputs), "total", "total_exact"}
-    (--clusters: one JSON list of ids per group). Texts are matched by both nets,
-    as an index does (docs/nets.md). Memory: an id, a fingerprint and a sketch
-    per input, whatever the number of copies; in a mass of near-identical texts
-    each is judged against its nearest neighbours in input order, so its count may
-    be a lower bound ("total_exact": false), while the clusters stay exact."""
+    (--clusters: one JSON list of ids per cluster, its representative first). Texts
+    are matched by both nets, as an index does (docs/nets.md). Memory: an id, a
+    fingerprint and a sketch per input, whatever the number of copies; in a mass of
+    near-identical texts each is judged against its nearest neighbours in input
+    order, so its count may be a lower bound ("total_exact": false), while the
+    clusters stay exact."""
     check_limit(limit)
     check_paths(paths, source)
     check_output("--output", output, paths)
+    lsh = MinHashParams() if similarity is None else MinHashParams().at_similarity(similarity)
     result = find_duplicates(
         paths,
         source,
@@ -78,10 +82,10 @@ def dedup_cmd(
         workers=workers,
         fingerprints=fingerprints,
         exclude=excluded(output),
-        lsh=MinHashParams(),
+        lsh=lsh,
     )
     copies = _write(result, output, None if as_clusters else limit)
-    _summary(result, copies, predicate(k, None if fingerprints else MinHashParams()), as_json)
+    _summary(result, copies, predicate(k, None if fingerprints else lsh), as_json)
     if result.skipped:
         raise typer.Exit(EXIT_SKIPPED)
 

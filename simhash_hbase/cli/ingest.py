@@ -21,6 +21,7 @@ from simhash_hbase.cli.options import (
     PathsArg,
     ProbesOpt,
     SchemeOpt,
+    SimilarityOpt,
     StoreTextOpt,
     WaitOpt,
     WorkersOpt,
@@ -170,6 +171,7 @@ def ingest_cmd(
     fingerprints: FingerprintsOpt = False,
     dedup: DedupOpt = True,
     limit: LimitOpt = DEFAULT_LIMIT,
+    similarity: SimilarityOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Index documents from each PATH (a file, a folder, or - for stdin), reporting
@@ -187,7 +189,9 @@ def ingest_cmd(
     if report is not None:
         check_output("--report", report, paths, local_path(index))
     create = create or local_path(index) is not None
-    with index_for_ingest(index, scheme=scheme, params=wanted, create=create, wait=wait) as ix:
+    with index_for_ingest(
+        index, scheme=scheme, params=wanted, create=create, wait=wait, similarity=similarity
+    ) as ix:
         if ix.created:
             new_index(ix.url)
         summary = _run(ix, paths, opts, options, report, resume=resume, fingerprints=fingerprints)

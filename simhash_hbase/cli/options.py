@@ -17,7 +17,8 @@ from typing import Annotated, Any, TypeVar
 
 import typer
 
-from simhash_hbase.errors import InvalidInput
+from simhash_hbase.errors import InvalidInput, InvalidSetting
+from simhash_hbase.fingerprint.minhash import DEFAULT_THRESHOLD, check_similarity
 from simhash_hbase.fingerprint.probes import DEFAULT_QUERY_PROBES
 from simhash_hbase.fingerprint.simhash import DEFAULT_FOLD, DEFAULT_VERSION, load_idf_file
 from simhash_hbase.layout.scheme import DEFAULT_SCHEME
@@ -67,6 +68,30 @@ CreateOpt = Annotated[
 ]
 KOpt = Annotated[
     int, typer.Option("-k", metavar="K", help="Largest Hamming distance that counts as a match.")
+]
+
+
+def _similarity(value: float | None) -> float | None:
+    """--similarity checked by the library's rule, said as a usage error."""
+    if value is None:
+        return None
+    try:
+        return check_similarity(value, "--similarity")
+    except InvalidSetting as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+SimilarityOpt = Annotated[
+    float | None,
+    typer.Option(
+        "--similarity",
+        metavar="S",
+        callback=_similarity,
+        help="Estimated share of character shingles (0 < S <= 1) at or above which two "
+        "texts match; the floor for pigeonhole pairs follows it 0.1 below (docs/nets.md). "
+        f"Default: the index's (a new index records S; else {DEFAULT_THRESHOLD}).",
+        show_default=False,
+    ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", metavar="", help="Print JSON instead of a table.")]
 SchemeOpt = Annotated[
@@ -232,8 +257,9 @@ ClustersOpt = Annotated[
     typer.Option(
         "--clusters",
         metavar="",
-        help="Print the groups of near-copies (connected components of all pairs, "
-        "exact), one JSON list of ids per group, instead of each document's matches.",
+        help="Print the clusters of near-copies, one JSON list of ids per cluster (its "
+        "representative first: every member matches it; docs/nets.md), instead of each "
+        "document's matches.",
     ),
 ]
 

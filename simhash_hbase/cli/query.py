@@ -14,6 +14,7 @@ from simhash_hbase.cli.options import (
     KOpt,
     LimitOpt,
     QueryProbesOpt,
+    SimilarityOpt,
     TextInput,
     fingerprint_settings,
     text_input,
@@ -59,6 +60,7 @@ def query_cmd(
     as_json: JsonOpt = False,
     probes: QueryProbesOpt = None,
     limit: LimitOpt = DEFAULT_LIMIT,
+    similarity: SimilarityOpt = None,
 ) -> None:
     """Near-copies of TEXT (or --file, --fingerprint) held in the index, nearest
     first, at most --limit rows, and how many there are in all. The table's columns:
@@ -76,7 +78,7 @@ def query_cmd(
         )
     query_fp = parse_fingerprint_hex(fingerprint) if fingerprint is not None else None
     probe = 0 if query_fp is not None else DEFAULT_QUERY_PROBES if probes is None else probes
-    with SimhashIndex.open(index, readonly=True, params=wanted) as ix:
+    with SimhashIndex.open(index, readonly=True, params=wanted, similarity=similarity) as ix:
         if query_fp is not None:
             matches = ix.query_fingerprint(query_fp, k, limit=limit)
         else:

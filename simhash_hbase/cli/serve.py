@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from simhash_hbase.cli.options import IndexOpt, KOpt, LimitOpt, QueryProbesOpt
+from simhash_hbase.cli.options import IndexOpt, KOpt, LimitOpt, QueryProbesOpt, SimilarityOpt
 from simhash_hbase.cli.render import new_index
 from simhash_hbase.errors import InvalidInput
 from simhash_hbase.fingerprint.probes import DEFAULT_QUERY_PROBES
@@ -66,6 +66,7 @@ def serve_cmd(
     k: KOpt = DEFAULT_K,
     limit: LimitOpt = DEFAULT_LIMIT,
     probes: QueryProbesOpt = None,
+    similarity: SimilarityOpt = None,
     max_items: MaxItemsOpt = 10_000,
     max_body_bytes: MaxBodyOpt = 64 * 1024 * 1024,
     max_text_bytes: MaxTextOpt = 4 * 1024 * 1024,
@@ -76,7 +77,8 @@ def serve_cmd(
 ) -> None:
     """Serve the index over HTTP: check, add and check-and-add texts or fingerprints,
     one or in batches (see /docs on the running service, and docs/serve.md). -k,
-    --limit and --probes are the defaults of requests that do not set them."""
+    --limit, --probes and --similarity are the defaults of requests that do not set
+    them (--similarity on a new index: its recorded default)."""
     serve, settings_class, token_env = _service()
     settings = settings_class(
         index=index,
@@ -86,6 +88,7 @@ def serve_cmd(
         k=k,
         limit=limit,
         probes=DEFAULT_QUERY_PROBES if probes is None else probes,
+        similarity=similarity,
         max_items=max_items,
         max_body_bytes=max_body_bytes,
         max_text_bytes=max_text_bytes,
@@ -95,15 +98,17 @@ def serve_cmd(
         ),
     )
     settings.check()  # a bad bind or token is said before the index is looked at
-    _open_or_create(index, create)
+    _open_or_create(index, create, similarity)
     serve(settings, access_log=access_log)
 
 
-def _open_or_create(index: str | None, create: bool) -> None:
-    """The index must be there, or ``create`` makes it (said once, on stderr)."""
+def _open_or_create(index: str | None, create: bool, similarity: float | None) -> None:
+    """The index must be there, or ``create`` makes it (said once, on stderr); a
+    similarity needs its sketches (both nets)."""
     from simhash_hbase.index.client import SimhashIndex
 
-    with SimhashIndex.open(index, create=create, readonly=not create) as ix:
+    opened = SimhashIndex.open(index, create=create, readonly=not create, similarity=similarity)
+    with opened as ix:
         if ix.created:
             new_index(ix.url)
 

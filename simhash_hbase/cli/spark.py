@@ -24,6 +24,7 @@ from simhash_hbase.cli.options import (
     LimitOpt,
     MaxBytesOpt,
     SchemeOpt,
+    SimilarityOpt,
     StoreTextOpt,
     TextFieldOpt,
     fingerprint_settings,
@@ -196,6 +197,7 @@ def dedup_cmd(
     spark: Callable[[], SparkSession],
     limit: LimitOpt = DEFAULT_LIMIT,
     partitions: PartitionsOpt = None,
+    similarity: SimilarityOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Near-duplicates of the input by both nets, as `shdb dedup` finds them, on
@@ -205,6 +207,7 @@ def dedup_cmd(
     from simhash_hbase.spark.jobs import dedup
 
     check_limit(limit)
+    lsh = MinHashParams() if similarity is None else MinHashParams().at_similarity(similarity)
     with _job_errors():
         summary = dedup(
             spark(),
@@ -216,12 +219,13 @@ def dedup_cmd(
             with_clusters=as_clusters,
             limit=limit,
             partitions=partitions,
+            lsh=lsh,
         )
     clusters = "" if summary.clusters is None else f", {summary.clusters} clusters"
     _finish(
         summary,
         f"{summary.documents} inputs, {summary.with_near_copies} of them with earlier "
-        f"near-copies, {summary.pairs} near-duplicate pairs ({predicate(k, MinHashParams())})"
+        f"near-copies, {summary.pairs} near-duplicate pairs ({predicate(k, lsh)})"
         f"{clusters}, "
         f"skipped {summary.rejected} in {summary.seconds:.1f} s; written to {output}",
         as_json,

@@ -35,7 +35,7 @@ from __future__ import annotations
 
 import unicodedata
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from functools import cache
 from typing import Any, NamedTuple
 
@@ -69,7 +69,22 @@ DEFAULT_FLOOR = 0.4
 #: evidence existed); sizes allowed, and the bytes of one bin's value.
 DEFAULT_EVIDENCE = 1024
 EVIDENCE_BINS = (0, 256, 512, 1024, 2048)
+#: How far below a user's similarity the floor stays (the default's gap: about two
+#: standard deviations of a 128-bin estimate at Jaccard 0.5; docs/nets.md).
+FLOOR_MARGIN = round(DEFAULT_THRESHOLD - DEFAULT_FLOOR, 4)
 _BMP = 0x10000
+
+
+def check_similarity(value: object, where: str = "similarity") -> float:
+    """A user's similarity threshold: a number in (0, 1] (estimated Jaccard of the
+    texts' shingles), else :class:`InvalidSetting` naming ``where``."""
+    if isinstance(value, bool) or not isinstance(value, float | int) or not 0.0 < value <= 1.0:
+        raise InvalidSetting(
+            "similarity",
+            f"{where} must be a number in (0, 1] (the share of character shingles two "
+            f"texts have in common, e.g. 0.5; default {DEFAULT_THRESHOLD}), not {value!r}",
+        )
+    return float(value)
 
 
 @dataclass(frozen=True)
@@ -111,6 +126,13 @@ class MinHashParams:
             raise InvalidSetting("floor", "floor must be in [0, threshold]")
         if self.evidence not in EVIDENCE_BINS or isinstance(self.evidence, bool):
             raise InvalidSetting("evidence", f"evidence must be one of {EVIDENCE_BINS}")
+
+    def at_similarity(self, similarity: float) -> MinHashParams:
+        """These settings judged at a user's ``similarity``: it replaces the
+        threshold, and the floor follows it ``FLOOR_MARGIN`` below (docs/nets.md), so
+        0.5 is today's rule and a stricter value is strict for pigeonhole pairs too."""
+        s = check_similarity(similarity)
+        return replace(self, threshold=s, floor=round(max(0.0, s - FLOOR_MARGIN), 4))
 
     @property
     def sketch_bytes(self) -> int:

@@ -11,21 +11,27 @@ in :mod:`simhash_hbase.jobs.ingest`; nothing here knows about files or flags.
 
 from __future__ import annotations
 
+import copy
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager
 from itertools import islice
-from typing import Any
+from typing import Any, cast
 
 from simhash_hbase.errors import (
     BatchRefused,
     EmptyDocument,
     IndexNotFound,
     InvalidInput,
+    InvalidSetting,
     StoreCorrupt,
     StoreError,
 )
-from simhash_hbase.fingerprint.minhash import MinHasher, MinHashParams, Signature
+from simhash_hbase.fingerprint.minhash import (
+    MinHasher,
+    MinHashParams,
+    Signature,
+)
 from simhash_hbase.fingerprint.probes import check_probes
 from simhash_hbase.fingerprint.simhash import (
     Fingerprinter,
@@ -75,7 +81,34 @@ QUERY_BATCH = 1000  # texts fingerprinted and looked up together by query_many
 _STATE = "state/"  # meta records of jobs (e.g. ingest checkpoints) live under this
 
 
-class SimhashIndex:
+class _Judged:
+    """The handles of an index judged at a caller's similarity (:class:`SimhashIndex`)."""
+
+    def at_similarity(self, similarity: float | None) -> SimhashIndex:
+        """This index judged at ``similarity`` (None: as is): a handle on the same store
+        whose LSH threshold is the caller's (docs/nets.md, "The similarity"), for a run
+        or a request that asks for its own. Close the index, never the handle."""
+        index = cast("SimhashIndex", self)  # the one subclass
+        if similarity is None:
+            return index
+        if index.lsh is None:
+            raise InvalidSetting(
+                "similarity",
+                f"the index at {index.url} has the pigeonhole net only (nets: simhash): it "
+                "keeps no sketches to judge a similarity by; leave similarity out, or "
+                "ingest into a new index (both nets, the default)",
+            )
+        lsh = index.lsh.at_similarity(similarity)
+        index._minhasher = index.minhasher  # built once, shared: the view hashes as the index
+        view = copy.copy(index)
+        view.lsh, view._finder = lsh, copy.copy(index._finder)  # caches and cost shared
+        view._finder.lsh = lsh
+        view._writer = copy.copy(index._writer)
+        view._writer.finder = view._finder
+        return view
+
+
+class SimhashIndex(_Judged):
     """Pigeonhole SimHash index over a store (embedded LMDB or HBase)."""
 
     def __init__(
@@ -111,6 +144,7 @@ class SimhashIndex:
         readonly: bool = False,
         nets: str | None = None,
         warm: bool = False,
+        similarity: float | None = None,
     ) -> SimhashIndex:
         """Open (or create) the index at ``url``. ``scheme`` and ``params`` (a
         :class:`FingerprintParams`, or a mapping of only the fields that matter)
@@ -118,8 +152,8 @@ class SimhashIndex:
         (:class:`ManifestMismatch`), or, for a new index, are its settings.
         ``nets``: ``"simhash"`` (the pigeonhole only) or ``"simhash+lsh"`` (the
         default; docs/SPEC.md, "Nets"). ``warm``: :meth:`warm` it (a long-lived
-        reader of a big embedded index)."""
-        validate(scheme, params)  # every setting given is valid, before any write
+        reader of a big embedded index). ``similarity``: :meth:`at_similarity` (new: kept)."""
+        validate(scheme, params, similarity)  # every setting given is valid, before any write
         if nets is not None:
             check_nets(nets)
         create = create and not readonly  # readonly: creates nothing, no write locks
@@ -130,14 +164,14 @@ class SimhashIndex:
             if manifest is None:
                 if not create:
                     raise IndexNotFound(store.url)
-                manifest = store_manifest(store, scheme, params, nets)
+                manifest = store_manifest(store, scheme, params, nets, similarity)
             found_scheme, held = settle(manifest, store.url, scheme, params)
             store.adopt(manifest)
             index = cls(store, found_scheme, manifest, held, nets_of(manifest, store.url, nets))
             index.created = created
             if warm:
                 index.warm()
-            return index
+            return index.at_similarity(similarity)
         except BaseException:
             store.close()
             raise
@@ -287,9 +321,8 @@ class SimhashIndex:
     ) -> list[Matches]:
         """Each document's near-copies; those with none are new and written (and those
         ``always`` says, one flag for all or one per document), in one batch. A re-submitted
-        document is a near-copy of itself; of many identical submissions exactly one is new,
-        however they overlap. A bad document raises :class:`BatchRefused` naming each, and
-        nothing is written. See :meth:`Writer.check_and_add`."""
+        document is a near-copy of itself; of identical submissions exactly one is new, however
+        they overlap. A bad one raises :class:`BatchRefused`, and nothing is written."""
         return self._writer.check_and_add(self._store, docs, k, probes, always, limit)
 
     def check_and_add_texts(

@@ -25,6 +25,7 @@ import numpy as np
 from simhash_hbase.errors import InvalidInput
 from simhash_hbase.fingerprint.minhash import MinHashParams, Signature
 from simhash_hbase.fingerprint.probes import bound
+from simhash_hbase.index.clusters import assign
 from simhash_hbase.layout import codec
 from simhash_hbase.layout.codec import check_fingerprint, check_fingerprints
 from simhash_hbase.layout.groups import nets_graph
@@ -521,17 +522,20 @@ class Finder:
 
     def find_at_insert(
         self, store: Store, docs: list[tuple[Document, Sequence[int]]], k: int, limit: int | None
-    ) -> list[Lookup]:
+    ) -> tuple[list[Lookup], list[Document]]:
         """Near-copies of each new doc among held docs and earlier docs of this batch
         (all written), for ingest: see :meth:`lookups`. A document re-added
         unchanged (same id, same fingerprint) is not new: its pairs were reported
-        when it or its partners were added, so it reports none."""
+        when it or its partners were added, so it reports none. And the documents
+        with their clusters (:func:`~simhash_hbase.index.clusters.assign`)."""
         found, _ = self.lookups(store, docs, k, limit)
-        return [
+        clustered = assign(store, [doc for doc, _ in docs], found)
+        lookups = [
             Lookup(doc.doc_id, matches)
             for (doc, _), matches in zip(docs, found)
             if matches is not None and matches.total
         ]
+        return lookups, clustered
 
     def lookups(
         self,

@@ -12,7 +12,7 @@ from dataclasses import asdict
 from typing import Any, TypeVar
 
 from simhash_hbase.errors import InvalidSetting, ManifestMismatch, StoreCorrupt, StoreError
-from simhash_hbase.fingerprint.minhash import MinHashParams
+from simhash_hbase.fingerprint.minhash import MinHashParams, check_similarity
 from simhash_hbase.fingerprint.simhash import FingerprintParams, idf_table, register_idf
 from simhash_hbase.layout import codec
 from simhash_hbase.layout.nets import DEFAULT_NETS, NETS, SIMHASH, SIMHASH_LSH, check_nets
@@ -42,16 +42,24 @@ def _fields(wanted: Wanted) -> dict[str, Any]:
     return asdict(wanted) if isinstance(wanted, FingerprintParams) else dict(wanted)
 
 
-def validate(scheme_name: str | None, wanted: Wanted) -> tuple[Scheme, FingerprintParams]:
+def validate(
+    scheme_name: str | None, wanted: Wanted, similarity: float | None = None
+) -> tuple[Scheme, FingerprintParams]:
     """The settings of a new index (defaults for those not given); cheap, so that
     every setting is checked before anything is opened or written."""
+    if similarity is not None:
+        check_similarity(similarity)
     return get_scheme(scheme_name or DEFAULT_SCHEME), FingerprintParams(**_fields(wanted))
 
 
 def new_manifest(
-    scheme_name: str | None, wanted: Wanted, nets: str | None = None
+    scheme_name: str | None,
+    wanted: Wanted,
+    nets: str | None = None,
+    similarity: float | None = None,
 ) -> dict[str, Any]:
-    """The manifest of a new index (both nets unless ``nets`` says otherwise)."""
+    """The manifest of a new index (both nets unless ``nets`` says otherwise); its
+    default ``similarity`` is ``lsh.threshold`` (with its floor; docs/nets.md)."""
     scheme, params = validate(scheme_name, wanted)
     manifest = {
         "format_version": FORMAT_VERSION,
@@ -60,8 +68,17 @@ def new_manifest(
         "created_by": f"simhash-hbase {__version__}",
         "nets": check_nets(nets or DEFAULT_NETS),
     }
+    lsh = MinHashParams()
+    if similarity is not None:
+        if manifest["nets"] != SIMHASH_LSH:
+            raise InvalidSetting(
+                "similarity",
+                "a similarity needs sketches: an index of the pigeonhole net only "
+                f"(nets: {SIMHASH}) has none; leave out one of nets and similarity",
+            )
+        lsh = lsh.at_similarity(similarity)
     if manifest["nets"] == SIMHASH_LSH:
-        manifest["lsh"] = MinHashParams().to_manifest()
+        manifest["lsh"] = lsh.to_manifest()
     return manifest
 
 
@@ -179,12 +196,16 @@ def _parsed(url: str, field: str, entry: object, parse: Callable[[dict[str, Any]
 
 
 def store_manifest(
-    store: Store, scheme: str | None, params: Wanted, nets: str | None
+    store: Store,
+    scheme: str | None,
+    params: Wanted,
+    nets: str | None,
+    similarity: float | None = None,
 ) -> dict[str, Any]:
     """Write a new index's manifest (its settings validated before: :func:`validate`)
     and its custom IDF table, which travels with the index (no later ``--idf``),
     unless another process was first; the manifest held after."""
-    manifest = new_manifest(scheme, params, nets) | store.manifest_entries()
+    manifest = new_manifest(scheme, params, nets, similarity) | store.manifest_entries()
     digest = FingerprintParams.from_manifest(manifest["fingerprint"]).idf
     if digest is not None:
         parts = codec.encode_blob_parts(idf_table(digest).raw)

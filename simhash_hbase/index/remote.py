@@ -13,6 +13,7 @@ check-and-add submissions, from any number of clients, exactly one is new.
 
 from __future__ import annotations
 
+import copy
 import http.client
 import json
 import os
@@ -29,6 +30,7 @@ from simhash_hbase.errors import (
     StoreError,
     StoreUnavailable,
 )
+from simhash_hbase.fingerprint.minhash import check_similarity
 from simhash_hbase.records import (
     Document,
     Match,
@@ -74,6 +76,16 @@ class RemoteIndex:
         self._timeout = timeout
         self._retries = retries  # answers of 429 (queue full) are retried after Retry-After
         self._local = threading.local()
+        self._similarity: float | None = None  # None: the service's
+
+    def at_similarity(self, similarity: float | None) -> RemoteIndex:
+        """This client asking the service to judge at ``similarity`` (``?similarity=``;
+        None: as is), as :meth:`SimhashIndex.at_similarity`; it shares the connections."""
+        if similarity is None:
+            return self
+        view = copy.copy(self)
+        view._similarity = check_similarity(similarity)
+        return view
 
     def __enter__(self) -> RemoteIndex:
         return self
@@ -213,7 +225,7 @@ class RemoteIndex:
         if not items:
             return []
         body = _body(items)
-        query: dict[str, int | str | None] = {**params}
+        query: dict[str, float | str | None] = {**params, "similarity": self._similarity}
         if endpoint in _WRITES:
             query["all_or_nothing"] = "true"
         _, results = self._call("POST", f"/v1/{endpoint}", body, query)
@@ -227,7 +239,7 @@ class RemoteIndex:
         return list(results)
 
     def _call(
-        self, method: str, path: str, body: bytes | None, params: dict[str, int | str | None]
+        self, method: str, path: str, body: bytes | None, params: dict[str, float | str | None]
     ) -> tuple[int, Any]:
         query = urlencode({k: v for k, v in params.items() if v is not None})
         target = f"{self._parts.path.rstrip('/')}{path}" + (f"?{query}" if query else "")
@@ -358,7 +370,9 @@ def _matches(result: dict[str, Any]) -> Matches:
         )
         for m in result["matches"]
     )
-    return Matches(found, result["total"], result["total_exact"])
+    matches = Matches(found, result["total"], result["total_exact"])
+    matches.cluster = result.get("cluster")  # a write's: the cluster it joined
+    return matches
 
 
 def _time(item: dict[str, Any]) -> int | None:

@@ -18,6 +18,7 @@ from itertools import islice
 import numpy as np
 
 from simhash_hbase.errors import BatchRefused, InvalidInput, ShdbError, StoreError
+from simhash_hbase.index.clusters import assign, kept
 from simhash_hbase.index.lookup import Finder
 from simhash_hbase.layout import codec
 from simhash_hbase.layout.nets import first_band_flag
@@ -103,7 +104,8 @@ class Writer:
                 lists = probes or [[d.fingerprint] for d in docs]
                 last = {d.doc_id: p for d, p in zip(docs, lists)}
                 pairs = [(d, last[i]) for i, d in latest.items()]
-                found = self.finder.find_at_insert(store, pairs, find_k, limit)
+                found, clustered = self.finder.find_at_insert(store, pairs, find_k, limit)
+                latest = {d.doc_id: d for d in clustered}
             if before_write is not None:
                 before_write(found)
             written = self.write(store, latest)
@@ -175,8 +177,9 @@ class Writer:
                     )
                     for j, matches in zip(now, result):
                         found[j] = matches
+                    clustered = assign(store, [pairs[j][0] for j in now], result)
                     if written:
-                        docs = [pairs[now[i]][0] for i in written]
+                        docs = [clustered[i] for i in written]
                         self.add_documents(store, docs, checked=True)
             pending = [j for j in pending if pairs[j][0].fingerprint not in held]
             if pending and not now:  # every lock is held elsewhere: wait for a release
@@ -193,7 +196,8 @@ class Writer:
         """One batch of documents by id (see :meth:`add_documents`). The batch owns
         the docs rows it replaces (:meth:`StoreBatch.claim_docs`), so the cells it
         deletes are those of the version it replaces, even with other writers of the
-        same ids at work; the versions it replaced say what it did to each id."""
+        same ids at work; the versions it replaced say what it did to each id. A
+        document rewritten unchanged keeps its cluster."""
         with store.batch() as batch:
             state = batch.claim_docs(latest, self.cells)
             changed = [
@@ -204,7 +208,7 @@ class Writer:
                 != (latest[i].fingerprint, latest[i].bands)
             ]
             batch.delete_index(self.cells(changed))
-            new = list(latest.values())
+            new = [kept(doc, state.get(i)) for i, doc in latest.items()]
             docs_first = store.index_follows_docs
             if docs_first:
                 batch.put_docs(new)

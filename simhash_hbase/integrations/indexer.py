@@ -160,12 +160,15 @@ def prepare(items: list[Item]) -> None:
     _fed.extend(_prepared(index, *item) for item in items)
 
 
-def check_batch(seq: int, fed: int, items: list[Item], limit: int) -> list[Answer]:
+def check_batch(
+    seq: int, fed: int, items: list[Item], limit: int, similarity: float | None = None
+) -> list[Answer]:
     """Check and add one batch, in order (``check_and_add``, the predicate ``shdb
     ingest`` uses): its first ``fed`` items were fed ahead (:func:`prepare`), the
     rest are ``items``. Each item's :data:`Answer`; an item that is not indexed does
     not keep the others from being. A store error fails the batch (the pipeline
-    retries it); a retry of batch ``seq`` reuses its fingerprints."""
+    retries it); a retry of batch ``seq`` reuses its fingerprints. ``similarity``:
+    judged at it (None: the index's; :meth:`SimhashIndex.at_similarity`)."""
     global _last
     index = _held()
     if _last is None or _last[0] != seq:
@@ -176,7 +179,7 @@ def check_batch(seq: int, fed: int, items: list[Item], limit: int) -> list[Answe
             raise fed_item
     usable = [p for p in _last[1] if isinstance(p, tuple)]
     found = iter(
-        index.check_and_add(
+        index.at_similarity(similarity).check_and_add(
             [doc for doc, _ in usable],
             probes=[fps for _, fps in usable],
             always=True,

@@ -19,6 +19,7 @@ See docs/scrapy.md.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections.abc import Callable, MutableMapping, Sequence
@@ -43,6 +44,7 @@ from simhash_hbase.errors import (
     ShdbError,
     StoreError,
 )
+from simhash_hbase.fingerprint.minhash import check_similarity
 from simhash_hbase.integrations.indexer import Answer, IndexProcess
 from simhash_hbase.records import Matches
 
@@ -81,6 +83,8 @@ class PipelineSettings:
     #: Create the index when there is none (said once, as a warning); else a missing
     #: index stops the crawl at its start, so a mistyped SHDB_INDEX is not a new index.
     create: bool = False
+    #: The similarity items are judged at (docs/nets.md); None: the index's.
+    similarity: float | None = None
 
     @classmethod
     def from_scrapy(cls, settings: Any) -> PipelineSettings:
@@ -106,6 +110,7 @@ class PipelineSettings:
             linger_seconds=settings.getfloat("SHDB_LINGER_SECONDS", cls.linger_seconds),
             retries=settings.getint("SHDB_RETRIES", cls.retries),
             create=settings.getbool("SHDB_CREATE", cls.create),
+            similarity=_similarity_setting(settings.get("SHDB_SIMILARITY")),
         )
         for name in ("limit", "batch_size"):
             if getattr(made, name) < 1:
@@ -176,7 +181,8 @@ class NearDuplicatePipeline:
             if _is_service(url):
                 from simhash_hbase.index.remote import RemoteIndex
 
-                self._index = await self._run(RemoteIndex, url)
+                remote = await self._run(RemoteIndex, url)
+                self._index = remote.at_similarity(self.settings.similarity)
             else:
                 self._indexer = await self._run(self._index_process(url).opened)
         except ShdbError as exc:
@@ -406,6 +412,7 @@ class NearDuplicatePipeline:
             fed,
             [p.item for p in batch[fed:]],
             self.settings.limit,
+            self.settings.similarity,
         )
         return self._retrying(check)
 
@@ -550,6 +557,17 @@ def _fields(item: Any) -> Fields:
     from itemadapter import ItemAdapter
 
     return ItemAdapter(item)
+
+
+def _similarity_setting(raw: Any) -> float | None:
+    """SHDB_SIMILARITY: a number in (0, 1] (a string from the command line too)."""
+    if raw is None:
+        return None
+    value = raw
+    if isinstance(raw, str):
+        with contextlib.suppress(ValueError):  # not a number: check_similarity says so
+            value = float(raw)
+    return check_similarity(value, "SHDB_SIMILARITY")
 
 
 def _local_index(settings: Any) -> str | None:

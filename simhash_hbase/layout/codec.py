@@ -41,6 +41,7 @@ COL_TEXT = b"f:text"
 COL_META = b"f:meta"
 COL_SKETCH = b"f:s"  # the b-bit MinHash sketch (64 bytes), then its evidence (optional)
 COL_BANDS = b"f:b"  # the LSH band keys, 4 bytes each, big-endian
+COL_CLUSTER = b"f:c"  # its cluster's representative, when another document (UTF-8 id)
 COL_TIME = b"f:t"  # when the document arrived: ms since the epoch, 8 bytes big-endian signed
 COL_OWNER = b"f:o"  # HBase: the token of the writer that owns the row (SPEC, "Writers")
 MAX_SKETCH_BYTES = 64 + 2048  # the largest b-bit sketch and evidence (MinHashParams)
@@ -250,6 +251,8 @@ def check_document(doc: Document) -> None:
             )
     if doc.bands is not None and len(doc.bands) % BAND_BYTES:
         raise InvalidInput(f"the band keys of {doc.doc_id!r} are not 4 bytes each")
+    if doc.cluster is not None:
+        encode_doc_id(doc.cluster)
     if doc.time is not None and not _valid_time(doc.time):
         raise InvalidInput(
             f"the time of {doc.doc_id!r} must be ms since the epoch in the years 1 to 9999, "
@@ -276,8 +279,8 @@ def check_fingerprint(fp: int) -> int:
     return fp
 
 
-_EXTRAS = attrgetter("text", "meta", "sketch", "bands")
-_NO_EXTRAS = (None, None, None, None)
+_EXTRAS = attrgetter("text", "meta", "sketch", "bands", "cluster")
+_NO_EXTRAS = (None, None, None, None, None)
 
 
 def check_documents(docs: Sequence[Document]) -> None:
@@ -351,6 +354,8 @@ def doc_to_columns(doc: Document) -> dict[bytes, bytes]:
         cols[COL_SKETCH] = doc.sketch
     if doc.bands is not None:
         cols[COL_BANDS] = doc.bands
+    if doc.cluster is not None and doc.cluster != doc.doc_id:
+        cols[COL_CLUSTER] = encode_doc_id(doc.cluster)
     if doc.time is not None:
         cols[COL_TIME] = encode_time(doc.time)
     return cols
@@ -370,6 +375,7 @@ def doc_from_columns(doc_id: str, cols: Mapping[bytes, bytes]) -> Document:
     """A docs row read back; a damaged one (no fingerprint, bad UTF-8 or JSON) is a StoreCorrupt."""
     text = cols.get(COL_TEXT)
     meta = cols.get(COL_META)
+    cluster = cols.get(COL_CLUSTER)
     time = cols.get(COL_TIME)
     try:
         return Document(
@@ -379,6 +385,7 @@ def doc_from_columns(doc_id: str, cols: Mapping[bytes, bytes]) -> Document:
             meta=None if meta is None else json.loads(meta),
             sketch=cols.get(COL_SKETCH),
             bands=cols.get(COL_BANDS),
+            cluster=None if cluster is None else cluster.decode("utf-8"),
             time=None if time is None else decode_time(time),
         )
     except KeyError:

@@ -14,12 +14,11 @@ groups of N nodes and N²/2 pairs, almost all matches. Instead of all of them:
   ``BAND_WINDOW`` (combination and band groups) neighbours in input order, and is marked
   incomplete: its count is then a lower bound. Two fingerprints within k pair
   their first ``WINDOW`` nodes each.
-- **Clusters stay exact**: after those edges are joined, each large group is
-  settled. Its components but the largest each compare their members with every
-  member of the group outside their component (vectorised, stopping at one match
-  per component met) and join what they match. Every matching pair of the group
-  is then inside one component, so the components are those of the full pair
-  graph. Mass copies make one component at once: the settle costs one pass.
+- **Clusters stay exact** (star clusters, :func:`~simhash_hbase.layout.pairs.stars`):
+  sweeping the nodes in input order, a node of a large group is also judged
+  against every representative so far of each large group it is in, so its
+  representative is the one a judge of every pair would give it (as Spark's).
+  Mass copies have one representative: the sweep costs one judged pair a node.
 
 A pair matches by :class:`~simhash_hbase.layout.nets.Judge` (the one rule,
 :func:`~simhash_hbase.layout.nets.matches`), over whole arrays.
@@ -39,7 +38,7 @@ from simhash_hbase.layout.pairs import (
     expand_pairs,
     near_duplicate_pairs,
     near_graph,
-    roots,
+    stars,
 )
 from simhash_hbase.layout.scheme import Scheme
 
@@ -75,74 +74,6 @@ def _windowed(
         b.append(rs[same + offset])
     big = [rs[s : s + z] for s, z in zip(starts[large].tolist(), sizes[large].tolist())]
     return (np.concatenate(a), np.concatenate(b)), big
-
-
-class _Forest:
-    """Union-find over node numbers: ``parent`` roots are their own parent."""
-
-    def __init__(self, label: np.ndarray) -> None:
-        self.parent = label.copy()
-
-    def find(self, nodes: np.ndarray) -> np.ndarray:
-        top = self.parent[nodes]
-        while not np.array_equal(up := self.parent[top], top):
-            top = up
-        self.parent[nodes] = top
-        return top
-
-    def join(self, a: int, b: int) -> bool:
-        ra, rb = self.find(np.array([a, b])).tolist()
-        if ra != rb:
-            self.parent[max(ra, rb)] = min(ra, rb)
-        return bool(ra != rb)
-
-
-def _meet(forest: _Forest, judge: Judge, mine: np.ndarray, pool: np.ndarray) -> list[int]:
-    """Join ``mine`` (one component) with every component of ``pool`` one of its
-    members matches; the pairs that joined, flat (a, b, a, b, ...)."""
-    out: list[int] = []
-    at = 0
-    while at < len(mine):
-        own = forest.find(mine[:1])[0]
-        theirs = pool[forest.find(pool) != own]
-        if not len(theirs):
-            break
-        part = mine[at : at + max(1, _CHUNK // len(theirs))]
-        at += len(part)
-        a, b = np.repeat(part, len(theirs)), np.tile(theirs, len(part))
-        match, _, _ = judge(a, b)
-        a, b = a[match], b[match]
-        _, first = np.unique(forest.find(b), return_index=True)
-        for x, y in zip(a[first].tolist(), b[first].tolist()):
-            if forest.join(x, y):
-                out += (x, y)
-    return out
-
-
-def _settle(
-    forest: _Forest, judge: Judge, left: np.ndarray, right: np.ndarray | None = None
-) -> list[int]:
-    """Make the components exact over one group: the pairs within ``left``, or with
-    ``right`` the pairs across (left x right). Every component but the largest
-    meets the rest of the group; the pairs that joined, flat."""
-    everyone = left if right is None else np.concatenate([left, right])
-    start = forest.find(everyone)
-    comps, sizes = np.unique(start, return_counts=True)
-    if len(comps) == 1:
-        return []
-    largest = comps[np.argmax(sizes)]
-    sides = [(left, start[: len(left)], left if right is None else right)]
-    if right is not None:
-        sides.append((right, start[len(left) :], left))
-    out: list[int] = []
-    for comp in comps[np.argsort(sizes, kind="stable")].tolist():
-        if comp == largest:
-            continue
-        for members, at_start, pool in sides:
-            mine = members[at_start == comp]
-            if len(mine):
-                out += _meet(forest, judge, mine, pool)
-    return out
 
 
 class _Candidates:
@@ -198,6 +129,40 @@ def _near_fingerprints(cands: _Candidates, fps: np.ndarray, k: int, scheme: Sche
         cands.add((np.concatenate(a), np.concatenate(b)), [])
 
 
+class _Unsure:
+    """:class:`~simhash_hbase.layout.pairs.Settle` of the large groups: a node whose
+    edges are bounded is judged against every representative so far of each large
+    group it is in (all of them share a key with it: the same candidates as Spark's,
+    which judges every pair)."""
+
+    def __init__(self, judge: Judge, big: list[tuple[np.ndarray, np.ndarray | None]]) -> None:
+        self.judge = judge
+        groups = [m if r is None else np.concatenate([m, r]) for m, r in big]
+        nodes = np.concatenate([np.zeros(0, dtype=np.int64), *groups]).astype(np.int64)
+        tags = np.repeat(np.arange(len(groups)), [len(g) for g in groups])
+        order = np.argsort(nodes, kind="stable")
+        self.nodes, self.tags = nodes[order], tags[order]
+        self.leads: list[list[int]] = [[] for _ in groups]
+
+    def unsure(self) -> np.ndarray:
+        return np.unique(self.nodes)
+
+    def _tags(self, v: int) -> list[int]:
+        lo, hi = np.searchsorted(self.nodes, [v, v + 1]).tolist()
+        return self.tags[lo:hi].tolist()  # type: ignore[no-any-return]
+
+    def matched(self, v: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        found = {e for t in self._tags(v) for e in self.leads[t]}
+        found.discard(v)
+        theirs = np.array(sorted(found), dtype=np.int64)
+        match, dist, sim = self.judge(np.full(len(theirs), v, dtype=np.int64), theirs)
+        return theirs[match], dist[match], sim[match]
+
+    def lead(self, v: int) -> None:
+        for t in self._tags(v):
+            self.leads[t].append(v)
+
+
 def nets_graph(
     fps: np.ndarray,
     k: int,
@@ -231,17 +196,12 @@ def nets_graph(
             cands.add(*_windowed(table[:, band], banded, BAND_WINDOW))
     _near_fingerprints(cands, nodes, k, scheme)
     a, b = cands.edges()
-    forest = _Forest(roots(n, np.stack([a, b])))
-    joined: list[int] = []
-    for left, right in cands.big:
-        joined += _settle(forest, judge, left, right)
-    extra = np.array(joined, dtype=np.int64).reshape(-1, 2)
-    a = np.concatenate([a, np.minimum(extra[:, 0], extra[:, 1])])
-    b = np.concatenate([b, np.maximum(extra[:, 0], extra[:, 1])])
     order = np.lexsort((b, a))
     a, b = a[order], b[order]
     _, dist, sim = judge(a, b)
-    return NearGraph(nodes, inverse, np.stack([a, b, dist]), sim, judge.has, ~cands.incomplete)
+    edges = np.stack([a, b, dist])
+    leader = stars(np.arange(n, dtype=np.int64), edges, sim, _Unsure(judge, cands.big))
+    return NearGraph(nodes, inverse, edges, sim, judge.has, ~cands.incomplete, leader)
 
 
 def batch_pairs(

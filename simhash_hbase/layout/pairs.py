@@ -7,7 +7,8 @@ over whole arrays; Python runs once per combination and per group-size step.
 
 Mass copies are grouped first: identical fingerprints become one node of a
 :class:`NearGraph` whose edges join distinct fingerprints within k, so clusters
-and the bounded per-document view cost work in documents, not in pairs.
+and the bounded per-document view cost work in documents, not in pairs. Clusters
+are stars (:func:`stars`): every member matches its cluster's representative.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import bisect
 import heapq
 from collections import defaultdict
 from collections.abc import Iterator, Sequence
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 import numpy as np
 
@@ -45,8 +46,8 @@ class NearGraph(NamedTuple):
     sketch, bands), and ``similarity`` holds each edge's estimate (NaN: none) and
     ``sketched`` which nodes have a sketch (their copies: similarity 1.0).
     ``complete`` (None: all) marks the nodes whose edges are every match they have
-    (layout.groups bounds the edges of a node in a large group; the components
-    stay exact, and that node's count is a lower bound)."""
+    (layout.groups bounds the edges of a node in a large group, and settles its
+    ``leader``: the clusters stay exact, and that node's count is a lower bound)."""
 
     unique: np.ndarray
     inverse: np.ndarray
@@ -54,6 +55,15 @@ class NearGraph(NamedTuple):
     similarity: np.ndarray | None = None
     sketched: np.ndarray | None = None
     complete: np.ndarray | None = None
+    #: Each node's representative where the graph's builder settled it (layout.groups
+    #: judges the nodes its bounded edges leave unsure); None: :func:`stars` of the edges.
+    leader: np.ndarray | None = None
+
+    def first(self) -> np.ndarray:
+        """Each node's first input position."""
+        first = np.full(len(self.unique), len(self.inverse), dtype=np.int64)
+        np.minimum.at(first, np.asarray(self.inverse, dtype=np.int64), np.arange(len(self.inverse)))
+        return first
 
     def counts(self) -> np.ndarray:
         return np.bincount(self.inverse, minlength=len(self.unique))
@@ -217,17 +227,90 @@ def expand_pairs(graph: NearGraph) -> list[Pair]:
     return out
 
 
-def clusters(pairs: Sequence[Pair], n: int) -> list[list[int]]:
-    """Connected components of the near-duplicate graph (size >= 2), by first member."""
-    edges = np.array([(i, j) for i, j, _ in pairs], dtype=np.int64).reshape(-1, 2).T
-    return _components(n, edges, np.arange(n))
+class Settle(Protocol):
+    """Where a node's edges are not all its matches (layout.groups bounds them in a
+    large group), what :func:`stars` asks besides the edges."""
+
+    def unsure(self) -> np.ndarray:
+        """The nodes whose edges may miss a match."""
+
+    def matched(self, v: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The representatives so far that ``v`` matches beyond its edges: (nodes,
+        distances, similarities, NaN: none)."""
+
+    def lead(self, v: int) -> None:
+        """``v`` represents a cluster from now on."""
+
+
+def stars(
+    first: np.ndarray,
+    edges: np.ndarray,
+    similarity: np.ndarray | None = None,
+    settle: Settle | None = None,
+) -> np.ndarray:
+    """Each node's representative (docs/nets.md, "Clusters"): nodes in input order
+    (``first``: a node's first input position); a node joins the most similar
+    representative before it that it matches (higher similarity, a node without
+    one last; then the smaller distance; then the earlier), else it represents
+    itself. So every member of a cluster matches its representative, and a chain
+    of small edits is cut where its ends fall apart. One sweep over the nodes that
+    have an edge, in Python per edge."""
+    n = len(first)
+    leader = np.arange(n, dtype=np.int64)
+    a, b, d = (np.asarray(x, dtype=np.int64) for x in edges)
+    sim = np.full(len(a), np.nan) if similarity is None else np.asarray(similarity, dtype=float)
+    swap = first[a] > first[b]
+    early, late = np.where(swap, b, a), np.where(swap, a, b)
+    worse = np.where(np.isnan(sim), 2.0, -sim)  # no similarity: after every one
+    order = np.lexsort((first[early], d, worse, first[late]))
+    early, late, d, worse = early[order], late[order], d[order], worse[order]
+    unsure = np.zeros(0, dtype=np.int64) if settle is None else settle.unsure()
+    visit = np.unique(np.concatenate([late, unsure]))
+    visit = visit[np.argsort(first[visit], kind="stable")]
+    lo = np.searchsorted(first[late], first[visit]).tolist()
+    hi = np.searchsorted(first[late], first[visit], side="right").tolist()
+    unsure_of = np.zeros(n, dtype=bool)
+    unsure_of[unsure] = True
+    for v, start, stop in zip(visit.tolist(), lo, hi):
+        best: tuple[float, int, int, int] | None = None
+        ends = zip(early[start:stop].tolist(), worse[start:stop].tolist(), d[start:stop].tolist())
+        for e, w, dist in ends:
+            if leader[e] == e:
+                best = (w, dist, int(first[e]), e)
+                break
+        if settle is not None and unsure_of[v]:
+            nodes, dists, sims = settle.matched(v)
+            for e, dist, s in zip(nodes.tolist(), dists.tolist(), sims.tolist()):
+                key = (2.0 if s != s else -s, dist, int(first[e]), e)
+                if best is None or key < best:
+                    best = key
+        if best is not None:
+            leader[v] = best[3]
+        elif settle is not None and unsure_of[v]:
+            settle.lead(v)
+    return leader
 
 
 def clusters_of(graph: NearGraph) -> list[list[int]]:
-    """:func:`clusters` of the input's full pair graph, from the distinct-fingerprint
-    graph: components of the fingerprints, then each input joins its fingerprint's
-    (work in inputs and distinct pairs, never in copies x copies)."""
-    return _components(len(graph.unique), graph.edges[:2], graph.inverse)
+    """Star clusters of the input (docs/nets.md, "Clusters") from its distinct-document
+    graph, identical inputs being one node (so in one cluster): each node's
+    representative (``graph.leader``, else :func:`stars` of the edges), then each
+    input joins its node's; work in inputs and distinct pairs, never in copies x
+    copies. Lists of input positions, in input order (the representative first)."""
+    leader = graph.leader
+    if leader is None:
+        leader = stars(graph.first(), graph.edges, graph.similarity)
+    return _groups(leader, graph.inverse)
+
+
+def _groups(leader: np.ndarray, node_of: np.ndarray) -> list[list[int]]:
+    """Input positions p grouped by ``leader[node_of[p]]`` (groups of two or more,
+    each in input order), by first member."""
+    label = leader[np.asarray(node_of, dtype=np.int64)]
+    order = np.argsort(label, kind="stable")
+    bounds = np.flatnonzero(np.diff(label[order])) + 1
+    groups = [g.tolist() for g in np.split(order, bounds) if len(g) > 1]
+    return sorted(groups, key=lambda g: g[0])
 
 
 def roots(nodes: int, edges: np.ndarray) -> np.ndarray:
@@ -243,16 +326,6 @@ def roots(nodes: int, edges: np.ndarray) -> np.ndarray:
         np.minimum.at(label, np.maximum(la, lb), np.minimum(la, lb))
         while not ((jumped := label[label]) == label).all():
             label = jumped
-
-
-def _components(nodes: int, edges: np.ndarray, node_of: np.ndarray) -> list[list[int]]:
-    """Components (size >= 2 in inputs) of ``nodes`` joined by ``edges`` (2, e), as
-    lists of the input positions p with ``node_of[p]`` in them, by first member."""
-    label = roots(nodes, edges)[np.asarray(node_of, dtype=np.int64)]
-    order = np.argsort(label, kind="stable")  # positions grouped by root, in input order
-    bounds = np.flatnonzero(np.diff(label[order])) + 1
-    groups = [g.tolist() for g in np.split(order, bounds) if len(g) > 1]
-    return sorted(groups, key=lambda g: g[0])
 
 
 class Nearest(NamedTuple):

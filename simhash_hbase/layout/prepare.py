@@ -154,7 +154,7 @@ def assemble(
     text = record.text if store_text else None
     # every stored document knows when it arrived: its input's time, else now
     when = None if lookup else now_ms() if record.time is None else record.time
-    doc = Document(record.doc_id, probes[0], text, record.meta, sketch, bands, when)
+    doc = Document(record.doc_id, probes[0], text, record.meta, sketch, bands, time=when)
     if lookup:
         return Prepared(doc, probes)
     found = checked(doc, where, record.size)

@@ -25,7 +25,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from simhash_hbase.errors import ShdbError
+from simhash_hbase.errors import InvalidSetting, ShdbError
+from simhash_hbase.fingerprint.minhash import check_similarity
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.layout.prepare import Preparer, Prints, assemble, checked, error_for
 from simhash_hbase.records import MAX_LIMIT, BadRecord, Document, Record
@@ -52,6 +53,7 @@ from simhash_hbase.serve.worker import (
     QueueFull,
     ShuttingDown,
     StoreWorker,
+    Terms,
     Write,
 )
 from simhash_hbase.store import local_path
@@ -176,7 +178,7 @@ class Service:
         """POST /v1/check, /v1/add, /v1/check-and-add: one item, an array or NDJSON."""
 
         async def handle(request: Request) -> Response:
-            k, limit, probes = self._params(request)
+            k, limit, probes, similarity = self._params(request)
             content_type = request.headers.get("content-type", "")
             objs, batch = parse_body(
                 await self.body(request), content_type, self.settings.max_items
@@ -185,7 +187,7 @@ class Service:
             items: list[Item | ApiError] = [self._item(obj, kind) for obj in objs]
             lookups = await self._fingerprint(items, probes, kind == "check")
             whole = _flag(request, "all_or_nothing") and kind != "check"
-            answers = await self._run(kind, items, lookups, k, limit, whole)
+            answers = await self._run(kind, items, lookups, Terms(k, limit, similarity), whole)
             for answer in answers:
                 self.metrics.documents.labels(kind, _outcome(answer)).inc()
             if not batch:
@@ -200,16 +202,19 @@ class Service:
 
         return handle
 
-    def _params(self, request: Request) -> tuple[int, int, int]:
-        """k, limit and probes: the query string's, else the service's."""
+    def _params(self, request: Request) -> tuple[int, int, int, float | None]:
+        """k, limit, probes and similarity: the query string's, else the service's."""
         s = self.settings
         k = _int_param(request, "k", s.k, 0, 64)
+        similarity = _similarity_param(request, s.similarity)
         if self.worker is not None:
             self.worker.index.scheme.check_k(k)  # here, not in a group of others' writes
+            self.worker.index.at_similarity(similarity)  # an index without sketches: 400
         return (
             k,
             _int_param(request, "limit", s.limit, 1, MAX_LIMIT),
             _int_param(request, "probes", s.probes, 0, 64),
+            similarity,
         )
 
     def _item(self, obj: Any, kind: str) -> Item | ApiError:
@@ -249,8 +254,7 @@ class Service:
         kind: str,
         items: list[Item | ApiError],
         lookups: list[Lookup],
-        k: int,
-        limit: int,
+        terms: Terms,
         whole: bool = False,
     ) -> list[dict[str, Any] | ApiError]:
         """Queue the good items as one operation; answers in item order. Every item is
@@ -275,9 +279,9 @@ class Service:
         lists = [plist for _, _, plist, _ in good]
         docs = [doc for *_, doc in good]
         if kind == "check":
-            op: Any = Check(lists, [(d.sketch, d.bands) for d in docs], k, limit)
+            op: Any = Check(lists, [(d.sketch, d.bands) for d in docs], terms)
         else:
-            op = Write(docs, lists, k, limit, always=kind == "add")
+            op = Write(docs, lists, terms, always=kind == "add")
         found = await self.submit(op, len(good))
         for (n, item, plist, _), matches in zip(good, found):
             new = None if kind == "check" else matches.total == 0
@@ -340,6 +344,7 @@ class Service:
                     "k": s.k,
                     "limit": s.limit,
                     "probes": s.probes,
+                    "similarity": s.similarity,
                     "max_items": s.max_items,
                     "max_body_bytes": s.max_body_bytes,
                     "queue_documents": s.queue_documents,
@@ -475,6 +480,20 @@ def _int_param(request: Request, name: str, default: int, low: int, high: int) -
             f"{name}={raw[:20]!r}: {name} must be an integer from {low} to {high}, in ASCII digits",
         )
     return int(raw)
+
+
+def _similarity_param(request: Request, default: float | None) -> float | None:
+    """?similarity=S, a number in (0, 1] (else the service's default)."""
+    raw = request.query_params.get("similarity")
+    if raw is None:
+        return default
+    value: object = raw
+    with contextlib.suppress(ValueError):  # not a number: check_similarity says so
+        value = float(raw)
+    try:
+        return check_similarity(value)
+    except InvalidSetting as exc:
+        raise ApiError(400, "invalid_parameter", f"similarity={raw[:20]!r}: {exc}") from None
 
 
 def _flag(request: Request, name: str) -> bool:

@@ -107,6 +107,12 @@ def _items_op(summary: str, writes: bool = True) -> dict[str, Any]:
             _param("k", "max Hamming distance (default: the service's, 3)"),
             _param("limit", "matches shown per item, nearest first (default 10)"),
             _param("probes", "multi-probe lookups of texts (default 10; 0: exact k only)"),
+            _param(
+                "similarity",
+                "estimated shingle Jaccard, 0 < S <= 1, at or above which texts match "
+                "(default: the service's --similarity, else the index's, 0.5)",
+                "number",
+            ),
             *([whole] if writes else []),
         ],
         "requestBody": {

@@ -6,6 +6,7 @@ import ipaddress
 from dataclasses import dataclass
 
 from simhash_hbase.errors import InvalidSetting
+from simhash_hbase.fingerprint.minhash import check_similarity
 from simhash_hbase.fingerprint.probes import DEFAULT_QUERY_PROBES, check_probes
 from simhash_hbase.index.client import DEFAULT_K
 from simhash_hbase.records import DEFAULT_LIMIT, check_limit
@@ -34,6 +35,7 @@ class ServeSettings:
     k: int = DEFAULT_K
     limit: int = DEFAULT_LIMIT  # matches shown per item (all are counted in "total")
     probes: int = DEFAULT_QUERY_PROBES  # multi-probe lookups of texts (not of fingerprints)
+    similarity: float | None = None  # None: the index's (its manifest's lsh.threshold)
     max_body_bytes: int = 64 * 1024 * 1024
     max_items: int = 10_000  # per request
     max_text_bytes: int = 4 * 1024 * 1024  # per item
@@ -47,6 +49,8 @@ class ServeSettings:
         """Refuse bad defaults, and to serve an index to the network without a token."""
         check_limit(self.limit)
         check_probes(self.probes)
+        if self.similarity is not None:
+            check_similarity(self.similarity)
         if not self.token and not is_loopback(self.host):
             raise InvalidSetting(
                 "token",

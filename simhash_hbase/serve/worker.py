@@ -38,15 +38,23 @@ class ShuttingDown(ShdbError):
     """The service is draining its queue before it exits."""
 
 
+@dataclass(frozen=True)
+class Terms:
+    """What a lookup asks: ops with the same terms share one store call."""
+
+    k: int
+    limit: int
+    similarity: float | None = None  # None: the index's (SimhashIndex.at_similarity)
+
+
 @dataclass
 class Check:
     """Look up each probe list (a fingerprint, then its probes) with its sketch keys
-    (see :meth:`SimhashIndex.query_probed`), ``limit`` matches each."""
+    (see :meth:`SimhashIndex.query_probed`), ``terms.limit`` matches each."""
 
     probes: list[list[int]]
     sketches: list[tuple[bytes | None, bytes | None]]
-    k: int
-    limit: int
+    terms: Terms
 
 
 @dataclass
@@ -55,8 +63,7 @@ class Write:
 
     docs: list[Document]
     probes: list[list[int]]
-    k: int
-    limit: int
+    terms: Terms
     always: bool
 
 
@@ -169,27 +176,27 @@ class StoreWorker:
 
     def _run(self) -> None:
         while (taken := self._take()) is not None:
-            checks: dict[tuple[int, int], list[_Pending]] = {}
+            checks: dict[Terms, list[_Pending]] = {}
             for p in taken:
                 if isinstance(p.op, Check):
-                    checks.setdefault((p.op.k, p.op.limit), []).append(p)
+                    checks.setdefault(p.op.terms, []).append(p)
                 elif isinstance(p.op, Call):
                     self._settle([p], self._call(p.op.fn))
-            for (k, limit), group in checks.items():
-                self._settle(group, self._check(k, limit))
+            for terms, group in checks.items():
+                self._settle(group, self._check(terms))
             self._writes([p for p in taken if isinstance(p.op, Write | Delete)])
 
     def _call(self, fn: Callable[[SimhashIndex], Any]) -> Callable[[list[Op]], list[Any]]:
         """A one-op group that calls ``fn(index)``."""
         return lambda ops: [fn(self.index)]
 
-    def _check(self, k: int, limit: int) -> Callable[[list[Op]], list[Any]]:
+    def _check(self, terms: Terms) -> Callable[[list[Op]], list[Any]]:
         def run(ops: list[Op]) -> list[Any]:
             checks = [op for op in ops if isinstance(op, Check)]
-            found = self.index.query_probed(
+            found = self.index.at_similarity(terms.similarity).query_probed(
                 [pl for op in checks for pl in op.probes],
-                k,
-                limit=limit,
+                terms.k,
+                limit=terms.limit,
                 sketches=[keys for op in checks for keys in op.sketches],
             )
             return _split(ops, found)
@@ -197,7 +204,7 @@ class StoreWorker:
         return run
 
     def _writes(self, group: list[_Pending]) -> None:
-        """Runs of adds and check-and-adds of one k and limit, one commit each;
+        """Runs of adds and check-and-adds of the same terms, one commit each;
         deletes between them keep their place."""
         run: list[_Pending] = []
         for p in group:
@@ -218,12 +225,13 @@ class StoreWorker:
         docs = [d for op in writes for d in op.docs]
         always = [op.always for op in writes for _ in op.docs]
         started = time.perf_counter()
-        found = self.index.check_and_add(
+        terms = writes[0].terms
+        found = self.index.at_similarity(terms.similarity).check_and_add(
             docs,
-            writes[0].k,
+            terms.k,
             probes=[pl for op in writes for pl in op.probes],
             always=always,
-            limit=writes[0].limit,
+            limit=terms.limit,
         )
         seconds = time.perf_counter() - started
         self._commit_seconds = 0.8 * self._commit_seconds + 0.2 * seconds
@@ -245,9 +253,8 @@ def _probes(op: Op) -> list[list[int]]:
     return op.probes if isinstance(op, Check | Write) else []
 
 
-def _terms(op: Op) -> tuple[int, int] | None:
-    """The (k, limit) of a lookup: ops with the same terms share one store call."""
-    return (op.k, op.limit) if isinstance(op, Check | Write) else None
+def _terms(op: Op) -> Terms | None:
+    return op.terms if isinstance(op, Check | Write) else None
 
 
 def _split(ops: list[Op], found: list[Matches]) -> list[list[Matches]]:

@@ -19,7 +19,9 @@ bounded answer (:func:`simhash_hbase.layout.pairs.nearest_earlier`):
    (two bucket joins) and is kept by :func:`~simhash_hbase.layout.nets.matches`:
    the edges (a, b, distance, similarity) of distinct nodes.
 4. **Answers.** The edges come to the driver (24 bytes a near pair of distinct
-   nodes; copies never make one). Clusters are their union-find components; each
+   nodes; copies never make one). Clusters are their stars
+   (:func:`~simhash_hbase.layout.pairs.stars`: every member matches the
+   representative, the first input of its cluster); each
    node that has an edge or a copy gets its neighbours' summaries (positions, and
    the members that can be among the ``limit`` smallest ids) and sweeps its members
    in input order: each gets its ``limit`` nearest earlier documents and the count
@@ -43,7 +45,7 @@ import numpy as np
 
 from simhash_hbase.fingerprint.minhash import MinHashParams
 from simhash_hbase.layout.nets import confirm, sketch_rows
-from simhash_hbase.layout.pairs import pairs_in_groups, roots
+from simhash_hbase.layout.pairs import pairs_in_groups, stars
 from simhash_hbase.layout.scheme import Scheme
 from simhash_hbase.records import fingerprint_to_hex
 
@@ -305,10 +307,11 @@ class Graph:
         return np.unique(np.concatenate([self.a, self.b]))
 
     def labels(self) -> tuple[np.ndarray, np.ndarray]:
-        """(nodes with an edge, sorted; the first rep of each one's component)."""
+        """(nodes with an edge, sorted; the rep of each one's representative):
+        :func:`~simhash_hbase.layout.pairs.stars`, as `shdb dedup --clusters`."""
         nodes = self.touched()
-        edges = np.stack([np.searchsorted(nodes, self.a), np.searchsorted(nodes, self.b)])
-        return nodes, nodes[roots(len(nodes), edges)]
+        a, b = np.searchsorted(nodes, self.a), np.searchsorted(nodes, self.b)
+        return nodes, nodes[stars(nodes, np.stack([a, b, self.dist]), self.sim)]
 
     def neighbours(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
         """(ends, others, distances, similarities), both directions, sorted by end."""

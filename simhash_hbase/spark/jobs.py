@@ -165,14 +165,16 @@ def dedup(
     with_clusters: bool = False,
     limit: int = DEFAULT_LIMIT,
     partitions: int | None = None,
+    lsh: MinHashParams | None = None,
 ) -> Summary:
     """Each document's nearest earlier near-copies by both nets (``matches``, the
-    lines of `shdb dedup`) and the clusters, written under ``output``."""
+    lines of `shdb dedup`) and the clusters, written under ``output``; ``lsh``: the
+    judge's settings (default ``MinHashParams()``; ``--similarity``: ``at_similarity``)."""
     from pyspark.sql import functions as F
 
     scheme.check_k(k)
     started = time.perf_counter()
-    lsh = MinHashParams()
+    lsh = lsh or MinHashParams()
     items = _dedup_items(spark, reading, Fingerprinting(params, _idf_bytes(params), lsh=lsh))
     rejects = f"{output}/rejects.jsonl"
     summary = Summary(rejects_path=rejects, rejected=_write_rejects(spark, items, rejects))

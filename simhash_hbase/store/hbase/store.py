@@ -77,6 +77,7 @@ _DOC_COLUMNS = (
     codec.COL_META,
     codec.COL_SKETCH,
     codec.COL_BANDS,
+    codec.COL_CLUSTER,
     codec.COL_TIME,
 )
 _INDEX_FAMILY = b"d:"

@@ -75,9 +75,10 @@ _NUM = struct.Struct(">I")
 _HEAD = struct.Struct(">IQ")  # a docs row: number, fingerprint, then packed columns
 _BARE = np.dtype([("num", ">u4"), ("fp", ">u8")])
 _ID_COLUMN = b"_id"
-_COLUMNS = attrgetter("text", "meta", "sketch", "bands")  # a document's optional columns
+#: A document's optional columns but its time (which a bare row may hold: bare_rows).
+_COLUMNS = attrgetter("text", "meta", "sketch", "bands", "cluster")
 _DOC_ID = attrgetter("doc_id")
-_NO_COLUMNS = (None, None, None, None)  # == compares each: "" or {} is a column
+_NO_COLUMNS = (None, None, None, None, None)  # == compares each: "" or {} is a column
 #: A docs row of a number, a fingerprint and a time: the head, then ``f:t`` packed
 #: as format 1 packs a column (u8 name length, u32 value length, name, value).
 _TIMED = np.dtype(
