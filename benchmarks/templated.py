@@ -46,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from simhash_hbase.errors import EmptyDocument
+from simhash_hbase.fingerprint.minhash import MinHashParams
 from simhash_hbase.index.client import SimhashIndex
 
 from .common import CACHE_DIR, RESULTS_DIR, committed_section, log, replace_section
@@ -251,11 +252,9 @@ def score(pages: Sequence[Page], pairs: Sequence[tuple[int, int]]) -> dict[str, 
     } | under_half(pages, list(found))
 
 
-def run(mode: str, size: int | None = None) -> dict[str, Any]:
-    """Both nets at the default settings, with the evidence and without it (the
-    64-byte sketch alone, as indexes written before it), and the pigeonhole alone."""
-    started = time.perf_counter()
-    pages = build(size or MODES[mode], smoke=mode == "smoke")
+def fingerprinted(pages: Sequence[Page]) -> tuple[list[Page], np.ndarray, MinHashParams, str]:
+    """The pages that have terms and their fingerprints, as a new index (default
+    settings) makes them, with its LSH settings and scheme."""
     log(f"templated: {len(pages)} pages, fingerprints and sketches")
     with tempfile.TemporaryDirectory() as tmp, SimhashIndex.open(f"{tmp}/ix") as index:
         params, scheme = index.lsh, index.scheme.name
@@ -267,6 +266,14 @@ def run(mode: str, size: int | None = None) -> dict[str, Any]:
             except EmptyDocument:
                 continue
             kept.append(p)
+    return kept, np.array(fps, dtype=np.uint64), params, scheme
+
+
+def run(mode: str, size: int | None = None) -> dict[str, Any]:
+    """Both nets at the default settings, with the evidence and without it (the
+    64-byte sketch alone, as indexes written before it), and the pigeonhole alone."""
+    started = time.perf_counter()
+    kept, fps, params, scheme = fingerprinted(build(size or MODES[mode], smoke=mode == "smoke"))
     result: dict[str, Any] = {
         "mode": mode,
         "pages": len(kept),
@@ -276,7 +283,7 @@ def run(mode: str, size: int | None = None) -> dict[str, Any]:
     }
     settings = {"both": params, NO_EVIDENCE_ROW: replace(params, evidence=0)}
     for name, lsh in settings.items():
-        signed = sign(kept, np.array(fps, dtype=np.uint64), lsh)
+        signed = sign(kept, fps, lsh)
         result["nets"][name] = score(kept, net_pairs(signed, "both", lsh, scheme))
     result["nets"]["simhash"] = score(kept, net_pairs(signed, "simhash", params, scheme))
     result["seconds"] = round(time.perf_counter() - started, 1)

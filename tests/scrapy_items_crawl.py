@@ -3,9 +3,10 @@ tests/test_scrapy_doors.py: Twisted's reactor runs once a process).
 
     python -m tests.scrapy_items_crawl ITEMS.pickle OUT.pickle SETTING=VALUE ...
 
-The items (a pickled list of dicts: odd values survive) are yielded by the response to
-one ``data:`` URL, so they reach the pipeline together and share a batch. OUT.pickle
-gets the items that went on down the pipeline and the crawl's stats.
+The items (a pickled list of dicts, odd values surviving, or of UntaggedPage) are
+yielded by the response to one ``data:`` URL, so they reach the pipeline together and
+share a batch. OUT.pickle gets the items that went on down the pipeline and the
+crawl's stats.
 """
 
 from __future__ import annotations
@@ -34,6 +35,13 @@ class ItemsSpider(scrapy.Spider):
 
     def parse(self, response: Response) -> Iterator[Any]:
         yield from self._items
+
+
+class UntaggedPage(scrapy.Item):
+    """An item class without the tag field (tests/test_scrapy_fields.py)."""
+
+    url = scrapy.Field()
+    text = scrapy.Field()
 
 
 class Collect:

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.jobs.ingest import IngestOptions, index_records
 from simhash_hbase.layout.pairs import clusters_of
+from simhash_hbase.records import Document
 
 from .test_index import ARTICLE, OTHER
 from .test_one_judge import KINDS, _corpus, _dedup, _deduped
@@ -91,3 +92,19 @@ def test_a_document_written_again_unchanged_keeps_its_cluster(tmp_path: Path) ->
         assert ix.get("copy").cluster == "a"  # type: ignore[union-attr]
         ix.add("copy", OTHER)
         assert ix.get("copy").cluster is None  # type: ignore[union-attr]
+
+
+@given(st.lists(st.integers(0, 63), min_size=1, max_size=12))
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+def test_fingerprint_documents_keep_their_cluster(flips: list[int]) -> None:
+    """Documents added by fingerprint alone (no sketch, text or meta) keep the cluster
+    ingest reported: the embedded store's fast path for such rows once dropped it."""
+    base = 0x36B675CC81E74EF5
+    docs = [("d000", base)] + [(f"d{i + 1:03d}", base ^ (1 << b)) for i, b in enumerate(flips)]
+    with tempfile.TemporaryDirectory() as folder:
+        with SimhashIndex.open(folder) as index:
+            found = index.check_and_add([Document(d, fp) for d, fp in docs], always=True)
+            reported = {doc_id: m.cluster or doc_id for (doc_id, _), m in zip(docs, found)}
+        with SimhashIndex.open(folder) as index:
+            kept = {d: index.get(d).cluster or d for d, _ in docs}  # type: ignore[union-attr]
+    assert kept == reported and set(kept.values()) == {"d000"}

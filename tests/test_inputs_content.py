@@ -272,3 +272,25 @@ def test_cli_columns_must_name_the_id_and_text(tmp_path: Path) -> None:
     path.write_text("1,海量文本去重\n", "utf-8")
     result = shdb("ingest", str(path), "--columns", "a,b", "-i", str(tmp_path / "ix"))
     assert result.exit_code == 2 and "--columns" in result.stderr  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("compression", [c for c in COMPRESS if c != "none"])
+@pytest.mark.parametrize("suffix", [".txt", ".html", ""])
+def test_query_and_fingerprint_file_read_compressed_text_as_ingest_does(
+    tmp_path: Path, compression: str, suffix: str
+) -> None:
+    """``--file`` of one compressed text gives what the plain file gives; a cut one is
+    a clear error naming the damage, not "binary content" (issue 43.6)."""
+    text = "<html><body><p>" + "海量文本去重，指纹与抽屉原理。" * 8 + "</p></body></html>"
+    plain, (ending, pack) = tmp_path / f"doc{suffix}", COMPRESS[compression]
+    plain.write_text(text, encoding="utf-8")
+    packed = tmp_path / f"doc{suffix}{ending}"
+    packed.write_bytes(pack(text.encode("utf-8")))
+    want = shdb("fingerprint", "--file", str(plain))
+    got = shdb("fingerprint", "--file", str(packed))
+    assert got.exit_code == 0 and got.stdout == want.stdout, got.output  # type: ignore[attr-defined]
+    cut = tmp_path / f"cut{suffix}{ending}"
+    cut.write_bytes(packed.read_bytes()[: len(packed.read_bytes()) // 2])
+    done = shdb("fingerprint", "--file", str(cut))
+    assert done.exit_code == 2 and "binary" not in done.output  # type: ignore[attr-defined]
+    assert compression.replace("zstd", "zst")[:2] in done.output.lower()  # type: ignore[attr-defined]

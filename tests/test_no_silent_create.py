@@ -43,7 +43,7 @@ def no_server(monkeypatch: pytest.MonkeyPatch) -> list[Any]:
     def service() -> tuple[Any, Any, str]:
         _, settings_class, token_env = real()
         return (
-            lambda settings, access_log=False: started.append(settings),
+            lambda settings, sock, access_log=False: started.append(settings),
             settings_class,
             token_env,
         )

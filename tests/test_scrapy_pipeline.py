@@ -90,7 +90,7 @@ def test_settings_come_from_scrapy_alone_with_documented_defaults() -> None:
     [
         ({}, "SHDB_INDEX is not set"),
         ({"SHDB_INDEX": "x", "SHDB_ACTION": "delete"}, "use 'drop' or 'tag'"),
-        ({"SHDB_INDEX": "x", "SHDB_LIMIT": 0}, "SHDB_LIMIT must be at least 1"),
+        ({"SHDB_INDEX": "x", "SHDB_LIMIT": 0}, "SHDB_LIMIT is 0: it must be at least 1"),
     ],
 )
 def test_bad_settings_are_named(values: dict[str, Any], message: str) -> None:

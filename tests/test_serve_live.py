@@ -226,6 +226,29 @@ def _chromium() -> str | None:
     return shutil.which("chromium") or shutil.which("chromium-browser")
 
 
+def dump_dom(browser: str, url: str, tmp_path: Path) -> str:
+    """The page's DOM once its scripts ran (Chromium's virtual time: no waiting)."""
+    return subprocess.run(
+        [
+            browser,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-dev-shm-usage",
+            "--disable-background-networking",
+            "--no-first-run",
+            f"--user-data-dir={tmp_path / 'chromium'}",
+            "--virtual-time-budget=15000",
+            "--dump-dom",
+            url,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    ).stdout
+
+
 def test_status_page_in_headless_chromium(tmp_path: Path) -> None:
     browser = _chromium()
     if browser is None:
@@ -236,26 +259,7 @@ def test_status_page_in_headless_chromium(tmp_path: Path) -> None:
     with live_server(url, tmp_path / "serve.log") as server:
         with RemoteIndex(server.url) as remote:
             remote.add("the-article", TEXT)
-        page = f"{server.url}/?text={quote(TEXT)}"
-        dom = subprocess.run(
-            [
-                browser,
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-dev-shm-usage",
-                "--disable-background-networking",
-                "--no-first-run",
-                f"--user-data-dir={tmp_path / 'chromium'}",
-                "--virtual-time-budget=15000",
-                "--dump-dom",
-                page,
-            ],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            check=True,
-        ).stdout
+        dom = dump_dom(browser, f"{server.url}/?text={quote(TEXT)}", tmp_path)
     assert 'id="summary"' in dom, dom[-2000:]
     assert "1 near-copy" in dom
     assert "<td>the-article</td><td>0</td>" in dom

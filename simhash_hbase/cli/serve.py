@@ -98,8 +98,9 @@ def serve_cmd(
         ),
     )
     settings.check()  # a bad bind or token is said before the index is looked at
-    _open_or_create(index, create, similarity)
-    serve(settings, access_log=access_log)
+    with settings.listen() as sock:  # and a port in use, before the index is opened or made
+        _open_or_create(index, create, similarity)
+        serve(settings, sock, access_log=access_log)
 
 
 def _open_or_create(index: str | None, create: bool, similarity: float | None) -> None:

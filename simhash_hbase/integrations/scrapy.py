@@ -21,10 +21,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import math
+import os
 import time
 from collections.abc import Callable, MutableMapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import MISSING, dataclass, fields
+from difflib import get_close_matches
 from functools import partial
 from itertools import count, groupby
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -46,6 +49,7 @@ from simhash_hbase.errors import (
 )
 from simhash_hbase.fingerprint.minhash import check_similarity
 from simhash_hbase.integrations.indexer import Answer, IndexProcess
+from simhash_hbase.integrations.item_fields import TAG_FIELD, FieldWatch, Said, untaggable
 from simhash_hbase.records import Matches
 
 if TYPE_CHECKING:  # imported where used: the crawl process starts without them
@@ -55,8 +59,11 @@ ACTIONS = ("drop", "tag")
 STATS = "shdb/"
 # A near-copy is the pipeline's expected outcome, counted in shdb/dropped; Scrapy's
 # WARNING default would log every dropped item whole (its HTML included), every page
-# of a re-crawl.
+# of a re-crawl. Its own line stays at DEBUG: DROPS says the drop in one line.
 DROP_LOG_LEVEL = "DEBUG"
+#: One INFO line a dropped item, naming it and the page kept (the dropped URL is
+#: otherwise in no log but DEBUG's item dump); its own logger, to quieten alone.
+DROPS = logging.getLogger(f"{__name__}.drops")
 # Items are handed to the index process this many at a time, ahead of their batch: a
 # hand-over costs the reactor about what a few items' own work does, and the items
 # not yet handed over when the batch goes are fingerprinted with its check.
@@ -83,41 +90,101 @@ class PipelineSettings:
     #: Create the index when there is none (said once, as a warning); else a missing
     #: index stops the crawl at its start, so a mistyped SHDB_INDEX is not a new index.
     create: bool = False
+    #: The crawl stops when none of its first this many items has the fields read
+    #: (0: never); the first item without them is a warning (item_fields.FieldWatch).
+    field_check_items: int = 100
     #: The similarity items are judged at (docs/nets.md); None: the index's.
     similarity: float | None = None
 
     @classmethod
     def from_scrapy(cls, settings: Any) -> PipelineSettings:
-        index = settings.get("SHDB_INDEX")
-        if not index:
+        """Every ``SHDB_*`` setting checked as the crawl starts: a name the pipeline
+        does not know (a typo would be ignored), a value of the wrong kind or out of
+        range is an :class:`InvalidSetting` naming the setting and what to give."""
+        unknown = sorted(k for k in settings if k.startswith("SHDB_") and k not in SETTINGS)
+        if unknown:
+            near = get_close_matches(unknown[0], SETTINGS, n=1)
+            raise InvalidSetting(
+                unknown[0],
+                f"{unknown[0]} is no setting of the shdb pipeline"
+                + (f": did you mean {near[0]}?" if near else "")
+                + f" (its settings: {', '.join(SETTINGS)}; docs/scrapy.md)",
+            )
+        if not settings.get("SHDB_INDEX"):
             raise InvalidSetting(
                 "SHDB_INDEX",
                 "SHDB_INDEX is not set: name the index in the Scrapy settings (a folder for "
                 "the embedded store, or hbase://HOST:PORT/PREFIX)",
             )
-        action = settings.get("SHDB_ACTION", cls.action)
-        if action not in ACTIONS:
-            raise InvalidSetting("SHDB_ACTION", f"SHDB_ACTION is {action!r}: use 'drop' or 'tag'")
-        made = cls(
-            index=str(index),
-            id_field=settings.get("SHDB_ID_FIELD", cls.id_field),
-            text_field=settings.get("SHDB_TEXT_FIELD", cls.text_field),
-            html_field=settings.get("SHDB_HTML_FIELD", cls.html_field),
-            action=action,
-            limit=settings.getint("SHDB_LIMIT", cls.limit),
-            batch_size=settings.getint("SHDB_BATCH_SIZE", cls.batch_size),
-            flush_seconds=settings.getfloat("SHDB_FLUSH_SECONDS", cls.flush_seconds),
-            linger_seconds=settings.getfloat("SHDB_LINGER_SECONDS", cls.linger_seconds),
-            retries=settings.getint("SHDB_RETRIES", cls.retries),
-            create=settings.getbool("SHDB_CREATE", cls.create),
-            similarity=_similarity_setting(settings.get("SHDB_SIMILARITY")),
-        )
-        for name in ("limit", "batch_size"):
-            if getattr(made, name) < 1:
-                raise InvalidSetting(
-                    f"SHDB_{name.upper()}", f"SHDB_{name.upper()} must be at least 1"
-                )
+        given = {
+            f.name: _setting(settings, name, f.default)
+            for f, name in zip(fields(cls), SETTINGS)
+            if settings.get(name) is not None
+        }
+        made = cls(**given)
+        made._check()
         return made
+
+    def _check(self) -> None:
+        if self.action not in ACTIONS:
+            raise InvalidSetting(
+                "SHDB_ACTION", f"SHDB_ACTION is {self.action!r}: use 'drop' or 'tag'"
+            )
+        for name, low in _LOWEST.items():
+            if getattr(self, name) < low:
+                setting = f"SHDB_{name.upper()}"
+                raise InvalidSetting(
+                    setting, f"{setting} is {getattr(self, name)!r}: it must be at least {low}"
+                )
+
+
+#: Every setting's name, in the order of PipelineSettings' fields.
+SETTINGS = tuple(f"SHDB_{f.name.upper()}" for f in fields(PipelineSettings))
+#: The least each number may be.
+_LOWEST = {
+    "limit": 1,
+    "batch_size": 1,
+    "flush_seconds": 0.001,
+    "linger_seconds": 0,
+    "retries": 0,
+    "field_check_items": 0,
+}
+#: What a value of each kind must be, said when it is not.
+_KINDS = {
+    bool: "True or False",
+    int: "a whole number",
+    float: "a number",
+    str: "a non-empty string",
+}
+
+
+def _setting(settings: Any, name: str, default: Any) -> Any:
+    """The value of ``name``, of its default's kind (index: a string): Scrapy's own
+    conversion, as ``scrapy crawl -s NAME=VALUE`` gives strings."""
+    value = settings.get(name)
+    if name == "SHDB_SIMILARITY":  # a threshold, None by default: minhash's own check
+        try:
+            return _similarity_setting(value)
+        except InvalidSetting as exc:
+            raise InvalidSetting(name, str(exc)) from None
+    kind = str if default is MISSING else type(default)
+    try:
+        if kind is bool:
+            return settings.getbool(name)
+        if kind is int:
+            return settings.getint(name)
+        if kind is float and math.isfinite(number := settings.getfloat(name)):
+            return number
+    except (TypeError, ValueError, OverflowError):
+        pass
+    else:
+        if kind is float:  # not finite
+            raise InvalidSetting(name, f"{name} is {value!r}: give a finite number")
+        if isinstance(value, os.PathLike):
+            value = os.fspath(value)
+        if isinstance(value, str) and value.strip():
+            return value
+    raise InvalidSetting(name, f"{name} is {value!r}: give {_KINDS[kind]} (docs/scrapy.md)")
 
 
 @dataclass
@@ -166,6 +233,10 @@ class NearDuplicatePipeline:
         self._closing: asyncio.Future[Any] | None = None  # the engine's close, on failure
         self._failed: str | None = None
         self._warned: set[str] = set()  # the kinds of odd items logged once
+        self._watch = FieldWatch(
+            settings.id_field, settings.text_field, settings.html_field, settings.field_check_items
+        )
+        self._untaggable: dict[type, str | None] = {}  # tag mode: why a class cannot be tagged
 
     @classmethod
     def from_crawler(cls, crawler: Any) -> NearDuplicatePipeline:
@@ -196,7 +267,12 @@ class NearDuplicatePipeline:
         self._log.info("shdb: checking items against %s (%s)", url, self.settings.action)
 
     async def process_item(self, item: Any, spider: Any = None) -> Any:
+        if self.settings.action == "tag":
+            self._refuse_untaggable(type(item))
         adapter = _fields(item)
+        said = self._watch.observe(adapter)
+        if said is not None:
+            self._say(said)
         doc_id = adapter.get(self.settings.id_field)
         if doc_id is None or doc_id == "":
             self._stats.inc_value(f"{STATS}skipped_no_id")
@@ -215,8 +291,8 @@ class NearDuplicatePipeline:
         if content is None:
             self._stats.inc_value(f"{STATS}skipped_no_text")
             return item
-        if self._failed is not None:
-            raise DropItem(f"not checked: the index failed earlier ({self._failed})")
+        if self._failed is not None:  # said once, as the crawl was stopped
+            raise DropItem(f"not checked: {self._failed}", log_level=DROP_LOG_LEVEL)
         matches = await self._submit(doc_id, *content)  # counted by its batch (_count)
         if isinstance(matches, tuple):  # the index refused it: the batch went on
             self._warn_once(matches[0], doc_id, matches[1])
@@ -228,11 +304,12 @@ class NearDuplicatePipeline:
         if not matches:
             return item
         nearest = matches[0]
-        raise DropItem(
+        why = (
             f"near-duplicate of {nearest.doc_id} (distance {nearest.distance}, similarity "
-            f"{_similarity(nearest.similarity)}; {_count(matches)} held)",
-            log_level=DROP_LOG_LEVEL,
+            f"{_similarity(nearest.similarity)}; {_count(matches)} held)"
         )
+        DROPS.info("shdb: dropped %s: %s", doc_id, why)
+        raise DropItem(why, log_level=DROP_LOG_LEVEL)
 
     async def close_spider(self, spider: Any = None) -> None:
         """Write the last batch, then close the index: nothing acknowledged is lost."""
@@ -281,6 +358,25 @@ class NearDuplicatePipeline:
         if html is not None and html.strip():
             return _unicode(html, self.settings.html_field), "html"
         return None
+
+    def _refuse_untaggable(self, item_class: type) -> None:
+        """Tag mode: an item class that cannot carry the tag stops the crawl at its
+        first item, said once; its items are dropped unchecked (never exported untagged,
+        as if originals)."""
+        if item_class not in self._untaggable:
+            self._untaggable[item_class] = untaggable(item_class)
+        why = self._untaggable[item_class]
+        if why is not None:
+            self._stop("shdb_untaggable_items", why)
+            raise DropItem(f"not checked: {why}", log_level=DROP_LOG_LEVEL)
+
+    def _say(self, said: Said) -> None:
+        """An item without the fields read: warned once; the crawl stopped when none
+        of the first SHDB_FIELD_CHECK_ITEMS items had them."""
+        if said.warning is not None:
+            self._log.warning("%s", said.warning)
+        if said.stop is not None:
+            self._stop("shdb_item_fields_missing", said.stop)
 
     def _warn_once(self, kind: str, doc_id: Any, detail: str) -> None:
         """An item passed through unchecked: logged for the first of its kind only
@@ -458,17 +554,23 @@ class NearDuplicatePipeline:
         self._stats.inc_value(f"{STATS}errors", len(batch))
         for pending in batch:
             pending.answer.set_exception(DropItem(f"not indexed: {exc}"))
+        self._stop("shdb_store_error", f"{exc} ({len(batch)} items not indexed)")
+
+    def _stop(self, reason: str, why: str) -> None:
+        """Stop the crawl (``finish_reason`` ``reason``) once, saying why as an ERROR;
+        the items that come after are dropped unchecked. The engine's close calls
+        :meth:`close_spider`, which must not wait for it."""
         if self._closing is not None:
             return
-        self._failed = str(exc)
-        self._log.error("shdb: stopping the crawl: %s (%d items not indexed)", exc, len(batch))
+        self._failed = why
+        self._log.error("shdb: stopping the crawl: %s", why)
         self._closing = asyncio.ensure_future(
-            self._crawler.engine.close_spider_async(reason="shdb_store_error")
+            self._crawler.engine.close_spider_async(reason=reason)
         )
 
     def _tagged(self, adapter: Fields, item: Any, matches: Matches) -> Any:
         """``near_duplicates`` on the item: a scrapy.Item or dataclass must declare it."""
-        adapter["near_duplicates"] = [
+        adapter[TAG_FIELD] = [
             {"id": m.doc_id, "distance": m.distance, "similarity": m.similarity} for m in matches
         ]
         return item

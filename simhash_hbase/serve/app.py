@@ -31,7 +31,7 @@ from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.layout.prepare import Preparer, Prints, assemble, checked, error_for
 from simhash_hbase.records import MAX_LIMIT, BadRecord, Document, Record
 from simhash_hbase.serve import openapi
-from simhash_hbase.serve.metrics import Metrics
+from simhash_hbase.serve.metrics import BUCKET_SECONDS, WINDOW_BUCKETS, Metrics
 from simhash_hbase.serve.prepare import Preparers
 from simhash_hbase.serve.settings import ServeSettings
 from simhash_hbase.serve.wire import (
@@ -351,6 +351,9 @@ class Service:
                     "token_required": s.token is not None,
                 },
                 "queue": self.worker.waiting if self.worker else 0,
+                "now": time.time(),  # the chart's time axis ends here (the server's clock)
+                "bucket_seconds": BUCKET_SECONDS,
+                "window_seconds": BUCKET_SECONDS * WINDOW_BUCKETS,
                 "recent": self.metrics.recent.summary(),
             }
         )
@@ -395,7 +398,8 @@ def _index_stats(index: SimhashIndex) -> dict[str, Any]:
         "scheme": index.scheme.name,
         "exact_for_k": index.scheme.k,
         "fingerprint": index.manifest["fingerprint"],
-        "counted_by": "not counted on HBase (a full scan): use `shdb stats` or RowCounter",
+        "counted_by": "unknown on HBase: counting is a full scan of both tables (run "
+        "shdb stats, or HBase's RowCounter on big tables)",
     }
 
 

@@ -10,6 +10,7 @@ SIGTERM" (143 in a shell) as supervisors expect.
 from __future__ import annotations
 
 import logging
+import socket
 
 import uvicorn
 
@@ -20,7 +21,8 @@ from simhash_hbase.serve.settings import ServeSettings
 DRAIN_SECONDS = 30  # requests still in flight after this are cut off
 
 
-def serve(settings: ServeSettings, *, access_log: bool = False) -> None:
+def serve(settings: ServeSettings, sock: socket.socket, *, access_log: bool = False) -> None:
+    """Serve on ``sock`` (:meth:`ServeSettings.listen`: bound before the index is opened)."""
     settings.check()
     logging.basicConfig(level=logging.INFO, format="%(levelname)s:     %(message)s")
     config = uvicorn.Config(
@@ -38,4 +40,4 @@ def serve(settings: ServeSettings, *, access_log: bool = False) -> None:
         timeout_graceful_shutdown=DRAIN_SECONDS,
         log_level="info",
     )
-    uvicorn.Server(config).run()
+    uvicorn.Server(config).run(sockets=[sock])

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import errno
 import ipaddress
+import socket
 from dataclasses import dataclass
 
 from simhash_hbase.errors import InvalidSetting
@@ -66,6 +68,32 @@ class ServeSettings:
                 "header cannot carry it, so no client could authenticate; use letters, "
                 "digits and -._~+/ (e.g. `openssl rand -hex 32`)",
             )
+
+    def listen(self) -> socket.socket:
+        """The service's socket, bound and listening before the index is opened or
+        anything is said: a port in use is an error naming it (exit 2), not a line
+        after "startup complete" (uvicorn binds only once the app has started)."""
+        host = self.host.strip("[]")
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        try:
+            return socket.create_server((host, self.port), family=family, backlog=2048)
+        except OSError as exc:
+            raise InvalidSetting("port", _bind_error(host, self.port, exc)) from None
+
+
+def _bind_error(host: str, port: int, exc: OSError) -> str:
+    where = f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+    if exc.errno == errno.EADDRINUSE:
+        return (
+            f"cannot listen on {where}: port {port} is in use (another shdb serve, or "
+            "another program); stop it, or give another --port (--port 0 picks a free one)"
+        )
+    if exc.errno == errno.EACCES:
+        return f"cannot listen on {where}: port {port} needs privileges; give --port 1024 or above"
+    return (
+        f"cannot listen on {where}: {exc.strerror or exc}; give --host an address of this "
+        "machine (127.0.0.1: this machine only) and a free --port"
+    )
 
 
 def is_loopback(host: str) -> bool:

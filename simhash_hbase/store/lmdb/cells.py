@@ -75,10 +75,7 @@ _NUM = struct.Struct(">I")
 _HEAD = struct.Struct(">IQ")  # a docs row: number, fingerprint, then packed columns
 _BARE = np.dtype([("num", ">u4"), ("fp", ">u8")])
 _ID_COLUMN = b"_id"
-#: A document's optional columns but its time (which a bare row may hold: bare_rows).
-_COLUMNS = attrgetter("text", "meta", "sketch", "bands", "cluster")
 _DOC_ID = attrgetter("doc_id")
-_NO_COLUMNS = (None, None, None, None, None)  # == compares each: "" or {} is a column
 #: A docs row of a number, a fingerprint and a time: the head, then ``f:t`` packed
 #: as format 1 packs a column (u8 name length, u32 value length, name, value).
 _TIMED = np.dtype(
@@ -188,7 +185,7 @@ def bare_rows(nums: Sequence[int], docs: Sequence[Document]) -> list[bytes] | No
     """The docs rows of documents holding only a fingerprint (and maybe a time, on
     every one or on none), packed in one NumPy pass, as :meth:`Tables.doc_value`
     packs them one by one; None: they hold other columns (pack them one by one)."""
-    if not all(map(_NO_COLUMNS.__eq__, map(_COLUMNS, docs))):
+    if not codec.bare(docs):  # other columns than a time (codec.EXTRAS has none)
         return None
     times = [doc.time for doc in docs]
     timed = bool(times) and times[0] is not None

@@ -43,13 +43,18 @@ from simhash_hbase.text.readers.warc import read_warc
 
 
 def read_document(path: Path, doc_id: str, max_bytes: int, fmt: str = "text") -> Record | BadRecord:
+    """One file as one document, decompressed as ingest decompresses it (:mod:`.sniff`)."""
     where = display_path(path)
     try:
         with path.open("rb") as f:
-            raw, more = read_bounded(f, max_bytes)
+            content = open_content(f, path.name, fmt)
+            raw, more = read_bounded(content.stream, max_bytes)
+            damage = content.damage(where)
+            if damage is not None:  # a truncated or corrupt archive: not indexed in part
+                return damage
             if more:
-                size = os.fstat(f.fileno()).st_size
-                return too_large(where, size if size > max_bytes else None, max_bytes)
+                size = os.fstat(f.fileno()).st_size if content.compression is None else None
+                return too_large(where, size if size and size > max_bytes else None, max_bytes)
     except OSError as exc:
         return unreadable(where, exc)
     return decoded(raw, where, doc_id, fmt)
@@ -75,7 +80,9 @@ def read_text_file(
         doc_fmt = "html" if fmt == "html" else "text"
         raw = whole_stream(stdin or sys.stdin.buffer, STDIN_NAME, STDIN_NAME, max_bytes, doc_fmt)
     else:
-        doc_fmt = "html" if format_of(Path(path), opts) == "html" else "text"
+        named = Path(path)  # feed.html.gz is a page, by its inner suffix
+        named = named.with_suffix("") if named.suffix.lower() in COMPRESSED_SUFFIXES else named
+        doc_fmt = "html" if format_of(named, opts) == "html" else "text"
         raw = read_document(Path(path), path, max_bytes, doc_fmt)
     result = as_text(raw, doc_fmt, opts)
     if isinstance(result, BadRecord):
