@@ -30,7 +30,8 @@ import numpy as np
 
 from simhash_hbase import Fingerprinter, FingerprintParams
 from simhash_hbase.errors import EmptyDocument
-from simhash_hbase.fingerprint.simhash import V2_WEIGHT_CAP, builtin_idf
+from simhash_hbase.fingerprint.simhash import builtin_idf
+from simhash_hbase.fingerprint.weights import V2_WEIGHT_CAP
 
 from . import corpus
 from .common import ROOT, log, set_log_tag

@@ -3,7 +3,7 @@
 The package counts terms, weighs them and picks the top-N through caches and C-level
 iteration (simhash_hbase/memo.py); this file keeps the recipe written the obvious
 way, one Python step per token, and asserts the same top-N (terms and float
-weights), fingerprints and margins for v1, v2 and v3, words and chars, many top-N sizes,
+weights), fingerprints and margins for v1 to v4, words and chars, many top-N sizes,
 seeds and IDF tables, on random and real texts. The same holds for the segmenter's
 ASCII re-split against the plain loop it replaced.
 """
@@ -27,6 +27,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simhash_hbase import EmptyDocument, Fingerprinter, FingerprintParams
+from simhash_hbase.fingerprint import scripts
 from simhash_hbase.fingerprint.simhash import (
     _folder,
     builtin_idf,
@@ -85,10 +86,26 @@ def reference_terms(fp: Fingerprinter, text: str) -> list[tuple[str, float]]:
         if weight > 0.0:
             weighted.append((term, weight))
     top = heapq.nlargest(p.top_n, weighted, key=lambda tw: (tw[1], tw[0]))
-    if p.version >= 2:  # no term above a fifth of the top-N's total
+    if p.version >= 4 and any(scripts.other_script(term) for term, _ in top):
+        top = [(term, min(w, reference_level(top))) for term, w in top]
+    elif p.version >= 2:  # no term above a fifth of the top-N's total
         limit = 0.2 * math.fsum(w for _, w in top)
         top = [(term, min(w, limit)) for term, w in top]
     return top
+
+
+def reference_level(top: list[tuple[str, float]]) -> float:
+    """v4's cap: the level L at which the k heaviest weights, cut to L, are each 0.08
+    of the cut total (L = 0.08 * (k * L + the rest)), tried for k = 0, 1, ...; too few
+    terms for 0.08 each (12 or fewer): the lightest weight, all equal."""
+    weights = sorted((w for _, w in top), reverse=True)
+    if len(weights) <= 12:
+        return weights[-1]
+    for k, weight in enumerate(weights):
+        level = 0.08 * sum(sorted(weights)[: len(weights) - k]) / (1 - 0.08 * k)
+        if weight <= level:
+            return level if k else weight
+    raise AssertionError("a fixed point exists for more than 12 terms")
 
 
 def reference_sums(fp: Fingerprinter, text: str) -> np.ndarray | None:
@@ -120,7 +137,9 @@ PARAMS = [
     FingerprintParams(version=1, top_n=1),
     FingerprintParams(version=1, top_n=3, seed=12345),
     FingerprintParams(version=1, top_n=64),
-    FingerprintParams(),  # the default: v3, folded by phrase, terms with letters
+    FingerprintParams(),  # the default: v4, folded by phrase, terms with letters
+    FingerprintParams(version=3),
+    FingerprintParams(top_n=8),  # v4 with too few terms for 0.08 each: all equal
     FingerprintParams(version=2),  # v2's default
     FingerprintParams(version=2, fold="none", terms="word"),  # v2 as first built
     FingerprintParams(version=2, fold="t2s", top_n=2),
@@ -136,6 +155,7 @@ _PIECES = st.one_of(
     st.characters(min_codepoint=0x4E00, max_codepoint=0x9FD5),
     st.sampled_from([*"abcXYZ0129+#&._%-:, \t\n，。ａ１\u3000㐀鿖豈𠀀😀の한é", "3.14", "2024"]),
     st.sampled_from(["軟體", "檔案", "滑鼠", "這個", "__", "^_^", "++", "＿＿", "°□°", "c++"]),
+    st.sampled_from(["привет ", "мир ", "тест ", "수 ", "없습니다 ", "แฟ้ม", "הרפובליקה "]),
     st.text(max_size=3),
 )
 _TEXTS = st.lists(_PIECES, max_size=60).map("".join)

@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from simhash_hbase import Fingerprinter, FingerprintParams, InvalidSetting, SimhashIndex
 from simhash_hbase.errors import ManifestMismatch
-from simhash_hbase.fingerprint.simhash import V2_WEIGHT_CAP, _folder, normalise, v2_keeps
+from simhash_hbase.fingerprint.simhash import _folder, normalise, v2_keeps
+from simhash_hbase.fingerprint.weights import V2_WEIGHT_CAP
 
 V1 = FingerprintParams(version=1)
 #: Version 2 as first built (no folding, the "word" term rule): what its pins hold.
@@ -116,7 +117,7 @@ def test_the_manifest_records_the_version_and_v1_stays_as_it_was() -> None:
 
 @pytest.mark.parametrize(
     ("settings", "name"),
-    [({"version": 4}, "version"), ({"version": True}, "version"), ({"fold": "x"}, "fold"),
+    [({"version": 5}, "version"), ({"version": True}, "version"), ({"fold": "x"}, "fold"),
      ({"fold": "t2s", "version": 1}, "fold"), ({"terms": "letter", "version": 1}, "terms"),
      ({"terms": "x"}, "terms"), ({"html": "x"}, "html")],
 )  # fmt: skip
@@ -144,10 +145,10 @@ def test_indexes_keep_their_version(tmp_path: Path) -> None:
 
 
 # -- the defaults of new indexes (issue 29.3) -------------------------------------
-def test_new_indexes_default_to_v3_folded_by_phrase_with_letter_terms() -> None:
+def test_new_indexes_default_to_v4_folded_by_phrase_with_letter_terms() -> None:
     params = FingerprintParams()
     assert (params.version, params.fold, params.terms, params.html) == (
-        3,
+        4,
         "tw2sp",
         "letter",
         "main",

@@ -8,6 +8,7 @@ of these tests skips and the pure-Python path is what runs.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -16,6 +17,7 @@ import sys
 import time
 import unicodedata
 from collections.abc import Callable
+from pathlib import Path
 from types import ModuleType
 
 import mmh3
@@ -72,6 +74,7 @@ def _outputs(fp: Fingerprinter, text: str) -> object:
 _RECIPES = [
     FingerprintParams(),
     FingerprintParams(version=1),
+    FingerprintParams(version=3),
     FingerprintParams(version=2, terms="word", fold="none"),
     FingerprintParams(top_n=100),  # the sorted branch (N > 64)
     FingerprintParams(top_n=1),
@@ -138,10 +141,21 @@ def test_normalise_is_nfkc(compiled: ModuleType, text: str) -> None:
 def test_same_on_real_text(compiled: ModuleType) -> None:
     texts = list(_real_texts())
     assert len(texts) > 20
-    for params in _RECIPES[:3]:
+    for params in _RECIPES[:4]:
         fast, slow = _pair(params, compiled)
         for text in texts:
             assert _outputs(fast, text) == _outputs(slow, text), text[:80]
+
+
+def test_same_on_real_text_of_every_script(compiled: ModuleType) -> None:
+    """Real translated text (tests/data/multilingual.json), where version 4 caps to its
+    fixed point, and version 3 as before."""
+    sample = json.loads((Path(__file__).parent / "data" / "multilingual.json").read_text("utf-8"))
+    for params in (FingerprintParams(), FingerprintParams(version=3)):
+        fast, slow = _pair(params, compiled)
+        for docs in sample.values():
+            for text in docs:
+                assert _outputs(fast, text) == _outputs(slow, text), text[:80]
 
 
 def test_a_custom_idf_table_and_zero_weights(compiled: ModuleType) -> None:

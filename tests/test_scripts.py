@@ -186,7 +186,7 @@ def test_planted_copies_are_found_and_nothing_else(lang: str, tmp_path: Path) ->
     docs = SAMPLE[lang]
     rnd = random.Random(lang)
     with SimhashIndex.open(str(tmp_path / "ix")) as ix:
-        assert ix.params.version == 3
+        assert ix.params.version == 4
         for i, doc in enumerate(docs):
             ix.add(str(i), doc)
         for i, doc in enumerate(docs):

@@ -135,11 +135,13 @@ VersionOpt = Annotated[
     int | None,
     typer.Option(
         "--fingerprint-version",
-        metavar="1|2|3",
+        metavar="1|2|3|4",
         help="1: the original recipe; 2: NFKC text, no pure numbers, 1-letter ASCII or "
         "punctuation-only terms, weights count^1.75 x IDF capped at a fifth of the total, "
         "Traditional folded to Simplified (docs/quality.md); 3: 2 with words in every "
-        "script, not letters (docs/segmenters.md). " + AS_BUILT.format(DEFAULT_VERSION),
+        "script, not letters (docs/segmenters.md); 4: 3 with no term above 0.08 of the "
+        "capped total where one is of another script than Han and ASCII. "
+        + AS_BUILT.format(DEFAULT_VERSION),
         show_default=False,
     ),
 ]

@@ -102,6 +102,12 @@ _CANDIDATE = re.compile(
 Cut = Callable[[str], Iterable[str]]
 
 
+def other_script(text: str) -> bool:
+    """Whether ``text`` may hold a script other than Han and ASCII (the cheap check: a
+    text for which it is False is cut by jieba alone)."""
+    return _CANDIDATE(text) is not None
+
+
 def ngrams(units: list[str], n: int) -> list[str]:
     """Each ``n`` adjacent ``units`` joined (fewer units: all of them joined)."""
     if len(units) <= n:
@@ -157,7 +163,7 @@ def script_cut(cut: Cut) -> Cut:
     """``cut`` (jieba's family) with the runs of other scripts segmented by script."""
 
     def by_script(text: str) -> Iterable[str]:
-        if _CANDIDATE(text) is None:
+        if not other_script(text):
             return cut(text)
         tokens, rest = script_tokens(text)
         if rest == text:  # nothing taken out (a symbol the check let by): jieba's alone

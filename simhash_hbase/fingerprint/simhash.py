@@ -28,6 +28,7 @@ from simhash_hbase.fingerprint.cache import cached
 from simhash_hbase.fingerprint.idf import SparseIdf, sparse_idf
 from simhash_hbase.fingerprint.memo import MAX_ENTRIES, Memo
 from simhash_hbase.fingerprint.probes import probe_fingerprints
+from simhash_hbase.fingerprint.weights import cap_weights, v2_count
 from simhash_hbase.text.html import HTML_MODES
 from simhash_hbase.version import dist_version
 
@@ -49,12 +50,15 @@ _DIGEST = re.compile(r"[0-9a-f]{64}")
 #: 1: the original recipe (kept bit for bit: indexes built with it answer as before).
 #: 2: NFKC-normalised text, no pure numbers or 1-character ASCII tokens (see
 #: :func:`v2_keeps`), weights ``count ** 1.75`` (x IDF) capped at a fifth of the top-N's
-#: total (:func:`_v2_count`, :func:`v2_cap`); the evaluation in docs/quality.md chose it.
+#: total (:mod:`~simhash_hbase.fingerprint.weights`); docs/quality.md's evaluation chose it.
 #: 3: version 2 with every script cut into words (:mod:`~simhash_hbase.fingerprint.scripts`)
 #: and the stop words of other languages: a text of Han and ASCII alone keeps version 2's.
-FINGERPRINT_VERSIONS = (1, 2, 3)
-#: New indexes take version 3 (docs/quality.md); older indexes keep answering as before.
-DEFAULT_VERSION = 3
+#: 4: version 3 with no term above 0.08 of the *capped* total where a top term holds
+#: another script (:func:`~simhash_hbase.fingerprint.weights.fixed_cap`): a text of Han
+#: and ASCII alone keeps version 3's (and 2's).
+FINGERPRINT_VERSIONS = (1, 2, 3, 4)
+#: New indexes take version 4 (docs/quality.md); older indexes keep answering as before.
+DEFAULT_VERSION = 4
 #: Traditional -> Simplified folding before tokenizing (v2 only; OpenCC): "t2s" by
 #: character (OpenCC's t2s); "tw2sp" (the v2 default) by phrase: a line that holds
 #: Traditional characters goes through OpenCC's tw2sp (Taiwan phrases and variants:
@@ -202,13 +206,13 @@ def idf_table(digest: str | None) -> IdfTable:
         ) from None
 
 
-#: The stop words of each version (files of ``simhash_hbase/data``): version 3 adds
+#: The stop words of each version (files of ``simhash_hbase/data``): version 3 (and 4) adds
 #: those of other languages (words with a character outside ASCII: English and
 #: Chinese terms stay as they were), and records the Latin-script languages' ASCII
 #: ones that :mod:`~simhash_hbase.fingerprint.scripts` drops in texts of other scripts.
 _STOPWORD_FILES: dict[int, tuple[str, ...]] = {1: ("stopwords.txt",), 2: ("stopwords.txt",)}
-_STOPWORD_FILES[3] = (*_STOPWORD_FILES[2], "stopwords-scripts.txt")
-_RECORDED_FILES = {3: (scripts.LATIN_STOPWORDS,)}
+_STOPWORD_FILES[3] = _STOPWORD_FILES[4] = (*_STOPWORD_FILES[2], "stopwords-scripts.txt")
+_RECORDED_FILES = {3: (scripts.LATIN_STOPWORDS,), 4: (scripts.LATIN_STOPWORDS,)}
 
 
 @cache
@@ -369,13 +373,13 @@ class Fingerprinter:
 
         Words weigh count x IDF (the table's median IDF for unknown words);
         character n-grams weigh their count. Version 2 reshapes both
-        (:func:`_v2_count`, :func:`v2_cap`).
+        (:mod:`~simhash_hbase.fingerprint.weights`).
         """
         v2 = self.params.version >= 2
         if self._native is not None:  # the same pairs in C (native.py)
             tokens = self._cut(normalise(text, self._fold) if v2 else text)
             top = self._native.top(tokens, self.params.top_n)
-            return v2_cap(top) if v2 else top
+            return cap_weights(self.params.version, top) if v2 else top
         counts = self.features(text)
         if not counts:
             return []
@@ -393,7 +397,7 @@ class Fingerprinter:
                 positive = list(map((0.0).__lt__, weights))
                 terms, weights = list(compress(terms, positive)), list(compress(weights, positive))
         top = _heaviest(terms, weights, self.params.top_n)
-        return v2_cap(top) if v2 else top
+        return cap_weights(self.params.version, top) if v2 else top
 
     def bit_sums(self, text: str) -> np.ndarray:
         """The 64 signed, weighted sums whose signs are the fingerprint (MSB first)."""
@@ -538,26 +542,6 @@ def v2_keeps(term: str) -> bool:
     return _NUMBER.fullmatch(term) is None
 
 
-#: v2: no term weighs more than this share of the kept terms' total weight.
-V2_WEIGHT_CAP = 0.2
-
-
-def _v2_count(n: int) -> float:
-    """v2's count factor, ``n ** 1.75``: superlinear, so a text's recurring terms
-    outweigh what an edit adds once or twice (a mirror's header and footer, an
-    inserted sentence) and fewer bits flip. Square roots only: IEEE-754 rounds them
-    exactly, where ``pow`` may differ in the last bit between C libraries."""
-    return n * math.sqrt(n * math.sqrt(n))
-
-
-def v2_cap(terms: list[tuple[str, float]]) -> list[tuple[str, float]]:
-    """v2's cap: each weight at most :data:`V2_WEIGHT_CAP` of the kept terms' total,
-    order kept. Without it one dominant term (a man page's command name) decides most
-    bits alone, and distinct pages sharing it collide."""
-    limit = V2_WEIGHT_CAP * math.fsum(w for _, w in terms)
-    return [(term, min(w, limit)) for term, w in terms]
-
-
 def has_letter(term: str) -> bool:
     """The "letter" term rule: a letter or digit (Unicode L* or N*) in ``term``."""
     return any(unicodedata.category(c)[0] in "LN" for c in term)
@@ -597,7 +581,7 @@ def _terms_table(version: int, letter: bool, idf_digest: str | None) -> Any:
 
 _V2_KEEPS = Memo(v2_keeps)
 _HAS_LETTER = Memo(has_letter)
-_V2_COUNT = Memo(_v2_count)
+_V2_COUNT = Memo(v2_count)
 
 
 @cache
