@@ -47,6 +47,7 @@ MODULES = (
     "ingest",
     "storage",
     "schemes",
+    "removal",
     "hbase_transports",
     "spark",
     "peers_embedded",

@@ -3,8 +3,12 @@
 
 from __future__ import annotations
 
+import math
+import re
+import time as _clock
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from enum import Enum
 from typing import Any, NamedTuple
 
@@ -29,6 +33,9 @@ class Match(NamedTuple):
     fingerprint: int
     distance: int
     similarity: float | None = None
+    #: When the matched document arrived (ms since the Unix epoch, UTC; None: it
+    #: was stored before documents had times, docs/lifecycle.md).
+    time: int | None = None
 
 
 class Matches(list[Match]):
@@ -62,6 +69,7 @@ class Matches(list[Match]):
                     "distance": m.distance,
                     "similarity": m.similarity,
                     "fingerprint": fingerprint_to_hex(m.fingerprint),
+                    "time": time_to_text(m.time),
                 }
                 for m in self
             ],
@@ -108,6 +116,9 @@ class Document:
     #: The id of its cluster's representative (docs/nets.md, "Clusters"); None: itself
     #: (and every document of an index written before clusters were kept).
     cluster: str | None = None
+    #: When it arrived: ms since the Unix epoch, UTC (ingest time, or the input's
+    #: ``--time-field``). None: stored before documents had times.
+    time: int | None = None
 
     def to_json(self) -> dict[str, Any]:
         """The document as every surface prints it (``shdb get --json``, the service)."""
@@ -116,6 +127,7 @@ class Document:
             "fingerprint": fingerprint_to_hex(self.fingerprint),
             "text": self.text,
             "meta": self.meta,
+            "time": time_to_text(self.time),
         }
 
 
@@ -148,6 +160,8 @@ class Record(NamedTuple):
     meta: dict[str, Any] | None = None
     where: str = ""
     size: int = 0
+    #: When it arrived (ms since the epoch, UTC); None: when it is stored.
+    time: int | None = None
 
 
 class BadRecord(NamedTuple):
@@ -223,3 +237,65 @@ def parse_fingerprint_hex(text: str) -> int:
             "e.g. 3f2a9c0d11e4b7a8"
         )
     return int(digits, 16)
+
+
+#: The times a document may hold: years 1 to 9999, as RFC 3339 can write them.
+MIN_TIME_MS = -62_135_596_800_000
+MAX_TIME_MS = 253_402_300_799_999
+_EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+_NUMBER = re.compile(r"[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?")
+
+
+#: A time as the library takes it: RFC 3339 text, or seconds since the epoch.
+Time = str | float | None
+
+
+def now_ms() -> int:
+    """The time a document arrives when its input gives none."""
+    return _clock.time_ns() // 1_000_000
+
+
+def parse_time(value: object) -> int:
+    """A document time (RFC 3339 text, or seconds since the epoch as a number or
+    numeric text) as ms since the epoch, UTC; :class:`InvalidInput` says why not."""
+    if isinstance(value, str):
+        text = value.strip()
+        if _NUMBER.fullmatch(text):
+            return _checked_ms(_seconds_ms(float(text), value), value)
+        try:
+            when = datetime.fromisoformat(text.replace("z", "Z"))
+        except ValueError:
+            when = None
+        if when is None or when.tzinfo is None:
+            raise InvalidInput(
+                f"time {value!r:.60} is neither RFC 3339 with a time zone (e.g. "
+                "2026-11-29T12:00:00Z) nor seconds since the epoch (e.g. 1795953600)"
+            )
+        return _checked_ms(round(when.timestamp() * 1000), value)
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return _checked_ms(_seconds_ms(value, value), value)
+    raise InvalidInput(
+        f"time {value!r:.60} is a {type(value).__name__}: give RFC 3339 text or seconds "
+        "since the epoch"
+    )
+
+
+def _seconds_ms(seconds: float, value: object) -> int:
+    if not math.isfinite(seconds):
+        raise InvalidInput(f"time {value!r:.60} is not a finite number of seconds")
+    return round(seconds * 1000)
+
+
+def _checked_ms(ms: int, value: object) -> int:
+    if not MIN_TIME_MS <= ms <= MAX_TIME_MS:
+        raise InvalidInput(f"time {value!r:.60} is outside the years 1 to 9999")
+    return ms
+
+
+def time_to_text(ms: int | None) -> str | None:
+    """A document time as RFC 3339 UTC text (milliseconds shown when not zero)."""
+    if ms is None:
+        return None
+    when = _EPOCH + timedelta(milliseconds=ms)
+    spec = "milliseconds" if ms % 1000 else "seconds"
+    return when.isoformat(timespec=spec).replace("+00:00", "Z")

@@ -150,10 +150,10 @@ def test_bulk_load_refuses_a_repeated_id(tmp_path: Path) -> None:
     with SimhashIndex.open(str(tmp_path / "ix")) as index:
         with pytest.raises(StoreError, match="twice"):
             index.bulk_load(twice, batch_size=2)
-        index.add_fingerprint("c", 7)
+        index.add_documents([Document("c", 7, time=0)])
         assert [m.doc_id for m in index.query_fingerprint(7, 0)] == ["c"]
     with SimhashIndex.open(str(tmp_path / "ix"), readonly=True) as index:
-        assert index.get("c") == Document("c", 7)
+        assert index.get("c") == Document("c", 7, time=0)
 
 
 def test_format_1_index_opens_answers_and_migrates(tmp_path: Path) -> None:

@@ -161,7 +161,13 @@ def test_cli_dedup_fingerprint_file(tmp_path: Path) -> None:
     assert "4 inputs, 2 of them with earlier near-copies, 3 near-duplicate pairs" in result.stderr
     limited = shdb("dedup", "--fingerprints", str(path), "--limit", "1")
     assert json.loads(limited.stdout.splitlines()[1])["matches"] == [
-        {"id": "a", "distance": 1, "similarity": None, "fingerprint": "0000000000000000"}
+        {
+            "id": "a",
+            "distance": 1,
+            "similarity": None,
+            "fingerprint": "0000000000000000",
+            "time": None,
+        }
     ]
     assert f"skipped {path}:3: 'not hex' is not a 64-bit hex fingerprint" in result.stderr
     clustered = shdb("dedup", "--fingerprints", str(path), "--clusters", "-k", "1")

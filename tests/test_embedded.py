@@ -14,7 +14,8 @@ from simhash_hbase.errors import StoreError
 from simhash_hbase.jobs.ingest import index_fingerprints
 from simhash_hbase.layout import codec
 from simhash_hbase.layout.scheme import SCHEMES
-from simhash_hbase.records import Document
+from simhash_hbase.records import MAX_TIME_MS, MIN_TIME_MS, Document
+from simhash_hbase.store.lmdb.cells import _HEAD, bare_rows
 from simhash_hbase.store.lmdb.columns import (
     fold_key,
     pack_columns,
@@ -138,3 +139,25 @@ def test_store_reopens_read_only_and_reads_the_same(tmp_path: Path) -> None:
     with EmbeddedStore(tmp_path / "ix", readonly=True) as store:
         assert sum(1 for _ in store.iter_docs()) == 500
         assert store.stats()["index_cells"] == 5000
+
+
+@given(
+    st.lists(st.integers(0, (1 << 32) - 2), min_size=1, max_size=20),
+    st.one_of(st.none(), st.integers(MIN_TIME_MS, MAX_TIME_MS)),
+)
+def test_bare_docs_rows_are_packed_as_one_by_one(nums: list[int], time: int | None) -> None:
+    """A batch of fingerprint(-and-time) docs rows, packed in one NumPy pass, holds
+    the bytes docs/SPEC.md gives a row (number, fingerprint, then ``f:t`` packed as
+    any column); rows of other columns, or times on some only, are left to the
+    one-by-one path."""
+    docs = [Document(f"d{n}", n * 7919, time=time) for n in nums]
+    want = [
+        _HEAD.pack(n, d.fingerprint)
+        + pack_columns({k: v for k, v in codec.doc_to_columns(d).items() if k != b"f:h"})
+        for n, d in zip(nums, docs)
+    ]
+    assert bare_rows(nums, docs) == want
+    assert bare_rows(nums, [*docs[:-1], Document("x", 1, "text", time=time)]) is None
+    if len(docs) > 1:
+        mixed = [*docs[:-1], Document("x", 1, time=None if time is not None else 5)]
+        assert bare_rows(nums, mixed) is None

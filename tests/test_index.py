@@ -35,13 +35,14 @@ def test_add_query_get_remove(store_url: str) -> None:
         index.add("b", ARTICLE + "本文转载自网络。")
         index.add("c", OTHER)
         hits = index.query(ARTICLE)
-        assert hits[0] == Match("a", fp, 0, 1.0)
+        held = index.get("a")
+        assert held is not None and held.time is not None  # it arrived when added
+        assert hits[0] == Match("a", fp, 0, 1.0, held.time)
         assert [m.doc_id for m in hits] == ["a", "b"]
         sig = index.signature(ARTICLE)
         assert sig is not None and len(sig.sketch) == 64 + 1024  # b-bit part, evidence
-        assert index.get("a") == Document(
-            "a", fp, ARTICLE, {"src": "t"}, sig.sketch, sig.bands.astype(">u4").tobytes()
-        )
+        bands = sig.bands.astype(">u4").tobytes()
+        assert held == Document("a", fp, ARTICLE, {"src": "t"}, sig.sketch, bands, time=held.time)
         assert index.get("b") is not None and index.get("b").text is None  # type: ignore[union-attr]
         assert index.remove("a") is True
         assert index.remove("a") is False
@@ -52,22 +53,22 @@ def test_add_query_get_remove(store_url: str) -> None:
 def test_results_sort_by_distance_then_id(store_url: str) -> None:
     with SimhashIndex.open(store_url) as index:
         for doc_id, fp in [("z", 0b1), ("y", 0b0), ("x", 0b1), ("w", 0b111)]:
-            index.add_fingerprint(doc_id, fp)
+            index.add_documents([Document(doc_id, fp, time=1000)])
         assert index.query_fingerprint(0) == [
-            Match("y", 0, 0),
-            Match("x", 1, 1),
-            Match("z", 1, 1),
-            Match("w", 7, 3),
+            Match("y", 0, 0, time=1000),
+            Match("x", 1, 1, time=1000),
+            Match("z", 1, 1, time=1000),
+            Match("w", 7, 3, time=1000),
         ]
 
 
 def test_re_adding_an_id_replaces_its_rows(store_url: str) -> None:
     with SimhashIndex.open(store_url) as index:
         index.add_fingerprint("a", 0xAAAA)
-        index.add_fingerprint("a", 0x5555_0000_0000_0000)
+        index.add_documents([Document("a", 0x5555_0000_0000_0000, time=1767225600000)])
         assert index.query_fingerprint(0xAAAA) == []
         assert index.query_fingerprint(0x5555_0000_0000_0000) == [
-            Match("a", 0x5555_0000_0000_0000, 0)
+            Match("a", 0x5555_0000_0000_0000, 0, time=1767225600000)
         ]
         assert sum(1 for _ in index.index_cells()) == SCHEMES["5x10"].rows_per_fingerprint
 

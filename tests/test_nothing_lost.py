@@ -426,7 +426,7 @@ def test_human_output_is_a_table_with_a_header(corpus_jsonl: Path, tmp_path: Pat
     assert shdb("query", ARTICLE, "-i", index).stdout.startswith(
         "distance\tsimilarity\tfingerprint\tid\n"
     )
-    assert shdb("get", "a", "-i", index).stdout.startswith("id\tfingerprint\ttext\tmeta\n")
+    assert shdb("get", "a", "-i", index).stdout.startswith("id\tfingerprint\ttext\tmeta\ttime\n")
 
 
 @pytest.mark.parametrize("k", ["-1", "4"])

@@ -7,9 +7,9 @@ Scrapy pipeline's index process, each against
 
 from __future__ import annotations
 
-import dataclasses
 import itertools
 import warnings
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -74,15 +74,21 @@ def _outcome(found: Prepared | BadRecord | Document) -> Outcome:
     if isinstance(found, BadRecord):
         return ("bad", None if found.problem is Problem.NO_TERMS else found.reason)
     doc = found.doc if isinstance(found, Prepared) else found
-    return ("doc", doc)
+    return ("doc", _untimed(doc))
+
+
+def _untimed(doc: Document) -> Document:
+    """Every surface stamps when a document arrives (each at its own moment), and a
+    write that finds a near-copy puts it in that copy's cluster (docs/nets.md): the
+    rest must be the same."""
+    assert doc.time is not None, doc.doc_id
+    return replace(doc, time=None, cluster=None)
 
 
 def _stored(index: SimhashIndex, doc_id: str) -> Outcome:
     found = index.get(doc_id)
     assert found is not None, doc_id
-    # The cluster is the lookup's verdict (check-and-add paths make one), not the
-    # preparer's: compared elsewhere (tests/test_clusters.py).
-    return ("doc", dataclasses.replace(found, cluster=None))
+    return ("doc", _untimed(found))
 
 
 def _library(index: SimhashIndex, rows: list[Record]) -> list[Outcome]:

@@ -56,13 +56,13 @@ def test_check_and_add_says_new_once(client: TestClient) -> None:
     second = client.post("/v1/check-and-add", json={"id": "b", "text": TEXT}).json()
     assert second["new"] is False
     assert [(m["id"], m["distance"]) for m in second["matches"]] == [("a", 0)]
-    assert set(second["matches"][0]) == {"id", "distance", "similarity", "fingerprint"}
+    assert set(second["matches"][0]) == {"id", "distance", "similarity", "fingerprint", "time"}
     assert second["total"] == 1 and second["total_exact"] is True
     assert client.get("/v1/docs/b").status_code == 404  # a copy is not written
 
 
 def test_add_writes_and_check_finds(client: TestClient) -> None:
-    a = client.post("/v1/add", json={"id": "a", "text": TEXT, "meta": {"u": 1}}).json()
+    a = client.post("/v1/add", json={"id": "a", "text": TEXT, "meta": {"u": 1}, "time": 1}).json()
     b = client.post("/v1/add", json={"id": "b", "text": TEXT, "store_text": True}).json()
     assert (a["new"], b["new"]) == (True, False)  # added either way; new says if near
     found = client.post("/v1/check", json={"text": TEXT}).json()
@@ -70,7 +70,13 @@ def test_add_writes_and_check_finds(client: TestClient) -> None:
     assert sorted(m["id"] for m in found["matches"]) == ["a", "b"]
     assert client.post("/v1/check", json={"text": OTHER}).json()["matches"] == []
     doc = client.get("/v1/docs/a").json()
-    assert doc == {"id": "a", "fingerprint": a["fingerprint"], "text": None, "meta": {"u": 1}}
+    assert doc == {
+        "id": "a",
+        "fingerprint": a["fingerprint"],
+        "text": None,
+        "meta": {"u": 1},
+        "time": "1970-01-01T00:00:01Z",
+    }
     assert client.get("/v1/docs/b").json()["text"] == TEXT
 
 

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from dataclasses import replace
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from simhash_hbase.layout import codec
-from simhash_hbase.records import Document
+from simhash_hbase.records import MAX_TIME_MS, MIN_TIME_MS, Document
 from simhash_hbase.store import Store, open_store
 
 LONG_ID = "l" * 1024  # the longest id docs/SPEC.md allows, above LMDB's 511-byte key limit
@@ -252,3 +253,52 @@ def test_claims_return_the_held_versions_and_removals_leave_no_document(store: S
     assert store.doc_fingerprints(["a", "b"]) == {}  # rows holding only a token
     assert list(store.iter_docs()) == []
     assert store.stats()["documents"] == 0
+
+
+_TIMES = st.one_of(st.none(), st.integers(MIN_TIME_MS, MAX_TIME_MS))
+
+
+@settings(
+    max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(
+    st.lists(
+        st.tuples(_TIMES, st.sampled_from(["bare", "text", "meta", "long"])),
+        min_size=1,
+        max_size=12,
+    ),
+    st.booleans(),
+)
+def test_document_times_round_trip(
+    store: Store, kinds: list[tuple[int | None, str]], same: bool
+) -> None:
+    """docs/SPEC.md ``f:t``: a time (any of the years 1 to 9999, before the epoch
+    too) comes back as written, beside any other column, on a row packed alone
+    or in a batch of fingerprint-and-time rows (the embedded store's one-pass
+    packing); a row without one (written before times) has none; a replaced
+    document keeps only its new version's time."""
+    if same:  # every row of one kind: the embedded store packs them in one pass
+        kinds = [(kinds[0][0], "bare")] * len(kinds)
+    docs = [
+        Document(
+            (LONG_ID[:-4] if kind == "long" else "t") + f"{n:04d}",
+            n,
+            "正文" if kind == "text" else None,
+            {"n": n} if kind == "meta" else None,
+            time=time,
+        )
+        for n, (time, kind) in enumerate(kinds)
+    ]
+    with store.batch() as batch:
+        batch.put_docs(docs)
+    ids = [d.doc_id for d in docs]
+    assert store.get_docs(ids) == {d.doc_id: d for d in docs}
+    assert {d.doc_id: d for d in store.iter_docs() if d.doc_id in ids} == {
+        d.doc_id: d for d in docs
+    }
+    replaced = [replace(d, time=None if d.time is not None else 7) for d in docs]
+    with store.batch() as batch:
+        batch.put_docs(replaced)
+    assert store.get_docs(ids) == {d.doc_id: d for d in replaced}
+    with store.batch() as batch:
+        batch.delete_docs(ids)

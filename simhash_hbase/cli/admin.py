@@ -4,11 +4,15 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Any
+import io
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import IO, Annotated, Any
 
 import typer
 
-from simhash_hbase.cli.options import IdsArg, IndexOpt, JsonOpt, PathsArg, source_options, uses
+from simhash_hbase.cli.options import IndexOpt, JsonOpt, PathsArg, source_options, uses
 from simhash_hbase.cli.render import (
     EXIT_ERROR,
     EXIT_NO_MATCH,
@@ -27,7 +31,9 @@ from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.jobs.idf import build_idf_file
 from simhash_hbase.jobs.ingest import check_output
 from simhash_hbase.jobs.migrate import migrate
+from simhash_hbase.jobs.remove import chosen, id_lines, remove_ids
 from simhash_hbase.jobs.verify import verify
+from simhash_hbase.records import parse_time
 from simhash_hbase.store.hbase.tables import shell_script
 from simhash_hbase.text.readers import SourceOptions, check_paths
 
@@ -38,16 +44,83 @@ TableOutputOpt = Annotated[
 ]
 
 
-def remove_cmd(doc_ids: IdsArg, index: IndexOpt = None, as_json: JsonOpt = False) -> None:
-    """Delete documents by ID, with all their index rows. Exit 1 if an id was not there."""
+RemoveIdsArg = Annotated[list[str] | None, typer.Argument(metavar="ID", hidden=True)]
+IdsFileOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--ids",
+        metavar="FILE",
+        help="Remove the ids of FILE, one a line (- = stdin), in batches.",
+    ),
+]
+BeforeOpt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="TIME",
+        help="Remove the documents that arrived before TIME (RFC 3339 or seconds since "
+        "the epoch); a document stored without a time is kept.",
+    ),
+]
+IdPrefixOpt = Annotated[
+    str | None,
+    typer.Option(metavar="PREFIX", help="Remove the documents whose id starts with PREFIX."),
+]
+
+
+def remove_cmd(
+    doc_ids: RemoveIdsArg = None,
+    ids: IdsFileOpt = None,
+    before: BeforeOpt = None,
+    id_prefix: IdPrefixOpt = None,
+    index: IndexOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Delete documents by ID, with all their index rows (exit 1 if an id was not
+    there); or in bulk: --ids FILE, --before TIME, --id-prefix PREFIX (both: the
+    documents that are both). A bulk run cut short is finished by running it again."""
+    if (doc_ids is not None) + (ids is not None) + (
+        before is not None or id_prefix is not None
+    ) != 1:
+        raise InvalidInput("give IDs, or --ids FILE, or --before and/or --id-prefix")
     with SimhashIndex.open(index, create=False) as ix:
-        missing = [doc_id for doc_id in doc_ids if not ix.remove(doc_id)]
+        if doc_ids is not None:
+            removed = set(ix.remove_many(doc_ids))
+        elif ids is not None:
+            with open_ids(ids) as f:
+                summary = remove_ids(ix, id_lines(f, ids))
+        else:
+            when = None if before is None else parse_time(before)
+            summary = remove_ids(ix, chosen(ix, before=when, id_prefix=id_prefix))
+    if doc_ids is None:
+        if as_json:
+            echo_json(dataclasses.asdict(summary))
+        note(f"removed {summary.removed:,} of {summary.asked:,} (the rest were not held)")
+        return
+    missing = [d for d in doc_ids if d not in removed]
     if as_json:
-        echo_json({"removed": [d for d in doc_ids if d not in missing], "missing": missing})
+        echo_json({"removed": [d for d in doc_ids if d in removed], "missing": missing})
     print_missing(missing)
     note(f"removed {len(doc_ids) - len(missing)} of {len(doc_ids)}")
     if missing:
         raise typer.Exit(EXIT_NO_MATCH)
+
+
+@contextmanager
+def open_ids(name: str) -> Iterator[IO[str]]:
+    """A file of ids (``-``: stdin), bytes that are not UTF-8 kept as such (named)."""
+    if name == "-":
+        f = io.TextIOWrapper(sys.stdin.buffer, "utf-8", "surrogateescape")
+        try:
+            yield f
+        finally:
+            f.detach()  # stdin stays open
+        return
+    try:
+        f = open(name, encoding="utf-8", errors="surrogateescape", newline="")  # noqa: SIM115
+    except OSError as exc:
+        raise InvalidInput(f"cannot read the ids in {name}: {exc.strerror or exc}") from None
+    with f:
+        yield f
 
 
 def verify_cmd(index: IndexOpt = None, repair: RepairOpt = False, as_json: JsonOpt = False) -> None:

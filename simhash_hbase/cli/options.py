@@ -302,10 +302,23 @@ FollowSymlinksOpt = Annotated[
 ]
 
 
+TimeFieldOpt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="NAME",
+        help="JSON/CSV field holding when a record arrived (RFC 3339, e.g. "
+        "2026-11-29T12:00:00Z, or seconds since the epoch) [default: the time it is "
+        "stored]. A record without it, or with another value, is a bad record.",
+        show_default=False,
+    ),
+]
+
+
 def source_options(
     fmt: FormatOpt = "auto",
     id_field: IdFieldOpt = None,
     text_field: TextFieldOpt = None,
+    time_field: TimeFieldOpt = None,
     columns: ColumnsOpt = None,
     max_bytes: MaxBytesOpt = DEFAULT_MAX_BYTES,
     follow_symlinks: FollowSymlinksOpt = False,
@@ -319,7 +332,8 @@ def source_options(
         max_bytes,
         follow_symlinks=follow_symlinks,
         columns=tuple(c.strip() for c in columns.split(",")) if columns is not None else None,
-        fields_given=(id_field, text_field, columns) != (None, None, None),
+        fields_given=(id_field, text_field, columns, time_field) != (None,) * 4,
+        time_field=time_field,
     )
 
 

@@ -39,6 +39,7 @@ from simhash_hbase.records import (
     check_limit,
     fingerprint_to_hex,
     parse_fingerprint_hex,
+    time_to_text,
 )
 
 FingerprintOpt = Annotated[
@@ -146,8 +147,8 @@ def stats_cmd(index: IndexOpt = None, as_json: JsonOpt = False) -> None:
 
 
 def get_cmd(doc_ids: IdsArg, index: IndexOpt = None, as_json: JsonOpt = False) -> None:
-    """Stored documents by ID: a table of id, fingerprint, text and meta (--json: one
-    JSON object per line). Exit 1 if an id is not held."""
+    """Stored documents by ID: a table of id, fingerprint, text, meta and when each
+    arrived (--json: one JSON object per line). Exit 1 if an id is not held."""
     with SimhashIndex.open(index, readonly=True) as ix:
         found = ix.get_many(doc_ids)
     docs = [found[d] for d in doc_ids if d in found]
@@ -156,13 +157,14 @@ def get_cmd(doc_ids: IdsArg, index: IndexOpt = None, as_json: JsonOpt = False) -
             echo_json(doc.to_json())
     elif docs:
         table(
-            ("id", "fingerprint", "text", "meta"),
+            ("id", "fingerprint", "text", "meta", "time"),
             (
                 (
                     d.doc_id,
                     fingerprint_to_hex(d.fingerprint),
                     json.dumps(d.text, ensure_ascii=False),
                     json.dumps(d.meta, ensure_ascii=False),
+                    time_to_text(d.time) or "-",
                 )
                 for d in docs
             ),

@@ -50,7 +50,7 @@ from simhash_hbase.index.manifest import (
     store_manifest,
     validate,
 )
-from simhash_hbase.index.write import BULK_BATCH, Writer, gc_paused
+from simhash_hbase.index.write import BULK_BATCH, REMOVE_BATCH, Writer, gc_paused
 from simhash_hbase.layout import codec
 from simhash_hbase.layout.codec import check_fingerprint
 from simhash_hbase.layout.nets import check_nets
@@ -63,8 +63,11 @@ from simhash_hbase.records import (
     Lookup,
     Matches,
     Record,
+    Time,
     Written,
     check_limit,
+    now_ms,
+    parse_time,
 )
 from simhash_hbase.store import IndexCell, Store, open_store
 from simhash_hbase.text.extract import check_query_text, to_text
@@ -270,12 +273,13 @@ class SimhashIndex(_Judged):
         meta: dict[str, Any] | None = None,
         *,
         store_text: bool = False,
+        time: Time = None,
     ) -> int:
-        """Index ``text`` under ``doc_id`` (replacing an earlier version); its fingerprint.
-        A record that cannot be indexed raises what :func:`prepare` found
-        (:class:`InvalidInput`; no usable terms: :class:`EmptyDocument`)."""
+        """Index ``text`` under ``doc_id`` (replacing an earlier version; ``time``: when it
+        arrived, RFC 3339 or epoch seconds, default now); its fingerprint. A bad record raises
+        what :func:`prepare` found (:class:`InvalidInput`; no terms: :class:`EmptyDocument`)."""
         found = prepare(
-            Record(doc_id, text, meta),
+            Record(doc_id, text, meta, time=None if time is None else parse_time(time)),
             Preparer(self.fingerprinter, self.minhasher),
             store_text=store_text,
         )
@@ -285,7 +289,7 @@ class SimhashIndex(_Judged):
         return found.doc.fingerprint
 
     def add_fingerprint(self, doc_id: str, fp: int, meta: dict[str, Any] | None = None) -> None:
-        self.add_documents([Document(doc_id, check_fingerprint(fp), None, meta)])
+        self.add_documents([Document(doc_id, check_fingerprint(fp), None, meta, time=now_ms())])
 
     def add_documents(
         self,
@@ -298,11 +302,10 @@ class SimhashIndex(_Judged):
         before_write: Callable[[list[Lookup]], None] | None = None,
         tally: Written | None = None,
     ) -> list[Lookup]:
-        """Write one batch atomically per row; with ``find_k``, each new document
-        that has near-copies among the held and the earlier documents of the batch,
-        with at most ``limit`` of them (nearest first) and their count, handed to
-        ``before_write`` before anything is written, and ``tally`` counting those added,
-        replaced and held unchanged: see :meth:`Writer.add_documents`."""
+        """Write one batch atomically per row; with ``find_k``, each new document with
+        near-copies among the held and the earlier documents of the batch, with at most
+        ``limit`` of them (nearest first) and their count, handed to ``before_write`` before
+        the write, and ``tally`` counting those added, replaced and held unchanged."""
         return self._writer.add_documents(
             self._store, docs, find_k, probes, checked, limit, before_write, tally
         )
@@ -316,12 +319,10 @@ class SimhashIndex(_Judged):
         always: bool | Sequence[bool] = False,
         limit: int | None = DEFAULT_LIMIT,
     ) -> list[Matches]:
-        """Each document's near-copies; those with none are new and written (and
-        those ``always`` says, one flag for all or one per document), in one batch.
-        A re-submitted document is a near-copy of itself; of many identical
-        submissions exactly one is new, however they overlap. A bad document raises
-        :class:`BatchRefused` naming each, and nothing is written. See
-        :meth:`Writer.check_and_add`."""
+        """Each document's near-copies; those with none are new and written (and those
+        ``always`` says, one flag for all or one per document), in one batch. A re-submitted
+        document is a near-copy of itself; of identical submissions exactly one is new, however
+        they overlap. A bad one raises :class:`BatchRefused`, and nothing is written."""
         return self._writer.check_and_add(self._store, docs, k, probes, always, limit)
 
     def check_and_add_texts(
@@ -354,10 +355,9 @@ class SimhashIndex(_Judged):
     def prepare_text(
         self, doc_id: str, raw: str, fmt: str = "auto", probes: int = 0
     ) -> tuple[Document, list[int]]:
-        """``raw`` as the document :meth:`check_and_add` takes, and its probe list:
-        pure CPU (extraction, fingerprint, sketch), so a caller may run it in another
-        process on an index opened read-only there. A bad id or text raises
-        :class:`InvalidInput` (no usable terms: :class:`EmptyDocument`)."""
+        """``raw`` as the document :meth:`check_and_add` takes, and its probe list: pure CPU
+        (extraction, fingerprint, sketch), so another process may run it on an index opened
+        read-only there. A bad id or text raises :class:`InvalidInput` (or EmptyDocument)."""
         found = prepare(
             Record(doc_id, raw),
             Preparer(self.fingerprinter, self.minhasher, probes),
@@ -369,7 +369,10 @@ class SimhashIndex(_Judged):
 
     def remove(self, doc_id: str) -> bool:
         """Delete a document and all its index cells; False if it was not there."""
-        return self._writer.remove(self._store, doc_id)
+        return bool(self.remove_many([doc_id]))
+
+    def remove_many(self, doc_ids: Iterable[str], *, batch_size: int = REMOVE_BATCH) -> list[str]:
+        return self._writer.remove_many(self._store, doc_ids, batch_size)
 
     def write_cells(
         self,

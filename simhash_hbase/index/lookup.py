@@ -124,8 +124,27 @@ def judged(
     results: list[Matches] = []
     for q, (lo, hi) in enumerate(pairwise(bounds)):
         top = range(lo, hi if limit is None else min(hi, lo + limit))
-        shown = [Match(ids[doc[i]], int(held_fp[doc[i]]), int(dist[i]), _sim(sim[i])) for i in top]
+        shown = [
+            Match(ids[d], int(held_fp[d]), int(dist[i]), _sim(sim[i]), held[d].time)  # type: ignore[union-attr]
+            for i in top
+            for d in (doc[i],)
+        ]
         results.append(Matches(shown, hi - lo, not partial[q]))
+    return results
+
+
+def with_times(store: Store, results: list[Matches]) -> list[Matches]:
+    """Each shown match with its document's time (:attr:`Match.time`), in one
+    multi-get of the documents shown (a lookup that found nothing reads nothing)."""
+    ids = sorted({m.doc_id for matches in results for m in matches if m.time is None})
+    if not ids:
+        return results
+    docs = store.get_docs(ids)
+    for matches in results:
+        for at, m in enumerate(matches):
+            held = docs.get(m.doc_id)
+            if m.time is None and held is not None and held.fingerprint == m.fingerprint:
+                matches[at] = m._replace(time=held.time)
     return results
 
 
@@ -299,7 +318,7 @@ class Finder:
         cost.candidates += cells
         hits = [(i, cand, dist) for i, cand in docs if (dist := (cand ^ fp).bit_count()) <= k]
         hits.sort(key=_by_distance)
-        return Matches([Match(*hit) for hit in hits[:limit]], len(hits))
+        return with_times(store, [Matches([Match(*hit) for hit in hits[:limit]], len(hits))])[0]
 
     def _near_many(
         self, store: Store, fps: list[int], k: int, row_cap: int | None
@@ -467,7 +486,8 @@ class Finder:
             # Cells and their docs row commit in one transaction, or cells are
             # written after their docs row and deleted before it changes: no cell
             # can disagree with its document, so the confirming read is not needed.
-            return [_ranked(near, limit, *count) for near, count in zip(hits, counts)]
+            done = [_ranked(near, limit, *count) for near, count in zip(hits, counts)]
+            return with_times(store, done)
         ranked = [sorted(near, key=_hit_order(near)) for near in hits]
         held: dict[str, int | None] = {}  # id -> fingerprint in its docs row (None: no row)
         while ask := sorted({i for order in ranked for i, _ in _unsure_head(order, held, limit)}):
@@ -479,7 +499,7 @@ class Finder:
             shown = [(i, fp) for i, fp in order if held.get(i, fp) == fp][:limit]
             matches = (Match(i, fp, near[(i, fp)]) for i, fp in shown)
             results.append(Matches(matches, total - stale, exact))
-        return results
+        return with_times(store, results)
 
     def _counts(
         self, store: Store, hits: list[dict[tuple[str, int], int]], cut: dict[int, bytes]
@@ -573,7 +593,10 @@ class Finder:
                 total, hits = self._batch_matches(result, doc, probes, old, written, ingest, k)
                 for t, dist, sim in near[s]:
                     total += count[t]
-                    hits += [Match(i, distinct[t][0][0], dist, sim) for i in nearest[t]]
+                    hits += [
+                        Match(i, distinct[t][0][0], dist, sim, docs[written[i][0]][0].time)
+                        for i in nearest[t]
+                    ]
             settled = not ingest and not total and not whole[s] and bool(written)
             if settled:  # new or not: judged against every written key, so exactly
                 judge = judge or Judge(
@@ -586,7 +609,10 @@ class Finder:
                 rest = [t for t in range(len(distinct)) if count[t] and t not in seen]
                 for t, dist, sim in settle_new(distinct, judge, s, rest, k):
                     total += count[t]
-                    hits += [Match(i, distinct[t][0][0], dist, sim) for i in nearest[t]]
+                    hits += [
+                        Match(i, distinct[t][0][0], dist, sim, docs[written[i][0]][0].time)
+                        for i in nearest[t]
+                    ]
             # else (most documents): nothing held near, nothing near in the batch so far
             if hits:
                 hits = sorted(hits, key=_match_order)[:limit]

@@ -35,8 +35,10 @@ from simhash_hbase.records import (
     Document,
     Match,
     Matches,
+    Time,
     fingerprint_to_hex,
     parse_fingerprint_hex,
+    parse_time,
 )
 
 TOKEN_ENV = "SHDB_TOKEN"
@@ -144,9 +146,14 @@ class RemoteIndex:
         *,
         store_text: bool = False,
         fmt: str = "auto",
+        time: Time = None,
     ) -> int:
-        """Index ``text`` under ``doc_id`` (replacing an earlier version); its fingerprint."""
-        item = {"id": doc_id, "text": text, "format": fmt, "meta": meta, "store_text": store_text}
+        """Index ``text`` under ``doc_id`` (replacing an earlier version); its fingerprint.
+        ``time``: when it arrived (RFC 3339 or epoch seconds; None: when it is written)."""
+        item: dict[str, Any] = {"id": doc_id, "text": text, "format": fmt, "meta": meta}
+        item["store_text"] = store_text
+        if time is not None:
+            item["time"] = time
         return parse_fingerprint_hex(self._one("add", item)["fingerprint"])
 
     def add_fingerprint(self, doc_id: str, fp: int, meta: dict[str, Any] | None = None) -> None:
@@ -181,6 +188,7 @@ class RemoteIndex:
             )
         items = [
             {"id": d.doc_id, "fingerprint": fingerprint_to_hex(d.fingerprint), "meta": d.meta}
+            | ({} if d.time is None else {"time": d.time / 1000})
             for d in docs
         ]
         endpoint = "add" if always else "check-and-add"
@@ -190,9 +198,8 @@ class RemoteIndex:
         status, body = self._call("GET", _doc_path(doc_id), None, {})
         if status == 404:
             return None
-        return Document(
-            body["id"], parse_fingerprint_hex(body["fingerprint"]), body["text"], body["meta"]
-        )
+        fp = parse_fingerprint_hex(body["fingerprint"])
+        return Document(body["id"], fp, body["text"], body["meta"], time=_time(body))
 
     def remove(self, doc_id: str) -> bool:
         """Delete a document; False if it was not there."""
@@ -354,9 +361,21 @@ def _body(items: list[dict[str, Any]]) -> bytes:
 
 def _matches(result: dict[str, Any]) -> Matches:
     found = (
-        Match(m["id"], parse_fingerprint_hex(m["fingerprint"]), m["distance"], m["similarity"])
+        Match(
+            m["id"],
+            parse_fingerprint_hex(m["fingerprint"]),
+            m["distance"],
+            m["similarity"],
+            _time(m),
+        )
         for m in result["matches"]
     )
     matches = Matches(found, result["total"], result["total_exact"])
     matches.cluster = result.get("cluster")  # a write's: the cluster it joined
     return matches
+
+
+def _time(item: dict[str, Any]) -> int | None:
+    """A served document's or match's time (a service before times: None)."""
+    value = item.get("time")
+    return None if value is None else parse_time(value)

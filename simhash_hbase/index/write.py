@@ -27,6 +27,8 @@ from simhash_hbase.records import Document, Lookup, Matches, Written, check_limi
 from simhash_hbase.store import CellBlock, IndexCell, Store
 
 BULK_BATCH = 500_000  # documents a bulk load reads and spills at a time
+#: Ids a batch of :meth:`Writer.remove_many` (one read of their docs rows, one write).
+REMOVE_BATCH = 10_000
 _LOCK_WAIT_S = 60.0  # at most this long for a fingerprint locked elsewhere (HBase)
 
 
@@ -216,18 +218,31 @@ class Writer:
                 batch.put_docs(new)
         return Written(len(latest) - len(state), len(changed), len(state) - len(changed))
 
-    def remove(self, store: Store, doc_id: str) -> bool:
-        """Delete a document and all its index cells; False if it was not there."""
-        codec.encode_doc_id(doc_id)
-        if doc_id not in store.get_docs([doc_id]):
-            return False
-        with store.write_section(), store.batch() as batch:
-            old = batch.claim_docs({doc_id: None}, self.cells).get(doc_id)
-            if old is None:  # another writer removed it meanwhile
-                return False
-            batch.delete_index(self.cells([old]))
-            batch.delete_docs([doc_id])
-        return True
+    def remove_many(
+        self, store: Store, doc_ids: Iterable[str], batch_size: int = REMOVE_BATCH
+    ) -> list[str]:
+        """Delete documents and all their index cells, ``batch_size`` ids a batch
+        (one read of their docs rows, one write); the ids that were held, in order.
+
+        A batch is written as an ingest's is (atomic on the embedded store; on
+        HBase cells go before docs rows), and removing is idempotent: a run cut
+        short is finished by running it again (the ids already gone are missing)."""
+        removed: list[str] = []
+        items = iter(doc_ids)
+        while chunk := list(dict.fromkeys(islice(items, batch_size))):
+            for doc_id in chunk:
+                codec.encode_doc_id(doc_id)
+            # HBase: claiming an id never held would leave a row of its owner token
+            held = chunk if store.atomic_batches else list(store.doc_fingerprints(chunk))
+            if not held:
+                continue
+            with store.write_section(), store.batch() as batch:
+                # another writer may have removed some meanwhile: those are not held
+                olds = batch.claim_docs(dict.fromkeys(held), self.cells)
+                batch.delete_index(self.cells(list(olds.values())))
+                batch.delete_docs(list(olds))
+            removed += [doc_id for doc_id in chunk if doc_id in olds]
+        return removed
 
     @staticmethod
     def write_cells(

@@ -56,6 +56,7 @@ from simhash_hbase.records import (
     OnError,
     Record,
     check_limit,
+    now_ms,
 )
 from simhash_hbase.store import local_path
 from simhash_hbase.text.readers import (
@@ -115,10 +116,12 @@ def _chunks(items: Iterator[Any], size: int) -> Iterator[list[Any]]:
 
 
 def _checked_pairs(chunk: list[tuple[str, int] | BadRecord]) -> list[Document | BadRecord]:
-    """(id, fingerprint) pairs as documents, each :func:`checked`: a chunk of valid
-    ones in a few C-level passes, else one by one (each bad one its BadRecord)."""
+    """(id, fingerprint) pairs as documents arriving now, each :func:`checked`: a
+    chunk of valid ones in a few C-level passes, else one by one (each bad one its
+    BadRecord)."""
+    now = now_ms()
     with gc_paused():  # a document a pair: see gc_paused
-        items = [i if isinstance(i, BadRecord) else Document(*i) for i in chunk]
+        items = [i if isinstance(i, BadRecord) else Document(*i, time=now) for i in chunk]
     docs: list[Document] = [i for i in items if not isinstance(i, BadRecord)]
     if len(docs) == len(items) and codec.plain_documents_valid(docs):
         return items

@@ -20,9 +20,10 @@ import numpy as np
 
 from simhash_hbase import _native as native
 from simhash_hbase.errors import InvalidInput, StoreCorrupt, StoreError
-from simhash_hbase.records import Document
+from simhash_hbase.records import MAX_TIME_MS, MIN_TIME_MS, Document
 
 FINGERPRINT_BYTES = 8
+TIME_BYTES = 8
 ROWKEY_BYTES = 13
 PREFIX_BYTES = 5
 MAX_DOC_ID_BYTES = 1024
@@ -41,6 +42,7 @@ COL_META = b"f:meta"
 COL_SKETCH = b"f:s"  # the b-bit MinHash sketch (64 bytes), then its evidence (optional)
 COL_BANDS = b"f:b"  # the LSH band keys, 4 bytes each, big-endian
 COL_CLUSTER = b"f:c"  # its cluster's representative, when another document (UTF-8 id)
+COL_TIME = b"f:t"  # when the document arrived: ms since the epoch, 8 bytes big-endian signed
 COL_OWNER = b"f:o"  # HBase: the token of the writer that owns the row (SPEC, "Writers")
 MAX_SKETCH_BYTES = 64 + 2048  # the largest b-bit sketch and evidence (MinHashParams)
 BAND_BYTES = 4
@@ -251,6 +253,15 @@ def check_document(doc: Document) -> None:
         raise InvalidInput(f"the band keys of {doc.doc_id!r} are not 4 bytes each")
     if doc.cluster is not None:
         encode_doc_id(doc.cluster)
+    if doc.time is not None and not _valid_time(doc.time):
+        raise InvalidInput(
+            f"the time of {doc.doc_id!r} must be ms since the epoch in the years 1 to 9999, "
+            f"got {doc.time!r:.40}"
+        )
+
+
+def _valid_time(ms: object) -> bool:
+    return isinstance(ms, int) and not isinstance(ms, bool) and MIN_TIME_MS <= ms <= MAX_TIME_MS
 
 
 def check_fingerprints(fps: list[int]) -> None:
@@ -290,10 +301,11 @@ def check_documents(docs: Sequence[Document]) -> None:
 
 def plain_documents_valid(docs: Sequence[Document]) -> bool:
     """True if ``docs`` are all of the common kind (string ids, int fingerprints,
-    no other column) and all valid, found in a few C-level passes; False says
-    nothing (check them one by one)."""
+    no other column than a time) and all valid, found in a few C-level passes;
+    False says nothing (check them one by one)."""
     ids = [doc.doc_id for doc in docs]
     fps = [doc.fingerprint for doc in docs]
+    times = [doc.time for doc in docs if doc.time is not None]
     if not (
         docs
         and set(map(type, ids)) == {str}
@@ -301,6 +313,14 @@ def plain_documents_valid(docs: Sequence[Document]) -> bool:
         and bare(docs)
         and min(fps) >= 0
         and max(fps) < 1 << 64
+        and (
+            not times
+            or (
+                set(map(type, times)) == {int}
+                and min(times) >= MIN_TIME_MS
+                and max(times) <= MAX_TIME_MS
+            )
+        )
     ):
         return False
     try:
@@ -343,7 +363,19 @@ def doc_to_columns(doc: Document) -> dict[bytes, bytes]:
         cols[COL_BANDS] = doc.bands
     if doc.cluster is not None and doc.cluster != doc.doc_id:
         cols[COL_CLUSTER] = encode_doc_id(doc.cluster)
+    if doc.time is not None:
+        cols[COL_TIME] = encode_time(doc.time)
     return cols
+
+
+def encode_time(ms: int) -> bytes:
+    return ms.to_bytes(TIME_BYTES, "big", signed=True)
+
+
+def decode_time(raw: bytes) -> int:
+    if len(raw) != TIME_BYTES:
+        raise StoreError(f"a stored time has {len(raw)} bytes, expected 8")
+    return int.from_bytes(raw, "big", signed=True)
 
 
 def doc_from_columns(doc_id: str, cols: Mapping[bytes, bytes]) -> Document:
@@ -351,6 +383,7 @@ def doc_from_columns(doc_id: str, cols: Mapping[bytes, bytes]) -> Document:
     text = cols.get(COL_TEXT)
     meta = cols.get(COL_META)
     cluster = cols.get(COL_CLUSTER)
+    time = cols.get(COL_TIME)
     try:
         return Document(
             doc_id=doc_id,
@@ -360,6 +393,7 @@ def doc_from_columns(doc_id: str, cols: Mapping[bytes, bytes]) -> Document:
             sketch=cols.get(COL_SKETCH),
             bands=cols.get(COL_BANDS),
             cluster=None if cluster is None else cluster.decode("utf-8"),
+            time=None if time is None else decode_time(time),
         )
     except KeyError:
         reason = f"column {COL_FINGERPRINT.decode()} is missing"

@@ -24,7 +24,7 @@ from simhash_hbase.errors import EmptyDocument, InvalidInput, ShdbError
 from simhash_hbase.fingerprint.minhash import MinHasher, MinHashParams
 from simhash_hbase.fingerprint.simhash import Fingerprinter, FingerprintParams, register_idf
 from simhash_hbase.layout import codec
-from simhash_hbase.records import BadRecord, Document, Problem, Record
+from simhash_hbase.records import BadRecord, Document, Problem, Record, now_ms
 from simhash_hbase.text.extract import to_text
 
 #: What a text costs to prepare, computed once (in a worker, say): its probe list
@@ -152,7 +152,9 @@ def assemble(
         return BadRecord(where, reason, record.size, Problem.NO_TERMS)
     probes, sketch, bands = prints
     text = record.text if store_text else None
-    doc = Document(record.doc_id, probes[0], text, record.meta, sketch, bands)
+    # every stored document knows when it arrived: its input's time, else now
+    when = None if lookup else now_ms() if record.time is None else record.time
+    doc = Document(record.doc_id, probes[0], text, record.meta, sketch, bands, time=when)
     if lookup:
         return Prepared(doc, probes)
     found = checked(doc, where, record.size)
@@ -165,6 +167,7 @@ def checked(doc: Document, where: str = "", size: int = 0) -> Document | BadReco
         codec.check_document(doc)
     except InvalidInput as exc:
         problem = Problem.BAD_META if "meta" in str(exc) else Problem.BAD_ID
+        problem = Problem.WRONG_TYPE if "the time of" in str(exc) else problem
         return BadRecord(where or repr(doc.doc_id)[:60], str(exc), size, problem)
     return doc
 

@@ -297,9 +297,19 @@ class Service:
 
     async def delete_doc(self, request: Request) -> Response:
         doc_id = _path_id(request)
-        if not await self.submit(Delete(doc_id)):
+        if not await self.submit(Delete([doc_id])):
             raise ApiError(404, "not_found", f"no document {doc_id!r}")
         return json_response({"id": doc_id, "deleted": True})
+
+    async def delete_docs(self, request: Request) -> Response:
+        """DELETE /v1/docs: a JSON array of ids (or NDJSON), removed in one batch."""
+        content_type = request.headers.get("content-type", "")
+        ids, _ = parse_body(await self.body(request), content_type, self.settings.max_items)
+        if not all(isinstance(i, str) for i in ids):
+            raise ApiError(400, "invalid_item", "the body is a JSON array of ids (strings)")
+        removed = set(await self.submit(Delete(ids), len(ids)))
+        missing = [i for i in ids if i not in removed]
+        return json_response({"removed": [i for i in ids if i in removed], "missing": missing})
 
     # -- operations -----------------------------------------------------------------
     async def healthz(self, _request: Request) -> Response:
@@ -364,7 +374,7 @@ def _lookup(item: Item | ApiError, prints: Iterator[Prints], lookup: bool) -> Lo
     if isinstance(item, ApiError):
         return item
     if item.text is not None:
-        record = Record(item.doc_id or "", item.text, item.meta)
+        record = Record(item.doc_id or "", item.text, item.meta, time=item.time)
         found = assemble(record, next(prints), item.store_text, lookup=lookup)
         if isinstance(found, BadRecord):
             return error_of(error_for(found))
@@ -411,6 +421,7 @@ def create_app(settings: ServeSettings, index: SimhashIndex | None = None) -> St
         ),
         Route("/v1/docs/{doc_id:path}", e("get", svc.get_doc), methods=["GET"]),
         Route("/v1/docs/{doc_id:path}", e("delete", svc.delete_doc), methods=["DELETE"]),
+        Route("/v1/docs", e("delete", svc.delete_docs), methods=["DELETE"]),
         Route("/v1/status", e("status", svc.status), methods=["GET"]),
         Route("/healthz", e("healthz", svc.healthz, auth=False), methods=["GET"]),
         Route("/readyz", e("readyz", svc.readyz, auth=False), methods=["GET"]),

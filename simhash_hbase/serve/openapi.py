@@ -38,6 +38,11 @@ _ITEM = {
         "fingerprint": _HEX,
         "meta": {"type": "object"},
         "store_text": {"type": "boolean", "default": False},
+        "time": {
+            "type": ["string", "number"],
+            "description": "when it arrived: RFC 3339 or seconds since the epoch "
+            "(default: when it is written)",
+        },
     },
 }
 _MATCH = {
@@ -47,6 +52,11 @@ _MATCH = {
         "distance": {"type": "integer"},
         "similarity": {"type": ["number", "null"]},
         "fingerprint": _HEX,
+        "time": {
+            "type": ["string", "null"],
+            "description": "when the document arrived, RFC 3339 UTC (null: stored before "
+            "documents had times)",
+        },
     },
 }
 _RESULT = {
@@ -160,6 +170,26 @@ def document(version: str) -> dict[str, Any]:
                 "parameters": [doc_id],
                 "get": _simple("A stored document", 401, 404, 503),
                 "delete": _simple("Delete a document and its index rows", 401, 404, 503),
+            },
+            "/v1/docs": {
+                "delete": {
+                    **_simple(
+                        "Delete documents and their index rows, in one batch; the answer "
+                        "lists the ids removed and those not held",
+                        400,
+                        401,
+                        413,
+                        503,
+                    ),
+                    "requestBody": {
+                        "required": True,
+                        "content": {
+                            "application/json": {
+                                "schema": {"type": "array", "items": {"type": "string"}}
+                            }
+                        },
+                    },
+                }
             },
             "/v1/status": {"get": _simple("Settings, index size, recent load", 401, 503)},
             "/healthz": {"get": {**_simple("The process is up"), "security": []}},

@@ -17,12 +17,19 @@ from typing import Any
 import orjson
 
 from simhash_hbase.errors import EmptyDocument, InvalidInput, ShdbError
-from simhash_hbase.records import Document, Matches, fingerprint_to_hex, parse_fingerprint_hex
+from simhash_hbase.records import (
+    Document,
+    Matches,
+    fingerprint_to_hex,
+    now_ms,
+    parse_fingerprint_hex,
+    parse_time,
+)
 from simhash_hbase.text.extract import TEXT_FORMATS, to_text
 from simhash_hbase.text.html import DEFAULT_HTML_MODE
 
 NDJSON = "application/x-ndjson"
-_FIELDS = {"id", "text", "format", "fingerprint", "meta", "store_text"}
+_FIELDS = {"id", "text", "format", "fingerprint", "meta", "store_text", "time"}
 
 
 class ApiError(ShdbError):
@@ -59,6 +66,7 @@ class Item:
     fingerprint: int | None
     meta: dict[str, Any] | None
     store_text: bool
+    time: int | None = None  # when it arrived (ms since the epoch); None: when written
 
 
 def parse_body(raw: bytes, content_type: str, max_items: int) -> tuple[list[Any], bool]:
@@ -134,12 +142,16 @@ def parse_item(
         raise _bad("meta must be a JSON object")
     if not isinstance(store_text, bool):
         raise _bad("store_text must be true or false")
+    try:
+        time = None if obj.get("time") is None else parse_time(obj["time"])
+    except InvalidInput as exc:
+        raise _bad(str(exc)) from None
     if hex_fp is not None:
         if not isinstance(hex_fp, str):
             raise _bad("fingerprint must be a string of 16 hex digits")
         if store_text:
             raise _bad("store_text needs a text, not a fingerprint")
-        return Item(doc_id, None, parse_fingerprint_hex(hex_fp), meta, False)
+        return Item(doc_id, None, parse_fingerprint_hex(hex_fp), meta, False, time)
     if not isinstance(text, str):
         raise _bad(f"text must be a string, not {type(text).__name__}")
     if len(text) > max_text_bytes // 4 and len(text.encode()) > max_text_bytes:
@@ -149,7 +161,7 @@ def parse_item(
     fmt = obj.get("format", "auto")
     if fmt not in TEXT_FORMATS:
         raise _bad(f"format must be one of {', '.join(TEXT_FORMATS)}, not {fmt!r}")
-    return Item(doc_id, to_text(text, fmt, html=html), None, meta, store_text)
+    return Item(doc_id, to_text(text, fmt, html=html), None, meta, store_text, time)
 
 
 def _bad(message: str) -> ApiError:
@@ -157,9 +169,11 @@ def _bad(message: str) -> ApiError:
 
 
 def document(item: Item, fingerprint: int) -> Document:
-    """The item as a document (a lookup's has no id: it is never written)."""
+    """The item as a document arriving now, unless it says when (a lookup's has no
+    id: it is never written)."""
     text = item.text if item.store_text else None
-    return Document(item.doc_id or "", fingerprint, text, item.meta)
+    when = now_ms() if item.time is None else item.time
+    return Document(item.doc_id or "", fingerprint, text, item.meta, time=when)
 
 
 def result_json(item: Item, fingerprint: int, matches: Matches, new: bool | None) -> dict[str, Any]:

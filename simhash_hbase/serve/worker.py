@@ -69,7 +69,9 @@ class Write:
 
 @dataclass
 class Delete:
-    doc_id: str
+    """Remove documents (one batch of :meth:`SimhashIndex.remove_many`)."""
+
+    doc_ids: list[str]
 
 
 @dataclass
@@ -214,7 +216,7 @@ class StoreWorker:
                 self._settle(run, self._add)
             run = [p] if isinstance(op, Write) else []
             if isinstance(op, Delete):
-                self._settle([p], self._call(_remover(op.doc_id)))
+                self._settle([p], self._call(_remover(op.doc_ids)))
         if run:
             self._settle(run, self._add)
 
@@ -265,8 +267,8 @@ def _split(ops: list[Op], found: list[Matches]) -> list[list[Matches]]:
     return parts
 
 
-def _remover(doc_id: str) -> Callable[[SimhashIndex], bool]:
-    return lambda index: index.remove(doc_id)
+def _remover(doc_ids: list[str]) -> Callable[[SimhashIndex], list[str]]:
+    return lambda index: index.remove_many(doc_ids)
 
 
 def _resolve(outcomes: list[tuple[_Pending, Any, BaseException | None]]) -> None:

@@ -78,6 +78,7 @@ _DOC_COLUMNS = (
     codec.COL_SKETCH,
     codec.COL_BANDS,
     codec.COL_CLUSTER,
+    codec.COL_TIME,
 )
 _INDEX_FAMILY = b"d:"
 _OWNER = codec.COL_OWNER

@@ -20,6 +20,7 @@ from simhash_hbase.store.lmdb.cells import (
     SPILLED,
     Txn,
     find_cells,
+    spilled_leads,
 )
 from simhash_hbase.store.lmdb.tables import Tables
 
@@ -102,23 +103,33 @@ def _spill_hot(tables: Tables, txn: Txn, bucket: bytes, value: bytes) -> tuple[b
     return cells[keep].tobytes() + marks, consumed - added, len(items)
 
 
-def _remove_cells(txn: Txn, db: Any, keys: list[bytes], packed: list[bytes]) -> int:
+def _remove_cells(
+    txn: Txn, db: Any, keys: list[bytes], packed: list[bytes], marks: dict[bytes, set[bytes]]
+) -> int:
     """Remove each of the cells ``packed`` (by bucket ``keys``) from the tier ``db``
-    where it is held; the cells removed."""
-    cursor = txn.cursor(db)
+    where it is held; the cells removed. ``marks`` gets the spilled leads of each
+    bucket read (as it was), whose cells may be held in ``hot`` instead."""
     removed = 0
-    for key, cells in zip(keys, packed):
-        old = cursor.get(key)
-        if old is None:
+    wanted = dict(zip(keys, packed))
+    for key, old in txn.cursor(db).getmulti(keys):  # one call; only the buckets held
+        if SPILLED in old:  # most buckets hold no mark (a test, not a call, each)
+            marks.setdefault(key, set()).update(spilled_leads(old))
+        cells = wanted[key]
+        if old == cells:  # most buckets of a bulk removal: it held those cells alone
+            txn.delete(key, db=db)
+            removed += len(old) // CELL_BYTES
             continue
         kept = old
-        for i in range(0, len(cells), CELL_BYTES):
-            at = next((p for p in find_cells(kept, cells[i : i + CELL_BYTES])), -1)
+        for i in range(0, len(cells), CELL_BYTES):  # a bulk removal's hot loop: no generator
+            cell = cells[i : i + CELL_BYTES]
+            at = kept.find(cell)
+            while at % CELL_BYTES and at >= 0:
+                at = kept.find(cell, at + 1)
             if at >= 0:
                 kept = kept[:at] + kept[at + CELL_BYTES :]
         if kept != old:
             removed += (len(old) - len(kept)) // CELL_BYTES
-            cursor.put(key, kept) if kept else cursor.delete()
+            txn.put(key, kept, db=db) if kept else txn.delete(key, db=db)
     return removed
 
 

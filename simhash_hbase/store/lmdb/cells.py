@@ -54,6 +54,7 @@ import numpy as np
 
 from simhash_hbase.errors import StoreCorrupt, StoreError
 from simhash_hbase.layout import codec
+from simhash_hbase.records import Document
 from simhash_hbase.store.base import IndexCell
 
 FORMAT = 4  # 3 + the tiers' prefix filters; 3 is 2 + the fresh tier
@@ -75,6 +76,18 @@ _HEAD = struct.Struct(">IQ")  # a docs row: number, fingerprint, then packed col
 _BARE = np.dtype([("num", ">u4"), ("fp", ">u8")])
 _ID_COLUMN = b"_id"
 _DOC_ID = attrgetter("doc_id")
+#: A docs row of a number, a fingerprint and a time: the head, then ``f:t`` packed
+#: as format 1 packs a column (u8 name length, u32 value length, name, value).
+_TIMED = np.dtype(
+    [
+        ("num", ">u4"),
+        ("fp", ">u8"),
+        ("name_len", "u1"),
+        ("value_len", ">u4"),
+        ("name", "S3"),
+        ("time", ">i8"),
+    ]
+)
 #: The number of a bucket cell that marks its lead as spilled (never a document's:
 #: numbers stop at MAX_DOCUMENTS - 1).
 SPILLED = b"\xff\xff\xff\xff"
@@ -163,4 +176,29 @@ def find_cells_at(packed: bytes, part: bytes, offset: int) -> Iterator[int]:
 
 def spilled_leads(packed: bytes) -> set[bytes]:
     """The leads a bucket's cells mark as spilled."""
+    if SPILLED not in packed:  # most buckets
+        return set()
     return {packed[pos - 2 : pos] for pos in find_cells_at(packed, SPILLED, 2)}
+
+
+def bare_rows(nums: Sequence[int], docs: Sequence[Document]) -> list[bytes] | None:
+    """The docs rows of documents holding only a fingerprint (and maybe a time, on
+    every one or on none), packed in one NumPy pass, as :meth:`Tables.doc_value`
+    packs them one by one; None: they hold other columns (pack them one by one)."""
+    if not codec.bare(docs):  # other columns than a time (codec.EXTRAS has none)
+        return None
+    times = [doc.time for doc in docs]
+    timed = bool(times) and times[0] is not None
+    if any((t is None) is timed for t in times):
+        return None
+    kind = _TIMED if timed else _BARE
+    rows = np.empty(len(docs), dtype=kind)
+    rows["num"] = np.fromiter(nums, dtype=np.uint32, count=len(docs))
+    rows["fp"] = np.fromiter((d.fingerprint for d in docs), dtype=np.uint64, count=len(docs))
+    if timed:
+        rows["name_len"] = len(codec.COL_TIME)
+        rows["value_len"] = codec.TIME_BYTES
+        rows["name"] = codec.COL_TIME
+        rows["time"] = np.array(times, dtype=np.int64)
+    buf, step = rows.tobytes(), kind.itemsize
+    return [buf[i : i + step] for i in range(0, len(buf), step)]

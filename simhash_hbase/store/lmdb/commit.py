@@ -6,11 +6,10 @@ other change in one last commit, which is what readers see change at once.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
-from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
 from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell
 from simhash_hbase.store.lmdb import tuning
@@ -22,6 +21,7 @@ from simhash_hbase.store.lmdb.cells import (
     FRESH,
     Buckets,
     Txn,
+    bare_rows,
     cell_rows,
     encode_id,
     grouped,
@@ -196,14 +196,9 @@ class CompactBatch:
         raws = sorted(raw for raw in latest if raw in nums)
         if not raws or max(map(len, raws)) >= self._t.h.max_key:
             return
-        docs = [latest[raw] for raw in raws]
-        if not codec.bare(docs):
+        values = bare_rows([nums[raw] for raw in raws], [latest[raw] for raw in raws])
+        if values is None:
             return
-        heads = np.empty(len(raws), dtype=_BARE)
-        heads["num"] = np.fromiter(map(nums.__getitem__, raws), dtype=np.uint32, count=len(raws))
-        heads["fp"] = np.fromiter((d.fingerprint for d in docs), dtype=np.uint64, count=len(raws))
-        buf, size = heads.tobytes(), _BARE.itemsize
-        values = [buf[i : i + size] for i in range(0, len(buf), size)]
         step = -(-len(raws) // parts)
         for at in range(0, len(raws), step):
             with self._t.env.begin(write=True) as txn:
@@ -355,12 +350,10 @@ class _Commit:
         if not held:
             return
         keys, packed = grouped(rows[held], np.array([nums[i] for i in held], dtype=np.uint32))
-        spilled = {
-            key: spilled_leads(cells) for key, cells in self._t.buckets(self._txn, keys).items()
-        }
-        removed = _remove_cells(self._txn, self._t.index, keys, packed)
+        spilled: dict[bytes, set[bytes]] = {}
+        removed = _remove_cells(self._txn, self._t.index, keys, packed, spilled)
         if self._t.fresh is not None:
-            from_fresh = _remove_cells(self._txn, self._t.fresh, keys, packed)
+            from_fresh = _remove_cells(self._txn, self._t.fresh, keys, packed, spilled)
             self._state["fresh"] = self._state.get("fresh", 0) - from_fresh
             removed += from_fresh
         for key, cells in zip(keys, packed):
@@ -395,13 +388,10 @@ class _Commit:
         fps = [latest[raw].fingerprint for raw in raws]
         nums = self._number(raws, create=True)
         self._named.update(zip(nums, zip(fps, raws)))  # type: ignore[arg-type]
-        bare = short and codec.bare(latest.values())
-        if bare:  # number and fingerprint only: packed in one NumPy pass
-            rows = np.empty(len(raws), dtype=_BARE)
-            rows["num"] = np.array(nums, dtype=np.uint32)
-            rows["fp"] = np.array(fps, dtype=np.uint64)
-            buf, step = rows.tobytes(), _BARE.itemsize
-            keys, values = raws, [buf[i : i + step] for i in range(0, len(buf), step)]
+        docs = [latest[raw] for raw in raws]
+        bare = bare_rows(cast(list[int], nums), docs) if short else None  # create: all numbered
+        if bare is not None:  # number, fingerprint (and time) only: one NumPy pass
+            keys, values = raws, bare
         else:
             keys = [self._h.fold(raw) for raw in raws]
             values = [

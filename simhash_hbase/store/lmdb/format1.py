@@ -156,7 +156,8 @@ class Format1:
         for doc in docs:
             raw_id = _encode_id(doc.doc_id)
             bare_doc = doc.text is None and doc.meta is None and doc.sketch is None
-            if bare_doc and doc.bands is None and doc.cluster is None and len(raw_id) < limit:
+            bare_doc = bare_doc and doc.time is None and doc.cluster is None
+            if bare_doc and doc.bands is None and len(raw_id) < limit:
                 bare.append((raw_id, doc.fingerprint))
                 continue
             key, folded = fold_key(raw_id, limit)

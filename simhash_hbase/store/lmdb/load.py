@@ -12,7 +12,6 @@ from typing import Any
 import numpy as np
 
 from simhash_hbase.errors import StoreError
-from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
 from simhash_hbase.store.base import CellBlock
 from simhash_hbase.store.lmdb.buckets import _check_room
@@ -24,6 +23,7 @@ from simhash_hbase.store.lmdb.cells import (
     FRESH,
     LOADING,
     Txn,
+    bare_rows,
     new_state,
 )
 from simhash_hbase.store.lmdb.filters import TIER_FILTER_BITS, PrefixFilter, filter_shift
@@ -113,9 +113,9 @@ def _load_rows(
     keys = np.ascontiguousarray(heads["num"]).view("V4").tolist()
     fp8 = np.ascontiguousarray(heads["fp"]).view("V8").tolist()
     txn.cursor(tables.names).putmulti(zip(keys, map(bytes.__add__, fp8, raws)), append=True)
-    bare = max(map(len, raws)) < tables.h.max_key and codec.bare(docs)
-    if bare:  # number and fingerprint only: the head is the whole row
-        keys, values = raws, heads.view(f"V{_BARE.itemsize}").tolist()
+    bare = bare_rows(nums.tolist(), docs) if max(map(len, raws)) < tables.h.max_key else None
+    if bare is not None:  # number, fingerprint (and time) only: packed in one pass
+        keys, values = raws, bare
     else:
         keys = [tables.h.fold(raw) for raw in raws]
         values = [

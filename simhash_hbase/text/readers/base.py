@@ -63,6 +63,8 @@ class SourceOptions:
     #: False: records need no id field (an IDF table counts texts only); each is
     #: then named by where it was read (file:line).
     needs_id: bool = True
+    #: The field holding when a record arrived (``--time-field``); None: none.
+    time_field: str | None = None
 
     @property
     def fields(self) -> tuple[str, ...]:

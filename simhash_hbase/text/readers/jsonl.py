@@ -8,7 +8,8 @@ import re
 from collections.abc import Iterator
 from typing import Any, BinaryIO
 
-from simhash_hbase.records import BadRecord, Problem, Record
+from simhash_hbase.errors import InvalidInput
+from simhash_hbase.records import BadRecord, Problem, Record, parse_time
 from simhash_hbase.text.readers.base import (
     READ_CHUNK,
     SourceOptions,
@@ -46,8 +47,27 @@ def record_from_fields(
     text = _field(obj, opts.text_field, where)
     if isinstance(text, BadRecord):
         return text._replace(size=size)
-    meta = {k: v for k, v in obj.items() if k not in (opts.id_field, opts.text_field)}
-    return as_text(Record(doc_id, text, meta or None, where, size), "auto", opts)
+    time: int | BadRecord | None = None
+    if opts.time_field is not None:
+        time = _time(obj, opts.time_field, where)
+    if isinstance(time, BadRecord):
+        return time._replace(size=size)
+    taken = (opts.id_field, opts.text_field, opts.time_field)
+    meta = {k: v for k, v in obj.items() if k not in taken}
+    return as_text(Record(doc_id, text, meta or None, where, size, time), "auto", opts)
+
+
+def _time(obj: dict[str, Any], name: str, where: str) -> int | BadRecord:
+    """The record's time field (RFC 3339 or epoch seconds) as ms since the epoch."""
+    if name not in obj:
+        present = ", ".join(sorted(map(str, obj))) or "none"
+        return BadRecord(
+            where, f"no {name!r} field (fields: {present[:200]})", 0, Problem.MISSING_FIELD
+        )
+    try:
+        return parse_time(obj[name])
+    except InvalidInput as exc:
+        return BadRecord(where, f"field {name!r}: {exc}", 0, Problem.WRONG_TYPE)
 
 
 def parse_json_line(line: bytes, where: str, opts: SourceOptions) -> Record | BadRecord | None:
