@@ -87,8 +87,9 @@ SimilarityOpt = Annotated[
         "--similarity",
         metavar="S",
         callback=_similarity,
-        help="Estimated share of character shingles (0 < S <= 1) at or above which two "
-        "texts match; the floor for pigeonhole pairs follows it 0.1 below (docs/nets.md). "
+        help="Estimated share of character shingles (over 0, at most 1) at or above "
+        "which two texts match; the floor for pigeonhole pairs follows it 0.1 below "
+        "(docs/nets.md). "
         f"Default: the index's (a new index records S; else {DEFAULT_THRESHOLD}).",
         show_default=False,
     ),
