@@ -13,10 +13,11 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import json
 import os
 import shutil
 import time
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
@@ -97,6 +98,9 @@ class IngestOptions:
     batch_size: int | None = None
     probes: int = 0  # multi-probe the find_k lookups (simhash_hbase.fingerprint.probes)
     limit: int | None = DEFAULT_LIMIT  # near-copies listed per new document (all counted)
+    # A batch written again without lookups (a resumed run's pending one): the
+    # clusters its saved report lines gave, by id, kept as the lookups chose them.
+    clusters: Mapping[str, str] | None = None
 
     def __post_init__(self) -> None:
         if self.batch_size is not None and not 1 <= self.batch_size <= MAX_BATCH_SIZE:
@@ -181,6 +185,8 @@ def _write_stream(
     for chunk, nbytes, probes in chunks:
         summary.bytes_read += nbytes
         docs, failure = _split(chunk, summary, options.on_error)
+        if options.clusters:
+            docs = [_clustered(doc, options.clusters) for doc in docs]
         lists = None
         if probes is not None:  # those of the documents _split kept, in order
             kept = [p for item, p in zip(chunk, probes) if isinstance(item, Document)]
@@ -447,7 +453,8 @@ def ingest(
     pending = checkpoint.pending() if checkpoint else None
     redone = IngestSummary()
     if pending is not None and checkpoint is not None:
-        redone = write(earlier.records, pending.after.records, _writes_only(options), None)
+        again = _writes_only(options, pending.lines)
+        redone = write(earlier.records, pending.after.records, again, None)
         earlier = dataclasses.replace(
             pending.after,
             report_bytes=report.append(pending.lines) if report is not None else None,
@@ -468,9 +475,20 @@ def ingest(
     return summary
 
 
-def _writes_only(options: IngestOptions) -> IngestOptions:
-    """The options of a batch written again: no look-ups (its lines are saved)."""
-    return dataclasses.replace(options, find_k=None, probes=0)
+def _writes_only(options: IngestOptions, lines: Sequence[str]) -> IngestOptions:
+    """The options of a batch written again: no look-ups (its lines are saved, and
+    with them the clusters its documents joined)."""
+    clusters = {}
+    for line in lines:
+        found = json.loads(line)
+        if found.get("cluster") not in (None, found["id"]):
+            clusters[found["id"]] = found["cluster"]
+    return dataclasses.replace(options, find_k=None, probes=0, clusters=clusters)
+
+
+def _clustered(doc: Document, clusters: Mapping[str, str]) -> Document:
+    cluster = clusters.get(doc.doc_id)
+    return doc if cluster is None else dataclasses.replace(doc, cluster=cluster)
 
 
 @dataclass
