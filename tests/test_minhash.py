@@ -332,7 +332,8 @@ def test_old_indexes_keep_the_pigeonhole_only(tmp_path: Path) -> None:
     with SimhashIndex.open(str(tmp_path / "ix"), nets="simhash") as index:
         index.add("a", text)
         assert index.lsh is None and "lsh" not in index.manifest
-        assert [tuple(m)[:4] for m in index.query(text)] == [("a", index.fingerprint(text), 0, None)]
+        found = [tuple(m)[:4] for m in index.query(text)]
+        assert found == [("a", index.fingerprint(text), 0, None)]
     with SimhashIndex.open(str(tmp_path / "ix")) as index:  # opens as it was built
         assert index.manifest["nets"] == "simhash" and index.lsh is None
 
