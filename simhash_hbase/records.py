@@ -61,7 +61,8 @@ class Matches(list[Match]):
         return f"Matches({list.__repr__(self)}, total={bound}{self.total})"
 
     def to_json(self) -> dict[str, Any]:
-        """The result shape every surface prints (``--json``, the service)."""
+        """The result shape every surface prints (``--json``, the service); a match's
+        ``time`` when its document has one (not in ``dedup``, which holds no index)."""
         return {
             "matches": [
                 {
@@ -69,7 +70,7 @@ class Matches(list[Match]):
                     "distance": m.distance,
                     "similarity": m.similarity,
                     "fingerprint": fingerprint_to_hex(m.fingerprint),
-                    "time": time_to_text(m.time),
+                    **({} if m.time is None else {"time": time_to_text(m.time)}),
                 }
                 for m in self
             ],

@@ -166,7 +166,6 @@ def test_cli_dedup_fingerprint_file(tmp_path: Path) -> None:
             "distance": 1,
             "similarity": None,
             "fingerprint": "0000000000000000",
-            "time": None,
         }
     ]
     assert f"skipped {path}:3: 'not hex' is not a 64-bit hex fingerprint" in result.stderr
