@@ -49,10 +49,11 @@ SKIPPED = [{"url": None, "text": TEXTS[0]}, {"url": "https://site.example/n", "t
 CRAWL_SECONDS = 120  # a crawl of one response here takes 2-5 s: beyond this, it hung
 
 
-def crawl(
-    tmp_path: Path, items: list[dict[str, Any]], *settings: str
-) -> tuple[dict[str, Any], str]:
-    """The crawl's passed items and stats, and its log; a crawl that does not end fails."""
+def run_crawl(
+    tmp_path: Path, items: list[Any], *settings: str, seconds: float = CRAWL_SECONDS
+) -> tuple[int, dict[str, Any] | None, str]:
+    """A real crawl of ``items``: its exit code, its passed items and stats (None if
+    it wrote none), and its log; a crawl that does not end fails the test."""
     (tmp_path / "items.pickle").write_bytes(pickle.dumps(items))
     out = tmp_path / "out.pickle"
     argv = [sys.executable, "-m", "tests.scrapy_items_crawl", str(tmp_path / "items.pickle"),
@@ -61,13 +62,22 @@ def crawl(
     proc = subprocess.Popen(argv, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True,
                             start_new_session=True)  # fmt: skip
     try:
-        _, log = proc.communicate(timeout=CRAWL_SECONDS)
+        _, log = proc.communicate(timeout=seconds)
     except subprocess.TimeoutExpired:
         os.killpg(proc.pid, signal.SIGKILL)  # the crawl and its index process
         _, log = proc.communicate()
-        pytest.fail(f"the crawl did not end within {CRAWL_SECONDS} s:\n{log[-3000:]}")
-    assert proc.returncode == 0, log[-3000:]
-    result: dict[str, Any] = pickle.loads(out.read_bytes())
+        pytest.fail(f"the crawl did not end within {seconds} s:\n{log[-3000:]}")
+    result = pickle.loads(out.read_bytes()) if out.exists() else None
+    return proc.returncode, result, log
+
+
+def crawl(
+    tmp_path: Path, items: list[dict[str, Any]], *settings: str
+) -> tuple[dict[str, Any], str]:
+    """The crawl's passed items and stats, and its log; a crawl that does not end fails."""
+    code, result, log = run_crawl(tmp_path, items, *settings)
+    assert code == 0, log[-3000:]
+    assert result is not None, log[-3000:]
     return result, log
 
 

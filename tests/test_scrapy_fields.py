@@ -9,11 +9,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
-import pickle
-import signal
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +23,7 @@ from simhash_hbase.integrations.item_fields import FieldWatch, untaggable
 from simhash_hbase.integrations.scrapy import SETTINGS, PipelineSettings
 
 from .scrapy_items_crawl import UntaggedPage
-from .test_scrapy_doors import TEXTS
+from .test_scrapy_doors import TEXTS, run_crawl
 
 ROOT = Path(__file__).resolve().parent.parent
 CRAWL_SECONDS = 120
@@ -36,22 +31,10 @@ CRAWL_SECONDS = 120
 
 def crawl(tmp_path: Path, items: list[Any], *settings: str) -> tuple[dict[str, Any], str]:
     """The passed items and stats of a real crawl of ``items``, and its log."""
-    (tmp_path / "items.pickle").write_bytes(pickle.dumps(items))
-    out = tmp_path / "out.pickle"
-    argv = [sys.executable, "-m", "tests.scrapy_items_crawl", str(tmp_path / "items.pickle"),
-            str(out), "SHDB_FLUSH_SECONDS=0.05", "SHDB_CREATE=True",
-            f"SHDB_INDEX={tmp_path / 'idx'}", *settings]  # fmt: skip
-    env = {**os.environ, "PYTHONPATH": str(ROOT)}
-    proc = subprocess.Popen(argv, cwd=ROOT, env=env, stderr=subprocess.PIPE, text=True,
-                            start_new_session=True)  # fmt: skip
-    try:
-        _, log = proc.communicate(timeout=CRAWL_SECONDS)
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        _, log = proc.communicate()
-        pytest.fail(f"the crawl did not end within {CRAWL_SECONDS} s:\n{log[-3000:]}")
-    result: dict[str, Any] = pickle.loads(out.read_bytes()) if out.exists() else {}
-    return result, log
+    _, result, log = run_crawl(
+        tmp_path, items, f"SHDB_INDEX={tmp_path / 'idx'}", *settings, seconds=CRAWL_SECONDS
+    )
+    return result or {}, log
 
 
 def held(tmp_path: Path) -> set[str]:
