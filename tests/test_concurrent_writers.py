@@ -23,6 +23,7 @@ from hypothesis import strategies as st
 from simhash_hbase import Document, SimhashIndex
 from simhash_hbase.index.lookup import Finder
 from simhash_hbase.index.write import Writer
+from simhash_hbase.records import Lookup
 
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
@@ -110,8 +111,9 @@ def interleaved(
     handles: Sequence[SimhashIndex], turns: list[Turns], data: st.DataObject
 ) -> tuple[list[Document], Counter[Pair]]:
     """Documents planted by hypothesis, split among ``len(handles)`` writers in
-    batches of hypothesis' choosing, written by one thread per writer whose steps
-    interleave in an order hypothesis draws; every reported pair."""
+    batches of hypothesis' choosing, written by one thread per writer (an ingest's
+    batches or a serve replica's check-and-adds) whose steps interleave in an order
+    hypothesis draws; every reported pair."""
     n = len(handles)
     prefix = f"e{next(_examples)}-"
     # fingerprints of their own: an HBase index serves every example
@@ -129,11 +131,17 @@ def interleaved(
     found: list[Any] = []
     errors: list[BaseException] = []
 
+    checks = data.draw(st.lists(st.booleans(), min_size=n, max_size=n), label="check-and-add")
+
     def writer(w: int) -> None:
         current.writer.n = w
         try:
             for batch in batches[w]:
-                found.extend(handles[w].add_documents(batch, find_k=K, limit=None))
+                if checks[w]:  # a serve replica's group commit: check and add them all
+                    answers = handles[w].check_and_add(batch, K, always=True, limit=None)
+                    found.extend(Lookup(d.doc_id, m) for d, m in zip(batch, answers))
+                else:  # an ingest batch
+                    found.extend(handles[w].add_documents(batch, find_k=K, limit=None))
         except BaseException as exc:  # reported in the test's thread
             errors.append(exc)
 
