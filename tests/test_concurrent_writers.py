@@ -5,6 +5,8 @@ reports them (docs/SPEC.md, "Concurrent writers")."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import itertools
 import os
 import random
@@ -16,6 +18,7 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -256,3 +259,60 @@ def test_concurrent_processes_report_every_planted_pair_once_hbase(
 ) -> None:
     found, lines = concurrent_writers(hbase_url, tmp_path, writers, 200)
     assert (found, lines) == (200, 200)
+
+
+def replicas_see_each_other(url: str, tmp_path: Path, pairs: int) -> list[dict[str, Any]]:
+    """Two ``shdb serve`` on ``url``; each planted pair's original is checked and
+    added at one while its copy (one bit away) is at the other, all at once; the
+    answers, two a pair."""
+    from .serve_server import live_server
+
+    SimhashIndex.open(url).close()  # the replicas find the index made
+    rng = random.Random(7)
+    fps = [rng.getrandbits(64) for _ in range(pairs)]
+    items = [
+        [{"id": f"p{p}{'ab'[side]}", "fingerprint": f"{fp ^ side << p % 64:016x}"}
+         for p, fp in enumerate(fps)]
+        for side in (0, 1)
+    ]  # fmt: skip
+    with contextlib.ExitStack() as stack:
+        servers = [
+            stack.enter_context(live_server(url, tmp_path / f"serve{n}.log")) for n in range(2)
+        ]
+
+        async def submit_all() -> list[httpx.Response]:
+            async with httpx.AsyncClient(
+                limits=httpx.Limits(max_connections=400), timeout=300
+            ) as client:
+                return await asyncio.gather(*(
+                    client.post(f"{servers[side].url}/v1/check-and-add", json=item)
+                    for pair in zip(*items) for side, item in enumerate(pair)
+                ))  # fmt: skip
+
+        responses = asyncio.run(submit_all())
+        logs = "\n".join(server.output() for server in servers)
+        assert [r.status_code for r in responses] == [200] * 2 * pairs, logs
+        assert all(server.terminate() for server in servers), logs
+    return [r.json() for r in responses]
+
+
+def each_pair_one_new_the_other_names_it(answers: list[dict[str, Any]]) -> None:
+    for a, b in zip(answers[::2], answers[1::2]):
+        assert [a["new"], b["new"]].count(True) == 1, (a, b)
+        later, earlier = (b, a) if a["new"] else (a, b)
+        assert [m["id"] for m in later["matches"]] == [earlier["id"]]
+
+
+def test_two_serve_replicas_on_a_folder_each_pair_one_new(tmp_path: Path) -> None:
+    """Near-copies (not identical texts) sent to two services in the same instant:
+    of each pair exactly one is new, and the other's answer names it."""
+    each_pair_one_new_the_other_names_it(
+        replicas_see_each_other(str(tmp_path / "ix"), tmp_path, 100)
+    )
+
+
+@pytest.mark.hbase
+def test_two_serve_replicas_on_hbase_each_pair_one_new(hbase_url: str, tmp_path: Path) -> None:
+    """As on a folder (before the section, HBase's per-fingerprint locks let both
+    near-copies of a pair be new)."""
+    each_pair_one_new_the_other_names_it(replicas_see_each_other(hbase_url, tmp_path, 100))
