@@ -331,7 +331,8 @@ class _LeaseSectioned:
 def test_lease_section_exclusive_across_handles_and_threads(tmp_path: Path) -> None:
     """HBase's section (the meta row ``write-section``) with 10 threads on two
     handles (as two replicas), 5 rounds of one fingerprint: exactly one new, and
-    the row is free after."""
+    the row is free after; a hold whose release was lost is taken again at once
+    by its own handle, and only by it."""
     with SimhashIndex.open(str(tmp_path / "ix")) as index:
         store = index._store
         sections = [_LeaseSectioned(store), _LeaseSectioned(store)]
@@ -359,6 +360,15 @@ def test_lease_section_exclusive_across_handles_and_threads(tmp_path: Path) -> N
         new = Counter(doc_id.split("-")[0] for doc_id, total in found.items() if not total)
         assert [new[f"r{r}"] for r in range(5)] == [1] * 5
         assert store.get_meta(SECTION_ROW) == {"free": True}
+        section = LeaseSection(store)
+        with section.held():
+            mine = store.get_meta(SECTION_ROW)
+        store.put_meta(SECTION_ROW, mine)  # a release lost (HBase gone for a moment)
+        with section.held(wait=0):  # its own last hold: taken at once, not after the lease
+            assert store.get_meta(SECTION_ROW) not in (mine, {"free": True})
+        store.put_meta(SECTION_ROW, mine)  # for another handle, a live lease: refused
+        with pytest.raises(IndexBusy), LeaseSection(store).held(wait=0):
+            pass
 
 
 def test_lease_lock_refuses_waits_renews_and_takes_over_a_dead_one(tmp_path: Path) -> None:

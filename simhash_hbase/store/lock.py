@@ -239,6 +239,7 @@ class LeaseLock:
                 return self._took(mine)
             if (
                 held is not None
+                and held != self._mine  # this lock's last hold, whose release was lost
                 and not held.get("free")
                 and now - held.get("at", 0) < self._lease_ms
                 and not _ended(held)
