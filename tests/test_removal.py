@@ -170,14 +170,15 @@ def _filled(url: str, docs: list[Document]) -> None:
 
 def _check_cut(url: str, docs: list[Document], asked: set[str], *, atomic: bool) -> set[str]:
     """After a kill: every document not asked is held with all its cells (a query
-    finds it); on an atomic store verify is clean. The ids asked still held."""
+    finds it), every hit names a held document; on an atomic store verify is clean.
+    The ids asked still held."""
     with SimhashIndex.open(url, create=False) as index:
         held = set(index.get_many([d.doc_id for d in docs] + ["kept-text"]))
         assert {d.doc_id for d in docs if d.doc_id not in asked} | {"kept-text"} <= held
         for doc in docs[:: max(1, len(docs) // 25)]:
-            if doc.doc_id not in asked:
-                hits = index.query_fingerprint(doc.fingerprint, 0)
-                assert doc.doc_id in {m.doc_id for m in hits}
+            hits = {m.doc_id for m in index.query_fingerprint(doc.fingerprint, 0)}
+            assert hits <= held  # no cell is counted without its document
+            assert doc.doc_id in asked or doc.doc_id in hits
         if atomic:
             report = verify(index)
             assert report.clean, report.examples
@@ -266,3 +267,15 @@ def test_kill_9_mid_removal_on_hbase_and_a_rerun_finishes(hbase_url: str, tmp_pa
     ids.write_text("\n".join(sorted(asked)) + "\n", encoding="utf-8")
     args = ["remove", "--ids", str(ids), "-i", hbase_url, "--batch-size", "30"]
     _kills(hbase_url, args, docs, asked, False)
+
+
+@pytest.mark.hbase
+def test_removing_ids_not_held_leaves_no_row_on_hbase(hbase_url: str) -> None:
+    """A batch claims only the rows that hold a document: an id never held (or
+    removed before) gets no row of its owner token, and one held goes whole."""
+    with SimhashIndex.open(hbase_url) as index:
+        index.add_documents(_docs(3, 14))
+        assert index.remove_many(["ghost", "d00001", "d00001", "ghost2"]) == ["d00001"]
+        assert index.remove_many(["d00001"]) == []
+        rows = index._store.read_rows("docs", [b"ghost", b"ghost2", b"d00000"])  # type: ignore[attr-defined]
+        assert set(rows) == {b"d00000"}

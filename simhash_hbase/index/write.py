@@ -237,13 +237,9 @@ class Writer:
         items = iter(doc_ids)
         while chunk := list(dict.fromkeys(islice(items, batch_size))):
             codec.check_doc_ids(chunk)
-            # HBase: claiming an id never held would leave a row of its owner token
-            held = chunk if store.atomic_batches else list(store.doc_fingerprints(chunk))
-            if not held:
-                continue
             with store.write_section(), store.batch() as batch:
-                # another writer may have removed some meanwhile: those are not held
-                olds = batch.claim_docs(dict.fromkeys(held), self.cells)
+                # the versions held (an id not held, or removed meanwhile, is not)
+                olds = batch.claim_docs(dict.fromkeys(chunk), self.cells)
                 for block in self.cell_blocks(list(olds.values())):
                     batch.delete_index(block)
                 batch.delete_docs(list(olds))

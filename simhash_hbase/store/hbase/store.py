@@ -148,8 +148,9 @@ class _HBaseBatch:
     ) -> dict[str, Document]:
         """Own the docs rows of ``intents``' ids: a checkAndPut of each row's owner
         token, from the token read with the row to one naming this batch and the
-        version it will write (None: a removal); pipelined. A row another writer
-        claimed in between is read and claimed again. The cells of the versions
+        version it will write (None: a removal; an id that holds no document is not
+        claimed for one); pipelined. A row another writer claimed in between is read
+        and claimed again. The cells of the versions
         named by the tokens replaced (writers that may not have finished) are
         deleted here; those of the versions returned are the caller's to delete."""
         if self._pending or self._flushed:
@@ -161,8 +162,11 @@ class _HBaseBatch:
         replaced: list[tuple[str, bytes]] = []  # (id, token) of the other writers claimed over
         for attempt in range(_CLAIM_TRIES):
             rows = self._store.read_rows("docs", sorted(unread))
-            expected = {key: rows.get(key, {}).get(_OWNER) for key in unread}
             held.update((key, _doc_of((key, rows[key])) if key in rows else None) for key in unread)
+            # Removing an id that holds no document is nothing to own (a claim would
+            # leave a row of its token): as if it ran before whoever adds it next.
+            unread = {k for k in unread if held[k] is not None or intents[ids[k]] is not None}
+            expected = {key: rows.get(key, {}).get(_OWNER) for key in unread}
             if self._restamp(expected):  # claimed rows take the new stamp too
                 expected.update(mine)
             stamp = self.stamps()[1]
