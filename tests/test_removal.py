@@ -279,3 +279,39 @@ def test_removing_ids_not_held_leaves_no_row_on_hbase(hbase_url: str) -> None:
         assert index.remove_many(["d00001"]) == []
         rows = index._store.read_rows("docs", [b"ghost", b"ghost2", b"d00000"])  # type: ignore[attr-defined]
         assert set(rows) == {b"d00000"}
+
+
+def test_cli_remove_interrupted_says_what_is_done_and_how_to_finish(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Ctrl-C in the second batch of `shdb remove --ids`: exit 130, the first batch
+    is removed and said so, and running the same command again removes the rest."""
+    from typer.testing import CliRunner
+
+    from simhash_hbase.cli.app import app
+
+    url = str(tmp_path / "ix")
+    docs = _docs(10, 15)
+    with SimhashIndex.open(url) as index:
+        index.add_documents(docs)
+    ids = tmp_path / "gone.txt"
+    ids.write_text("\n".join(d.doc_id for d in docs[:6]) + "\n", encoding="utf-8")
+    args = ["remove", "--ids", str(ids), "-i", url, "--batch-size", "3"]
+    calls = [0]
+    real = SimhashIndex.remove_many
+
+    def stopped(self: SimhashIndex, *a: object, **k: object) -> list[str]:
+        calls[0] += 1
+        if calls[0] == 2:
+            raise KeyboardInterrupt
+        return real(self, *a, **k)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SimhashIndex, "remove_many", stopped)
+    out = CliRunner().invoke(app, args)
+    assert out.exit_code == 130
+    assert "removed 3 of the first 3 ids; run the same command again" in out.stderr
+    monkeypatch.setattr(SimhashIndex, "remove_many", real)
+    out = CliRunner().invoke(app, [*args, "--json"])
+    assert out.exit_code == 0 and '"removed": 3' in out.stdout
+    with SimhashIndex.open(url, create=False) as index:
+        assert sorted(index.get_many([d.doc_id for d in docs])) == [d.doc_id for d in docs[6:]]
