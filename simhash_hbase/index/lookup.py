@@ -30,7 +30,8 @@ from simhash_hbase.layout import codec
 from simhash_hbase.layout.codec import check_fingerprint, check_fingerprints
 from simhash_hbase.layout.nets import Judge, first_band_flag
 from simhash_hbase.layout.scheme import Scheme
-from simhash_hbase.records import Document, Lookup, Match, Matches, check_limit
+from simhash_hbase.layout.window import Window
+from simhash_hbase.records import Document, Lookup, Match, Matches, check_limit, now_ms
 from simhash_hbase.store import IndexCell, Store
 
 _SCALAR_MAX = 4  # below this many fingerprints, plain Python beats NumPy
@@ -88,11 +89,14 @@ def judged(
     sketches: list[bytes | None],
     k: int,
     limit: int | None,
+    window: Window | None = None,
 ) -> list[Matches]:
     """Each query's candidates (numbers in ``read``) judged by the one rule
     (:class:`~simhash_hbase.layout.nets.Judge`), the whole batch at once: the
     ``limit`` nearest matches (distance, then id) and their count, a lower bound
-    where a row was cut (its unread documents' sketches are unread too)."""
+    where a row was cut (its unread documents' sketches are unread too). A
+    ``window`` leaves out the documents whose time (read in the same multi-get)
+    it does not hold."""
     if not read:
         return [Matches((), 0, not partial[q]) for q in range(len(lists))]
     ids = sorted({doc_id for doc_id, _ in read})
@@ -105,7 +109,8 @@ def judged(
     every = np.concatenate(found)
     doc, cand = of_read[every], fp_read[every]
     held_fp = np.array([0 if d is None else d.fingerprint for d in held], dtype=np.uint64)
-    alive = np.array([d is not None for d in held], dtype=bool)[doc] & (held_fp[doc] == cand)
+    inside = [d is not None and (window is None or window.holds(d.time)) for d in held]
+    alive = np.array(inside, dtype=bool)[doc] & (held_fp[doc] == cand)
     query, doc, cand = query[alive], doc[alive], cand[alive]
     theirs = [None if d is None else d.sketch for d in held]
     fps = np.concatenate([np.array([probes[0] for probes in lists], dtype=np.uint64), held_fp])
@@ -168,6 +173,9 @@ class Finder:
         self.scheme = scheme
         self.lsh = lsh
         self.cost = QueryCost()
+        #: The window every lookup answers in (None: every document); a view's own
+        #: (:meth:`~simhash_hbase.index.client.SimhashIndex.within`).
+        self.window: Window | None = None
         self._encode_prefixes = codec.prefix_encoder()  # the one-query hot path's
 
     def scanned(self, store: Store, fps: list[int], k: int, limit: int | None) -> list[Matches]:
@@ -273,7 +281,8 @@ class Finder:
         """
         self.scheme.check_k(k)
         check_limit(limit)
-        if alone:  # one exact search (query_fingerprint): the hot path, no lists built
+        windowed = self.window is not None
+        if alone and not windowed:  # one exact search (query_fingerprint): the hot path
             ((fp,),) = probe_lists
             quick = self.one(store, check_fingerprint(fp), k, limit)
             return [self.scanned(store, [fp], k, limit)[0] if quick is None else quick]
@@ -282,7 +291,7 @@ class Finder:
         if any(not probes for probes in lists):
             raise InvalidInput("a probed query needs at least its own fingerprint")
         nets = self.lsh is not None and sketches is not None and any(s for s, _ in sketches)
-        if not nets and all(len(probes) == 1 for probes in lists):  # exact searches
+        if not nets and not windowed and all(len(probes) == 1 for probes in lists):
             fps = [probes[0] for probes in lists]
             if len(fps) <= _SCALAR_MAX and store.atomic_batches:
                 each = [self.one(store, fp, k, limit) for fp in fps]
@@ -296,9 +305,8 @@ class Finder:
             unique = dict.fromkeys(p for pl in per_fp[at : at + len(probes)] for p in pl)
             prefix_lists.append(list(unique))
             at += len(probes)
-        if nets:
-            assert sketches is not None
-            return self._nets(store, lists, prefix_lists, sketches, k, limit)
+        if nets or windowed:  # a window: the documents' times come with their rows
+            return self._nets(store, lists, prefix_lists, sketches if nets else None, k, limit)
         found = store.scan_prefixes_many(prefix_lists, row_cap=limit)
         self.cost.queries += len(lists)
         self.cost.scans += sum(map(len, prefix_lists))
@@ -323,23 +331,27 @@ class Finder:
         store: Store,
         lists: list[list[int]],
         prefix_lists: list[list[bytes]],
-        sketches: Sequence[SketchKeys],
+        sketches: Sequence[SketchKeys] | None,
         k: int,
         limit: int | None,
     ) -> list[Matches]:
-        """:meth:`find` with both nets: one scan for the pigeonhole's and the
-        bands' prefixes, one multi-get of the candidates' docs rows (their sketches;
-        on HBase the read that already confirms hits), then :func:`is_match`."""
+        """:meth:`find` with both nets (or in a window): one scan for the
+        pigeonhole's and the bands' prefixes, one multi-get of the candidates' docs
+        rows (their sketches and times; on HBase the read that already confirms
+        hits), then :func:`is_match`. In a window rows are read whole: the nearest
+        cells of a hot row may all be outside it."""
         first = first_band_flag(self.scheme)
-        for prefixes, (_, bands) in zip(prefix_lists, sketches):
+        for prefixes, (_, bands) in zip(prefix_lists, sketches or ()):
             if bands is not None:
                 prefixes += codec.band_prefixes(bands, first)
-        read, found, partial, cells = bucket_docs(store, prefix_lists, limit)
+        window = self.window
+        cap = limit if window is None else None
+        read, found, partial, cells = bucket_docs(store, prefix_lists, cap)
         self.cost.queries += len(lists)
         self.cost.scans += sum(map(len, prefix_lists))
         self.cost.candidates += cells
-        mine = [sketch for sketch, _ in sketches]
-        return judged(store, self.lsh, lists, read, found, partial, mine, k, limit)
+        mine = [None if sketches is None else sketches[q][0] for q in range(len(lists))]
+        return judged(store, self.lsh, lists, read, found, partial, mine, k, limit, window)
 
     def prefixes(self, fps: Sequence[int]) -> list[list[bytes]]:
         terms = self.scheme.prefix_terms
@@ -444,6 +456,10 @@ class Finder:
         Documents with one probe list (unprobed: one fingerprint) are looked up once,
         and the batch is compared by distinct lists, so a batch of mass copies costs
         one lookup and ``limit`` ids per copy, not a pair per copy and partner.
+
+        In a window (:attr:`window`) the held documents are those inside it, and the
+        batch's own documents (an unchanged one too: it is written again) are "now":
+        they count while the window holds the clock's time.
         """
         keys = [(tuple(probes), d.sketch, d.bands) for d, probes in docs]
         distinct = list(dict.fromkeys(keys))
@@ -457,7 +473,10 @@ class Finder:
             None if limit is None else limit + 1,
             [key[1:] for key in distinct],
         )
-        near, whole = batch_near(distinct, k, self.scheme, self.lsh)
+        if self.window is None or self.window.holds(now_ms()):  # the batch is "now"
+            near, whole = batch_near(distinct, k, self.scheme, self.lsh)
+        else:  # a window that ended: the batch's own documents are outside it
+            near, whole = [[] for _ in distinct], [True] * len(distinct)
         ingest = keep is None
         versions = (
             self._own_versions(store, docs, [held[slot[key]] for key in keys]) if ingest else {}
@@ -468,15 +487,18 @@ class Finder:
         found: list[Matches | None] = []
         judge: Judge | None = None  # over the distinct keys, made if a new document is settled
         for j, ((doc, probes), key) in enumerate(zip(docs, keys)):
-            old = versions.get(doc.doc_id)
-            if ingest and old == doc.fingerprint:  # unchanged
+            old, counted = versions.get(doc.doc_id, (None, False))
+            unchanged = ingest and old == doc.fingerprint  # reported when it was added
+            if unchanged and self.window is None:  # its held version stands for it
                 found.append(None)
                 continue
             s = slot[key]
             result = held[s]
             total, hits = 0, list[Match]()
             if result.total or len(near[s]) > 1 or count[s] or old is not None:
-                total, hits = self._batch_matches(result, doc, probes, old, written, ingest, k)
+                total, hits = self._batch_matches(
+                    result, doc, probes, old if counted else None, written, ingest, k
+                )
                 for t, dist, sim in near[s]:
                     total += count[t]
                     hits += [
@@ -506,7 +528,7 @@ class Finder:
             # is a lower bound, unless no earlier document of the batch is written or
             # it was settled against them all
             exact = result.total_exact and (whole[s] or not written or settled)
-            found.append(Matches(hits, total, exact))
+            found.append(None if unchanged else Matches(hits, total, exact))
             if ingest or keep[j] or not total:  # type: ignore[index]
                 if doc.doc_id in written:  # its earlier version of this batch is replaced
                     _, t = written[doc.doc_id]
@@ -542,19 +564,24 @@ class Finder:
 
     def _own_versions(
         self, store: Store, docs: list[tuple[Document, Sequence[int]]], held: list[Matches]
-    ) -> dict[str, int]:
-        """The fingerprint each new document's id holds already, where it has one:
-        seen in its lookup's matches, or read when a cut result may hide it."""
-        versions: dict[str, int] = {}
+    ) -> dict[str, tuple[int, bool]]:
+        """The fingerprint each new document's id holds already, where it has one, and
+        whether its lookup counts it (inside the window): seen in its lookup's matches,
+        or read when a cut result or the window may hide it (one multi-get a batch)."""
+        versions: dict[str, tuple[int, bool]] = {}
         unsure = []
+        window = self.window
         for (doc, _), result in zip(docs, held):
             own = [m.fingerprint for m in result if m.doc_id == doc.doc_id]
             if own:
-                versions[doc.doc_id] = own[0]
-            elif result.total > len(result):
+                versions[doc.doc_id] = (own[0], True)
+            elif result.total > len(result) or window is not None:
                 unsure.append(doc.doc_id)
         if unsure:
-            versions.update((i, d.fingerprint) for i, d in store.get_docs(unsure).items())
+            versions.update(
+                (i, (d.fingerprint, window is None or window.holds(d.time)))
+                for i, d in store.get_docs(unsure).items()
+            )
         return versions
 
 
