@@ -7,7 +7,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from simhash_hbase.errors import InvalidInput
-from simhash_hbase.layout.window import UNITS, Window, duration_ms
+from simhash_hbase.layout.window import UNITS, Window, WindowSpec, duration_ms
 from simhash_hbase.records import MAX_TIME_MS, MIN_TIME_MS, time_to_text
 
 NOW = 1_795_953_600_000  # 2026-11-29T12:00:00Z
@@ -59,3 +59,13 @@ def test_narrowed_is_both(a: int, b: int, t: int) -> None:
     asked = Window(None, b) if b > a else None
     both = retain.narrowed(asked)
     assert both.holds(t) == (retain.holds(t) and (asked is None or asked.holds(t)))
+
+
+@given(st.integers(1, 1000), st.integers(NOW - 10**9, NOW + 10**9))
+def test_a_spec_counts_back_from_when_it_is_used(days: int, later: int) -> None:
+    """A service's --within is read once and counts back from each request."""
+    spec = WindowSpec.parse(within=f"{days}d", names=("within", "since", "until"))
+    assert spec == WindowSpec(days * UNITS["d"]) and spec is not None
+    assert spec.at(later) == Window(later - days * UNITS["d"], None)
+    assert WindowSpec.parse() is None
+    assert WindowSpec.parse(since="1", until="2") == WindowSpec(None, 1000, 2000)

@@ -73,24 +73,10 @@ class Window:
         names: tuple[str, str, str] = ("--within", "--since", "--until"),
         now: int | None = None,
     ) -> Window | None:
-        """The window of a surface's three settings (None: none given): ``within``
-        a duration back from ``now``, or ``since`` (not both), and ``until``; times
-        as ``--time-field`` takes them (RFC 3339 with a zone, or epoch seconds).
-        Errors name the setting (``names``: how this surface spells them)."""
-        if within is not None and since is not None:
-            raise InvalidInput(f"give {names[0]} or {names[1]}, not both")
-        start = None if since is None else _time(since, names[1])
-        end = None if until is None else _time(until, names[2])
-        if within is not None:
-            start = cls.last(duration_ms(within, names[0]), now).since
-        if start is None and end is None:
-            return None
-        if start is not None and end is not None and start >= end:
-            raise InvalidInput(
-                f"{names[1] if since is not None else names[0]} {time_to_text(start)} is not "
-                f"before {names[2]} {time_to_text(end)}: the window would be empty"
-            )
-        return cls(start, end)
+        """The window of a command's three settings, from ``now`` (None: none
+        given); see :meth:`WindowSpec.parse`."""
+        spec = WindowSpec.parse(within, since, until, names=names)
+        return None if spec is None else spec.at(now)
 
     @property
     def bounded(self) -> bool:
@@ -116,6 +102,53 @@ class Window:
 
     def to_json(self) -> dict[str, str | None]:
         return {"since": time_to_text(self.since), "until": time_to_text(self.until)}
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """A window as asked, before the clock is read: ``within`` ms back from when its
+    lookups run (a service or a crawl that runs for days keeps counting back from
+    each request), or ``since``; and ``until``. Equal specs group (serve's group
+    commit), where windows taken a millisecond apart would not."""
+
+    within: int | None = None
+    since: int | None = None
+    until: int | None = None
+
+    @classmethod
+    def parse(
+        cls,
+        within: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        *,
+        names: tuple[str, str, str] = ("--within", "--since", "--until"),
+    ) -> WindowSpec | None:
+        """The spec of a surface's three settings (None: none given): ``within`` a
+        duration (:func:`duration_ms`), or ``since`` (not both), and ``until``; times
+        as ``--time-field`` takes them (RFC 3339 with a zone, or epoch seconds).
+        Errors name the setting (``names``: how this surface spells them)."""
+        if within is not None and since is not None:
+            raise InvalidInput(f"give {names[0]} or {names[1]}, not both")
+        spec = cls(
+            None if within is None else duration_ms(within, names[0]),
+            None if since is None else _time(since, names[1]),
+            None if until is None else _time(until, names[2]),
+        )
+        if spec == cls():
+            return None
+        start = spec.since if spec.within is None else Window.last(spec.within).since
+        if start is not None and spec.until is not None and start >= spec.until:
+            raise InvalidInput(
+                f"{names[1] if since is not None else names[0]} {time_to_text(start)} is not "
+                f"before {names[2]} {time_to_text(spec.until)}: the window would be empty"
+            )
+        return spec
+
+    def at(self, now: int | None = None) -> Window:
+        """The window from ``now`` (default: the clock)."""
+        since = self.since if self.within is None else Window.last(self.within, now).since
+        return Window(since, self.until)
 
 
 def _time(text: str, flag: str) -> int:
