@@ -180,14 +180,15 @@ class Finder:
 
     def scanned(self, store: Store, fps: list[int], k: int, limit: int | None) -> list[Matches]:
         """:meth:`find`'s exact searches through the scans and the confirmation."""
+        cap = self._row_cap(limit)
         if len(fps) > _SCALAR_MAX:
-            hits, cells = self._near_many(store, fps, k, limit)
-            cut = _cut_rows(cells, limit)
+            hits, cells = self._near_many(store, fps, k, cap)
+            cut = _cut_rows(cells, cap)
             candidates = len(cells)
         else:
-            found = store.scan_prefixes_many(self.prefixes(fps), row_cap=limit)
+            found = store.scan_prefixes_many(self.prefixes(fps), row_cap=cap)
             hits = [_near(fp, cells, k) for fp, cells in zip(fps, found)]
-            cut = _cut_rows([c for cells in found for c in cells], limit)
+            cut = _cut_rows([c for cells in found for c in cells], cap)
             candidates = sum(map(len, found))
         self.cost.queries += len(fps)
         self.cost.scans += len(fps) * self.scheme.rows_per_fingerprint
@@ -202,7 +203,7 @@ class Finder:
         terms = self.scheme.prefix_terms
         if terms is None or not (store.atomic_batches or store.index_follows_docs):
             return None
-        found = store.scan_documents(self._encode_prefixes(fp, terms), limit)
+        found = store.scan_documents(self._encode_prefixes(fp, terms), self._row_cap(limit))
         if found is None:
             return None
         docs, cells = found
@@ -211,6 +212,8 @@ class Finder:
         cost.scans += self.scheme.rows_per_fingerprint
         cost.candidates += cells
         hits = [(i, cand, dist) for i, cand in docs if (dist := (cand ^ fp).bit_count()) <= k]
+        if self.window is not None:
+            return self._windowed(store, [{(i, cand): dist for i, cand, dist in hits}], limit)[0]
         hits.sort(key=_by_distance)
         return with_times(store, [Matches([Match(*hit) for hit in hits[:limit]], len(hits))])[0]
 
@@ -281,8 +284,7 @@ class Finder:
         """
         self.scheme.check_k(k)
         check_limit(limit)
-        windowed = self.window is not None
-        if alone and not windowed:  # one exact search (query_fingerprint): the hot path
+        if alone:  # one exact search (query_fingerprint): the hot path, no lists built
             ((fp,),) = probe_lists
             quick = self.one(store, check_fingerprint(fp), k, limit)
             return [self.scanned(store, [fp], k, limit)[0] if quick is None else quick]
@@ -291,7 +293,7 @@ class Finder:
         if any(not probes for probes in lists):
             raise InvalidInput("a probed query needs at least its own fingerprint")
         nets = self.lsh is not None and sketches is not None and any(s for s, _ in sketches)
-        if not nets and not windowed and all(len(probes) == 1 for probes in lists):
+        if not nets and all(len(probes) == 1 for probes in lists):  # exact searches
             fps = [probes[0] for probes in lists]
             if len(fps) <= _SCALAR_MAX and store.atomic_batches:
                 each = [self.one(store, fp, k, limit) for fp in fps]
@@ -305,13 +307,14 @@ class Finder:
             unique = dict.fromkeys(p for pl in per_fp[at : at + len(probes)] for p in pl)
             prefix_lists.append(list(unique))
             at += len(probes)
-        if nets or windowed:  # a window: the documents' times come with their rows
-            return self._nets(store, lists, prefix_lists, sketches if nets else None, k, limit)
-        found = store.scan_prefixes_many(prefix_lists, row_cap=limit)
+        if nets:
+            assert sketches is not None
+            return self._nets(store, lists, prefix_lists, sketches, k, limit)
+        found = store.scan_prefixes_many(prefix_lists, row_cap=self._row_cap(limit))
         self.cost.queries += len(lists)
         self.cost.scans += sum(map(len, prefix_lists))
         self.cost.candidates += sum(map(len, found))
-        cut = _cut_rows([c for cells in found for c in cells], limit)
+        cut = _cut_rows([c for cells in found for c in cells], self._row_cap(limit))
         hits: list[dict[tuple[str, int], int]] = []
         for probes, cells in zip(lists, found):
             fp, flipped, widest = probes[0], probes[1:], bound(k, len(probes) - 1)
@@ -331,27 +334,54 @@ class Finder:
         store: Store,
         lists: list[list[int]],
         prefix_lists: list[list[bytes]],
-        sketches: Sequence[SketchKeys] | None,
+        sketches: Sequence[SketchKeys],
         k: int,
         limit: int | None,
     ) -> list[Matches]:
-        """:meth:`find` with both nets (or in a window): one scan for the
-        pigeonhole's and the bands' prefixes, one multi-get of the candidates' docs
-        rows (their sketches and times; on HBase the read that already confirms
-        hits), then :func:`is_match`. In a window rows are read whole: the nearest
-        cells of a hot row may all be outside it."""
+        """:meth:`find` with both nets: one scan for the pigeonhole's and the
+        bands' prefixes, one multi-get of the candidates' docs rows (their sketches
+        and times; on HBase the read that already confirms hits), then
+        :func:`is_match`."""
         first = first_band_flag(self.scheme)
-        for prefixes, (_, bands) in zip(prefix_lists, sketches or ()):
+        for prefixes, (_, bands) in zip(prefix_lists, sketches):
             if bands is not None:
                 prefixes += codec.band_prefixes(bands, first)
-        window = self.window
-        cap = limit if window is None else None
-        read, found, partial, cells = bucket_docs(store, prefix_lists, cap)
+        read, found, partial, cells = bucket_docs(store, prefix_lists, self._row_cap(limit))
         self.cost.queries += len(lists)
         self.cost.scans += sum(map(len, prefix_lists))
         self.cost.candidates += cells
-        mine = [None if sketches is None else sketches[q][0] for q in range(len(lists))]
-        return judged(store, self.lsh, lists, read, found, partial, mine, k, limit, window)
+        mine = [sketch for sketch, _ in sketches]
+        return judged(store, self.lsh, lists, read, found, partial, mine, k, limit, self.window)
+
+    def _row_cap(self, limit: int | None) -> int | None:
+        """How far a scan reads a hot row: to ``limit`` (its first cells are the
+        nearest), or whole in a window (those may all be outside it)."""
+        return limit if self.window is None else None
+
+    def _windowed(
+        self, store: Store, hits: list[dict[tuple[str, int], int]], limit: int | None
+    ) -> list[Matches]:
+        """Each query's hits inside the window, ranked and cut to ``limit``, counted
+        exactly (rows were read whole): one multi-get of every hit's docs row, the
+        read that gives shown matches their times without a window. A hit whose row
+        holds another fingerprint (a cell a write left) is not one."""
+        window = self.window
+        assert window is not None
+        ids = sorted({i for near in hits for i, _ in near})
+        docs = store.get_docs(ids) if ids else {}
+        times = {i: d.time for i, d in docs.items() if window.holds(d.time)}
+        results = []
+        for near in hits:
+            inside = {
+                (i, fp): dist
+                for (i, fp), dist in near.items()
+                if i in times and docs[i].fingerprint == fp
+            }
+            ranked = _ranked(inside, limit, len(inside), True)
+            results.append(
+                Matches([m._replace(time=times[m.doc_id]) for m in ranked], ranked.total)
+            )
+        return results
 
     def prefixes(self, fps: Sequence[int]) -> list[list[bytes]]:
         terms = self.scheme.prefix_terms
@@ -379,6 +409,8 @@ class Finder:
         hits further down are counted unread, so until ``verify --repair`` drops
         a cell an interrupted write left, it may count.
         """
+        if self.window is not None:
+            return self._windowed(store, hits, limit)
         counts = self._counts(store, hits, cut)
         if store.atomic_batches or store.index_follows_docs:
             # Cells and their docs row commit in one transaction, or cells are
