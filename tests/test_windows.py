@@ -260,3 +260,57 @@ def test_both_nets_in_a_window_answer_as_an_index_of_the_window(
         assert every == shown(inside.query_many(TEXTS, limit=None))
         probed = shown([windowed.query(TEXTS[0], probes=2)])
         assert probed == shown([inside.query(TEXTS[0], probes=2)])
+
+
+class _Requests:
+    """A store proxy recording the reads a lookup sends."""
+
+    READS = ("scan_prefixes_many", "scan_documents", "get_docs", "doc_fingerprints", "row_sizes")
+
+    def __init__(self, store: object) -> None:
+        self._store = store
+        self.sent: list[str] = []
+
+    def __getattr__(self, name: str) -> object:
+        attr = getattr(self._store, name)
+        if name not in self.READS:
+            return attr
+
+        def sent(*args: object, **kwargs: object) -> object:
+            self.sent.append(name)
+            return attr(*args, **kwargs)  # type: ignore[operator]
+
+        return sent
+
+
+def test_a_window_adds_no_round_trip(store_url: str) -> None:
+    """The times come in the multi-get that reads the candidates' rows (or their times
+    without a window): a lookup in a window sends no more requests than one without,
+    however many candidates it has (60 copies, half of them outside)."""
+    window = Window(NOW - 5 * DAY, None)
+    with SimhashIndex.open(store_url) as index:
+        index.add_documents(
+            [Document(f"c{n}", BASES[0], time=NOW - (n % 2) * 9 * DAY) for n in range(60)]
+        )
+        for n, text in enumerate(TEXTS):
+            index.add(f"t{n}", text)
+        requests = _Requests(index._store)
+        index._store = requests  # type: ignore[assignment]
+        lookups = [
+            lambda ix: ix.query_fingerprint(BASES[0], K),
+            lambda ix: ix.query_fingerprints([BASES[0]] * 6, K),
+            lambda ix: ix.query(TEXTS[0]),
+            lambda ix: ix.query_many(TEXTS),
+        ]
+        for lookup in lookups:
+            requests.sent.clear()
+            plain = lookup(index)
+            sent = list(requests.sent)
+            requests.sent.clear()
+            lookup(index.within(window))
+            assert len(requests.sent) <= len(sent) and requests.sent.count("get_docs") <= 1, (
+                sent,
+                requests.sent,
+            )
+            assert plain is not None
+        assert index.within(window).query_fingerprint(BASES[0], K, limit=None).total == 30
