@@ -281,6 +281,10 @@ class Finder:
         path: a few fingerprints go one by one through the store's one-query path
         (:meth:`one`) where batches are atomic (remote: one multi-get is cheaper),
         or, ``alone`` (one fingerprint asked on its own), wherever the store has it.
+
+        In a window (:attr:`window`) a hit is a document inside it: rows are read
+        whole, and the times come in the one multi-get of the candidates' docs rows
+        (both nets) or of the hits' (:meth:`_windowed`), so no path adds a request.
         """
         self.scheme.check_k(k)
         check_limit(limit)
