@@ -116,3 +116,13 @@ def test_remote_index_asks_its_window(tmp_path: Path) -> None:
         (found,) = recent.check_and_add_texts([("new", TEXT)], always=False)
         assert found.total == 0 and remote.get("new") is not None
         assert remote.within(None) is remote
+
+
+def test_shdb_serve_within_is_checked_before_anything_starts(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from simhash_hbase.cli.app import app
+
+    out = CliRunner().invoke(app, ["serve", "-i", str(tmp_path / "ix"), "--within", "30"])
+    assert out.exit_code == 2 and "--within '30': give a duration" in out.stderr
+    assert not (tmp_path / "ix").exists()
