@@ -44,6 +44,15 @@ WorkersOpt = Annotated[
         "0: the server's own process.",
     ),
 ]
+ServeWithinOpt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="DURATION",
+        help="Requests that ask no window (?within=, ?since=, ?until=) match only documents "
+        "that arrived in the last DURATION before each request (e.g. 30d; s, m, h, d, w).",
+        show_default=False,
+    ),
+]
 AccessLogOpt = Annotated[bool, typer.Option(help="Log every request.")]
 ServeCreateOpt = Annotated[
     bool,
@@ -67,6 +76,7 @@ def serve_cmd(
     limit: LimitOpt = DEFAULT_LIMIT,
     probes: QueryProbesOpt = None,
     similarity: SimilarityOpt = None,
+    within: ServeWithinOpt = None,
     max_items: MaxItemsOpt = 10_000,
     max_body_bytes: MaxBodyOpt = 64 * 1024 * 1024,
     max_text_bytes: MaxTextOpt = 4 * 1024 * 1024,
@@ -77,8 +87,8 @@ def serve_cmd(
 ) -> None:
     """Serve the index over HTTP: check, add and check-and-add texts or fingerprints,
     one or in batches (see /docs on the running service, and docs/serve.md). -k,
-    --limit, --probes and --similarity are the defaults of requests that do not set
-    them (--similarity on a new index: its recorded default)."""
+    --limit, --probes, --similarity and --within are the defaults of requests that do
+    not set them (--similarity on a new index: its recorded default)."""
     serve, settings_class, token_env = _service()
     settings = settings_class(
         index=index,
@@ -89,6 +99,7 @@ def serve_cmd(
         limit=limit,
         probes=DEFAULT_QUERY_PROBES if probes is None else probes,
         similarity=similarity,
+        within=within,
         max_items=max_items,
         max_body_bytes=max_body_bytes,
         max_text_bytes=max_text_bytes,

@@ -56,6 +56,7 @@ from simhash_hbase.layout.codec import check_fingerprint
 from simhash_hbase.layout.nets import check_nets
 from simhash_hbase.layout.prepare import Preparer, error_for, prepare
 from simhash_hbase.layout.scheme import Scheme
+from simhash_hbase.layout.window import Window
 from simhash_hbase.records import (
     DEFAULT_LIMIT,
     BadRecord,
@@ -82,7 +83,9 @@ _STATE = "state/"  # meta records of jobs (e.g. ingest checkpoints) live under t
 
 
 class _Judged:
-    """The handles of an index judged at a caller's similarity (:class:`SimhashIndex`)."""
+    """The handles of an index judged at a caller's similarity, or answering in a
+    caller's time window (:class:`SimhashIndex`): views on the same store whose
+    one :class:`Finder` differs; caches and cost are shared."""
 
     def at_similarity(self, similarity: float | None) -> SimhashIndex:
         """This index judged at ``similarity`` (None: as is): a handle on the same store
@@ -100,9 +103,29 @@ class _Judged:
             )
         lsh = index.lsh.at_similarity(similarity)
         index._minhasher = index.minhasher  # built once, shared: the view hashes as the index
+        finder = copy.copy(index._finder)  # caches and cost shared
+        finder.lsh = lsh
+        view = self._view(finder)
+        view.lsh = lsh
+        return view
+
+    def within(self, window: Window | None) -> SimhashIndex:
+        """This index answering in ``window`` (None, or both sides open: as is): a
+        handle on the same store whose every lookup (queries, check-and-add,
+        ingest's report) matches only the documents inside it; a document of the
+        batch being written counts as "now" (docs/lifecycle.md, "A window").
+        Close the index, never the handle."""
+        index = cast("SimhashIndex", self)
+        if window is None or not window.bounded:
+            return index
+        finder = copy.copy(index._finder)  # caches and cost shared
+        finder.window = window
+        return self._view(finder)
+
+    def _view(self, finder: Finder) -> SimhashIndex:
+        index = cast("SimhashIndex", self)
         view = copy.copy(index)
-        view.lsh, view._finder = lsh, copy.copy(index._finder)  # caches and cost shared
-        view._finder.lsh = lsh
+        view._finder = finder
         view._writer = copy.copy(index._writer)
         view._writer.finder = view._finder
         return view
