@@ -105,6 +105,27 @@ def remove_cmd(
         raise typer.Exit(EXIT_NO_MATCH)
 
 
+DryRunOpt = Annotated[
+    bool, typer.Option("--dry-run", help="Count the expired documents; remove nothing.")
+]
+
+
+def expire_cmd(
+    index: IndexOpt = None, dry_run: DryRunOpt = False, as_json: JsonOpt = False
+) -> None:
+    """Remove the documents of a retained index (created with --retain) that arrived
+    longer than its retention ago, with all their index rows, oldest first, in
+    batches (docs/lifecycle.md). A run cut short is finished by running it again."""
+    with SimhashIndex.open(index, create=False) as ix:
+        if dry_run:
+            count = len(ix.due())
+        else:
+            count = ix.expire(on_batch=lambda n: note(f"expire: {n:,} removed so far"))
+    if as_json:
+        echo_json({"expired": count, "dry_run": dry_run})
+    note(f"{count:,} expired documents" + (" held (--dry-run)" if dry_run else " removed"))
+
+
 @contextmanager
 def open_ids(name: str) -> Iterator[IO[str]]:
     """A file of ids (``-``: stdin), bytes that are not UTF-8 kept as such (named)."""

@@ -32,7 +32,7 @@ from simhash_hbase.layout.groups import nets_graph
 from simhash_hbase.layout.nets import Judge, first_band_flag
 from simhash_hbase.layout.pairs import near_graph
 from simhash_hbase.layout.scheme import Scheme
-from simhash_hbase.records import Document, Lookup, Match, Matches, check_limit
+from simhash_hbase.records import Document, Lookup, Match, Matches, check_limit, now_ms
 from simhash_hbase.store import IndexCell, Store
 
 _SCALAR_MAX = 4  # below this many fingerprints, plain Python beats NumPy
@@ -257,6 +257,14 @@ def _probe_hits(
         near[s].append((t, dv, None if sv != sv else sv))
 
 
+def _since(matches: Matches, since: int, limit: int | None) -> Matches:
+    """All of a lookup's ``matches`` (read without a limit) cut to those that arrived
+    at ``since`` or later, and to ``limit``."""
+    kept = [m for m in matches if m.time is not None and m.time >= since]
+    total = matches.total - (len(matches) - len(kept))
+    return Matches(kept[:limit], total, matches.total_exact)
+
+
 def _sim(value: float) -> float | None:
     """A judged similarity as a Match holds it (NaN: a side has no sketch)."""
     return None if value != value else float(value)
@@ -278,9 +286,10 @@ class Finder:
     store is passed on each call (the index's, checked against forks and
     replaceable by tests that count its calls)."""
 
-    def __init__(self, scheme: Scheme, lsh: MinHashParams | None) -> None:
+    def __init__(self, scheme: Scheme, lsh: MinHashParams | None, retain: int | None) -> None:
         self.scheme = scheme
         self.lsh = lsh
+        self.retain = retain  # a retained index's seconds: nothing older is a match
         self.cost = QueryCost()
         self._encode_prefixes = codec.prefix_encoder()  # the one-query hot path's
 
@@ -357,6 +366,25 @@ class Finder:
         return hits, cells
 
     def find(
+        self,
+        store: Store,
+        probe_lists: Sequence[Sequence[int]],
+        k: int,
+        limit: int | None,
+        sketches: Sequence[SketchKeys] | None = None,
+        *,
+        alone: bool = False,
+    ) -> list[Matches]:
+        """Every lookup (:meth:`_find`); in a retained index, only the documents that
+        arrived since now minus the retention are matches: one that has expired is
+        never one, whether or not it is removed yet (docs/lifecycle.md)."""
+        if self.retain is None:
+            return self._find(store, probe_lists, k, limit, sketches, alone=alone)
+        since = now_ms() - self.retain * 1000
+        found = self._find(store, probe_lists, k, None, sketches, alone=alone)
+        return [_since(matches, since, limit) for matches in found]
+
+    def _find(
         self,
         store: Store,
         probe_lists: Sequence[Sequence[int]],
