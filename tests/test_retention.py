@@ -4,7 +4,9 @@ removes such documents (``shdb expire``, and a little with every write)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import time
 from pathlib import Path
 
 import pytest
@@ -21,6 +23,9 @@ from simhash_hbase.jobs.verify import verify
 from simhash_hbase.layout.codec import RETAIN
 from simhash_hbase.records import Document, now_ms, parse_duration
 from simhash_hbase.store.lmdb.store import EmbeddedStore
+
+from .conftest import HBASE_APIS, gateway_address, new_tables_url
+from .hbase_server import HBaseServer
 
 runner = CliRunner()
 DAY_S = 86_400
@@ -299,3 +304,87 @@ def test_cli_expire_of_an_index_without_retention_says_so(tmp_path: Path) -> Non
         pass
     result = runner.invoke(app, ["expire", "-i", index])
     assert result.exit_code != 0 and "without a retention" in result.output
+
+
+# -- HBase: the tables' TTL, and no answer from a cell whose document expired -----------
+TTL_S = 4
+
+
+def _ttls(url: str) -> dict[str, int | None]:
+    """Each table's family TTL, as HBase reports it (None: forever)."""
+    import happybase
+
+    from simhash_hbase.store.hbase.settings import parse_url
+
+    where = parse_url(url)
+    conn = happybase.Connection(where["host"], int(gateway_address("thrift1").rsplit(":")[1]))
+    try:
+        ttls = {}
+        for table in ("index", "docs", "meta"):
+            (family,) = conn.table(f"{where['prefix']}_{table}").families().values()
+            ttl = family["time_to_live"]
+            ttls[table] = None if ttl == 2**31 - 1 else ttl
+        return ttls
+    finally:
+        conn.close()
+
+
+def _major_compact(url: str) -> None:
+    import happybase
+
+    from simhash_hbase.store.hbase.settings import parse_url
+
+    prefix = parse_url(url)["prefix"]
+    conn = happybase.Connection(
+        gateway_address("thrift1").rsplit(":")[0], int(gateway_address("thrift1").rsplit(":")[1])
+    )
+    try:
+        for table in ("index", "docs"):
+            conn.compact_table(f"{prefix}_{table}", major=True)
+    finally:
+        conn.close()
+
+
+@pytest.mark.hbase
+def test_hbase_expires_by_ttl_and_never_answers_from_a_cell_whose_document_expired(
+    hbase_server: HBaseServer,
+) -> None:
+    """On both gateways at once (one flush for both): the index and docs families get
+    the retention as their TTL (meta none: it holds the manifest). A document given
+    an old time is hidden at once and removed by expire (its cells' TTL counts from
+    the write). A document whose cells were written after its docs row keeps cells
+    past its row's TTL: no query returns it, before and after a flush (a kill and
+    restart: HBase flushes the edits it replays) and a major compaction."""
+    with contextlib.ExitStack() as stack:
+        urls = [stack.enter_context(new_tables_url(api)) for api in HBASE_APIS]
+        for url in urls:
+            with SimhashIndex.open(url, retain=TTL_S) as index:
+                assert _ttls(url) == {"index": TTL_S, "docs": TTL_S, "meta": None}
+                written = now_ms()
+                late = Document("late", fp(1), time=written + 3_600_000)  # its time is later
+                old = Document("old", fp(2), time=written - 10 * TTL_S * 1000)  # --time-field
+                index.add_documents([late, old])
+                assert [m.doc_id for m in index.query_fingerprint(fp(1))] == ["late"]
+                assert index.query_fingerprint(fp(2)).total == 0  # hidden at once
+                assert index.due() == ["old"] and index.expire() == 1
+        time.sleep(TTL_S / 2)
+        for url in urls:
+            with SimhashIndex.open(url) as index:
+                index.write_cells(put=index.cells([Document("late", fp(1))]))  # fresh cells
+        time.sleep(TTL_S / 2 + 1)  # the docs row of "late" has expired; its cells have not
+        for url in urls:
+            with SimhashIndex.open(url) as index:
+                assert index.get("late") is None
+                assert {doc_id for _, doc_id in index.index_cells()} == {"late"}
+                assert index.query_fingerprint(fp(1)).total == 0
+                assert index.query_fingerprints([fp(1)] * 6)[0].total == 0
+        hbase_server.kill()
+        hbase_server.restart()
+        for url in urls:
+            with SimhashIndex.open(url) as index:  # cells again: their row long expired
+                index.write_cells(put=index.cells([Document("late", fp(1))]))
+            _major_compact(url)
+            with SimhashIndex.open(url) as index:
+                assert {doc_id for _, doc_id in index.index_cells()} == {"late"}
+                assert index.query_fingerprint(fp(1)).total == 0
+                assert index.check_and_add([Document("new", fp(1), time=now_ms())])[0].total == 0
