@@ -12,7 +12,14 @@ from typing import IO, Annotated, Any
 
 import typer
 
-from simhash_hbase.cli.options import IndexOpt, JsonOpt, PathsArg, source_options, uses
+from simhash_hbase.cli.options import (
+    IndexOpt,
+    JsonOpt,
+    PathsArg,
+    RetainOpt,
+    source_options,
+    uses,
+)
 from simhash_hbase.cli.render import (
     EXIT_ERROR,
     EXIT_NO_MATCH,
@@ -218,12 +225,13 @@ def _merge_note(done: int, parts: int, moved: int) -> None:
     note(f"compact: part {done} of {parts}, {moved:,} cells moved")
 
 
-def schema_cmd(prefix: PrefixOpt = "shdb") -> None:
+def schema_cmd(prefix: PrefixOpt = "shdb", retain: RetainOpt = None) -> None:
     """Print the hbase shell script that creates the tables exactly as
     schema/hbase-tables.json defines them (the repository's schema/ folder, installed
     as the package simhash_hbase.schema); schema/hbase-tables.hbase is its output
-    for the prefix shdb."""
-    typer.echo(shell_script(prefix), nl=False)
+    for the prefix shdb. --retain: the TTL of a retained index's index and docs tables
+    (then create the index with the same --retain)."""
+    typer.echo(shell_script(prefix, retain), nl=False)
 
 
 idf_app = group("IDF tables for your own domain.")
