@@ -22,6 +22,7 @@ from simhash_hbase.index.manifest import check_manifest, new_manifest, retain_of
 from simhash_hbase.jobs.verify import verify
 from simhash_hbase.layout.codec import RETAIN
 from simhash_hbase.records import Document, now_ms, parse_duration
+from simhash_hbase.store.base import oldest_before
 from simhash_hbase.store.lmdb.store import EmbeddedStore
 
 from .conftest import HBASE_APIS, gateway_address, new_tables_url
@@ -388,3 +389,17 @@ def test_hbase_expires_by_ttl_and_never_answers_from_a_cell_whose_document_expir
                 assert {doc_id for _, doc_id in index.index_cells()} == {"late"}
                 assert index.query_fingerprint(fp(1)).total == 0
                 assert index.check_and_add([Document("new", fp(1), time=now_ms())])[0].total == 0
+
+
+@given(
+    st.lists(st.one_of(st.none(), st.integers(-(10**6), 10**6)), max_size=30),
+    st.integers(-(10**6), 10**6),
+    st.integers(1, 40),
+)
+def test_a_store_without_a_time_order_finds_the_oldest_by_a_scan(
+    times: list[int | None], before: int, limit: int
+) -> None:
+    """HBase's due(): the documents before the time, oldest first (ties by id)."""
+    docs = [Document(f"d{n:02}", fp(n), time=t) for n, t in enumerate(times)]
+    aged = sorted((d.time, d.doc_id) for d in docs if d.time is not None and d.time < before)
+    assert oldest_before(docs, before, limit) == [doc_id for _, doc_id in aged[:limit]]

@@ -211,3 +211,10 @@ class Store(Maintenance, Protocol):
     def close(self) -> None: ...
     def __enter__(self) -> Store: ...
     def __exit__(self, *exc: object) -> None: ...
+
+
+def oldest_before(docs: Iterable[Document], before: int, limit: int) -> list[str]:
+    """The ids of at most ``limit`` of ``docs`` whose time is before ``before``, oldest
+    first (:meth:`Store.due` of a store without a time order)."""
+    aged = [(d.time, d.doc_id) for d in docs if d.time is not None and d.time < before]
+    return [doc_id for _, doc_id in sorted(aged)[:limit]]

@@ -30,7 +30,7 @@ from simhash_hbase.errors import (
 )
 from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
-from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell
+from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell, oldest_before
 from simhash_hbase.store.hbase import tables as hbase_tables
 from simhash_hbase.store.hbase.settings import (
     BUCKETS,
@@ -661,8 +661,7 @@ class HBaseStore:
 
     def due(self, before: int, limit: int) -> list[str]:
         """A scan of the docs: the TTL expires the rest (docs/hbase.md, "Retention")."""
-        aged = sorted((d.time, d.doc_id) for d in self.iter_docs() if d.time is not None)
-        return [doc_id for t, doc_id in aged[:limit] if t < before]
+        return oldest_before(self.iter_docs(), before, limit)
 
     def iter_index(self) -> Iterator[IndexCell]:
         for key, columns in self._scan_all("index", keys_only=True):
