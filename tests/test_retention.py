@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
+import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -411,3 +415,38 @@ def test_a_store_without_a_time_order_finds_the_oldest_by_a_scan(
     docs = [Document(f"d{n:02}", fp(n), time=t) for n, t in enumerate(times)]
     aged = sorted((d.time, d.doc_id) for d in docs if d.time is not None and d.time < before)
     assert oldest_before(docs, before, limit) == [doc_id for _, doc_id in aged[:limit]]
+
+
+def test_a_kill_mid_expiry_loses_nothing_that_should_stay(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """SIGKILL after the third batch of an expiry: every document inside the
+    retention is there with its cells, the index verifies clean, and running the
+    expiry again finishes it."""
+    folder = str(tmp_path / "i")
+    at(monkeypatch, NOW - 10 * DAY_MS)  # nothing is due while writing
+    times = [NOW - 2 * DAY_MS + n * 1000 for n in range(600)] + [NOW] * 400
+    docs = docs_at(times)
+    with SimhashIndex.open(folder, retain=DAY_S) as index:
+        index.add_documents(docs)
+    script = (
+        "import os, signal\n"
+        "from simhash_hbase import SimhashIndex\n"
+        f"with SimhashIndex.open({folder!r}) as index:\n"
+        "    def on_batch(n):\n"
+        "        if n >= 300:\n"
+        "            os.kill(os.getpid(), signal.SIGKILL)\n"
+        f"    index.expire(now={NOW}, batch_size=100, on_batch=on_batch)\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).parent.parent)}
+    done = subprocess.run([sys.executable, "-c", script], env=env, timeout=300)
+    assert done.returncode == -signal.SIGKILL
+    stay = [d for d in docs if d.time == NOW]
+    with SimhashIndex.open(folder) as index:
+        held = {d.doc_id: d for d in index.documents()}
+        assert len(held) == 700 and all(held[d.doc_id] == d for d in stay)  # oldest went
+        assert verify(index).clean
+        assert index.expire(now=NOW) == 300
+        assert {d.doc_id: d for d in index.documents()} == {d.doc_id: d for d in stay}
+        assert sorted(index.index_cells()) == sorted(index.cells(stay))
+        assert verify(index).clean
