@@ -7,6 +7,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -27,6 +28,7 @@ from simhash_hbase.jobs.verify import verify
 from simhash_hbase.layout.codec import RETAIN
 from simhash_hbase.records import Document, now_ms, parse_duration
 from simhash_hbase.store.base import oldest_before
+from simhash_hbase.store.lmdb.commit import CompactBatch
 from simhash_hbase.store.lmdb.store import EmbeddedStore
 
 from .conftest import HBASE_APIS, fresh_hbase_url, gateway_address, new_tables_url
@@ -450,3 +452,49 @@ def test_a_kill_mid_expiry_loses_nothing_that_should_stay(
         assert {d.doc_id: d for d in index.documents()} == {d.doc_id: d for d in stay}
         assert sorted(index.index_cells()) == sorted(index.cells(stay))
         assert verify(index).clean
+
+
+def test_the_time_order_holds_through_parts_and_hot_rows(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Batches whose new documents commit in parts (their docs rows ahead of the
+    last commit) and hot rows (mass copies) keep the time order
+    exact: due() names every document held, oldest first, and expire keeps the rest."""
+    from simhash_hbase.store.lmdb import tuning
+
+    for name, value in (("PART_BYTES", 1 << 12), ("PART_MIN_CELLS", 64)):
+        monkeypatch.setattr(tuning, name, value)
+    monkeypatch.setattr(tuning, "HOT", 16)
+    monkeypatch.setattr(tuning, "CHECK_BYTES", 16 * 6)
+    at(monkeypatch, NOW - 10 * DAY_MS)
+    ahead: list[int] = []  # docs rows written ahead of a batch's last commit
+    write_ahead = CompactBatch._write_fresh_docs
+
+    def counted(batch: CompactBatch, *args: object) -> None:
+        write_ahead(batch, *args)  # type: ignore[arg-type]
+        ahead.append(len(batch.prewritten))
+
+    monkeypatch.setattr(CompactBatch, "_write_fresh_docs", counted)
+    rng = random.Random(40)
+    held: dict[str, Document] = {}
+    with SimhashIndex.open(str(tmp_path / "i"), retain=DAY_S) as index:
+        for _ in range(6):
+            batch = [
+                Document(
+                    f"d{rng.randrange(3000)}",
+                    fp(7) if rng.random() < 0.2 else fp(rng.randrange(10**6)),  # some copies
+                    time=NOW + rng.randrange(-3 * DAY_MS, 3 * DAY_MS),
+                )
+                for _ in range(800)
+            ]
+            index.add_documents(batch)
+            held.update((d.doc_id, d) for d in batch)
+        order = sorted(held.values(), key=lambda d: (d.time, d.doc_id))
+        due = index.due(now=NOW + 100 * DAY_MS)
+        assert sorted(due) == sorted(held)
+        assert [held[i].time for i in due] == [d.time for d in order]
+        index.expire(now=NOW)
+        stay = {i: d for i, d in held.items() if d.time >= NOW - DAY_MS}  # type: ignore[operator]
+        assert {d.doc_id: d for d in index.documents()} == stay
+        assert verify(index).clean
+        assert any(ahead)  # some docs rows were written ahead (the parts path)
