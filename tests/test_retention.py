@@ -498,3 +498,31 @@ def test_the_time_order_holds_through_parts_and_hot_rows(
         assert {d.doc_id: d for d in index.documents()} == stay
         assert verify(index).clean
         assert any(ahead)  # some docs rows were written ahead (the parts path)
+
+
+def test_the_time_order_reads_by_spec_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """docs/SPEC.md, "Retained indexes: times", with plain lmdb and struct: a key per
+    document, its time + 2^63 (u64 big-endian) then its number (u32, as in names:
+    fingerprint u64, then the id), no value; in time order."""
+    import struct
+
+    import lmdb
+
+    at(monkeypatch, -62_135_596_800_000)  # the year 1: nothing written is due
+    times = [NOW - 5, -62_135_596_800_000, 0, NOW + 7, 1]
+    with SimhashIndex.open(str(tmp_path / "i"), retain=DAY_S) as index:
+        index.add_documents(docs_at(times))
+    env = lmdb.open(str(tmp_path / "i"), readonly=True, lock=False, max_dbs=16)
+    with env.begin() as txn:
+        keys = list(txn.cursor(env.open_db(b"times", txn=txn, create=False)))
+        names = env.open_db(b"names", txn=txn, create=False)
+        found = []
+        for key, value in keys:
+            assert len(key) == 12 and value == b""
+            shifted, num = struct.unpack(">QI", key)
+            name = txn.get(struct.pack(">I", num), db=names)
+            found.append((shifted - 2**63, name[8:].decode()))
+    env.close()
+    assert found == sorted((t, f"d{n:04}") for n, t in enumerate(times))
