@@ -549,6 +549,8 @@ class SimhashIndex(_Upkeep, _Judged):
         docs = stats.get("documents") or 0
         stats.update(scheme=scheme.name, rows_per_fingerprint=scheme.rows_per_fingerprint)
         stats.update(exact_for_k=scheme.k, fingerprint=self.manifest["fingerprint"])
+        if self.retain is not None:
+            stats[RETAIN] = self.retain
         if docs and "disk_bytes" in stats:
             stats["disk_bytes_per_document"] = round(stats["disk_bytes"] / docs, 1)
         return stats
