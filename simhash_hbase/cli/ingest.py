@@ -20,6 +20,7 @@ from simhash_hbase.cli.options import (
     LimitOpt,
     PathsArg,
     ProbesOpt,
+    RetainOpt,
     SchemeOpt,
     SimilarityOpt,
     StoreTextOpt,
@@ -175,6 +176,7 @@ def ingest_cmd(
     limit: LimitOpt = DEFAULT_LIMIT,
     similarity: SimilarityOpt = None,
     window: Window | None,
+    retain: RetainOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Index documents from each PATH (a file, a folder, or - for stdin), reporting
@@ -194,7 +196,13 @@ def ingest_cmd(
         check_output("--report", report, paths, local_path(index))
     create = create or local_path(index) is not None
     with index_for_ingest(
-        index, scheme=scheme, params=wanted, create=create, wait=wait, similarity=similarity
+        index,
+        scheme=scheme,
+        params=wanted,
+        create=create,
+        wait=wait,
+        similarity=similarity,
+        retain=retain,
     ) as ix:
         if ix.created:
             new_index(ix.url)

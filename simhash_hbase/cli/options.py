@@ -21,8 +21,9 @@ from simhash_hbase.errors import InvalidInput, InvalidSetting
 from simhash_hbase.fingerprint.minhash import DEFAULT_THRESHOLD, check_similarity
 from simhash_hbase.fingerprint.probes import DEFAULT_QUERY_PROBES
 from simhash_hbase.fingerprint.simhash import DEFAULT_FOLD, DEFAULT_VERSION, load_idf_file
+from simhash_hbase.index.manifest import check_retain
 from simhash_hbase.layout.scheme import DEFAULT_SCHEME
-from simhash_hbase.layout.window import Window
+from simhash_hbase.layout.window import Window, duration_ms
 from simhash_hbase.records import MAX_LIMIT
 from simhash_hbase.text.extract import check_format, to_text
 from simhash_hbase.text.readers import (
@@ -81,6 +82,27 @@ def _similarity(value: float | None) -> float | None:
     except InvalidSetting as exc:
         raise typer.BadParameter(str(exc)) from None
 
+
+def _retain(value: str) -> int:
+    """--retain as whole seconds (a duration, as --within's), said as a usage error."""
+    try:
+        return check_retain(duration_ms(value, "--retain") // 1000)
+    except InvalidInput as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+RetainOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--retain",
+        metavar="DURATION",
+        parser=_retain,
+        help="A new index keeps documents for DURATION (90d, 12h, 2w; units s m h d w) "
+        "after their time: older ones never match, and expire (docs/lifecycle.md). Set "
+        "when the index is created; given for an existing index, it must be the index's.",
+        show_default=False,
+    ),
+]
 
 SimilarityOpt = Annotated[
     float | None,

@@ -8,7 +8,14 @@ from typing import Annotated, Any
 
 import typer
 
-from simhash_hbase.cli.options import IndexOpt, KOpt, LimitOpt, QueryProbesOpt, SimilarityOpt
+from simhash_hbase.cli.options import (
+    IndexOpt,
+    KOpt,
+    LimitOpt,
+    QueryProbesOpt,
+    RetainOpt,
+    SimilarityOpt,
+)
 from simhash_hbase.cli.render import new_index
 from simhash_hbase.errors import InvalidInput
 from simhash_hbase.fingerprint.probes import DEFAULT_QUERY_PROBES
@@ -84,6 +91,7 @@ def serve_cmd(
     fingerprint_workers: WorkersOpt = None,
     access_log: AccessLogOpt = False,
     create: ServeCreateOpt = False,
+    retain: RetainOpt = None,
 ) -> None:
     """Serve the index over HTTP: check, add and check-and-add texts or fingerprints,
     one or in batches (see /docs on the running service, and docs/serve.md). -k,
@@ -110,16 +118,20 @@ def serve_cmd(
     )
     settings.check()  # a bad bind or token is said before the index is looked at
     with settings.listen() as sock:  # and a port in use, before the index is opened or made
-        _open_or_create(index, create, similarity)
+        _open_or_create(index, create, similarity, retain)
         serve(settings, sock, access_log=access_log)
 
 
-def _open_or_create(index: str | None, create: bool, similarity: float | None) -> None:
+def _open_or_create(
+    index: str | None, create: bool, similarity: float | None, retain: int | None
+) -> None:
     """The index must be there, or ``create`` makes it (said once, on stderr); a
-    similarity needs its sketches (both nets)."""
+    similarity needs its sketches (both nets); ``retain``: a new index's retention."""
     from simhash_hbase.index.client import SimhashIndex
 
-    opened = SimhashIndex.open(index, create=create, readonly=not create, similarity=similarity)
+    opened = SimhashIndex.open(
+        index, create=create, readonly=not create, similarity=similarity, retain=retain
+    )
     with opened as ix:
         if ix.created:
             new_index(ix.url)

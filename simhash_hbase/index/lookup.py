@@ -169,14 +169,28 @@ class Finder:
     store is passed on each call (the index's, checked against forks and
     replaceable by tests that count its calls)."""
 
-    def __init__(self, scheme: Scheme, lsh: MinHashParams | None) -> None:
+    def __init__(self, scheme: Scheme, lsh: MinHashParams | None, retain: int | None) -> None:
         self.scheme = scheme
         self.lsh = lsh
+        self.retain = retain  # a retained index's seconds: nothing older is a match
         self.cost = QueryCost()
-        #: The window every lookup answers in (None: every document); a view's own
-        #: (:meth:`~simhash_hbase.index.client.SimhashIndex.within`).
-        self.window: Window | None = None
+        #: The window a view asks for (None: every document;
+        #: :meth:`~simhash_hbase.index.client.SimhashIndex.within`).
+        self.asked: Window | None = None
         self._encode_prefixes = codec.prefix_encoder()  # the one-query hot path's
+
+    @property
+    def window(self) -> Window | None:
+        """The window every lookup answers in: the view's, narrowed in a retained
+        index to the documents since now minus the retention, so an expired document
+        is never a match, removed yet or not (docs/lifecycle.md)."""
+        if self.retain is None:
+            return self.asked
+        return Window.last(self.retain * 1000).narrowed(self.asked)
+
+    @window.setter
+    def window(self, window: Window | None) -> None:
+        self.asked = window
 
     def scanned(self, store: Store, fps: list[int], k: int, limit: int | None) -> list[Matches]:
         """:meth:`find`'s exact searches through the scans and the confirmation."""

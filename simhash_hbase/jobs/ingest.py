@@ -345,6 +345,7 @@ def index_for_ingest(
     create: bool = True,
     wait: float = 0.0,
     similarity: float | None = None,
+    retain: int | None = None,
 ) -> Iterator[SimhashIndex]:
     """Open the index an ingest writes to, or create it (``create``). If this run created it and
     it holds no document at the end (every record skipped), it is removed again:
@@ -352,12 +353,13 @@ def index_for_ingest(
     not refused by the settings of an empty index. The run holds the index from
     here (:func:`_sole_run`), waiting up to ``wait`` seconds for another run to end:
     a second run never discards what the first writes. ``similarity``: the report's
-    (a new index records it as its default; :meth:`SimhashIndex.open`)."""
+    (a new index records it as its default; :meth:`SimhashIndex.open`); ``retain``, a
+    new index's retention."""
     folder = local_path(url)
     fresh = folder is not None and not folder.exists()
     with (
         SimhashIndex.open(
-            url, scheme=scheme, params=params, create=create, similarity=similarity
+            url, scheme=scheme, params=params, create=create, similarity=similarity, retain=retain
         ) as index,
         index.sole_writer("shdb ingest", wait),
     ):

@@ -30,7 +30,7 @@ from simhash_hbase.errors import (
 )
 from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
-from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell
+from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell, oldest_before
 from simhash_hbase.store.hbase import tables as hbase_tables
 from simhash_hbase.store.hbase.settings import (
     BUCKETS,
@@ -289,6 +289,7 @@ class HBaseStore:
     """The production store: tables ``<prefix>_index``, ``_docs``, ``_meta``."""
 
     atomic_batches = False
+    expires_itself = True  # a retained index's TTL (table_descriptor); due() finds the rest
 
     def __init__(
         self,
@@ -301,6 +302,7 @@ class HBaseStore:
         api: str | None = None,
         layout: str | None = None,
         create: bool = True,
+        retain: int | None = None,
     ) -> None:
         self.host, self.port, self.prefix = host, port, prefix
         self._hot: dict[bytes, bytes] = {}  # see _read_buckets
@@ -327,7 +329,7 @@ class HBaseStore:
         self.layout: str = layout or (BUCKETS if api == "thrift2" else ROWS)
         self._rows_asked = layout == ROWS  # chosen on purpose: no warning when created
         try:
-            self._ensure_tables(create)
+            self._ensure_tables(create, retain)
             manifest = self.get_meta("manifest")
             if manifest is not None:
                 self.adopt(manifest)
@@ -336,8 +338,8 @@ class HBaseStore:
             raise
 
     @classmethod
-    def from_url(cls, url: str, *, create: bool = True) -> HBaseStore:
-        return cls(**parse_url(url), create=create)
+    def from_url(cls, url: str, *, create: bool = True, retain: int | None = None) -> HBaseStore:
+        return cls(**parse_url(url), create=create, retain=retain)
 
     @property
     def api(self) -> str:
@@ -367,7 +369,7 @@ class HBaseStore:
         self.layout = layout
 
     # -- tables ---------------------------------------------------------------
-    def _ensure_tables(self, create: bool) -> None:
+    def _ensure_tables(self, create: bool, ttl: int | None) -> None:
         # with api given, this is the first call: is a gateway there at all?
         with first_contact(self._where, self.host, self.port, self._timeout):
             existing = self.transport.table_names()
@@ -375,7 +377,7 @@ class HBaseStore:
         if create:
             for table in missing:  # meta last: its presence marks a complete index
                 schema = "index_buckets" if table == "index" and self.layout == BUCKETS else table
-                self.transport.create_table(self.tables[table], schema)
+                self.transport.create_table(self.tables[table], schema, ttl)
         elif "meta" in missing:
             raise IndexNotFound(self.url)
         elif missing:
@@ -656,6 +658,10 @@ class HBaseStore:
                 continue
             if doc is not None:
                 yield doc
+
+    def due(self, before: int, limit: int) -> list[str]:
+        """A scan of the docs: the TTL expires the rest (docs/hbase.md, "Retention")."""
+        return oldest_before(self.iter_docs(), before, limit)
 
     def iter_index(self) -> Iterator[IndexCell]:
         for key, columns in self._scan_all("index", keys_only=True):
