@@ -186,7 +186,7 @@ class Finder:
         is never a match, removed yet or not (docs/lifecycle.md)."""
         if self.retain is None:
             return self.asked
-        return Window.last(self.retain * 1000).narrowed(self.asked)
+        return Window.last(self.retain * 1000, now_ms()).narrowed(self.asked)
 
     @window.setter
     def window(self, window: Window | None) -> None:
