@@ -12,7 +12,14 @@ from typing import IO, Annotated, Any
 
 import typer
 
-from simhash_hbase.cli.options import IndexOpt, JsonOpt, PathsArg, source_options, uses
+from simhash_hbase.cli.options import (
+    IndexOpt,
+    JsonOpt,
+    PathsArg,
+    RetainOpt,
+    source_options,
+    uses,
+)
 from simhash_hbase.cli.render import (
     EXIT_ERROR,
     EXIT_INTERRUPTED,
@@ -154,6 +161,32 @@ def _removing(
         raise typer.Exit(EXIT_INTERRUPTED) from None
 
 
+DryRunOpt = Annotated[
+    bool, typer.Option("--dry-run", help="Count the expired documents; remove nothing.")
+]
+
+
+def expire_cmd(
+    index: IndexOpt = None,
+    dry_run: DryRunOpt = False,
+    batch_size: RemoveBatchOpt = REMOVE_BATCH,
+    as_json: JsonOpt = False,
+) -> None:
+    """Remove the documents of a retained index (created with --retain) that arrived
+    longer than its retention ago, with all their index rows, oldest first, in
+    batches (docs/lifecycle.md). A run cut short is finished by running it again."""
+    with SimhashIndex.open(index, create=False) as ix:
+        if dry_run:
+            count = len(ix.due())
+        else:
+            count = ix.expire(
+                batch_size=batch_size, on_batch=lambda n: note(f"expire: {n:,} removed so far")
+            )
+    if as_json:
+        echo_json({"expired": count, "dry_run": dry_run})
+    note(f"{count:,} expired documents" + (" held (--dry-run)" if dry_run else " removed"))
+
+
 @contextmanager
 def open_ids(name: str) -> Iterator[IO[str]]:
     """A file of ids (``-``: stdin), bytes that are not UTF-8 kept as such (named)."""
@@ -246,12 +279,13 @@ def _merge_note(done: int, parts: int, moved: int) -> None:
     note(f"compact: part {done} of {parts}, {moved:,} cells moved")
 
 
-def schema_cmd(prefix: PrefixOpt = "shdb") -> None:
+def schema_cmd(prefix: PrefixOpt = "shdb", retain: RetainOpt = None) -> None:
     """Print the hbase shell script that creates the tables exactly as
     schema/hbase-tables.json defines them (the repository's schema/ folder, installed
     as the package simhash_hbase.schema); schema/hbase-tables.hbase is its output
-    for the prefix shdb."""
-    typer.echo(shell_script(prefix), nl=False)
+    for the prefix shdb. --retain: the TTL of a retained index's index and docs tables
+    (then create the index with the same --retain)."""
+    typer.echo(shell_script(prefix, retain), nl=False)
 
 
 idf_app = group("IDF tables for your own domain.")

@@ -43,6 +43,10 @@ COL_SKETCH = b"f:s"  # the b-bit MinHash sketch (64 bytes), then its evidence (o
 COL_BANDS = b"f:b"  # the LSH band keys, 4 bytes each, big-endian
 COL_CLUSTER = b"f:c"  # its cluster's representative, when another document (UTF-8 id)
 COL_TIME = b"f:t"  # when the document arrived: ms since the epoch, 8 bytes big-endian signed
+#: The manifest key of an index's retention in whole seconds (absent: it keeps every
+#: document; docs/lifecycle.md): stores read it too (the embedded store's time order,
+#: HBase's TTLs).
+RETAIN = "retain_s"
 COL_OWNER = b"f:o"  # HBase: the token of the writer that owns the row (SPEC, "Writers")
 MAX_SKETCH_BYTES = 64 + 2048  # the largest b-bit sketch and evidence (MinHashParams)
 BAND_BYTES = 4

@@ -64,6 +64,7 @@ FRESH = b"fresh"
 HOT_ROWS = b"hot"  # the cells of hot leads, a key each (see tuning.HOT)
 FILTERS = b"filters"  # format 4: each tier's PrefixFilter, kept exact by every commit
 ALL_TABLES = (*TABLES, FRESH, HOT_ROWS, FILTERS)
+TIMES = b"times"  # a retained index's time order (times.py); made by an index that asks
 TIERS = (b"index", FRESH)  # a tier's filter is kept under its table's name
 CELL = np.dtype([("lo", ">u2"), ("num", ">u4")])
 CELL_BYTES = CELL.itemsize

@@ -30,6 +30,7 @@ from simhash_hbase.store.lmdb.cells import (
 from simhash_hbase.store.lmdb.filters import PrefixFilter
 from simhash_hbase.store.lmdb.merge import merge_fresh
 from simhash_hbase.store.lmdb.tables import Tables
+from simhash_hbase.store.lmdb.times import retime, untime
 
 
 class CompactBatch:
@@ -257,6 +258,8 @@ class _Commit:
                 # Another process wrote this id since the batch read it: the
                 # batch's version replaces it, under a new number.
                 self._unname(_NUM.unpack_from(current)[0])
+                if self._t.times is not None:
+                    untime(self._t, self._txn, [current])
                 self._rows[raw] = None
                 self._prewritten.pop(raw, None)  # theirs replaced ours: write it again
         self._nums.update(self._reserved)
@@ -400,6 +403,9 @@ class _Commit:
                 for raw, num, key in zip(raws, nums, keys)
             ]
         self._row(raws)
+        if self._t.times is not None:
+            olds = list(map(self._rows.__getitem__, raws))
+            retime(self._t, self._txn, olds, nums, docs)  # type: ignore[arg-type]
         held = [row for row in map(self._rows.__getitem__, raws) if row is not None]
         self._state["documents"] += len(raws) - sum(len(row) != _NUM.size for row in held)
         self._rows.update(zip(raws, values))
@@ -420,6 +426,8 @@ class _Commit:
         if not gone:
             return
         rows = cast(list[bytes], list(map(self._rows.__getitem__, gone)))
+        if self._t.times is not None:
+            untime(self._t, self._txn, rows)
         names = [row[:4] for row in rows]
         if self._named:  # numbers given in this commit
             for name in names:

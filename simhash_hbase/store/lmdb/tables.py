@@ -39,6 +39,7 @@ from simhash_hbase.store.lmdb.cells import (
     STATE,
     TABLES,
     TIERS,
+    TIMES,
     Buckets,
     Helpers,
     Txn,
@@ -97,6 +98,7 @@ class Tables:
         self.fresh: Any = handles.get(FRESH)  # None: a format 2 file opened read-only
         self.hot: Any = handles.get(HOT_ROWS)  # None: a file without hot rows, read-only
         self.kept: Any = handles.get(FILTERS)  # None: a file before format 4, read-only
+        self.times: Any = handles.get(TIMES)  # None: not retained (times.py)
         self.catalog = env.open_db(None)  # LMDB's main database: the named ones' records
         self.h = helpers
         self.filter: TierFilters | None = None  # see filters(); set by a warm reader
@@ -115,7 +117,15 @@ class Tables:
         for name in (FRESH, HOT_ROWS, FILTERS):
             with suppress(lmdb.NotFoundError):  # read-only: none yet (see tier(), hot_rows())
                 handles[name] = env.open_db(name, txn=txn, create=txn is not None)
+        with suppress(lmdb.NotFoundError):  # made for a retained index only (keep_times)
+            handles[TIMES] = env.open_db(TIMES, txn=txn, create=False)
         return handles
+
+    def keep_times(self) -> None:
+        """Make (or open) the time order of a retained index (times.py)."""
+        if self.times is None:
+            with self.env.begin(write=True) as txn:
+                self.times = self.env.open_db(TIMES, txn=txn)
 
     def upgrade(self, txn: Txn) -> None:
         """Record a format 2 or 3 file as format 4 (its fresh tier, hot rows and
