@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import fcntl
 import os
 import shlex
 import sys
@@ -120,17 +121,36 @@ DedupOpt = Annotated[
 
 
 class JsonlReport:
-    """``ingest --report``: JSON lines, appended and synced after each batch's commit."""
+    """``ingest --report``: JSON lines, appended and synced after each batch's commit.
+
+    A file is ``flock``'d from the run's first use of it (after its run lock: a
+    second run of the same input is refused as :class:`IndexBusy`, naming the
+    first): two runs of other inputs, which may share an index, would cut each
+    other's lines at a resume, so the second naming the same file is refused (a
+    killed run leaves no lock)."""
 
     def __init__(self, path: str) -> None:
-        self._stdout = path == "-"
+        self._path, self._stdout, self._locked = path, path == "-", False
         self._file: IO[bytes] = sys.stdout.buffer if self._stdout else open(path, "ab")  # noqa: SIM115
+
+    def _lock(self) -> None:
+        if self._locked or self._stdout:
+            return
+        try:
+            fcntl.flock(self._file.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            raise InvalidInput(
+                f"--report {self._path}: another running ingest appends to it; give each "
+                "run its own report file"
+            ) from None
+        self._locked = True
 
     def line(self, found: Lookup) -> str:
         """One line per new document that has near-copies: its nearest (bounded) and count."""
         return dumps({"id": found.doc_id, **found.matches.to_json()})
 
     def append(self, lines: Sequence[str]) -> int:
+        self._lock()
         if lines:
             self._file.write("".join(f"{line}\n" for line in lines).encode("utf-8"))
             self._file.flush()
@@ -139,9 +159,11 @@ class JsonlReport:
         return self.size()
 
     def size(self) -> int:
+        self._lock()
         return 0 if self._stdout else self._file.seek(0, os.SEEK_END)
 
     def truncate(self, size: int) -> None:
+        self._lock()
         if not self._stdout and size <= self.size():
             self._file.truncate(size)
 
@@ -200,14 +222,15 @@ def ingest_cmd(
         scheme=scheme,
         params=wanted,
         create=create,
-        wait=wait,
         similarity=similarity,
         retain=retain,
     ) as ix:
         if ix.created:
             new_index(ix.url)
         seen = ix.within(window)
-        summary = _run(seen, paths, opts, options, report, resume=resume, fingerprints=fingerprints)
+        summary = _run(
+            seen, paths, opts, options, report, resume=resume, fingerprints=fingerprints, wait=wait
+        )
     if ix.created and not summary.written:
         note("nothing was added, so the new index was not kept")
     if as_json:
@@ -246,6 +269,7 @@ def _run(
     *,
     resume: bool,
     fingerprints: bool,
+    wait: float,
 ) -> IngestSummary:
     """The ingest job under a progress bar; Ctrl-C says what was kept and how to go on."""
     exclude = excluded(report)
@@ -269,6 +293,7 @@ def _run(
                 on_progress=on_progress,
                 resume=resume,
                 fingerprints=fingerprints,
+                wait=wait,
             )
     except KeyboardInterrupt:
         error(f"interrupted: {_kept(seen, paths, resume)}")

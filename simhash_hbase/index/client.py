@@ -281,10 +281,15 @@ class SimhashIndex(_Upkeep, _Judged):
 
     def discard(self) -> bool:
         """Undo this open's creation of the index when it holds no document (an ingest
-        that skipped every record), so a later run may create it with other settings."""
-        if not self.created or next(iter(self._store.iter_docs()), None) is not None:
+        that skipped every record), so a later run may create it with other settings.
+        Decided in the write section: a document another writer committed keeps the
+        index, and one that writes after finds no manifest (:meth:`Writer.add_documents`)."""
+        if not self.created:
             return False
-        drop_manifest(self._store, self.params.idf)
+        with self._store.write_section():
+            if next(iter(self._store.iter_docs()), None) is not None:
+                return False
+            drop_manifest(self._store, self.params.idf)
         return True
 
     def __enter__(self) -> SimhashIndex:
@@ -327,11 +332,14 @@ class SimhashIndex(_Upkeep, _Judged):
         hasher = self.minhasher
         return None if hasher is None else hasher.signature(text)
 
-    def sole_writer(self, job: str, wait: float = 0.0) -> AbstractContextManager[None]:
-        """Hold the index for one writing job (an ingest run) till the block ends: a
-        second job is refused (after ``wait`` s) with :class:`IndexBusy` naming the
-        holder; readers never wait. Both stores (:meth:`Store.run_lock`)."""
-        return self._store.run_lock(job, wait)
+    def sole_writer(
+        self, job: str, wait: float = 0.0, key: str = "index"
+    ) -> AbstractContextManager[None]:
+        """Hold the lock ``key`` for one writing job till the block ends (an ingest run:
+        its checkpoint's; ``index``: the whole index's): a second job of that key is
+        refused (after ``wait`` s) with :class:`IndexBusy` naming the holder; jobs of
+        other keys and readers never wait. Both stores (:meth:`Store.run_lock`)."""
+        return self._store.run_lock(job, wait, key)
 
     def add(
         self,

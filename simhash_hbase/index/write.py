@@ -17,9 +17,10 @@ from operator import attrgetter
 
 import numpy as np
 
-from simhash_hbase.errors import BatchRefused, InvalidInput, ShdbError
+from simhash_hbase.errors import BatchRefused, InvalidInput, ShdbError, StoreError
 from simhash_hbase.index.clusters import assign, kept
 from simhash_hbase.index.lookup import Finder
+from simhash_hbase.index.manifest import MANIFEST
 from simhash_hbase.layout import codec
 from simhash_hbase.layout.nets import first_band_flag
 from simhash_hbase.layout.scheme import Scheme
@@ -107,6 +108,11 @@ class Writer:
             raise InvalidInput("each document needs its probe list, its own fingerprint first")
         check_limit(limit)
         with gc_paused(), store.write_section():  # lookups and write: one section
+            if store.get_meta(MANIFEST) is None:  # SimhashIndex.discard, by the run that made it
+                raise StoreError(
+                    f"the index at {store.url} was discarded as this run wrote: the run that "
+                    "created it added nothing; run this one again, which creates it anew"
+                )
             latest = {d.doc_id: d for d in docs}  # the last one wins
             found: list[Lookup] = []
             if find_k is not None:

@@ -117,6 +117,7 @@ class Checkpoint:
     def __init__(self, index: SimhashIndex, identity: Any) -> None:
         self._index = index
         digest = hashlib.sha256(json.dumps(identity, sort_keys=True).encode()).hexdigest()[:32]
+        self.key = digest  # its run lock's (SimhashIndex.sole_writer): one run of an input
         self.name = f"checkpoint/{digest}"
         self._parts = 0  # line records of the pending batch held beside the state
 

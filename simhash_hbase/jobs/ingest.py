@@ -12,18 +12,17 @@ checkpoint, the report and their commit protocol are
 from __future__ import annotations
 
 import dataclasses
-import functools
 import json
 import os
 import shutil
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass
 from functools import partial
 from itertools import islice
 from pathlib import Path
-from typing import Any, BinaryIO, Concatenate, ParamSpec, Protocol, TypeVar
+from typing import Any, BinaryIO, Protocol
 
 import numpy as np
 
@@ -218,10 +217,6 @@ def _write_stream(
     return summary
 
 
-P = ParamSpec("P")
-R = TypeVar("R")
-
-
 def index_records(
     index: SimhashIndex,
     records: Iterable[Record | BadRecord | tuple[Any, ...]],
@@ -343,26 +338,23 @@ def index_for_ingest(
     scheme: str | None = None,
     params: Wanted = None,
     create: bool = True,
-    wait: float = 0.0,
     similarity: float | None = None,
     retain: int | None = None,
 ) -> Iterator[SimhashIndex]:
     """Open the index an ingest writes to, or create it (``create``). If this run created it and
     it holds no document at the end (every record skipped), it is removed again:
     a run that adds nothing creates nothing, and a re-run with other settings is
-    not refused by the settings of an empty index. The run holds the index from
-    here (:func:`_sole_run`), waiting up to ``wait`` seconds for another run to end:
-    a second run never discards what the first writes. ``similarity``: the report's
-    (a new index records it as its default; :meth:`SimhashIndex.open`); ``retain``, a
-    new index's retention."""
+    not refused by the settings of an empty index. Other runs may write into it at
+    the same time: :meth:`SimhashIndex.discard` decides in the write section, so it
+    never discards what another run wrote, and a run that opened it before the
+    discard fails at its first batch rather than write into a dropped index.
+    ``similarity``: the report's (a new index records it as its default;
+    :meth:`SimhashIndex.open`); ``retain``, a new index's retention."""
     folder = local_path(url)
     fresh = folder is not None and not folder.exists()
-    with (
-        SimhashIndex.open(
-            url, scheme=scheme, params=params, create=create, similarity=similarity, retain=retain
-        ) as index,
-        index.sole_writer("shdb ingest", wait),
-    ):
+    with SimhashIndex.open(
+        url, scheme=scheme, params=params, create=create, similarity=similarity, retain=retain
+    ) as index:
         failed = True
         try:
             yield index
@@ -378,22 +370,6 @@ def index_for_ingest(
         shutil.rmtree(folder, ignore_errors=True)
 
 
-def _sole_run(
-    job: Callable[Concatenate[SimhashIndex, P], R],
-) -> Callable[Concatenate[SimhashIndex, P], R]:
-    """``job`` holding its index for its whole run (:meth:`SimhashIndex.sole_writer`):
-    a second run at once is refused with the first one's pid and start time, so a
-    checkpoint and a report belong to one run."""
-
-    @functools.wraps(job)
-    def run(index: SimhashIndex, /, *args: P.args, **kwargs: P.kwargs) -> R:
-        with index.sole_writer(f"shdb {job.__name__}"):
-            return job(index, *args, **kwargs)
-
-    return run
-
-
-@_sole_run
 def ingest(
     index: SimhashIndex,
     paths: Sequence[str],
@@ -407,6 +383,7 @@ def ingest(
     exclude: Sequence[Path] = (),
     on_record: Callable[[Record | BadRecord], None] | None = None,
     on_progress: OnProgress | None = None,
+    wait: float = 0.0,
 ) -> IngestSummary:
     """The streaming-dedup job: index every record and report near-copies found.
 
@@ -424,6 +401,11 @@ def ingest(
     So whatever stops a run (kill -9, a closed pipe, a full disk, Ctrl-C), a
     line is in the report if and only if its document is in the index once the
     ingest has finished, and a re-run never loses or repeats a line.
+
+    Runs of other inputs write into one index at once, each reporting the pairs it
+    completes as one run would (docs/SPEC.md, "Concurrent writers"); a run of the
+    same input (so of the same checkpoint) as a running one waits up to ``wait`` s,
+    then gets :class:`IndexBusy` naming it. A stdin run has no checkpoint to share.
     """
     options = options or IngestOptions()
     opts = dataclasses.replace(opts, html=index.params.html)  # pages read as the index says
@@ -450,32 +432,40 @@ def ingest(
         records = _tapped(islice(read_sources(paths, opts, stdin, exclude), start, stop), on_record)
         return index_records(index, records, how, on_progress=on_progress, journal=journal)
 
-    earlier = checkpoint.load() if checkpoint else Progress()
-    if report is not None and earlier.report_bytes is not None:
-        report.truncate(earlier.report_bytes)  # lines past the checkpoint are re-emitted
-    pending = checkpoint.pending() if checkpoint else None
-    redone = IngestSummary()
-    if pending is not None and checkpoint is not None:
-        again = _writes_only(options, pending.lines)
-        redone = write(earlier.records, pending.after.records, again, None)
-        earlier = dataclasses.replace(
-            pending.after,
-            report_bytes=report.append(pending.lines) if report is not None else None,
-        )
-        checkpoint.save(earlier)
-        redone.duplicates = len(pending.lines)
-    if report is not None:
-        earlier.report_bytes = report.size()
-    done = earlier.records
-    summary = write(done, None, options, Commits(checkpoint, report, earlier))
-    summary.add(redone)
-    summary.duplicates += redone.duplicates
-    summary.resumed_after = done
-    summary.skipped[:0] = earlier.skipped
-    summary.skipped_before = earlier.more_skipped
-    if checkpoint:
-        checkpoint.clear()
-    return summary
+    # runs of other inputs write at once (the write section keeps answers exact);
+    # one input's runs would share its checkpoint, so they take turns
+    held = (
+        index.sole_writer("shdb ingest", wait, checkpoint.key)
+        if checkpoint is not None
+        else nullcontext()
+    )
+    with held:
+        earlier = checkpoint.load() if checkpoint else Progress()
+        if report is not None and earlier.report_bytes is not None:
+            report.truncate(earlier.report_bytes)  # lines past the checkpoint are re-emitted
+        pending = checkpoint.pending() if checkpoint else None
+        redone = IngestSummary()
+        if pending is not None and checkpoint is not None:
+            again = _writes_only(options, pending.lines)
+            redone = write(earlier.records, pending.after.records, again, None)
+            earlier = dataclasses.replace(
+                pending.after,
+                report_bytes=report.append(pending.lines) if report is not None else None,
+            )
+            checkpoint.save(earlier)
+            redone.duplicates = len(pending.lines)
+        if report is not None:
+            earlier.report_bytes = report.size()
+        done = earlier.records
+        summary = write(done, None, options, Commits(checkpoint, report, earlier))
+        summary.add(redone)
+        summary.duplicates += redone.duplicates
+        summary.resumed_after = done
+        summary.skipped[:0] = earlier.skipped
+        summary.skipped_before = earlier.more_skipped
+        if checkpoint:
+            checkpoint.clear()
+        return summary
 
 
 def _writes_only(options: IngestOptions, lines: Sequence[str]) -> IngestOptions:

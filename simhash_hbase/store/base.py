@@ -142,14 +142,19 @@ class Store(Maintenance, Protocol):
         in meta (:class:`~simhash_hbase.store.lock.LeaseSection`)."""
         ...
 
-    def run_lock(self, job: str, wait: float = 0.0) -> AbstractContextManager[None]:
-        """Hold the index for one writing job (an ingest run) till the block ends,
-        so two runs never share a checkpoint or a report; another run holding it
-        makes this wait up to ``wait`` s, then raise :class:`IndexBusy` naming its
-        pid and start time. Readers never wait for it. Embedded: ``flock`` on
-        ``shdb-run.lock`` (a killed holder leaves none); HBase: a lease row in meta
-        (:class:`~simhash_hbase.store.lock.LeaseLock`: a killed holder's lease ends
-        within a minute, at once for a run on its host)."""
+    def run_lock(
+        self, job: str, wait: float = 0.0, key: str = "index"
+    ) -> AbstractContextManager[None]:
+        """Hold the lock ``key`` of the index for one writing job till the block ends:
+        an ingest run holds its checkpoint's (the digest of its input), so two runs of
+        one input never share a checkpoint, while runs of other inputs write at once
+        (the write section keeps their answers exact); ``index``, the default, is the
+        whole index's (a Spark ingest). Another holder of ``key`` makes
+        this wait up to ``wait`` s, then raise :class:`IndexBusy` naming its pid and
+        start time. Readers never wait for it. Embedded: ``flock`` on
+        ``shdb-run-KEY.lock`` (a killed holder leaves none); HBase: the lease row
+        ``run-lock/KEY`` in meta (:class:`~simhash_hbase.store.lock.LeaseLock`: a
+        killed holder's lease ends within a minute, at once for a run on its host)."""
         ...
 
     def batch(self) -> AbstractContextManager[StoreBatch]: ...

@@ -7,9 +7,10 @@ lookup and the write one critical section for every writer of the folder: a
 lock of the handle's threads, then ``flock`` on ``shdb-write.lock`` (other
 processes).
 
-:class:`RunLock` is held by a whole writing job (an ingest run) so that two runs
-never share its checkpoint and report: the second is refused, told the holder's
-pid, command and start time, which the holder writes into ``shdb-run.lock``.
+:class:`RunLock` is held by a whole writing job (an ingest run) under a key (its
+checkpoint's digest) so that two runs of one input never share a checkpoint: the
+second is refused, told the holder's pid, command and start time, which the
+holder writes into ``shdb-run-KEY.lock`` (:class:`RunLocks`: one per key).
 
 :class:`LeaseLock` is either lock where no process can hold a folder (HBase): a
 meta row with the holder's record and a lease its holder renews, which a holder
@@ -27,13 +28,14 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import re
 import socket
 import sys
 import threading
 import time
 import weakref
-from collections.abc import Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager, contextmanager, suppress
 from pathlib import Path
 from typing import Any
 
@@ -41,8 +43,15 @@ from simhash_hbase.errors import IndexBusy, StoreError
 from simhash_hbase.store.base import Store
 
 WRITE_FILE = "shdb-write.lock"
-RUN_FILE = "shdb-run.lock"
-LOCK_FILES = (WRITE_FILE, RUN_FILE)
+_LOCK_NAME = re.compile(r"shdb-(write|run-[\w.-]+)\.lock")
+_KEY = re.compile(r"[\w.-]{1,64}")
+
+
+def is_lock_file(name: str) -> bool:
+    """A writer lock's file of an index folder (never taken for foreign content)."""
+    return _LOCK_NAME.fullmatch(name) is not None
+
+
 _RELEASED: dict[str, Any] = {"free": True}
 
 
@@ -117,8 +126,8 @@ class RunLock(_Locked):
     """The one writing job of a folder at a time (reentrant in the thread that
     holds it; another thread of the process is refused like another process)."""
 
-    def __init__(self, folder: Path) -> None:
-        super().__init__(folder / RUN_FILE)
+    def __init__(self, folder: Path, key: str) -> None:
+        super().__init__(folder / f"shdb-run-{key}.lock")
         self._mutex = threading.Lock()
         self._depth = 0
         self._owner: int | None = None
@@ -178,7 +187,7 @@ def _holder(job: str) -> dict[str, Any]:
     return record | {"job": job, "command": command}
 
 
-RUN_ROW = "run-lock"  # the meta row of an HBase index's one writing job
+RUN_ROW = "run-lock/index"  # the meta row of an HBase index's whole-index job
 SECTION_ROW = "write-section"  # the meta row of an HBase index's write section
 LEASE_MS = 60_000  # a lease not renewed for this long was left by a run that died
 SECTION_WAIT_S = 600.0  # a section held (and renewed) longer than this: IndexBusy
@@ -195,7 +204,7 @@ class LeaseLock:
     ``row`` makes it another lock (:class:`LeaseSection`)."""
 
     def __init__(
-        self, store: Store, row: str = RUN_ROW, lease_ms: int = LEASE_MS, most_pause: float = 1.0
+        self, store: Store, row: str, lease_ms: int = LEASE_MS, most_pause: float = 1.0
     ) -> None:
         self._store, self._row, self._lease_ms = store, row, lease_ms
         self._most_pause = most_pause  # the longest wait between two tries
@@ -259,6 +268,9 @@ class LeaseLock:
         self._renewer.start()
         return True
 
+    def close(self) -> None:
+        """Nothing is held open: the lock is a row of meta."""
+
     def _renew(self) -> None:
         while not self._stop.wait(self._lease_ms / 3000):
             with self._mutex, suppress(StoreError):  # a hiccup: the next round tries again
@@ -315,3 +327,27 @@ class LeaseSection:
     def held(self, wait: float = SECTION_WAIT_S) -> Iterator[None]:
         with self._threads, self._lease.held("write section", wait):
             yield
+
+
+class RunLocks:
+    """A store's run locks by key (:meth:`Store.run_lock`), each made on first use
+    (``make``: a :class:`RunLock` of the folder, or a :class:`LeaseLock` row)."""
+
+    def __init__(self, make: Callable[[str], RunLock | LeaseLock]) -> None:
+        self._make = make
+        self._locks: dict[str, RunLock | LeaseLock] = {}
+        self._mutex = threading.Lock()
+
+    def held(self, job: str, wait: float, key: str) -> AbstractContextManager[None]:
+        if _KEY.fullmatch(key) is None:
+            raise ValueError(f"a run lock's key is letters, digits, _ . or -: {key!r}")
+        with self._mutex:
+            lock = self._locks.get(key)
+            if lock is None:
+                lock = self._locks[key] = self._make(key)
+        return lock.held(job, wait)
+
+    def close(self) -> None:
+        with self._mutex:
+            for lock in self._locks.values():
+                lock.close()

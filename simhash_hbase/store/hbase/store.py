@@ -45,7 +45,7 @@ from simhash_hbase.store.hbase.settings import (
 from simhash_hbase.store.hbase.thrift1 import Thrift1Transport
 from simhash_hbase.store.hbase.thrift2 import Thrift2Transport, gateway_api
 from simhash_hbase.store.hbase.transport import Page, Row, Transport, first_contact
-from simhash_hbase.store.lock import LeaseLock, LeaseSection
+from simhash_hbase.store.lock import LeaseLock, LeaseSection, RunLocks
 
 #: The manifest entries of a bucket-layout index: format 2 (versions that know only
 #: format 1 refuse it, rather than write 13-byte rows into it).
@@ -307,7 +307,7 @@ class HBaseStore:
     ) -> None:
         self.host, self.port, self.prefix = host, port, prefix
         self._hot: dict[bytes, bytes] = {}  # see _read_buckets
-        self._run = LeaseLock(self)  # one writing job at a time
+        self._run = RunLocks(lambda key: LeaseLock(self, f"run-lock/{key}"))  # one job a key
         self._section = LeaseSection(self)  # one batch's lookups and write at a time
         self.url = f"hbase://{host}:{port}?prefix={prefix}" + (f"&api={api}" if api else "")
         self.tables = {t: hbase_tables.table_name(prefix, t).encode() for t in hbase_tables.TABLES}
@@ -443,9 +443,11 @@ class HBaseStore:
     def warm(self) -> int:
         return 0  # nothing mapped here: the region servers cache
 
-    def run_lock(self, job: str, wait: float = 0.0) -> AbstractContextManager[None]:
-        """A lease row in meta (:class:`~simhash_hbase.store.lock.LeaseLock`)."""
-        return self._run.held(job, wait)
+    def run_lock(
+        self, job: str, wait: float = 0.0, key: str = "index"
+    ) -> AbstractContextManager[None]:
+        """The lease row ``run-lock/KEY`` in meta (:class:`~simhash_hbase.store.lock.LeaseLock`)."""
+        return self._run.held(job, wait, key)
 
     @contextmanager
     def batch(self) -> Iterator[_HBaseBatch]:

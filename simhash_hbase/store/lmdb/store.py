@@ -70,7 +70,7 @@ from simhash_hbase.store.lmdb.format1 import Format1, Format1Batch
 from simhash_hbase.store.lmdb.load import bulk_load
 from simhash_hbase.store.lmdb.merge import OnMergePart, merge_fresh
 from simhash_hbase.store.lmdb.tables import Tables
-from simhash_hbase.store.lock import LOCK_FILES, RunLock, WriteSection
+from simhash_hbase.store.lock import RunLock, RunLocks, WriteSection, is_lock_file
 
 _MAP_SIZE = 1 << 40  # address space only; the file grows as data is written
 #: Under an address-space limit (``ulimit -v``) the map is halved down to the file's
@@ -180,7 +180,8 @@ class EmbeddedStore:
         self._compact: Tables | None = None  # formats 2 to 4
         self._tables: Tables | Format1  # the file's format's (set by _open_tables)
         self._format1: Format1  # format 1 only
-        self._section, self._run = WriteSection(self.path), RunLock(self.path)
+        self._section = WriteSection(self.path)
+        self._run = RunLocks(lambda key: RunLock(self.path, key))
         if format not in (1, FORMAT):
             raise ValueError(f"the embedded store has formats 1 and {FORMAT}")
         created = self._prepare(create and not readonly)
@@ -217,7 +218,8 @@ class EmbeddedStore:
                 raise IndexNotFound(self.url)
             # lock.mdb and an empty data.mdb are what a failed creation can leave.
             if self.path.exists() and any(
-                p.name not in (_DATA_FILE, _LOCK_FILE, *LOCK_FILES) for p in self.path.iterdir()
+                p.name not in (_DATA_FILE, _LOCK_FILE) and not is_lock_file(p.name)
+                for p in self.path.iterdir()
             ):
                 raise InvalidIndexUrl(
                     f"{self.path} is a non-empty directory that is not an shdb index; "
@@ -528,8 +530,10 @@ class EmbeddedStore:
     def write_section(self) -> AbstractContextManager[None]:
         return self._section.held()
 
-    def run_lock(self, job: str, wait: float = 0.0) -> AbstractContextManager[None]:
-        return self._run.held(job, wait)
+    def run_lock(
+        self, job: str, wait: float = 0.0, key: str = "index"
+    ) -> AbstractContextManager[None]:
+        return self._run.held(job, wait, key)
 
     @contextmanager
     def batch(self) -> Iterator[Format1Batch | CompactBatch]:
