@@ -238,8 +238,8 @@ def ingest(
     """
     check_hbase_url(url)
     started = time.perf_counter()
-    # The driver holds the index for the whole job (a lease it renews, store.lock):
-    # one ingest per index at a time, as `shdb ingest`; readers are not blocked.
+    # The driver holds the whole index's run lock (a lease it renews, store.lock): one
+    # Spark ingest at a time, its report's lookups made before it writes (docs/spark.md).
     with (
         SimhashIndex.open(url, scheme=scheme, params=params, create=create) as index,
         index.sole_writer("shdb spark ingest"),
