@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -22,19 +23,24 @@ from simhash_hbase import SimhashIndex
 from simhash_hbase.cli.app import app
 from simhash_hbase.errors import IndexNotFound
 
+from .conftest import HBASE_APIS, fresh_hbase_url
+
 ROOT = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(ROOT)}
 SHDB = [sys.executable, "-m", "simhash_hbase"]
 PAIRS = 120  # planted pairs, each split between two runs' inputs
+DOCS = 8_000  # the input read twice at once: long enough to overlap a second start
 STORES = ["embedded", pytest.param("hbase", marks=pytest.mark.hbase)]
 
 
 @pytest.fixture(params=STORES)
-def url(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+def url(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[str]:
     """A fresh index URL of each store (the HBase one only with the hbase marker)."""
-    if request.param == "hbase":
-        return str(request.getfixturevalue("hbase_url"))
-    return str(tmp_path / "ix")
+    if request.param == "embedded":
+        yield str(tmp_path / "ix")
+        return
+    with fresh_hbase_url(HBASE_APIS[0]) as hbase:
+        yield hbase
 
 
 def _inputs(tmp_path: Path, runs: int) -> tuple[list[Path], set[frozenset[str]]]:
@@ -103,7 +109,7 @@ def test_the_same_input_twice_at_once_is_refused_or_waits(url: str, tmp_path: Pa
     after the first, resuming nothing and reporting what a second run reports."""
     source = tmp_path / "in.tsv"
     rng = random.Random(3)
-    source.write_text("".join(f"d{i}\t{rng.getrandbits(64):016x}\n" for i in range(20_000)))
+    source.write_text("".join(f"d{i}\t{rng.getrandbits(64):016x}\n" for i in range(DOCS)))
     first = subprocess.Popen(
         _ingest(source, url, tmp_path / "first.jsonl"), env=ENV, cwd=ROOT, stderr=subprocess.PIPE
     )
@@ -131,7 +137,7 @@ def test_the_same_input_twice_at_once_is_refused_or_waits(url: str, tmp_path: Pa
         first.wait()
     assert (tmp_path / "waited.jsonl").read_text() == ""  # every document held already
     with SimhashIndex.open(url, create=False, readonly=True) as index:
-        assert index.stats()["documents"] == 20_000
+        assert index.stats()["documents"] == DOCS
 
 
 def _holds(url: str, doc_id: str) -> bool:
