@@ -166,3 +166,50 @@ def test_two_runs_naming_one_report_file_the_second_is_refused(tmp_path: Path) -
     assert report.read_bytes() == held
     assert runner.invoke(app, [*args, str(sources[1])]).exit_code == 0  # once it is free
     assert len(report.read_bytes()) > len(held)
+
+
+OTHER = """
+import sys
+from simhash_hbase import SimhashIndex
+from simhash_hbase.errors import StoreError
+with SimhashIndex.open(sys.argv[1], create=False) as index:
+    print("open", flush=True)
+    sys.stdin.readline()
+    try:
+        index.add_fingerprint(sys.argv[2], 0x0123456789ABCDEF)
+        print("written", flush=True)
+    except StoreError as exc:
+        print(exc, flush=True)
+"""
+
+
+def _other_writer(url: str, doc_id: str) -> subprocess.Popen[str]:
+    """Another process with the index open, writing ``doc_id`` when told (a line)."""
+    other = subprocess.Popen(
+        [sys.executable, "-c", OTHER, url, doc_id], env=ENV, cwd=ROOT, text=True,
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+    )  # fmt: skip
+    assert other.stdout is not None and other.stdout.readline() == "open\n"
+    return other
+
+
+def _write(other: subprocess.Popen[str]) -> str:
+    out, _ = other.communicate("go\n", timeout=120)
+    return out
+
+
+def test_a_new_index_left_empty_is_discarded_only_if_no_other_writer_wrote(url: str) -> None:
+    """The run that created an index and added nothing removes it (its manifest),
+    deciding in the write section: a document another process wrote keeps it; a
+    process that opened it before the removal is stopped at its next write (main
+    decided under the whole-index run lock, which no longer serialises runs)."""
+    with SimhashIndex.open(url) as creator:
+        other = _other_writer(url, "late")
+        assert creator.created and creator.discard()
+        assert "was discarded as this run wrote" in _write(other)
+    with SimhashIndex.open(url) as creator:  # the same place, new again
+        assert creator.created
+        assert _write(_other_writer(url, "kept")) == "written\n"
+        assert not creator.discard()
+    with SimhashIndex.open(url, create=False, readonly=True) as index:
+        assert index.get("kept") is not None and index.get("late") is None
