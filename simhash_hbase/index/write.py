@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from itertools import islice
+from operator import attrgetter
 
 import numpy as np
 
@@ -29,7 +30,12 @@ from simhash_hbase.store import CellBlock, IndexCell, Store
 
 BULK_BATCH = 500_000  # documents a bulk load reads and spills at a time
 #: Ids a batch of :meth:`Writer.remove_many` (one read of their docs rows, one write).
-REMOVE_BATCH = 10_000
+#: As many as an ingest batch of fingerprints: on the embedded store a batch costs
+#: about one edit per bucket it touches, and there are at most 65,536 buckets a flag,
+#: so 10,000 ids (~100,000 cells) a batch rewrote most buckets each time (0.33-0.41x
+#: ingest's rate at 1 M documents; 200,000: above 1x, docs/lifecycle.md).
+REMOVE_BATCH = 200_000
+_FINGERPRINT = attrgetter("fingerprint")
 #: A retained index's write also removes up to this many expired documents (or twice
 #: the documents it wrote, if more), so a steady stream's expiry keeps up with it.
 EXPIRE_MIN = 1_000
@@ -239,16 +245,12 @@ class Writer:
         removed: list[str] = []
         items = iter(doc_ids)
         while chunk := list(dict.fromkeys(islice(items, batch_size))):
-            for doc_id in chunk:
-                codec.encode_doc_id(doc_id)
-            # HBase: claiming an id never held would leave a row of its owner token
-            held = chunk if store.atomic_batches else list(store.doc_fingerprints(chunk))
-            if not held:
-                continue
+            codec.check_doc_ids(chunk)
             with store.write_section(), store.batch() as batch:
-                # another writer may have removed some meanwhile: those are not held
-                olds = batch.claim_docs(dict.fromkeys(held), self.cells)
-                batch.delete_index(self.cells(list(olds.values())))
+                # the versions held (an id not held, or removed meanwhile, is not)
+                olds = batch.claim_docs(dict.fromkeys(chunk), self.cells)
+                for block in self.cell_blocks(list(olds.values())):
+                    batch.delete_index(block)
                 batch.delete_docs(list(olds))
             removed += [doc_id for doc_id in chunk if doc_id in olds]
         return removed
@@ -309,7 +311,7 @@ class Writer:
         banded = [d for d in docs if d.bands is not None]
         if not banded:
             return None
-        fps = np.fromiter((d.fingerprint for d in banded), dtype=np.uint64, count=len(banded))
+        fps = np.fromiter(map(_FINGERPRINT, banded), dtype=np.uint64, count=len(banded))
         keys = np.frombuffer(b"".join([d.bands for d in banded]), dtype=">u4")  # type: ignore[misc]
         first = first_band_flag(self.scheme)
         rows = codec.rowkeys_array(fps, keys.reshape(len(banded), -1), first)
@@ -317,7 +319,7 @@ class Writer:
 
     def _cell_block(self, docs: Sequence[Document]) -> CellBlock:
         """:meth:`cells` as arrays, for a store to write in bulk."""
-        fps = np.fromiter((d.fingerprint for d in docs), dtype=np.uint64, count=len(docs))
+        fps = np.fromiter(map(_FINGERPRINT, docs), dtype=np.uint64, count=len(docs))
         rows = codec.rowkeys_array(fps, self.scheme.fields_many(fps))
         return CellBlock(rows, [d.doc_id for d in docs])
 

@@ -146,12 +146,11 @@ class _HBaseBatch:
     def claim_docs(
         self, intents: Mapping[str, Document | None], cells_of: CellsOf
     ) -> dict[str, Document]:
-        """Own the docs rows of ``intents``' ids: a checkAndPut of each row's owner
-        token, from the token read with the row to one naming this batch and the
-        version it will write (None: a removal); pipelined. A row another writer
-        claimed in between is read and claimed again. The cells of the versions
-        named by the tokens replaced (writers that may not have finished) are
-        deleted here; those of the versions returned are the caller's to delete."""
+        """Own the docs rows of ``intents``' ids: a pipelined checkAndPut of each row's
+        owner token, from the one read to one naming this batch and the version it writes
+        (None: a removal, of ids holding a document only); a row claimed meanwhile by
+        another writer is read and claimed again. The cells of the versions named by the
+        tokens replaced (writers that may not have finished) are deleted here."""
         if self._pending or self._flushed:
             raise StoreError("docs rows must be claimed before the batch writes anything")
         ids = {codec.encode_doc_id(i): i for i in intents}
@@ -161,8 +160,10 @@ class _HBaseBatch:
         replaced: list[tuple[str, bytes]] = []  # (id, token) of the other writers claimed over
         for attempt in range(_CLAIM_TRIES):
             rows = self._store.read_rows("docs", sorted(unread))
-            expected = {key: rows.get(key, {}).get(_OWNER) for key in unread}
             held.update((key, _doc_of((key, rows[key])) if key in rows else None) for key in unread)
+            # no document to remove: nothing to own (as if before whoever adds it next)
+            unread = {k for k in unread if held[k] is not None or intents[ids[k]] is not None}
+            expected = {key: rows.get(key, {}).get(_OWNER) for key in unread}
             if self._restamp(expected):  # claimed rows take the new stamp too
                 expected.update(mine)
             stamp = self.stamps()[1]
