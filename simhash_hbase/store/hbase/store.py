@@ -32,13 +32,18 @@ from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
 from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell
 from simhash_hbase.store.hbase import tables as hbase_tables
+from simhash_hbase.store.hbase.connect import Gateways
+from simhash_hbase.store.hbase.metrics import GATEWAY_STATS
 from simhash_hbase.store.hbase.settings import (
     BUCKETS,
     DEFAULT_POOL,
-    DEFAULT_PORT,
     DEFAULT_PREFIX,
+    DEFAULT_RETRIES,
     DEFAULT_TIMEOUT_MS,
+    PLAIN,
     ROWS,
+    Gateway,
+    Wire,
     layout_of,
     parse_url,
 )
@@ -292,30 +297,29 @@ class HBaseStore:
 
     def __init__(
         self,
-        host: str,
-        port: int = DEFAULT_PORT,
+        gateways: Sequence[Gateway],
         *,
         prefix: str = DEFAULT_PREFIX,
         pool: int = DEFAULT_POOL,
         timeout: int = DEFAULT_TIMEOUT_MS,
+        retries: int = DEFAULT_RETRIES,
         api: str | None = None,
         layout: str | None = None,
+        wire: Wire = PLAIN,
         create: bool = True,
     ) -> None:
-        self.host, self.port, self.prefix = host, port, prefix
+        self.prefix = prefix
         self._hot: dict[bytes, bytes] = {}  # see _read_buckets
         self._run = LeaseLock(self)  # one writing job at a time
-        self.url = f"hbase://{host}:{port}?prefix={prefix}" + (f"&api={api}" if api else "")
+        hosts = ",".join(str(g) for g in gateways)
+        self.url = f"hbase://{hosts}?prefix={prefix}{f'&api={api}' if api else ''}{wire.query()}"
         self.tables = {t: hbase_tables.table_name(prefix, t).encode() for t in hbase_tables.TABLES}
-        where = f"HBase at {host}:{port}"
-        self._where, self._timeout = where, timeout
+        self._gateways = Gateways(gateways, wire, timeout, self.url, GATEWAY_STATS)
         if api is None:
-            with first_contact(where, host, port, timeout):
-                api = gateway_api(host, port, timeout, where)
+            with first_contact(self._gateways):
+                api = gateway_api(self._gateways)
         transport_class = Thrift2Transport if api == "thrift2" else Thrift1Transport
-        self.transport: Transport = transport_class(
-            host, port, pool=pool, timeout=timeout, where=where
-        )
+        self.transport: Transport = transport_class(self._gateways, pool=pool, retries=retries)
         if layout == BUCKETS and api == "thrift1":
             self.close()
             raise InvalidIndexUrl(
@@ -369,7 +373,7 @@ class HBaseStore:
     # -- tables ---------------------------------------------------------------
     def _ensure_tables(self, create: bool) -> None:
         # with api given, this is the first call: is a gateway there at all?
-        with first_contact(self._where, self.host, self.port, self._timeout):
+        with first_contact(self._gateways):
             existing = self.transport.table_names()
         missing = [t for t, name in self.tables.items() if name not in existing]
         if create:
