@@ -93,10 +93,12 @@ class HttpTransport(TTransportBase):  # type: ignore[misc]
         self._out.write(data)
 
     def read(self, size: int) -> bytes:
+        """Up to ``size`` bytes of the last reply (the buffered transport above asks
+        for a buffer's worth); none left is a reply cut short."""
         data = self._in.read(size)
-        if len(data) < size:
+        if not data:
             raise TTransportException(
-                TTransportException.END_OF_FILE, f"HTTP reply from {self._gateway} ended early"
+                TTransportException.END_OF_FILE, f"the HTTP reply from {self._gateway} ended early"
             )
         return data
 

@@ -176,30 +176,47 @@ def first_contact(gateways: Gateways) -> Iterator[None]:
                 f"a busy gateway, or a server that is not a Thrift gateway ({GATEWAY_PORTS})",
                 answered="a silent server",
             ) from exc
+        if not gateways.wire.plain:
+            raise _wire_mismatch(gateways, exc) from exc
         gateway = gateways.current
-        answered, what = (
-            _identify(gateway.host, gateway.port, timeout) if gateways.wire.plain else (None, "")
-        )
+        answered, what = _identify(gateway.host, gateway.port, timeout)
         if answered is None:  # nothing listens (or a gateway answered): the message stands
             if isinstance(exc, StoreUnavailable):
                 raise
             detail = (
                 str(exc)
                 if isinstance(exc, StoreError)
-                else (
-                    f"{where}: the reply is not an HBase gateway's ({_named(exc)}; {GATEWAY_PORTS}"
-                    f"{'' if gateways.wire.plain else '; or not set to this URL' + WIRE_HINT})"
-                )
+                else f"{where}: the reply is not an HBase gateway's ({_named(exc)}; "
+                f"{GATEWAY_PORTS})"
             )
             raise StoreUnavailable(detail) from exc
         raise StoreUnavailable(f"{where}: {what}", answered=answered) from exc
 
 
-#: What a gateway must be set to for the URL's wire options (docs/hbase.md).
-WIRE_HINT = (
-    "'s transport, protocol and TLS (hbase.regionserver.thrift.framed, .http, .compact, "
-    "hbase.thrift.ssl.enabled)"
-)
+def _wire_mismatch(gateways: Gateways, exc: Exception) -> StoreUnavailable:
+    """A first call that failed over a URL's own wire (TLS, framed, HTTP, compact):
+    a TLS refusal or nothing listening says so itself; anything else answered in a
+    way this wire could not read, so the gateway is likely set otherwise."""
+    if (isinstance(exc, StoreUnavailable) and _in_chain(exc, ssl.SSLError)) or _refused(exc):
+        return exc if isinstance(exc, StoreUnavailable) else StoreUnavailable(str(exc))
+    said = str(exc) if isinstance(exc, StoreError) else f"{gateways.where}: {_named(exc)}"
+    return StoreUnavailable(
+        f"{said}; is the gateway set to this URL's transport, protocol and TLS "
+        "(transport=framed: hbase.regionserver.thrift.framed; transport=http: "
+        ".http; protocol=compact: .compact; tls=1: hbase.thrift.ssl.enabled, over http)?"
+    )
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether ``exc`` is a connection that could not open (nothing answered)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError) or (
+            isinstance(seen, TTransportException) and seen.type == TTransportException.NOT_OPEN
+        ):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _in_chain(exc: BaseException, kind: type[BaseException]) -> bool:
