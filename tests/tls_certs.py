@@ -39,7 +39,7 @@ def make_certs(folder: Path) -> Certs:
             cwd=folder,
         )  # fmt: skip
     (folder / "san.ext").write_text(
-        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n"
+        "subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n"
     )
     _openssl(
         "req", "-newkey", "rsa:2048", "-nodes", "-subj", "/CN=localhost",

@@ -190,13 +190,14 @@ class Gateways:
         raise last
 
     def _order(self) -> list[int]:
-        """The current gateway, then the others, skipping those in their backoff; all
-        of them (soonest due first) when every one is."""
+        """The current gateway, then the others; those in their backoff last (soonest
+        due first): tried only when no other answers."""
         now = time.monotonic()
         with self._lock:
             ring = [(self._current + k) % len(self.all) for k in range(len(self.all))]
             ready = [i for i in ring if self._down.get(i, (0.0, 0))[0] <= now]
-            return ready or sorted(ring, key=lambda i: self._down[i][0])
+            waiting = sorted(set(ring) - set(ready), key=lambda i: self._down[i][0])
+            return ready + waiting
 
     def failed(self, gateway: Gateway) -> None:
         """``gateway`` failed on the network: skip it for a (growing) backoff."""
@@ -209,19 +210,22 @@ class Gateways:
                 log.info("%s: gateway %s failed; next try in %.0f s", self.url, gateway, pause)
 
     def _tls_error(self, gateway: Gateway, exc: ssl.SSLError) -> StoreUnavailable:
-        if isinstance(exc, ssl.SSLCertVerificationError):
-            return StoreUnavailable(
-                f"HBase at {gateway} (index URL {self.url}): the gateway's TLS certificate "
-                f"is not trusted ({exc.verify_message}): give the CA certificate that signed "
-                "it as ca=PATH in the index URL, or fix the gateway's keystore "
-                "(hbase.thrift.ssl.keystore.store) so that it names this host"
-            )
-        return StoreUnavailable(
-            f"HBase at {gateway} (index URL {self.url}): the TLS handshake failed "
-            f"({exc.reason or exc}): is the gateway set to TLS (hbase.thrift.ssl.enabled)? "
-            "Without it, leave tls=1 out of the URL; with client certificates required, "
-            "give cert= and key="
+        return StoreUnavailable(tls_refusal(f"HBase at {gateway} (index URL {self.url})", exc))
+
+
+def tls_refusal(where: str, exc: ssl.SSLError) -> str:
+    """What a TLS failure with ``where`` means, and what to do about it."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return (
+            f"{where}: the gateway's TLS certificate is not trusted ({exc.verify_message}): "
+            "give the CA certificate that signed it as ca=PATH in the index URL, or fix the "
+            "gateway's keystore (hbase.thrift.ssl.keystore.store) so that it names this host"
         )
+    return (
+        f"{where}: TLS failed ({exc.reason or exc}): is the gateway set to TLS "
+        "(hbase.thrift.ssl.enabled, over transport=http)? Without it, leave tls=1 out of "
+        "the URL; where it asks for client certificates, give cert= and key="
+    )
 
 
 def _tls_failure(exc: BaseException) -> ssl.SSLError | None:

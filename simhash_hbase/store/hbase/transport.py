@@ -23,7 +23,7 @@ from thriftpy2.thrift import TApplicationException, TException
 from thriftpy2.transport import TTransportException
 
 from simhash_hbase.errors import StoreClosed, StoreError, StoreUnavailable
-from simhash_hbase.store.hbase.connect import Gateways
+from simhash_hbase.store.hbase.connect import Gateways, tls_refusal
 from simhash_hbase.store.hbase.settings import Gateway
 
 log = logging.getLogger(__name__)
@@ -126,6 +126,8 @@ def translate(
     """
     try:
         yield
+    except ssl.SSLError as exc:  # after the handshake: TLS 1.3 refuses a client certificate so
+        raise StoreUnavailable(tls_refusal(where, exc)) from exc
     except NETWORK_ERRORS as exc:
         raise StoreUnavailable(
             f"{where} is not reachable while trying to {action} ({exc})"
@@ -388,7 +390,7 @@ class ClientPool(Generic[C]):
                         observer.error(str(gateway), "call")
                     raise
                 observer.error(str(gateway), kind)
-                if kind != "dropped":  # a connection the gateway cut may be an idle cut
+                if kind != "dropped" or tries > 0:  # one cut connection may be an idle cut
                     gateways.failed(gateway)
                 self._forget(gateway)
                 if tries == self._retries:
