@@ -235,9 +235,12 @@ def test_a_server_error_is_not_retried() -> None:
 def test_a_timeout_with_one_gateway_is_not_asked_again() -> None:
     gateways, pool, stats = _pool([1], retries=3)
     gateways.fails[1] = TimeoutError("timed out")
-    with pytest.raises(TimeoutError):  # the transport translates it (not reachable)
+    with pytest.raises(StoreUnavailable) as info:
         pool.call("read", Conn.call)
-    assert stats.snapshot().get("g:1") is None
+    assert "HBase at g:1 did not answer within 1000 ms while trying to read" in str(info.value)
+    assert "timeout=" in str(info.value) and "hbase.client.operation.timeout" in str(info.value)
+    assert stats.snapshot()["g:1"].errors == {"timeout": 1}
+    assert stats.snapshot()["g:1"].retries == 0
 
 
 # -- the figures on /metrics -----------------------------------------------------------

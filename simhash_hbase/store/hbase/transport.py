@@ -384,12 +384,22 @@ class ClientPool(Generic[C]):
                 result = attempt()
             except BaseException as exc:
                 gateway = self._failed.gateway or gateways.current
-                kind = _network_kind(exc, several=len(gateways.all) > 1)
+                kind = _network_kind(exc)
                 if kind is None:
                     if isinstance(exc, TException):
                         observer.error(str(gateway), "call")
                     raise
                 observer.error(str(gateway), kind)
+                if kind == "timeout" and len(gateways.all) == 1:
+                    # One gateway that timed out is busy (or waiting on HBase): asking
+                    # it again would only double the wait.
+                    raise StoreUnavailable(
+                        f"{gateways.where} did not answer within {gateways.timeout} ms while "
+                        f"trying to {action}: the gateway may still be waiting on HBase (its "
+                        "hbase.client.operation.timeout and hbase.client.retries.number, "
+                        'docs/hbase.md "Retries and timeouts"); give a larger timeout= in the '
+                        "index URL, or a second gateway to fail over to"
+                    ) from exc
                 if kind != "dropped" or tries > 0:  # one cut connection may be an idle cut
                     gateways.failed(gateway)
                 self._forget(gateway)
@@ -461,18 +471,15 @@ def _close(client: Any) -> None:
     client.close()
 
 
-def _network_kind(exc: BaseException, several: bool) -> str | None:
+def _network_kind(exc: BaseException) -> str | None:
     """How ``exc`` failed on the network (``dropped``, ``connect``, ``timeout``), or
-    None for what no retry mends: a server's answer, a TLS refusal (a
-    :class:`ShdbError` already), a bug. A timeout is retried only where another
-    gateway can take over: one gateway that timed out is busy, and asking it
-    again would double the wait."""
+    None for what no retry mends: a server's answer, a TLS refusal, a bug."""
     if is_dropped(exc):
         return "dropped"
     if isinstance(exc, TimeoutError) or (
         isinstance(exc, TTransportException) and exc.type == TTransportException.TIMED_OUT
     ):
-        return "timeout" if several else None
+        return "timeout"
     if isinstance(exc, NETWORK_ERRORS) and not isinstance(exc, ssl.SSLError):
         return "connect"
     return None
