@@ -28,7 +28,8 @@ from simhash_hbase.store.hbase.connect import Gateways
 from simhash_hbase.store.hbase.metrics import GatewayStats
 from simhash_hbase.store.hbase.settings import Gateway, Wire, parse_url
 from simhash_hbase.store.hbase.transport import ClientPool
-from tests.tls_certs import Certs, make_certs
+
+from .tls_certs import Certs, make_certs
 
 # -- the URL ----------------------------------------------------------------------
 

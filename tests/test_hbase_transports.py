@@ -16,11 +16,11 @@ from typer.testing import CliRunner
 from simhash_hbase import SimhashIndex, StoreUnavailable
 from simhash_hbase.cli.app import app
 from simhash_hbase.store.hbase.metrics import GATEWAY_STATS
-from tests.hbase_server import HBaseServer
-from tests.serve_server import free_port
-from tests.tls_certs import PASSWORD, make_certs
 
 from .conftest import fresh_hbase_url
+from .hbase_server import HBaseServer
+from .serve_server import free_port
+from .tls_certs import PASSWORD, make_certs
 
 pytestmark = pytest.mark.hbase
 
