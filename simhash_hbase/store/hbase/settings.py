@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 from simhash_hbase.errors import InvalidIndexUrl
 
@@ -87,7 +87,7 @@ class Wire:
     def query(self) -> str:
         """The URL parameters that give this wire (none for the default)."""
         parts = [
-            f"{name}={value}"
+            f"{name}={quote(str(value), safe='/')}"
             for name, value, default in (
                 ("transport", self.transport, "buffered"),
                 ("protocol", self.protocol, "binary"),
