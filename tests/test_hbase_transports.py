@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -26,12 +27,14 @@ pytestmark = pytest.mark.hbase
 
 
 @contextlib.contextmanager
-def gateway(server: HBaseServer, name: str, *settings: str) -> Iterator[int]:
-    """A Thrift2 gateway of its own (``settings``: KEY=VALUE), on a free port."""
+def gateway(server: HBaseServer, name: str, *settings: str) -> Iterator[tuple[str, int]]:
+    """A Thrift2 gateway of its own (``settings``: KEY=VALUE), on a free port, under
+    a name no other gateway has (e.g. the TLS opt-in's ``tls``)."""
     port = free_port()
+    name = f"test-{name}-{uuid.uuid4().hex[:6]}"
     server.gateway("start", name, str(port), "thrift2", *settings)
     try:
-        yield port
+        yield name, port
     finally:
         server.gateway("stop", name)
 
@@ -65,7 +68,7 @@ def test_each_transport_serves_an_index(
 ) -> None:
     with (
         fresh_hbase_url("thrift2") as url,
-        gateway(hbase_server, "t" + query.replace("=", "").replace("&", ""), *settings) as port,
+        gateway(hbase_server, "wire", *settings) as (_, port),
     ):
         _round_trip(f"hbase://127.0.0.1:{port}?prefix={_prefix(url)}&{query}")
         # the same gateway without its setting in the URL: a clear error, no hang
@@ -86,7 +89,7 @@ def test_a_tls_gateway_end_to_end(hbase_server: HBaseServer, tmp_path: Path) -> 
         f"hbase.thrift.ssl.keystore.keypassword={PASSWORD}",
         "hbase.thrift.ssl.keystore.type=pkcs12",
     ]
-    with fresh_hbase_url("thrift2") as url, gateway(hbase_server, "tls", *tls) as port:
+    with fresh_hbase_url("thrift2") as url, gateway(hbase_server, "tls", *tls) as (_, port):
         base = f"hbase://127.0.0.1:{port}?prefix={_prefix(url)}&transport=http&tls=1"
         _round_trip(f"{base}&ca={certs.ca}")
         with pytest.raises(StoreUnavailable) as info:
@@ -105,11 +108,11 @@ def test_failover_when_a_gateway_is_killed_mid_run(hbase_server: HBaseServer) ->
     figures show the retries on the dead gateway and the calls on the live one."""
     with (
         fresh_hbase_url("thrift2") as url,
-        gateway(hbase_server, "fa") as a,
-        gateway(hbase_server, "fb") as b,
+        gateway(hbase_server, "a") as (first, a),
+        gateway(hbase_server, "b") as (_, b),
     ):
         two = f"hbase://127.0.0.1:{a},127.0.0.1:{b}?prefix={_prefix(url)}"
-        killer = threading.Thread(target=hbase_server.gateway, args=("kill", "fa"))
+        killer = threading.Thread(target=hbase_server.gateway, args=("kill", first))
         ids = [f"d{i}" for i in range(300)]
         with SimhashIndex.open(two) as index:
             for i, doc_id in enumerate(ids):
