@@ -93,6 +93,9 @@ class Store(Maintenance, Protocol):
 
     #: True when a batch commits all or nothing (LMDB); HBase is atomic per row only.
     atomic_batches: bool
+    #: True when a retained index's store drops what outlives the retention by itself
+    #: (HBase: the tables' TTL), so writes leave expiry to it (docs/lifecycle.md).
+    expires_itself: bool
 
     @property
     def index_follows_docs(self) -> bool:
@@ -197,8 +200,21 @@ class Store(Maintenance, Protocol):
         """Every document; a damaged row raises, or goes to ``on_corrupt(id, error)``."""
         ...
 
+    def due(self, before: int, limit: int) -> list[str]:
+        """The ids of at most ``limit`` documents whose time is before ``before`` (ms):
+        the embedded store's oldest first from a retained index's time order (a seek;
+        an index without one: none), HBase's from a scan of its docs."""
+        ...
+
     def iter_index(self) -> Iterator[IndexCell]: ...
     def stats(self) -> dict[str, Any]: ...
     def close(self) -> None: ...
     def __enter__(self) -> Store: ...
     def __exit__(self, *exc: object) -> None: ...
+
+
+def oldest_before(docs: Iterable[Document], before: int, limit: int) -> list[str]:
+    """The ids of at most ``limit`` of ``docs`` whose time is before ``before``, oldest
+    first (:meth:`Store.due` of a store without a time order)."""
+    aged = [(d.time, d.doc_id) for d in docs if d.time is not None and d.time < before]
+    return [doc_id for _, doc_id in sorted(aged)[:limit]]

@@ -30,7 +30,7 @@ from simhash_hbase.errors import (
 )
 from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
-from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell
+from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell, oldest_before
 from simhash_hbase.store.hbase import tables as hbase_tables
 from simhash_hbase.store.hbase.connect import Gateways
 from simhash_hbase.store.hbase.metrics import GATEWAY_STATS
@@ -151,12 +151,11 @@ class _HBaseBatch:
     def claim_docs(
         self, intents: Mapping[str, Document | None], cells_of: CellsOf
     ) -> dict[str, Document]:
-        """Own the docs rows of ``intents``' ids: a checkAndPut of each row's owner
-        token, from the token read with the row to one naming this batch and the
-        version it will write (None: a removal); pipelined. A row another writer
-        claimed in between is read and claimed again. The cells of the versions
-        named by the tokens replaced (writers that may not have finished) are
-        deleted here; those of the versions returned are the caller's to delete."""
+        """Own the docs rows of ``intents``' ids: a pipelined checkAndPut of each row's
+        owner token, from the one read to one naming this batch and the version it writes
+        (None: a removal, of ids holding a document only); a row claimed meanwhile by
+        another writer is read and claimed again. The cells of the versions named by the
+        tokens replaced (writers that may not have finished) are deleted here."""
         if self._pending or self._flushed:
             raise StoreError("docs rows must be claimed before the batch writes anything")
         ids = {codec.encode_doc_id(i): i for i in intents}
@@ -166,8 +165,10 @@ class _HBaseBatch:
         replaced: list[tuple[str, bytes]] = []  # (id, token) of the other writers claimed over
         for attempt in range(_CLAIM_TRIES):
             rows = self._store.read_rows("docs", sorted(unread))
-            expected = {key: rows.get(key, {}).get(_OWNER) for key in unread}
             held.update((key, _doc_of((key, rows[key])) if key in rows else None) for key in unread)
+            # no document to remove: nothing to own (as if before whoever adds it next)
+            unread = {k for k in unread if held[k] is not None or intents[ids[k]] is not None}
+            expected = {key: rows.get(key, {}).get(_OWNER) for key in unread}
             if self._restamp(expected):  # claimed rows take the new stamp too
                 expected.update(mine)
             stamp = self.stamps()[1]
@@ -294,6 +295,7 @@ class HBaseStore:
     """The production store: tables ``<prefix>_index``, ``_docs``, ``_meta``."""
 
     atomic_batches = False
+    expires_itself = True  # a retained index's TTL (table_descriptor); due() finds the rest
 
     def __init__(
         self,
@@ -307,6 +309,7 @@ class HBaseStore:
         layout: str | None = None,
         wire: Wire = PLAIN,
         create: bool = True,
+        retain: int | None = None,
     ) -> None:
         self.prefix = prefix
         self._hot: dict[bytes, bytes] = {}  # see _read_buckets
@@ -331,7 +334,7 @@ class HBaseStore:
         self.layout: str = layout or (BUCKETS if api == "thrift2" else ROWS)
         self._rows_asked = layout == ROWS  # chosen on purpose: no warning when created
         try:
-            self._ensure_tables(create)
+            self._ensure_tables(create, retain)
             manifest = self.get_meta("manifest")
             if manifest is not None:
                 self.adopt(manifest)
@@ -340,8 +343,8 @@ class HBaseStore:
             raise
 
     @classmethod
-    def from_url(cls, url: str, *, create: bool = True) -> HBaseStore:
-        return cls(**parse_url(url), create=create)
+    def from_url(cls, url: str, *, create: bool = True, retain: int | None = None) -> HBaseStore:
+        return cls(**parse_url(url), create=create, retain=retain)
 
     @property
     def api(self) -> str:
@@ -371,7 +374,7 @@ class HBaseStore:
         self.layout = layout
 
     # -- tables ---------------------------------------------------------------
-    def _ensure_tables(self, create: bool) -> None:
+    def _ensure_tables(self, create: bool, ttl: int | None) -> None:
         # with api given, this is the first call: is a gateway there at all?
         with first_contact(self._gateways):
             existing = self.transport.table_names()
@@ -379,7 +382,7 @@ class HBaseStore:
         if create:
             for table in missing:  # meta last: its presence marks a complete index
                 schema = "index_buckets" if table == "index" and self.layout == BUCKETS else table
-                self.transport.create_table(self.tables[table], schema)
+                self.transport.create_table(self.tables[table], schema, ttl)
         elif "meta" in missing:
             raise IndexNotFound(self.url)
         elif missing:
@@ -660,6 +663,10 @@ class HBaseStore:
                 continue
             if doc is not None:
                 yield doc
+
+    def due(self, before: int, limit: int) -> list[str]:
+        """A scan of the docs: the TTL expires the rest (docs/hbase.md, "Retention")."""
+        return oldest_before(self.iter_docs(), before, limit)
 
     def iter_index(self) -> Iterator[IndexCell]:
         for key, columns in self._scan_all("index", keys_only=True):
