@@ -15,7 +15,7 @@ from simhash_hbase import InvalidIndexUrl, SimhashIndex, StoreUnavailable
 from simhash_hbase.errors import StoreClosed, StoreError
 from simhash_hbase.store import open_store
 from simhash_hbase.store.hbase import tables as hbase_tables
-from simhash_hbase.store.hbase.settings import parse_url
+from simhash_hbase.store.hbase.settings import Gateway, parse_url
 from simhash_hbase.store.hbase.store import HBaseStore
 
 from .conftest import HBASE_APIS, fresh_hbase_url, gateway_address
@@ -126,7 +126,7 @@ def test_bad_hbase_urls(url: str, message: str) -> None:
 
 
 def test_a_url_without_a_port_names_the_thrift2_gateway() -> None:
-    assert parse_url("hbase://h?prefix=p")["port"] == 9091  # the fast one (issue 43)
+    assert parse_url("hbase://h?prefix=p")["gateways"] == (Gateway("h", 9091),)  # issue 43
 
 
 @pytest.mark.hbase

@@ -14,7 +14,6 @@ import bisect
 import logging
 import os
 import random
-import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -32,13 +31,19 @@ from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
 from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell, oldest_before
 from simhash_hbase.store.hbase import tables as hbase_tables
+from simhash_hbase.store.hbase.clock import CLOCK
+from simhash_hbase.store.hbase.connect import Gateways
+from simhash_hbase.store.hbase.metrics import GATEWAY_STATS
 from simhash_hbase.store.hbase.settings import (
     BUCKETS,
     DEFAULT_POOL,
-    DEFAULT_PORT,
     DEFAULT_PREFIX,
+    DEFAULT_RETRIES,
     DEFAULT_TIMEOUT_MS,
+    PLAIN,
     ROWS,
+    Gateway,
+    Wire,
     layout_of,
     parse_url,
 )
@@ -87,35 +92,6 @@ _INTENT_AT = 8 + _NONCE_BYTES  # an owner token: stamp, nonce, then the version 
 _CLAIM_TRIES = 64  # rounds of claims lost to other writers before a batch gives up
 
 
-class _Clock:
-    """Strictly increasing millisecond timestamps for this process.
-
-    HBase quirk: a delete at timestamp T masks every put at <= T, even one sent
-    later. Deletes therefore get T and the puts that follow get T+1, and no two
-    batches share a timestamp, so a remove-then-re-add in one millisecond works.
-    Across writers the clock is a Lamport clock: a batch's pair is above every
-    owner token it read (:meth:`_HBaseBatch.claim_docs`).
-    """
-
-    def __init__(self) -> None:
-        self._last = 0
-        self._lock = threading.Lock()
-
-    def observe(self, ts: int) -> None:
-        """A timestamp another writer used: the pairs after this exceed it."""
-        with self._lock:
-            self._last = max(self._last, ts)
-
-    def pair(self) -> tuple[int, int]:
-        with self._lock:
-            t = max(int(time.time() * 1000), self._last + 1)
-            self._last = t + 1
-            return t, t + 1
-
-
-_clock = _Clock()
-
-
 class _HBaseBatch:
     """Buffers mutations; flushes index cells before docs rows (see store.base).
 
@@ -140,7 +116,7 @@ class _HBaseBatch:
 
     def stamps(self) -> tuple[int, int]:
         if self._stamps is None:
-            self._stamps = _clock.pair()
+            self._stamps = CLOCK.pair()
         return self._stamps
 
     def claim_docs(
@@ -203,8 +179,8 @@ class _HBaseBatch:
         if self._stamps is not None and newest < self._stamps[0]:
             return False
         used = self._stamps is not None
-        _clock.observe(newest)
-        self._stamps = _clock.pair()
+        CLOCK.observe(newest)
+        self._stamps = CLOCK.pair()
         return used
 
     def get_docs(self, doc_ids: Sequence[str]) -> dict[str, Document]:
@@ -294,32 +270,31 @@ class HBaseStore:
 
     def __init__(
         self,
-        host: str,
-        port: int = DEFAULT_PORT,
+        gateways: Sequence[Gateway],
         *,
         prefix: str = DEFAULT_PREFIX,
         pool: int = DEFAULT_POOL,
         timeout: int = DEFAULT_TIMEOUT_MS,
+        retries: int = DEFAULT_RETRIES,
         api: str | None = None,
         layout: str | None = None,
+        wire: Wire = PLAIN,
         create: bool = True,
         retain: int | None = None,
     ) -> None:
-        self.host, self.port, self.prefix = host, port, prefix
+        self.prefix = prefix
         self._hot: dict[bytes, bytes] = {}  # see _read_buckets
         self._run = LeaseLock(self)  # one writing job at a time
         self._section = LeaseSection(self)  # one batch's lookups and write at a time
-        self.url = f"hbase://{host}:{port}?prefix={prefix}" + (f"&api={api}" if api else "")
+        hosts = ",".join(str(g) for g in gateways)
+        self.url = f"hbase://{hosts}?prefix={prefix}{f'&api={api}' if api else ''}{wire.query()}"
         self.tables = {t: hbase_tables.table_name(prefix, t).encode() for t in hbase_tables.TABLES}
-        where = f"HBase at {host}:{port}"
-        self._where, self._timeout = where, timeout
+        self._gateways = Gateways(gateways, wire, timeout, self.url, GATEWAY_STATS)
         if api is None:
-            with first_contact(where, host, port, timeout):
-                api = gateway_api(host, port, timeout, where)
+            with first_contact(self._gateways):
+                api = gateway_api(self._gateways)
         transport_class = Thrift2Transport if api == "thrift2" else Thrift1Transport
-        self.transport: Transport = transport_class(
-            host, port, pool=pool, timeout=timeout, where=where
-        )
+        self.transport: Transport = transport_class(self._gateways, pool=pool, retries=retries)
         if layout == BUCKETS and api == "thrift1":
             self.close()
             raise InvalidIndexUrl(
@@ -373,7 +348,7 @@ class HBaseStore:
     # -- tables ---------------------------------------------------------------
     def _ensure_tables(self, create: bool, ttl: int | None) -> None:
         # with api given, this is the first call: is a gateway there at all?
-        with first_contact(self._where, self.host, self.port, self._timeout):
+        with first_contact(self._gateways):
             existing = self.transport.table_names()
         missing = [t for t, name in self.tables.items() if name not in existing]
         if create:
@@ -396,7 +371,7 @@ class HBaseStore:
 
     def put_meta(self, name: str, value: dict[str, Any]) -> None:
         cells = [(_META_COL, codec.encode_json(value))]
-        self.transport.mutate(self.tables["meta"], {name.encode(): cells}, {}, _clock.pair()[1])
+        self.transport.mutate(self.tables["meta"], {name.encode(): cells}, {}, CLOCK.pair()[1])
 
     def put_meta_if_absent(self, name: str, value: dict[str, Any]) -> dict[str, Any]:
         (written,) = self.transport.check_and_put(
@@ -427,7 +402,7 @@ class HBaseStore:
 
     def delete_meta(self, name: str) -> None:
         self.transport.mutate(
-            self.tables["meta"], {}, {name.encode(): [_META_COL]}, _clock.pair()[0]
+            self.tables["meta"], {}, {name.encode(): [_META_COL]}, CLOCK.pair()[0]
         )
 
     def write_section(self) -> AbstractContextManager[None]:

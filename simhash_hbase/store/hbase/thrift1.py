@@ -18,12 +18,12 @@ from importlib import resources
 from typing import Any, TypeVar
 
 import thriftpy2
-from thriftpy2.rpc import make_client
-from thriftpy2.thrift import TException
+from thriftpy2.thrift import TClient, TException
 
 from simhash_hbase.errors import ShdbError, StoreError
 from simhash_hbase.layout import codec
 from simhash_hbase.store.hbase import tables as hbase_tables
+from simhash_hbase.store.hbase.connect import Gateways
 from simhash_hbase.store.hbase.transport import (
     CHECK_AND_PUT_WIDTH,
     NETWORK_ERRORS,
@@ -49,16 +49,16 @@ _SCAN_ROWS = 1000  # rows per scannerGetList; a prefix rarely holds more than a 
 class Thrift1Transport:
     api = "thrift1"
 
-    def __init__(self, host: str, port: int, *, pool: int, timeout: int, where: str) -> None:
-        self._where = where  # "HBase at host:port", for messages
+    def __init__(self, gateways: Gateways, *, pool: int, retries: int) -> None:
+        self._where = gateways.where  # "HBase at host:port", for messages
 
-        def open_client() -> Any:
-            return make_client(_IDL.Hbase, host, port, timeout=timeout)
+        def make_client(protocol: Any) -> Any:
+            return TClient(_IDL.Hbase, protocol)
 
-        self._pool: ClientPool[Any] = ClientPool(open_client, lambda c: c.close(), pool)
+        self._pool: ClientPool[Any] = ClientPool(gateways, make_client, pool, retries)
         self._executor = ThreadPoolExecutor(max_workers=pool, thread_name_prefix="shdb-t1")
         self._cas_pool: ClientPool[Any] = ClientPool(
-            open_client, lambda c: c.close(), CHECK_AND_PUT_WIDTH
+            gateways, make_client, CHECK_AND_PUT_WIDTH, retries
         )
         self._cas_executor = ThreadPoolExecutor(CHECK_AND_PUT_WIDTH, thread_name_prefix="shdb-cas")
 
