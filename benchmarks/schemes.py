@@ -1,5 +1,5 @@
 """Schemes at scale (issue 42): candidates a query and bytes a document, counted,
-against `shdb plan`'s predictions (``simhash_hbase.jobs.plan``).
+against `shdb plan`'s predictions (``simhash_hbase.layout.plan``).
 
 * Candidates: random fingerprints held, random queries; for each row key of a query,
   the held fingerprints that share it, counted on the scheme's own keys. Where N
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from simhash_hbase import SimhashIndex
-from simhash_hbase.jobs.plan import plan_scheme
+from simhash_hbase.layout.plan import plan_scheme
 from simhash_hbase.layout.scheme import SCHEMES, Scheme
 from simhash_hbase.records import Document
 

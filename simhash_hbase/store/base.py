@@ -43,6 +43,17 @@ class CellBlock:
         return zip(rows.tolist(), ids)
 
 
+#: A range of a table's row keys: (start, inclusive; stop, exclusive); ``b""`` leaves
+#: that end open.
+KeyRange = tuple[bytes, bytes]
+WHOLE: KeyRange = (b"", b"")
+
+
+def in_range(key: bytes, key_range: KeyRange) -> bool:
+    start, stop = key_range
+    return key >= start and (not stop or key < stop)
+
+
 #: The index cells of documents (a store needs them to undo a lost claim).
 CellsOf = Callable[[Sequence[Document]], Iterable[IndexCell]]
 
@@ -192,13 +203,29 @@ class Store(Maintenance, Protocol):
         ...
 
     def iter_docs(
-        self, on_corrupt: Callable[[str, StoreCorrupt], None] | None = None
+        self,
+        on_corrupt: Callable[[str, StoreCorrupt], None] | None = None,
+        key_range: KeyRange = WHOLE,
     ) -> Iterator[Document]:
-        """Every document; a damaged row raises, or goes to ``on_corrupt(id, error)``."""
+        """Every document (whose docs key, the encoded id, is in ``key_range``); a
+        damaged row raises, or goes to ``on_corrupt(id, error)``."""
         ...
 
-    def iter_index(self) -> Iterator[IndexCell]: ...
-    def stats(self) -> dict[str, Any]: ...
+    def iter_index(self, key_range: KeyRange = WHOLE) -> Iterator[IndexCell]:
+        """Every index cell (whose row key is in ``key_range``), in row key order."""
+        ...
+
+    def key_ranges(self, table: str) -> list[KeyRange]:
+        """``table``'s keys (``docs`` or ``index``) cut into ranges that can be read
+        apart and at once, in key order, covering every key: HBase's regions (each
+        scanned on its own connection); the embedded store's one whole range."""
+        ...
+
+    def stats(self, counts: bool = True) -> dict[str, Any]:
+        """What the store holds; ``counts=False``: without the counts that take a
+        scan (HBase's: None; `shdb stats` then counts region by region)."""
+        ...
+
     def close(self) -> None: ...
     def __enter__(self) -> Store: ...
     def __exit__(self, *exc: object) -> None: ...

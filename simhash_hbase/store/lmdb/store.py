@@ -43,7 +43,7 @@ from simhash_hbase.errors import (
 )
 from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
-from simhash_hbase.store.base import CellBlock, IndexCell
+from simhash_hbase.store.base import WHOLE, CellBlock, IndexCell, KeyRange, in_range
 from simhash_hbase.store.lmdb import free as lmdb_free
 from simhash_hbase.store.lmdb import pages
 from simhash_hbase.store.lmdb.cells import (
@@ -709,12 +709,18 @@ class EmbeddedStore:
             raise self._error(exc, "read") from exc
 
     def iter_docs(
-        self, on_corrupt: Callable[[str, StoreCorrupt], None] | None = None
+        self,
+        on_corrupt: Callable[[str, StoreCorrupt], None] | None = None,
+        key_range: KeyRange = WHOLE,
     ) -> Iterator[Document]:
-        """Every document; a damaged row raises, or goes to ``on_corrupt(id, error)``."""
+        """Every document (of ``key_range``: a filter, as :meth:`key_ranges` gives
+        only the whole); a damaged row raises, or goes to ``on_corrupt(id, error)``."""
         try:
             with self._env.begin(db=self._docs) as txn:
                 for key, doc in self._doc_items_of(txn):
+                    name = key if isinstance(doc, StoreCorrupt) else codec.encode_doc_id(doc.doc_id)
+                    if key_range != WHOLE and not in_range(name, key_range):
+                        continue
                     if isinstance(doc, StoreCorrupt):
                         if on_corrupt is None:
                             raise doc
@@ -727,14 +733,18 @@ class EmbeddedStore:
     def _doc_items_of(self, txn: Txn) -> Iterator[tuple[bytes, Document | StoreCorrupt]]:
         yield from self._tables.iter_docs(txn)
 
-    def iter_index(self) -> Iterator[IndexCell]:
+    def iter_index(self, key_range: KeyRange = WHOLE) -> Iterator[IndexCell]:
         try:
             with self._env.begin(db=self._index) as txn:
-                yield from self._tables.iter_index(txn)
+                cells = self._tables.iter_index(txn)
+                yield from (c for c in cells if in_range(c[0], key_range))
         except lmdb.Error as exc:
             raise self._error(exc, "read") from exc
 
-    def stats(self) -> dict[str, Any]:
+    def key_ranges(self, table: str) -> list[KeyRange]:
+        return [WHOLE]  # one file, read by one process: nothing to read at once
+
+    def stats(self, counts: bool = True) -> dict[str, Any]:  # counted as written
         try:
             with self._reading() as txn:
                 fresh = None
