@@ -75,7 +75,7 @@ from simhash_hbase.text.extract import check_query_text, to_text
 
 DEFAULT_K = 3
 OnCorrupt = Callable[[str, StoreCorrupt], None] | None
-Doc = Document
+DocStream = Iterator[Document]  # documents read in order, as a scan gives them
 # How many times this process has forked: an index opened before a fork refuses
 # to be used in the child (see SimhashIndex._store).
 _FORKS = [0]
@@ -420,7 +420,7 @@ class SimhashIndex(_Judged):
             codec.encode_doc_id(doc_id)
         return self._store.get_docs(doc_ids)
 
-    def documents(self, on_corrupt: OnCorrupt = None, key_range: KeyRange = WHOLE) -> Iterator[Doc]:
+    def documents(self, on_corrupt: OnCorrupt = None, key_range: KeyRange = WHOLE) -> DocStream:
         """Every document (of ``key_range``: :meth:`key_ranges`), in id order; a damaged row
         raises, or goes to ``on_corrupt(id, error)`` (:class:`StoreCorrupt`) and is skipped."""
         return self._store.iter_docs(on_corrupt, key_range)
