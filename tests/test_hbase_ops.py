@@ -4,6 +4,7 @@ indexes, and `verify` / `stats` read region by region, at once or sampled."""
 
 from __future__ import annotations
 
+import itertools
 import json
 import random
 import re
@@ -213,7 +214,8 @@ def test_a_sampled_verify_finds_problems_in_the_regions_it_reads(regioned: Simha
     found = verify(regioned, sample=1.0)
     assert (found.missing_cells, found.incomplete_documents) == (2, 1) and not found.clean
     half = verify(regioned, sample=0.5, workers=2)
-    assert half.estimates["regions_read"] == {"docs": "4 of 8", "index": "8 of 16"}
+    # cut into 256 pieces each (32 a docs range, 16 an index one), half of them read
+    assert half.estimates["pieces_read"] == {"docs": "128 of 256", "index": "128 of 256"}
     cells = half.estimates["cells"]
     assert isinstance(cells, dict) and half.cells < 402 * 10 + 2 * 25
     assert abs(cells["estimate"] - (402 * 10 + 50 - 2)) <= cells["bound_95"] + 1
@@ -227,14 +229,25 @@ def test_counts_read_at_once_or_sampled_agree_with_the_store(regioned: SimhashIn
     assert exact.index_cells.value == regioned.stats()["index_cells"]
     seen: list[tuple[str, int, int]] = []
     sampled = census.count(regioned, sample=0.25, progress=lambda *a: seen.append(a))
-    assert not sampled.index_cells.exact and sampled.ranges_read["index"] == (4, 16)
+    assert not sampled.index_cells.exact and sampled.ranges_read["index"] == (64, 256)
     assert abs(sampled.index_cells.value - exact.index_cells.value) <= (
         sampled.index_cells.bound + 1
     )
-    assert seen[-1] == ("index", 4, 4) and ("docs", 2, 2) in seen
+    assert seen[-1] == ("index", 64, 64) and ("docs", 64, 64) in seen
     for bad in ({"workers": 0}, {"sample": 0.0}, {"sample": 1.5}):
         with pytest.raises(InvalidSetting):
             census.count(regioned, **bad)  # type: ignore[arg-type]
+
+
+@given(st.binary(max_size=10), st.binary(max_size=10), st.integers(1, 300))
+def test_a_cut_range_is_covered_by_its_pieces_in_order(a: bytes, b: bytes, pieces: int) -> None:
+    start, stop = sorted((a, b)) if b else (a, b)
+    if stop and start == stop:
+        return
+    parts = census.cut((start, stop), pieces)
+    assert parts[0][0] == start and parts[-1][1] == stop and len(parts) <= pieces
+    for (_, left_stop), (right_start, right_stop) in itertools.pairwise(parts):
+        assert left_stop == right_start and right_start < (right_stop or b"\xff" * 11)
 
 
 def test_extrapolation_is_exact_when_all_is_read_and_bounded_when_not() -> None:
@@ -250,10 +263,12 @@ def test_stats_and_verify_commands_take_workers_and_sample(tmp_path: Path) -> No
         index.add_documents(_fingerprints(50))
     url = str(tmp_path / "ix")
     stats = json.loads(shdb("stats", "-i", url, "--workers", "3", "--json").stdout)
-    assert stats["documents"] == 50 and stats["regions_read"] == {"docs": "1 of 1",
-                                                                   "index": "1 of 1"}  # fmt: skip
+    assert stats["documents"] == 50 and stats["pieces_read"] == {
+        "docs": "1 of 1",
+        "index": "1 of 1",
+    }
     done = shdb("stats", "-i", url, "--sample", "0.5")
-    assert done.exit_code == 0 and "index: 1 of 1 regions read" in done.stderr
+    assert done.exit_code == 0 and "index: 1 of 1 regions read" in done.stderr  # one pass
     done = shdb("verify", "-i", url, "--sample", "0.5", "--json")
     assert done.exit_code == 0, done.output
     report = json.loads(done.stdout)

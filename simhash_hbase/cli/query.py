@@ -158,7 +158,7 @@ def stats_cmd(
         return
     flat = {k: v for k, v in stats.items() if not isinstance(v, dict)}
     flat.update({k: estimated(v) for k, v in stats.items() if k in ("documents", "index_cells")})
-    flat.update({f"regions_read.{k}": v for k, v in stats.get("regions_read", {}).items()})
+    flat.update({f"pieces_read.{k}": v for k, v in stats.get("pieces_read", {}).items()})
     flat.update({f"fingerprint.{k}": v for k, v in stats.get("fingerprint", {}).items()})
     table(("stat", "value"), flat.items())
 

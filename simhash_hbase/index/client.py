@@ -428,7 +428,7 @@ class SimhashIndex(_Judged):
     def index_cells(self, key_range: KeyRange = WHOLE) -> Iterator[IndexCell]:
         return self._store.iter_index(key_range)  # in row key order
 
-    def key_ranges(self, table: str) -> list[KeyRange]:
+    def key_ranges(self, table: str) -> list[KeyRange] | None:
         return self._store.key_ranges(table)  # docs or index: HBase's regions
 
     def query(

@@ -3,15 +3,18 @@ billion documents: every range at once on ``workers`` threads (on HBase a range 
 a region, scanned on its own pooled connection), or a random ``sample`` of the
 ranges, whose counts are extrapolated to the table with an error bound.
 
-A region is the unit because a scan of one stays on one region server: N workers
-keep N servers busy. The extrapolation treats the regions as the population
-(their sizes vary, which the bound accounts for): an estimate of the table's total
-and a 95 % bound from the spread between the sampled regions (a normal
-approximation, with the finite-population correction).
+A region is the unit of the parallel read because a scan of one stays on one
+region server: N workers keep N servers busy. A sample cuts the regions into at
+least 256 pieces (even in key space) and reads a random fraction of the pieces;
+the extrapolation treats the pieces as the population (their sizes vary, which the
+bound accounts for): an estimate of the table's total and a 95 % bound from the
+spread between the sampled pieces (a normal approximation, with the
+finite-population correction).
 """
 
 from __future__ import annotations
 
+import itertools
 import math
 import random
 import statistics
@@ -22,12 +25,15 @@ from typing import TypeVar
 
 from simhash_hbase.errors import InvalidSetting
 from simhash_hbase.index.client import SimhashIndex
-from simhash_hbase.store.base import KeyRange
+from simhash_hbase.store.base import WHOLE, KeyRange
 
 T = TypeVar("T")
 #: Progress: (table, ranges done, ranges to read).
 Progress = Callable[[str, int, int], None]
 Z95 = 1.96
+#: Pieces a sampled table is cut into at least, whatever its regions.
+SAMPLE_UNITS = 256
+_CUT_BYTES = 8
 
 
 @dataclass(frozen=True)
@@ -52,12 +58,46 @@ def check(workers: int, sample: float | None) -> None:
         raise InvalidSetting("sample", f"expected a fraction in (0, 1], got {sample}")
 
 
-def chosen(ranges: Sequence[KeyRange], sample: float | None, seed: int = 0) -> list[KeyRange]:
-    """The ranges to read: all, or a random ``sample`` of them (at least one)."""
+def ranges_of(index: SimhashIndex, table: str) -> list[KeyRange]:
+    """The ranges ``table`` is read by: its regions, or the whole (a store read in
+    one pass: :meth:`~simhash_hbase.store.base.Store.key_ranges`)."""
+    return index.key_ranges(table) or [WHOLE]
+
+
+def sampled(
+    index: SimhashIndex, table: str, sample: float | None, seed: int = 0
+) -> tuple[list[KeyRange], list[KeyRange]]:
+    """(the population, the ranges to read): the table's ranges and all of them; or,
+    to sample, the ranges cut into at least :data:`SAMPLE_UNITS` pieces (a table of
+    4 regions is sampled as finely as one of 400) and a random ``sample`` of those.
+    A table read in one pass is read whole: its counts are exact."""
+    ranges = index.key_ranges(table)
+    if ranges is None:
+        return [WHOLE], [WHOLE]
     if sample is None or sample >= 1:
-        return list(ranges)
-    n = max(1, math.ceil(sample * len(ranges)))
-    return sorted(random.Random(seed).sample(list(ranges), n))
+        return ranges, ranges
+    pieces = math.ceil(SAMPLE_UNITS / max(len(ranges), 1))
+    units = [piece for key_range in ranges for piece in cut(key_range, pieces)]
+    n = max(1, math.ceil(sample * len(units)))
+    return units, sorted(random.Random(seed).sample(units, n))
+
+
+def cut(key_range: KeyRange, pieces: int) -> list[KeyRange]:
+    """``key_range`` cut into ``pieces`` even in key space: the 8 bytes after the
+    bounds' common prefix read as a number. Even in keys, not in rows: the index's
+    keys are uniform, ids need not be (the estimate's bound measures how uneven)."""
+    start, stop = key_range
+    high = stop or b"\xff" * (_CUT_BYTES + 1)
+    common = next((i for i, (x, y) in enumerate(zip(start, high)) if x != y), len(start))
+    a, b = (int.from_bytes(k[common:][:_CUT_BYTES].ljust(_CUT_BYTES, b"\0"), "big")
+            for k in (start, high))  # fmt: skip
+    if pieces < 2 or b - a < pieces:
+        return [key_range]
+    points = [
+        high[:common] + (a + (b - a) * i // pieces).to_bytes(_CUT_BYTES, "big")
+        for i in range(1, pieces)
+    ]
+    return list(itertools.pairwise([start, *points, stop]))
 
 
 def each(
@@ -105,7 +145,7 @@ class Counts:
         return {
             "documents": self.documents.to_json(),
             "index_cells": self.index_cells.to_json(),
-            "regions_read": {t: f"{a} of {b}" for t, (a, b) in self.ranges_read.items()},
+            "pieces_read": {t: f"{a} of {b}" for t, (a, b) in self.ranges_read.items()},
         }
 
 
@@ -118,8 +158,8 @@ def count(
 ) -> Counts:
     """Documents and index cells, by reading the docs and index tables range by range."""
     check(workers, sample)
-    docs_ranges, index_ranges = index.key_ranges("docs"), index.key_ranges("index")
-    docs_read, cells_read = chosen(docs_ranges, sample), chosen(index_ranges, sample)
+    docs_ranges, docs_read = sampled(index, "docs", sample)
+    index_ranges, cells_read = sampled(index, "index", sample)
 
     def documents(key_range: KeyRange) -> int:
         damaged = [0]  # a damaged docs row is a document too (verify names it)

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from simhash_hbase.errors import InvalidIndexUrl
 from simhash_hbase.index.client import SimhashIndex
+from simhash_hbase.jobs.census import ranges_of
 from simhash_hbase.store.hbase.settings import BUCKETS, layout_of, parse_url
 from simhash_hbase.store.hbase.tables import shell_script
 
@@ -19,7 +20,7 @@ def existing_schema(url: str) -> str:
     prefix = parse_url(url)["prefix"]
     with SimhashIndex.open(url, create=False, readonly=True) as index:
         manifest, scheme = index.manifest, index.scheme
-        splits = {t: [start for start, _ in index.key_ranges(t)[1:]] for t in ("docs", "index")}
+        splits = {t: [start for start, _ in ranges_of(index, t)[1:]] for t in ("docs", "index")}
     buckets = layout_of(manifest) == BUCKETS
     regions = ", ".join(f"{t} {len(keys) + 1}" for t, keys in splits.items())
     notes = [f"as found at {url}: regions {regions}"]

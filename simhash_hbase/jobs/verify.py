@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 
 from simhash_hbase.errors import InvalidSetting, StoreCorrupt
 from simhash_hbase.index.client import SimhashIndex
-from simhash_hbase.jobs.census import Progress, check, chosen, each, extrapolate
+from simhash_hbase.jobs.census import Progress, check, each, extrapolate, ranges_of, sampled
 from simhash_hbase.layout import codec
 from simhash_hbase.layout.nets import first_band_flag
 from simhash_hbase.records import Document
@@ -91,7 +91,7 @@ def verify(
             for doc in index.documents(on_corrupt, key_range)
         ]
 
-    parts = each("docs", index.key_ranges("docs"), read_docs, workers, progress)
+    parts = each("docs", ranges_of(index, "docs"), read_docs, workers, progress)
     docs = {doc.doc_id: doc for part in parts for doc in part}
     report.corrupt_documents = len(corrupt)
     report.documents = len(docs)
@@ -110,7 +110,7 @@ def verify(
 
     present: Counter[str] = Counter()
     stale: list[IndexCell] = []
-    for cells, held, bad in each("index", index.key_ranges("index"), read_cells, workers, progress):
+    for cells, held, bad in each("index", ranges_of(index, "index"), read_cells, workers, progress):
         report.cells += cells
         present.update(held)
         stale += bad
@@ -140,14 +140,15 @@ def _cells_per_doc(index: SimhashIndex, doc: Document) -> int:
 def verify_sample(
     index: SimhashIndex, sample: float, workers: int, progress: Progress | None
 ) -> VerifyReport:
-    """Verify a random ``sample`` of the regions of each table, by point reads instead
+    """Verify a random ``sample`` of each table (pieces of its regions:
+    :func:`.census.sampled`), by point reads instead
     of holding every document: each document of the sampled docs regions has its
     pigeonhole cells looked up (its band cells are not checked here), and each cell
     of the sampled index regions its document. The counts are those of the sample;
     ``estimates`` extrapolates them to the tables (:func:`.census.extrapolate`)."""
     report = VerifyReport(sample=sample)
-    docs_ranges, index_ranges = index.key_ranges("docs"), index.key_ranges("index")
-    docs_read, cells_read = chosen(docs_ranges, sample), chosen(index_ranges, sample)
+    docs_ranges, docs_read = sampled(index, "docs", sample)
+    index_ranges, cells_read = sampled(index, "index", sample)
 
     def check_docs(key_range: KeyRange) -> tuple[int, int, int, list[str]]:
         documents = incomplete = missing = 0
@@ -203,7 +204,7 @@ def verify_sample(
         "missing_cells": extrapolate([r[2] for r in by_docs], docs_n).to_json(),
         "cells": extrapolate([r[0] for r in by_cells], cells_n).to_json(),
         "stale_cells": extrapolate([r[1] for r in by_cells], cells_n).to_json(),
-        "regions_read": {
+        "pieces_read": {
             "docs": f"{len(docs_read)} of {docs_n}",
             "index": f"{len(cells_read)} of {cells_n}",
         },

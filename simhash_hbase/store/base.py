@@ -215,10 +215,12 @@ class Store(Maintenance, Protocol):
         """Every index cell (whose row key is in ``key_range``), in row key order."""
         ...
 
-    def key_ranges(self, table: str) -> list[KeyRange]:
+    def key_ranges(self, table: str) -> list[KeyRange] | None:
         """``table``'s keys (``docs`` or ``index``) cut into ranges that can be read
         apart and at once, in key order, covering every key: HBase's regions (each
-        scanned on its own connection); the embedded store's one whole range."""
+        scanned on its own connection). None: the table is read in one pass only (the
+        embedded store: its keys are not held in id or row-key order, so a range
+        would be a filter over a whole pass)."""
         ...
 
     def stats(self, counts: bool = True) -> dict[str, Any]:
