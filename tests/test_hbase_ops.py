@@ -214,8 +214,8 @@ def test_a_sampled_verify_finds_problems_in_the_regions_it_reads(regioned: Simha
     found = verify(regioned, sample=1.0)
     assert (found.missing_cells, found.incomplete_documents) == (2, 1) and not found.clean
     half = verify(regioned, sample=0.5, workers=2)
-    # cut into 256 pieces each (32 a docs range, 16 an index one), half of them read
-    assert half.estimates["pieces_read"] == {"docs": "128 of 256", "index": "128 of 256"}
+    # the index cut into 256 pieces (16 a range), the docs by whole ranges; half read
+    assert half.estimates["pieces_read"] == {"docs": "4 of 8", "index": "128 of 256"}
     cells = half.estimates["cells"]
     assert isinstance(cells, dict) and half.cells < 402 * 10 + 2 * 25
     assert abs(cells["estimate"] - (402 * 10 + 50 - 2)) <= cells["bound_95"] + 1
@@ -233,7 +233,7 @@ def test_counts_read_at_once_or_sampled_agree_with_the_store(regioned: SimhashIn
     assert abs(sampled.index_cells.value - exact.index_cells.value) <= (
         sampled.index_cells.bound + 1
     )
-    assert seen[-1] == ("index", 64, 64) and ("docs", 64, 64) in seen
+    assert seen[-1] == ("index", 64, 64) and ("docs", 2, 2) in seen
     for bad in ({"workers": 0}, {"sample": 0.0}, {"sample": 1.5}):
         with pytest.raises(InvalidSetting):
             census.count(regioned, **bad)  # type: ignore[arg-type]
@@ -256,6 +256,8 @@ def test_extrapolation_is_exact_when_all_is_read_and_bounded_when_not() -> None:
     assert even.value == 80 and even.bound == 0 and not even.exact
     uneven = census.extrapolate([0, 20], 8)
     assert uneven.value == 80 and uneven.bound > 0
+    blind = census.extrapolate([0, 0, 0], 256)  # ids crowding pieces left unread
+    assert blind.to_json() == {"estimate": 0, "bound_95": None}
 
 
 def test_stats_and_verify_commands_take_workers_and_sample(tmp_path: Path) -> None:
@@ -295,13 +297,18 @@ def _drop(prefix: str) -> None:
 
 @pytest.fixture
 def planned_url(hbase_api: str, tmp_path: Path) -> Iterator[str]:
-    """A new index in namespace ``shdbops`` created for 1 B documents, its docs table
-    split by a sample of URL ids."""
+    """A new index in namespace ``shdbops`` created for 200 M documents, its docs
+    table split by a sample of URL ids."""
     prefix = f"shdbops:p{uuid.uuid4().hex[:10]}"
     sample = tmp_path / "ids.txt"
     sample.write_text("\n".join(f"https://e{i:04d}.example/" for i in range(4000)), "utf-8")
     try:
-        yield f"hbase://{gateway_address('thrift2')}/{prefix}?expect=1B&docs_sample={sample}"
+        # 200 M: 25 index regions (above the 16 of no plan), 8 docs ones; a minute's
+        # timeout, as creating split tables takes its time on a shared machine
+        yield (
+            f"hbase://{gateway_address('thrift2')}/{prefix}?expect=200M&docs_sample={sample}"
+            "&timeout=60000"
+        )
     finally:
         _drop(prefix)
 
@@ -315,7 +322,8 @@ def test_a_new_index_in_a_namespace_gets_its_planned_regions(
     `shdb schema --index` describes the tables as they are."""
     if hbase_api != "thrift2":
         pytest.skip("Thrift1 can neither create a namespace nor split a table")
-    sizing = hbase_tables.Sizing(10**9)
+    sizing = hbase_tables.Sizing(2 * 10**8)
+    assert sizing.regions()["index"] > 16 and sizing.regions()["docs"] > 1
     with SimhashIndex.open(planned_url) as index:
         index.add("https://e0001.example/", ARTICLE)
         index.add("https://e3000.example/", OTHER)

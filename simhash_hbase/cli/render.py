@@ -252,6 +252,8 @@ def new_index(url: str) -> None:
 
 def estimated(value: Any) -> Any:
     """A count, or an extrapolated one (``{"estimate", "bound_95"}``) as ``N ± B``."""
+    if isinstance(value, dict) and "estimate" in value and value["bound_95"] is None:
+        return f"{value['estimate']:,} (sampled, nothing seen: no bound; sample more)"
     if isinstance(value, dict) and "estimate" in value:
         return f"{value['estimate']:,} ± {value['bound_95']:,} (95 %, sampled)"
     if isinstance(value, dict):
