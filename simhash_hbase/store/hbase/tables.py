@@ -18,6 +18,7 @@ from importlib import resources
 from typing import Any
 
 from simhash_hbase.errors import InvalidIndexUrl
+from simhash_hbase.layout.nets import first_band_flag
 from simhash_hbase.layout.plan import docs_split_keys, index_split_keys, plan
 from simhash_hbase.layout.scheme import DEFAULT_SCHEME, SCHEMES, Scheme
 
@@ -151,10 +152,9 @@ def namespace_of(prefix: str) -> str | None:
 
 def layout_notes(scheme: Scheme, buckets: bool) -> list[str]:
     """What the bytes of each table's rows mean (docs/SPEC.md), as script comments."""
-    first_band = scheme.rows_per_fingerprint + 1  # layout.nets.first_band_flag
     flags = (
         f"1..{scheme.rows_per_fingerprint}: scheme {scheme.name}'s combinations, "
-        f"then LSH bands from {first_band}"
+        f"then LSH bands from {first_band_flag(scheme)}"
     )
     index = (
         "index (bucket layout, manifest format 2): row key = 5 bytes: a 4-byte segment field "
