@@ -22,7 +22,7 @@ from simhash_hbase.jobs import census
 from simhash_hbase.jobs.verify import verify
 from simhash_hbase.layout.plan import docs_split_keys, index_split_keys, plan
 from simhash_hbase.records import Document
-from simhash_hbase.store.base import KeyRange
+from simhash_hbase.store.base import WHOLE, KeyRange
 from simhash_hbase.store.hbase import tables as hbase_tables
 from simhash_hbase.store.hbase.settings import parse_url
 
@@ -172,14 +172,30 @@ def _cut(ranges: int) -> list[KeyRange]:
 def regioned(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[SimhashIndex]:
     """An embedded index of 400 fingerprints and two texts whose tables are read as
     8 docs ranges (ids k0.., cut at their first byte: 'k' holds them all but a and
-    c) and 16 index ranges, as an HBase index's regions would be."""
+    c) and 16 index ranges, as an HBase index's regions would be (the embedded store
+    reads whole: the ranges are cut from its pass here)."""
     with SimhashIndex.open(str(tmp_path / "ix")) as index:
         index.add_documents(_fingerprints(400))
         index.add("a", ARTICLE)
         index.add("c", OTHER)
         cuts = {"docs": _cut(8), "index": _cut(16)}
+        docs, cells = index.documents, index.index_cells  # the store's, read whole
+
+        def documents(on_corrupt: object = None, key_range: KeyRange = WHOLE) -> object:
+            return (d for d in docs(on_corrupt) if _holds(key_range, d.doc_id.encode()))  # type: ignore[arg-type]
+
+        def index_cells(key_range: KeyRange = WHOLE) -> object:
+            return (c for c in cells() if _holds(key_range, c[0]))
+
         monkeypatch.setattr(index, "key_ranges", lambda table: cuts[table])
+        monkeypatch.setattr(index, "documents", documents)
+        monkeypatch.setattr(index, "index_cells", index_cells)
         yield index
+
+
+def _holds(key_range: KeyRange, key: bytes) -> bool:
+    start, stop = key_range
+    return key >= start and (not stop or key < stop)
 
 
 def _summary(report: object) -> dict[str, object]:

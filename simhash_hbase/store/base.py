@@ -49,9 +49,9 @@ KeyRange = tuple[bytes, bytes]
 WHOLE: KeyRange = (b"", b"")
 
 
-def in_range(key: bytes, key_range: KeyRange) -> bool:
-    start, stop = key_range
-    return key >= start and (not stop or key < stop)
+#: What a store's ``iter_docs`` is given for damaged rows, and what it yields.
+OnCorrupt = Callable[[str, StoreCorrupt], None] | None
+DocStream = Iterator[Document]
 
 
 #: The index cells of documents (a store needs them to undo a lost claim).
@@ -104,6 +104,9 @@ class Store(Maintenance, Protocol):
 
     #: True when a batch commits all or nothing (LMDB); HBase is atomic per row only.
     atomic_batches: bool
+    #: True when a retained index's store drops what outlives the retention by itself
+    #: (HBase: the tables' TTL), so writes leave expiry to it (docs/lifecycle.md).
+    expires_itself: bool
 
     @property
     def index_follows_docs(self) -> bool:
@@ -207,7 +210,8 @@ class Store(Maintenance, Protocol):
         on_corrupt: Callable[[str, StoreCorrupt], None] | None = None,
         key_range: KeyRange = WHOLE,
     ) -> Iterator[Document]:
-        """Every document (whose docs key, the encoded id, is in ``key_range``); a
+        """Every document (whose docs key, the encoded id, is in ``key_range``, one of
+        :meth:`key_ranges`: a store that has none is only given :data:`WHOLE`); a
         damaged row raises, or goes to ``on_corrupt(id, error)``."""
         ...
 
@@ -228,6 +232,19 @@ class Store(Maintenance, Protocol):
         scan (HBase's: None; `shdb stats` then counts region by region)."""
         ...
 
+    def due(self, before: int, limit: int) -> list[str]:
+        """The ids of at most ``limit`` documents whose time is before ``before`` (ms):
+        the embedded store's oldest first from a retained index's time order (a seek;
+        an index without one: none), HBase's from a scan of its docs."""
+        ...
+
     def close(self) -> None: ...
     def __enter__(self) -> Store: ...
     def __exit__(self, *exc: object) -> None: ...
+
+
+def oldest_before(docs: Iterable[Document], before: int, limit: int) -> list[str]:
+    """The ids of at most ``limit`` of ``docs`` whose time is before ``before``, oldest
+    first (:meth:`Store.due` of a store without a time order)."""
+    aged = [(d.time, d.doc_id) for d in docs if d.time is not None and d.time < before]
+    return [doc_id for _, doc_id in sorted(aged)[:limit]]

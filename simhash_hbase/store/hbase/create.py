@@ -24,9 +24,11 @@ def create_tables(
     layout: str,
     sizing: Sizing,
     url: str,
+    ttl: int | None = None,
 ) -> None:
     """Create the ``missing`` tables (in the order given: meta last, its presence
-    marks a complete index), and first their namespace when the prefix names one."""
+    marks a complete index), and first their namespace when the prefix names one;
+    ``ttl``: a retained index's (:func:`~.tables.family_spec`)."""
     namespace = namespace_of(prefix)
     if namespace is not None and missing:
         try:
@@ -41,7 +43,7 @@ def create_tables(
     for table in missing:
         schema = "index_buckets" if table == "index" and layout == BUCKETS else table
         try:
-            transport.create_table(names[table], schema, sizing.splits(table))
+            transport.create_table(names[table], schema, sizing.splits(table), ttl)
         except StoreError as exc:
             if "NamespaceNotFound" not in str(exc):
                 raise

@@ -30,7 +30,14 @@ from simhash_hbase.errors import (
 )
 from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
-from simhash_hbase.store.base import WHOLE, CellBlock, CellsOf, IndexCell, KeyRange
+from simhash_hbase.store.base import (
+    WHOLE,
+    CellBlock,
+    CellsOf,
+    IndexCell,
+    KeyRange,
+    oldest_before,
+)
 from simhash_hbase.store.hbase import tables as hbase_tables
 from simhash_hbase.store.hbase.create import create_tables
 from simhash_hbase.store.hbase.owners import INTENT_AT, NONCE_BYTES, owner_token, unfinished
@@ -146,12 +153,11 @@ class _HBaseBatch:
     def claim_docs(
         self, intents: Mapping[str, Document | None], cells_of: CellsOf
     ) -> dict[str, Document]:
-        """Own the docs rows of ``intents``' ids: a checkAndPut of each row's owner
-        token, from the token read with the row to one naming this batch and the
-        version it will write (None: a removal); pipelined. A row another writer
-        claimed in between is read and claimed again. The cells of the versions
-        named by the tokens replaced (writers that may not have finished) are
-        deleted here; those of the versions returned are the caller's to delete."""
+        """Own the docs rows of ``intents``' ids: a pipelined checkAndPut of each row's
+        owner token, from the one read to one naming this batch and the version it writes
+        (None: a removal, of ids holding a document only); a row claimed meanwhile by
+        another writer is read and claimed again. The cells of the versions named by the
+        tokens replaced (writers that may not have finished) are deleted here."""
         if self._pending or self._flushed:
             raise StoreError("docs rows must be claimed before the batch writes anything")
         ids = {codec.encode_doc_id(i): i for i in intents}
@@ -161,8 +167,10 @@ class _HBaseBatch:
         replaced: list[tuple[str, bytes]] = []  # (id, token) of the other writers claimed over
         for attempt in range(_CLAIM_TRIES):
             rows = self._store.read_rows("docs", sorted(unread))
-            expected = {key: rows.get(key, {}).get(_OWNER) for key in unread}
             held.update((key, _doc_of((key, rows[key])) if key in rows else None) for key in unread)
+            # no document to remove: nothing to own (as if before whoever adds it next)
+            unread = {k for k in unread if held[k] is not None or intents[ids[k]] is not None}
+            expected = {key: rows.get(key, {}).get(_OWNER) for key in unread}
             if self._restamp(expected):  # claimed rows take the new stamp too
                 expected.update(mine)
             stamp = self.stamps()[1]
@@ -289,6 +297,7 @@ class HBaseStore:
     """The production store: tables ``<prefix>_index``, ``_docs``, ``_meta``."""
 
     atomic_batches = False
+    expires_itself = True  # a retained index's TTL (table_descriptor); due() finds the rest
 
     def __init__(
         self,
@@ -303,6 +312,7 @@ class HBaseStore:
         expect: int | None = None,
         docs_sample: str | None = None,
         create: bool = True,
+        retain: int | None = None,
     ) -> None:
         self.host, self.port, self.prefix = host, port, prefix
         self._sizing, self._created = hbase_tables.Sizing.of(expect, docs_sample), False
@@ -330,7 +340,7 @@ class HBaseStore:
         self.layout: str = layout or (BUCKETS if api == "thrift2" else ROWS)
         self._rows_asked = layout == ROWS  # chosen on purpose: no warning when created
         try:
-            self._ensure_tables(create)
+            self._ensure_tables(create, retain)
             manifest = self.get_meta("manifest")
             if manifest is not None:
                 self.adopt(manifest)
@@ -339,8 +349,8 @@ class HBaseStore:
             raise
 
     @classmethod
-    def from_url(cls, url: str, *, create: bool = True) -> HBaseStore:
-        return cls(**parse_url(url), create=create)
+    def from_url(cls, url: str, *, create: bool = True, retain: int | None = None) -> HBaseStore:
+        return cls(**parse_url(url), create=create, retain=retain)
 
     @property
     def api(self) -> str:
@@ -371,13 +381,13 @@ class HBaseStore:
         self.layout = layout
 
     # -- tables ---------------------------------------------------------------
-    def _ensure_tables(self, create: bool) -> None:
+    def _ensure_tables(self, create: bool, ttl: int | None) -> None:
         # with api given, this is the first call: is a gateway there at all?
         with first_contact(self._where, self.host, self.port, self._timeout):
             existing = self.transport.table_names()
         missing = [t for t, name in self.tables.items() if name not in existing]
         if create:
-            create_tables(self.transport, self.tables, missing, prefix=self.prefix,
+            create_tables(self.transport, self.tables, missing, prefix=self.prefix, ttl=ttl,
                           layout=self.layout, sizing=self._sizing, url=self.url)  # fmt: skip
             self._created = bool(missing)
         elif "meta" in missing:
@@ -667,6 +677,10 @@ class HBaseStore:
                 continue
             if doc is not None:
                 yield doc
+
+    def due(self, before: int, limit: int) -> list[str]:
+        """A scan of the docs: the TTL expires the rest (docs/hbase.md, "Retention")."""
+        return oldest_before(self.iter_docs(), before, limit)
 
     def iter_index(self, key_range: KeyRange = WHOLE) -> Iterator[IndexCell]:
         for key, columns in self._scan_all("index", True, key_range):

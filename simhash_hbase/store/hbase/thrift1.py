@@ -78,9 +78,11 @@ class Thrift1Transport:
         """Thrift1 has no namespace calls: creating a table in a namespace that does
         not exist fails, and the store says to create it in the hbase shell."""
 
-    def create_table(self, name: bytes, table: str, splits: Sequence[bytes]) -> None:
+    def create_table(
+        self, name: bytes, table: str, splits: Sequence[bytes], ttl: int | None = None
+    ) -> None:
         """Thrift1 cannot split a new table: ``splits`` are left to `shdb schema`'s script."""
-        descriptor = _IDL.ColumnDescriptor(**hbase_tables.thrift1_family_options(table))
+        descriptor = _IDL.ColumnDescriptor(**hbase_tables.thrift1_family_options(table, ttl))
 
         def create(client: Any) -> None:
             try:

@@ -158,8 +158,10 @@ class Thrift2Transport:
 
         self._call(f"create namespace {name}", create)
 
-    def create_table(self, name: bytes, table: str, splits: Sequence[bytes]) -> None:
-        descriptor = table_descriptor(name, table)
+    def create_table(
+        self, name: bytes, table: str, splits: Sequence[bytes], ttl: int | None = None
+    ) -> None:
+        descriptor = table_descriptor(name, table, ttl)
 
         def create(client: Any) -> None:
             try:
@@ -527,10 +529,10 @@ def _pages(results: list[Any]) -> list[Page]:
     return [(r.row, [cv.qualifier for cv in r.columnValues]) for r in results if r.row is not None]
 
 
-def table_descriptor(name: bytes, table: str) -> Any:
+def table_descriptor(name: bytes, table: str, ttl: int | None = None) -> Any:
     """The TTableDescriptor of schema table ``table`` (index, docs, meta), named ``name``
-    (``NS:NAME`` in a namespace)."""
-    family, attributes = hbase_tables.family_spec(table)
+    (``NS:NAME`` in a namespace); ``ttl``: see :func:`~.tables.family_spec`."""
+    family, attributes = hbase_tables.family_spec(table, ttl)
     namespace, _, qualifier = name.rpartition(b":")
     return _IDL.TTableDescriptor(
         tableName=_IDL.TTableName(ns=namespace or None, qualifier=qualifier),
@@ -558,6 +560,8 @@ def _family_descriptor(family: str, attributes: dict[str, Any]) -> Any:
             fields["inMemory"] = bool(value)
         elif key == "CACHE_DATA_ON_WRITE":
             fields["cacheDataOnWrite"] = bool(value)
+        elif key == "TTL":
+            fields["timeToLive"] = int(value)
         elif key == "CONFIGURATION":
             fields["configuration"] = {str(k): str(v) for k, v in value.items()}
         else:

@@ -60,9 +60,12 @@ class Transport(Protocol):
         """Create the HBase namespace ``name``; one that exists already is fine."""
         ...
 
-    def create_table(self, name: bytes, table: str, splits: Sequence[bytes]) -> None:
+    def create_table(
+        self, name: bytes, table: str, splits: Sequence[bytes], ttl: int | None = None
+    ) -> None:
         """Create ``name`` as schema table ``table``, split at ``splits`` where the
-        protocol can; one that exists already is fine."""
+        protocol can; one that exists already is fine. ``ttl``: its cells' time to
+        live in seconds (a retained index's per-document tables)."""
         ...
 
     def get_rows(

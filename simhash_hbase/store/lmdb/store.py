@@ -26,7 +26,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from operator import itemgetter
 from pathlib import Path
@@ -43,14 +43,15 @@ from simhash_hbase.errors import (
 )
 from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
-from simhash_hbase.store.base import WHOLE, CellBlock, IndexCell, KeyRange, in_range
+from simhash_hbase.store.base import WHOLE, CellBlock, DocStream, IndexCell, KeyRange, OnCorrupt
 from simhash_hbase.store.lmdb import free as lmdb_free
-from simhash_hbase.store.lmdb import pages
+from simhash_hbase.store.lmdb import pages, times
 from simhash_hbase.store.lmdb.cells import (
     ALL_TABLES,
     FORMAT,
     STATE,
     TABLES,
+    TIMES,
     Helpers,
     Txn,
     new_state,
@@ -148,13 +149,16 @@ class EmbeddedStore:
 
     atomic_batches = True
     index_follows_docs = False  # nothing is seen before the transaction commits
+    expires_itself = False  # a retention's expiry: due() then the index removes them
 
     def manifest_entries(self) -> dict[str, Any]:
         """Nothing: the file records its own format (meta row ``store/embedded``)."""
         return {}
 
     def adopt(self, manifest: dict[str, Any]) -> None:
-        """One layout only: nothing to adopt."""
+        """A retained index keeps its time order (times.py; format 1, always older, none)."""
+        if codec.RETAIN in manifest and self._compact and not self._env.flags()["readonly"]:
+            self._compact.keep_times()
 
     def __init__(
         self,
@@ -298,7 +302,7 @@ class EmbeddedStore:
             return lmdb.open(
                 str(self.path),
                 map_size=self.map_size,
-                max_dbs=len(ALL_TABLES),
+                max_dbs=len(ALL_TABLES) + 1,  # and TIMES
                 create=not readonly,
                 readonly=readonly,
                 lock=lock,
@@ -324,7 +328,7 @@ class EmbeddedStore:
         untouched, an LMDB file that is not ours."""
         with self._env.begin() as txn:
             names = {bytes(key) for key, _ in txn.cursor()}
-        if names - set(ALL_TABLES):
+        if names - {*ALL_TABLES, TIMES}:
             shown = ", ".join(sorted(n.decode("utf-8", "replace") for n in names)[:8])
             raise StoreCorrupt(
                 f"{self.path} holds an LMDB database that is not an shdb index "
@@ -586,9 +590,8 @@ class EmbeddedStore:
         return int((self._env.info()["last_pgno"] + 1) * self._env.stat()["psize"])
 
     def _counted(self) -> None:
-        """Count a query; at the :data:`POPULATE_AFTER`-th of a read-only store,
-        start mapping the file's cached pages in the background (a writer's file
-        changes under it, and its batches map what they touch)."""
+        """Count a query; at the :data:`POPULATE_AFTER`-th of a read-only store, map the file's
+        cached pages in the background (a writer's file changes under it, its batches map)."""
         self._queries += 1
         if self._queries < POPULATE_AFTER:
             return
@@ -626,6 +629,14 @@ class EmbeddedStore:
             raise self._error(exc, "write to") from exc
         except OSError as exc:
             raise StoreError(f"cannot bulk load {self.path}: {exc}") from exc
+
+    def due(self, before: int, limit: int) -> list[str]:
+        """From the time order (times.py); none in an index without one."""
+        try:
+            with self._reading() as txn:
+                return times.due(self._compact, txn, before, limit) if self._compact else []
+        except lmdb.Error as exc:
+            raise self._error(exc, "read") from exc
 
     def doc_fingerprints(self, doc_ids: Sequence[str]) -> dict[str, int]:
         return {doc_id: doc.fingerprint for doc_id, doc in self.get_docs(doc_ids).items()}
@@ -708,19 +719,11 @@ class EmbeddedStore:
         except lmdb.Error as exc:
             raise self._error(exc, "read") from exc
 
-    def iter_docs(
-        self,
-        on_corrupt: Callable[[str, StoreCorrupt], None] | None = None,
-        key_range: KeyRange = WHOLE,
-    ) -> Iterator[Document]:
-        """Every document (of ``key_range``: a filter over the whole pass, see
-        :meth:`key_ranges`); a damaged row raises, or goes to ``on_corrupt(id, error)``."""
+    def iter_docs(self, on_corrupt: OnCorrupt = None, key_range: KeyRange = WHOLE) -> DocStream:
+        """Every document; a damaged row raises, or goes to ``on_corrupt(id, error)``."""
         try:
             with self._env.begin(db=self._docs) as txn:
                 for key, doc in self._doc_items_of(txn):
-                    name = key if isinstance(doc, StoreCorrupt) else codec.encode_doc_id(doc.doc_id)
-                    if key_range != WHOLE and not in_range(name, key_range):
-                        continue
                     if isinstance(doc, StoreCorrupt):
                         if on_corrupt is None:
                             raise doc
@@ -736,13 +739,12 @@ class EmbeddedStore:
     def iter_index(self, key_range: KeyRange = WHOLE) -> Iterator[IndexCell]:
         try:
             with self._env.begin(db=self._index) as txn:
-                cells = self._tables.iter_index(txn)
-                yield from (c for c in cells if in_range(c[0], key_range))
+                yield from self._tables.iter_index(txn)
         except lmdb.Error as exc:
             raise self._error(exc, "read") from exc
 
-    def key_ranges(self, table: str) -> None:
-        return None  # folded keys: a range is a filter over a whole pass
+    def key_ranges(self, table: str) -> None:  # read whole: so only ever given WHOLE above
+        return None  # its keys are folded, not in id or row-key order
 
     def stats(self, counts: bool = True) -> dict[str, Any]:  # counted as written
         try:
