@@ -18,7 +18,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from simhash_hbase.errors import (
@@ -54,7 +54,7 @@ from simhash_hbase.store.hbase.settings import (
 from simhash_hbase.store.hbase.thrift1 import Thrift1Transport
 from simhash_hbase.store.hbase.thrift2 import Thrift2Transport, gateway_api
 from simhash_hbase.store.hbase.transport import Page, Row, Transport, first_contact
-from simhash_hbase.store.lock import LeaseLock, fingerprint_locks
+from simhash_hbase.store.lock import LeaseLock, LeaseSection
 
 #: The manifest entries of a bucket-layout index: format 2 (versions that know only
 #: format 1 refuse it, rather than write 13-byte rows into it).
@@ -318,6 +318,7 @@ class HBaseStore:
         self._sizing, self._created = hbase_tables.Sizing.of(expect, docs_sample), False
         self._hot: dict[bytes, bytes] = {}  # see _read_buckets
         self._run = LeaseLock(self)  # one writing job at a time
+        self._section = LeaseSection(self)  # one batch's lookups and write at a time
         self.url = f"hbase://{host}:{port}?prefix={prefix}" + (f"&api={api}" if api else "")
         self.tables = {t: hbase_tables.table_name(prefix, t).encode() for t in hbase_tables.TABLES}
         where = f"HBase at {host}:{port}"
@@ -441,12 +442,8 @@ class HBaseStore:
         )
 
     def write_section(self) -> AbstractContextManager[None]:
-        """None across replicas: rows are claimed one by one (claim_docs)."""
-        return nullcontext()
-
-    def exclusive(self, owner: str, fps: set[int]) -> AbstractContextManager[set[int]]:
-        """A lock row per fingerprint in the meta table (:func:`fingerprint_locks`)."""
-        return fingerprint_locks(self, owner, fps)
+        """The meta row ``write-section``, a lease (:class:`LeaseSection`)."""
+        return self._section.held()
 
     def load(self, blocks: Iterable[tuple[Sequence[CellBlock], Sequence[Document]]]) -> int:
         raise InvalidInput(f"{self.url} has no bulk load (the embedded store has); ingest")
