@@ -163,7 +163,7 @@ def test_shell_script_in_schema_is_generated_from_the_json() -> None:
 
 def test_split_points_are_even_on_the_first_byte() -> None:
     points = hbase_tables.split_points("index")
-    assert points == [bytes([16 * i]) for i in range(1, 16)]
+    assert points == [bytes([16 * i, 0, 0, 0]) for i in range(1, 16)]
     assert hbase_tables.split_points("docs") == []
 
 

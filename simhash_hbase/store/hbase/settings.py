@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qs, quote, urlsplit
 
-from simhash_hbase.errors import InvalidIndexUrl
+from simhash_hbase.errors import InvalidIndexUrl, InvalidSetting
+from simhash_hbase.layout.plan import parse_count
 
 #: The Thrift2 gateway's usual port: the fast one (a new index gets the bucket
 #: layout there); Thrift1's is 9090 (docs/hbase.md).
@@ -36,7 +37,9 @@ PROTOCOLS = ("binary", "compact")
 #: one row per 5-byte prefix (a bucket) holding a column per (fingerprint, id).
 ROWS, BUCKETS = "rows", "buckets"
 LAYOUTS = (ROWS, BUCKETS)
-_PREFIX_RE = re.compile(r"^[A-Za-z0-9_.-]{1,64}$")
+#: A table prefix, optionally in an HBase namespace (``NS:NAME``; a namespace name
+#: is letters, digits and ``_``, as HBase allows).
+_PREFIX_RE = re.compile(r"^(?:[A-Za-z0-9_]{1,64}:)?[A-Za-z0-9_.-]{1,64}$")
 _GATEWAY_RE = re.compile(r"^(?:\[([0-9A-Fa-f:.]+)\]|([A-Za-z0-9_.-]+))(?::([0-9]{1,5}))?$")
 _PARAMETERS = {
     "prefix": "the table prefix",
@@ -45,6 +48,8 @@ _PARAMETERS = {
     "retries": "attempts after a network failure",
     "api": "thrift1 or thrift2",
     "layout": "rows or buckets",
+    "expect": "documents a new index is sized for",
+    "docs_sample": "a file of ids to split a new docs table at",
     "transport": "buffered, framed or http",
     "protocol": "binary or compact",
     "tls": "1: TLS to the gateways",
@@ -107,8 +112,8 @@ PLAIN = Wire()
 
 
 def parse_url(url: str) -> dict[str, Any]:
-    """The parts of an ``hbase://HOST[:PORT][,HOST[:PORT]...][?prefix=NAME&...]`` URL,
-    checked: the keyword arguments of :class:`~simhash_hbase.store.hbase.store.HBaseStore`."""
+    """The parts of an ``hbase://HOST[:PORT][,HOST[:PORT]...][/[NS:]NAME][?prefix=NAME&...]``
+    URL, checked: the keyword arguments of :class:`~simhash_hbase.store.hbase.store.HBaseStore`."""
     parts = urlsplit(url)
     query = {k: v[-1] for k, v in parse_qs(parts.query).items()}
     unknown = set(query) - set(_PARAMETERS)
@@ -123,9 +128,20 @@ def parse_url(url: str) -> dict[str, Any]:
         timeout = int(query.get("timeout", DEFAULT_TIMEOUT_MS))
         retries = int(query.get("retries", DEFAULT_RETRIES))
         tls, verify = _flag(query, "tls", False), _flag(query, "verify", True)
-    except ValueError as exc:
+        expect = parse_count(query["expect"]) if "expect" in query else None
+    except (ValueError, InvalidSetting) as exc:
         raise InvalidIndexUrl(f"index URL {url!r}: {exc}") from None
-    prefix = query.get("prefix", DEFAULT_PREFIX)
+    if "docs_sample" in query and expect is None:
+        raise InvalidIndexUrl(
+            f"index URL {url!r}: docs_sample splits the docs table into the regions "
+            "planned for expect=N documents; add expect"
+        )
+    path = parts.path.strip("/")
+    if path and "prefix" in query:
+        raise InvalidIndexUrl(
+            f"index URL {url!r} names its prefix twice (/{path} and prefix=); keep one"
+        )
+    prefix = path or query.get("prefix", DEFAULT_PREFIX)
     for name, choices in (("api", APIS), ("layout", LAYOUTS)):
         _choice(url, query, name, choices)
     transport = _choice(url, query, "transport", TRANSPORTS) or "buffered"
@@ -140,8 +156,8 @@ def parse_url(url: str) -> dict[str, Any]:
     if not _PREFIX_RE.match(prefix) or pool < 1 or timeout < 1 or retries < 0:
         raise InvalidIndexUrl(
             f"index URL {url!r} is not of the form hbase://HOST[:PORT][,HOST[:PORT]...]"
-            "[?prefix=NAME] (prefix: letters, digits, _ . -; pool and timeout positive, "
-            "retries 0 or more)"
+            "[/[NS:]NAME] (NAME: letters, digits, _ . -; NS, an HBase namespace: letters, "
+            "digits, _; pool and timeout positive, retries 0 or more)"
         )
     return {
         "gateways": gateways,
@@ -151,7 +167,10 @@ def parse_url(url: str) -> dict[str, Any]:
         "retries": retries,
         "api": query.get("api"),
         "layout": query.get("layout"),
+        "expect": expect,
+        "docs_sample": query.get("docs_sample"),
         "wire": Wire(transport, protocol, tls, verify=verify, **paths),
+    }
     }
 
 

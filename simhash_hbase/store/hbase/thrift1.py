@@ -74,7 +74,14 @@ class Thrift1Transport:
     def table_names(self) -> set[bytes]:
         return set(self._call("list tables", lambda c: c.getTableNames()))
 
-    def create_table(self, name: bytes, table: str, ttl: int | None = None) -> None:
+    def create_namespace(self, name: str) -> None:
+        """Thrift1 has no namespace calls: creating a table in a namespace that does
+        not exist fails, and the store says to create it in the hbase shell."""
+
+    def create_table(
+        self, name: bytes, table: str, splits: Sequence[bytes], ttl: int | None = None
+    ) -> None:
+        """Thrift1 cannot split a new table: ``splits`` are left to `shdb schema`'s script."""
         descriptor = _IDL.ColumnDescriptor(**hbase_tables.thrift1_family_options(table, ttl))
 
         def create(client: Any) -> None:
@@ -181,9 +188,18 @@ class Thrift1Transport:
             if not result.done():  # a bug, not an HBase error: do not leave the caller hanging
                 result.set_exception(StoreError(f"scan of {prefix.hex()} failed; see the log"))
 
-    def scan_page(self, table: bytes, start: bytes, rows: int, keys_only: bool) -> list[Row]:
+    def region_starts(self, table: bytes) -> list[bytes]:
+        regions = self._call("locate regions", lambda c: c.getTableRegions(table))
+        return sorted(r.startKey or b"" for r in regions)
+
+    def scan_page(
+        self, table: bytes, start: bytes, rows: int, keys_only: bool, stop: bytes = b""
+    ) -> list[Row]:
         scan = _IDL.TScan(
-            startRow=start, caching=rows, filterString=_KEYS_ONLY if keys_only else None
+            startRow=start,
+            stopRow=stop or None,
+            caching=rows,
+            filterString=_KEYS_ONLY if keys_only else None,
         )
 
         def page(client: Any) -> list[Row]:

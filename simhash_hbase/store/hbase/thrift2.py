@@ -142,15 +142,29 @@ class Thrift2Transport:
     # -- tables ---------------------------------------------------------------
     def table_names(self) -> set[bytes]:
         names = self._call("list tables", lambda c: c.getTableNamesByPattern(None, False))
-        return {n.qualifier for n in names if n.ns in (None, b"", b"default")}
+        return {
+            n.qualifier if n.ns in (None, b"", b"default") else n.ns + b":" + n.qualifier
+            for n in names
+        }
 
-    def create_table(self, name: bytes, table: str, ttl: int | None = None) -> None:
+    def create_namespace(self, name: str) -> None:
+        def create(client: Any) -> None:
+            try:
+                client.createNamespace(_IDL.TNamespaceDescriptor(name=name))
+            except _IDL.TIOError as exc:
+                if "NamespaceExistException" not in (exc.message or ""):
+                    raise  # it exists (another process was first): fine
+
+        self._call(f"create namespace {name}", create)
+
+    def create_table(
+        self, name: bytes, table: str, splits: Sequence[bytes], ttl: int | None = None
+    ) -> None:
         descriptor = table_descriptor(name, table, ttl)
-        splits = hbase_tables.split_points(table) or None
 
         def create(client: Any) -> None:
             try:
-                client.createTable(descriptor, splits)
+                client.createTable(descriptor, list(splits) or None)
             except _IDL.TIOError as exc:
                 if "TableExistsException" not in (exc.message or ""):
                     raise  # another process was first: fine, anything else is not
@@ -362,9 +376,17 @@ class Thrift2Transport:
             self._regions[table] = (time.monotonic(), regions)
         return regions
 
-    def scan_page(self, table: bytes, start: bytes, rows: int, keys_only: bool) -> list[Row]:
+    def region_starts(self, table: bytes) -> list[bytes]:
+        return self._region_starts(table, reload=True)
+
+    def scan_page(
+        self, table: bytes, start: bytes, rows: int, keys_only: bool, stop: bytes = b""
+    ) -> list[Row]:
         scan = _IDL.TScan(
-            startRow=start, caching=rows, filterBytes=_KEYS_ONLY if keys_only else None
+            startRow=start,
+            stopRow=stop or None,
+            caching=rows,
+            filterBytes=_KEYS_ONLY if keys_only else None,
         )
         results = self._call(
             f"scan {table.decode()}", lambda c: c.getScannerResults(table, scan, rows)
@@ -507,10 +529,12 @@ def _pages(results: list[Any]) -> list[Page]:
 
 
 def table_descriptor(name: bytes, table: str, ttl: int | None = None) -> Any:
-    """The TTableDescriptor of schema table ``table`` (index, docs, meta), named ``name``."""
+    """The TTableDescriptor of schema table ``table`` (index, docs, meta), named ``name``
+    (``NS:NAME`` in a namespace); ``ttl``: see :func:`~.tables.family_spec`."""
     family, attributes = hbase_tables.family_spec(table, ttl)
+    namespace, _, qualifier = name.rpartition(b":")
     return _IDL.TTableDescriptor(
-        tableName=_IDL.TTableName(qualifier=name),
+        tableName=_IDL.TTableName(ns=namespace or None, qualifier=qualifier),
         columns=[_family_descriptor(family, attributes)],
     )
 

@@ -62,9 +62,16 @@ class Transport(Protocol):
 
     def table_names(self) -> set[bytes]: ...
 
-    def create_table(self, name: bytes, table: str, ttl: int | None = None) -> None:
-        """Create ``name`` as schema table ``table``; one that exists already is fine.
-        ``ttl``: its cells' time to live in seconds (a retained index's per-document tables)."""
+    def create_namespace(self, name: str) -> None:
+        """Create the HBase namespace ``name``; one that exists already is fine."""
+        ...
+
+    def create_table(
+        self, name: bytes, table: str, splits: Sequence[bytes], ttl: int | None = None
+    ) -> None:
+        """Create ``name`` as schema table ``table``, split at ``splits`` where the
+        protocol can; one that exists already is fine. ``ttl``: its cells' time to
+        live in seconds (a retained index's per-document tables)."""
         ...
 
     def get_rows(
@@ -105,8 +112,14 @@ class Transport(Protocol):
         applied by the region server: a wide row never crosses the wire whole)."""
         ...
 
-    def scan_page(self, table: bytes, start: bytes, rows: int, keys_only: bool) -> list[Row]:
-        """Up to ``rows`` rows from ``start`` on, in key order."""
+    def scan_page(
+        self, table: bytes, start: bytes, rows: int, keys_only: bool, stop: bytes = b""
+    ) -> list[Row]:
+        """Up to ``rows`` rows from ``start`` on (before ``stop``, unless empty), in key order."""
+        ...
+
+    def region_starts(self, table: bytes) -> list[bytes]:
+        """The start keys of ``table``'s regions, sorted (the first is ``b""``)."""
         ...
 
     def close(self) -> None: ...
