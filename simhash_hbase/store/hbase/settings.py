@@ -171,7 +171,6 @@ def parse_url(url: str) -> dict[str, Any]:
         "docs_sample": query.get("docs_sample"),
         "wire": Wire(transport, protocol, tls, verify=verify, **paths),
     }
-    }
 
 
 def _gateway(text: str) -> Gateway:
