@@ -9,8 +9,6 @@ index follows the docs, the docs row first: :attr:`Store.index_follows_docs`).
 from __future__ import annotations
 
 import gc
-import os
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
@@ -19,7 +17,7 @@ from operator import attrgetter
 
 import numpy as np
 
-from simhash_hbase.errors import BatchRefused, InvalidInput, ShdbError, StoreError
+from simhash_hbase.errors import BatchRefused, InvalidInput, ShdbError
 from simhash_hbase.index.clusters import assign, kept
 from simhash_hbase.index.lookup import Finder
 from simhash_hbase.layout import codec
@@ -39,7 +37,6 @@ _FINGERPRINT = attrgetter("fingerprint")
 #: A retained index's write also removes up to this many expired documents (or twice
 #: the documents it wrote, if more), so a steady stream's expiry keeps up with it.
 EXPIRE_MIN = 1_000
-_LOCK_WAIT_S = 60.0  # at most this long for a fingerprint locked elsewhere (HBase)
 
 
 @contextmanager
@@ -70,7 +67,6 @@ class Writer:
     def __init__(self, scheme: Scheme, finder: Finder) -> None:
         self.scheme = scheme
         self.finder = finder
-        self.owner = os.urandom(8).hex()  # names this handle's fingerprint locks
 
     def add_documents(
         self,
@@ -145,8 +141,7 @@ class Writer:
         written. Unlike ingest, a document's own held version counts: a
         re-submitted document (same id and text) is a near-copy of itself, so it is
         not new. Of many identical submissions exactly one is new, however they
-        overlap: the lookups and the write hold their fingerprints
-        (:meth:`_add_exclusively`)."""
+        overlap: the lookups and the write are one section (:meth:`_add_exclusively`)."""
         refused: dict[int, ShdbError] = {}
         for n, doc in enumerate(docs):
             try:
@@ -173,38 +168,15 @@ class Writer:
         limit: int | None,
         every: list[bool],
     ) -> list[Matches | None]:
-        """Documents looked up and written while this handle holds their
-        fingerprints (:meth:`Store.exclusive`: the embedded store's write section
-        holds them all; HBase's lock rows, several ``shdb serve`` replicas at
-        once), in rounds (those held elsewhere wait for the next). Of identical
-        documents submitted anywhere at once exactly one is new, and the others
-        find it."""
-        found: list[Matches | None] = [None] * len(pairs)
-        pending = list(range(len(pairs)))
-        deadline, pause = time.monotonic() + _LOCK_WAIT_S, 0.002
-        while pending:
-            fps = {pairs[j][0].fingerprint for j in pending}
-            with store.exclusive(self.owner, fps) as held:
-                now = [j for j in pending if pairs[j][0].fingerprint in held]
-                if now:
-                    result, written = self.finder.lookups(
-                        store, [pairs[j] for j in now], k, limit, keep=[every[j] for j in now]
-                    )
-                    for j, matches in zip(now, result):
-                        found[j] = matches
-                    clustered = assign(store, [pairs[j][0] for j in now], result)
-                    if written:
-                        docs = [clustered[i] for i in written]
-                        self.add_documents(store, docs, checked=True)
-            pending = [j for j in pending if pairs[j][0].fingerprint not in held]
-            if pending and not now:  # every lock is held elsewhere: wait for a release
-                if time.monotonic() > deadline:
-                    raise StoreError(
-                        f"{store.url}: fingerprint {pairs[pending[0]][0].fingerprint:016x} "
-                        f"stayed locked by another writer for {_LOCK_WAIT_S:.0f} s"
-                    )
-                time.sleep(pause)
-                pause = min(pause * 2, 0.1)
+        """Documents looked up and written in one :meth:`Store.write_section`
+        (every writer of the index, a ``shdb serve`` replica or an ingest, takes
+        it): of identical documents submitted anywhere at once exactly one is new,
+        and the others find it."""
+        with store.write_section():
+            found, written = self.finder.lookups(store, pairs, k, limit, keep=every)
+            clustered = assign(store, [doc for doc, _ in pairs], found)
+            if written:
+                self.add_documents(store, [clustered[i] for i in written], checked=True)
         return found
 
     def write(self, store: Store, latest: dict[str, Document]) -> Written:
