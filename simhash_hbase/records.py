@@ -281,27 +281,6 @@ def parse_time(value: object) -> int:
     )
 
 
-_DURATION = re.compile(r"(\d+)\s*([smhdw])")
-_UNIT_S = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
-#: The longest duration: HBase keeps a retention as a column family's TTL, an i32 of seconds.
-MAX_DURATION_S = 2**31 - 1
-
-
-def parse_duration(value: str) -> int:
-    """A duration (``90d``, ``12h``, ``30m``, ``45s``, ``2w``: a whole number and a
-    unit) as whole seconds; :class:`InvalidInput` says why not."""
-    found = _DURATION.fullmatch(value.strip().lower()) if isinstance(value, str) else None
-    if found is None:
-        raise InvalidInput(
-            f"duration {value!r:.60} is not a whole number and a unit: s, m, h, d or w "
-            "(e.g. 90d, 12h)"
-        )
-    seconds = int(found[1]) * _UNIT_S[found[2]]
-    if not 0 < seconds <= MAX_DURATION_S:
-        raise InvalidInput(f"duration {value!r:.60} must be over 0 and at most 68 years")
-    return seconds
-
-
 def _seconds_ms(seconds: float, value: object) -> int:
     if not math.isfinite(seconds):
         raise InvalidInput(f"time {value!r:.60} is not a finite number of seconds")

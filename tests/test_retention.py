@@ -21,12 +21,13 @@ from typer.testing import CliRunner
 
 from simhash_hbase import SimhashIndex
 from simhash_hbase.cli.app import app
-from simhash_hbase.errors import InvalidInput, InvalidSetting, StoreCorrupt
+from simhash_hbase.errors import InvalidSetting, StoreCorrupt
 from simhash_hbase.index import client, lookup, write
 from simhash_hbase.index.manifest import check_manifest, new_manifest, retain_of
 from simhash_hbase.jobs.verify import verify
+from simhash_hbase.layout import window
 from simhash_hbase.layout.codec import RETAIN
-from simhash_hbase.records import Document, now_ms, parse_duration
+from simhash_hbase.records import Document, now_ms
 from simhash_hbase.store.base import oldest_before
 from simhash_hbase.store.lmdb.commit import CompactBatch
 from simhash_hbase.store.lmdb.store import EmbeddedStore
@@ -51,21 +52,25 @@ def fp(n: int) -> int:
 
 def at(monkeypatch: pytest.MonkeyPatch, ms: int) -> None:
     """The clock the lookups and writes read says ``ms``."""
-    for module in (lookup, write, client):
+    for module in (lookup, write, client, window):
         monkeypatch.setattr(module, "now_ms", lambda: ms)
 
 
 # -- durations and the manifest ---------------------------------------------------
-@given(st.integers(1, 3_000), st.sampled_from("smhdw"))
-def test_a_duration_reads_as_whole_seconds(n: int, unit: str) -> None:
-    seconds = n * {"s": 1, "m": 60, "h": 3600, "d": DAY_S, "w": 7 * DAY_S}[unit]
-    assert parse_duration(f"{n}{unit}") == parse_duration(f" {n} {unit.upper()} ") == seconds
+@pytest.mark.parametrize(
+    ("value", "seconds"),
+    [("90d", 90 * DAY_S), (" 12 H", 12 * 3600), ("2w", 14 * DAY_S), ("45s", 45)],
+)
+def test_a_retention_reads_as_whole_seconds(value: str, seconds: int) -> None:
+    """--retain takes a duration as --within does; HBase gets it as the TTL."""
+    result = shdb("schema", "--retain", value)
+    assert result.exit_code == 0 and result.stdout.count(f"TTL => {seconds}}}") == 2
 
 
-@pytest.mark.parametrize("value", ["", "90", "d", "1.5d", "-1d", "0d", "90x", "9999999w", "1d2h"])
-def test_a_bad_duration_says_what_to_give(value: str) -> None:
-    with pytest.raises(InvalidInput, match="duration"):
-        parse_duration(value)
+@pytest.mark.parametrize("value", ["", "90", "d", "1.5d", "-1d", "0d", "90x", "1d2h", "100000w"])
+def test_a_bad_retention_says_what_to_give(value: str) -> None:
+    result = runner.invoke(app, ["schema", "--retain", value])
+    assert result.exit_code == 2 and "--retain" in result.output
 
 
 @given(st.integers(1, 2**31 - 1))

@@ -177,6 +177,7 @@ class Finder:
         #: The window a view asks for (None: every document;
         #: :meth:`~simhash_hbase.index.client.SimhashIndex.within`).
         self.asked: Window | None = None
+        self._retained: tuple[int | None, Window | None] = (None, None)  # see window
         self._encode_prefixes = codec.prefix_encoder()  # the one-query hot path's
 
     @property
@@ -186,11 +187,16 @@ class Finder:
         is never a match, removed yet or not (docs/lifecycle.md)."""
         if self.retain is None:
             return self.asked
-        return Window.last(self.retain * 1000, now_ms()).narrowed(self.asked)
+        now, held = self._retained  # one window a millisecond: a query reads it often
+        if now != (now := now_ms()):
+            held = Window.last(self.retain * 1000, now).narrowed(self.asked)
+            self._retained = (now, held)
+        return held
 
     @window.setter
     def window(self, window: Window | None) -> None:
         self.asked = window
+        self._retained = (None, None)
 
     def scanned(self, store: Store, fps: list[int], k: int, limit: int | None) -> list[Matches]:
         """:meth:`find`'s exact searches through the scans and the confirmation."""

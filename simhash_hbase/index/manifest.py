@@ -18,7 +18,6 @@ from simhash_hbase.layout import codec
 from simhash_hbase.layout.codec import RETAIN
 from simhash_hbase.layout.nets import DEFAULT_NETS, NETS, SIMHASH, SIMHASH_LSH, check_nets
 from simhash_hbase.layout.scheme import DEFAULT_SCHEME, SCHEMES, Scheme, get_scheme
-from simhash_hbase.records import MAX_DURATION_S
 from simhash_hbase.store.base import Store
 from simhash_hbase.store.hbase.settings import LAYOUTS
 from simhash_hbase.version import __version__
@@ -30,6 +29,8 @@ FORMAT_VERSION = 1
 FORMAT_VERSIONS = (1, 2)
 MANIFEST = "manifest"  # its name in the meta table
 _IDF = "idf/"  # custom IDF tables, by digest
+#: The longest retention: HBase keeps it as a column family's TTL, an i32 of seconds.
+MAX_RETAIN_S = 2**31 - 1
 #: What the installed code brings rather than the caller: checked when texts are
 #: fingerprinted (loading them costs a second), not on every open.
 ENVIRONMENT = ("tokenizer_version", "idf_digest", "stopwords_digest", "fold_converter")
@@ -95,10 +96,10 @@ def new_manifest(
 
 def check_retain(retain: int) -> int:
     """A retention in whole seconds, over 0 and at most what HBase's TTL holds."""
-    if isinstance(retain, bool) or not isinstance(retain, int) or not 0 < retain <= MAX_DURATION_S:
+    if isinstance(retain, bool) or not isinstance(retain, int) or not 0 < retain <= MAX_RETAIN_S:
         raise InvalidSetting(
             "retain",
-            f"a retention is whole seconds over 0, at most {MAX_DURATION_S}; got {retain!r:.40}",
+            f"a retention is whole seconds over 0, at most {MAX_RETAIN_S}; got {retain!r:.40}",
         )
     return retain
 

@@ -327,8 +327,24 @@ def plain_documents_valid(docs: Sequence[Document]) -> bool:
         )
     ):
         return False
+    return _ids_valid(ids)
+
+
+def check_doc_ids(doc_ids: Sequence[str]) -> None:
+    """:func:`encode_doc_id`'s check of each of ``doc_ids``: in a few C-level
+    passes where all are valid (a bulk removal's batch), else one by one (so the
+    error names the bad one as it always does)."""
+    if doc_ids and not _ids_valid(doc_ids):
+        for doc_id in doc_ids:
+            encode_doc_id(doc_id)
+
+
+def _ids_valid(ids: Sequence[str]) -> bool:
+    """True if every one of ``ids`` (at least one) is a valid id; False says nothing."""
+    if set(map(type, ids)) != {str}:
+        return False
     try:
-        sizes = [len(i.encode("utf-8")) for i in ids]
+        sizes = list(map(len, map(str.encode, ids)))
     except UnicodeEncodeError:
         return False
     return min(sizes) > 0 and max(sizes) <= MAX_DOC_ID_BYTES

@@ -528,12 +528,6 @@ class EmbeddedStore:
     def write_section(self) -> AbstractContextManager[None]:
         return self._section.held()
 
-    @contextmanager
-    def exclusive(self, owner: str, fps: set[int]) -> Iterator[set[int]]:
-        """Every one of ``fps``: the write section holds the whole folder."""
-        with self._section.held():
-            yield fps
-
     def run_lock(self, job: str, wait: float = 0.0) -> AbstractContextManager[None]:
         return self._run.held(job, wait)
 

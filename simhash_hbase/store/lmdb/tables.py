@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import heapq
 import struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import suppress
 from itertools import compress, islice
 from operator import itemgetter
@@ -43,6 +43,7 @@ from simhash_hbase.store.lmdb.cells import (
     Buckets,
     Helpers,
     Txn,
+    bare_docs,
     decode_id,
     encode_id,
     find_cells,
@@ -379,11 +380,17 @@ class Tables:
     # -- reads ----------------------------------------------------------------
     def get_docs(self, txn: Txn, doc_ids: Sequence[str]) -> dict[str, Document]:
         raws = {encode_id(doc_id): doc_id for doc_id in doc_ids}
-        return {
-            raws[raw]: self.doc_from(self.h.fold(raw), value)
-            for raw, value in self.lookup(txn, raws).items()
-            if len(value) != _NUM.size
-        }
+        return self.docs_of(self.lookup(txn, raws), raws)
+
+    def docs_of(self, found: dict[bytes, bytes], ids: Mapping[bytes, str]) -> dict[str, Document]:
+        """{id: document} of the docs rows ``found`` (raw id -> row; those of a
+        number only are not documents), ``ids`` naming each raw id: rows of a
+        fingerprint (and a time) in one pass (:func:`bare_docs`), others one by one."""
+        rows = {raw: value for raw, value in found.items() if len(value) != _NUM.size}
+        bare = bare_docs(list(map(ids.__getitem__, rows)), list(rows.values()))
+        if bare is not None:
+            return {doc.doc_id: doc for doc in bare}
+        return {ids[raw]: self.doc_from(self.h.fold(raw), value) for raw, value in rows.items()}
 
     def buckets(self, txn: Txn, keys: list[bytes]) -> dict[bytes, bytes]:
         """{bucket key: its cells in both tiers} of the ``keys`` that hold any: one
