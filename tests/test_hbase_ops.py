@@ -330,14 +330,10 @@ def planned_url(hbase_api: str, tmp_path: Path) -> Iterator[str]:
 
 
 @pytest.mark.hbase
-def test_a_new_index_in_a_namespace_gets_its_planned_regions(
-    hbase_api: str, planned_url: str
-) -> None:
+def test_a_new_index_in_a_namespace_gets_its_planned_regions(planned_url: str) -> None:
     """Over Thrift2 (which can create a namespace and split tables): the regions the
     plan gives, the docs table split at the sample's quantiles, the plan recorded;
     `shdb schema --index` describes the tables as they are."""
-    if hbase_api != "thrift2":
-        pytest.skip("Thrift1 can neither create a namespace nor split a table")
     sizing = hbase_tables.Sizing(2 * 10**8)
     assert sizing.regions()["index"] > 16 and sizing.regions()["docs"] > 1
     with SimhashIndex.open(planned_url) as index:
@@ -362,9 +358,8 @@ def test_a_new_index_in_a_namespace_gets_its_planned_regions(
 
 
 @pytest.mark.hbase
-def test_a_namespace_thrift1_cannot_create_is_named_with_what_to_do(hbase_api: str) -> None:
-    if hbase_api != "thrift1":
-        pytest.skip("Thrift2 creates namespaces (the test above)")
+def test_a_namespace_thrift1_cannot_create_is_named_with_what_to_do() -> None:
+    """Thrift1 can neither create a namespace nor split a table: the error says what to do."""
     url = f"hbase://{gateway_address('thrift1')}/nons{uuid.uuid4().hex[:8]}:x"
     with pytest.raises(Exception, match="create_namespace"):
         SimhashIndex.open(url)
