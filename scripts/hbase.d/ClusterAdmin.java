@@ -4,7 +4,8 @@
 //
 //   regions TABLE        one line per region: REGION encoded-name start-hex end-hex server
 //   servers              one line per live region server: SERVER host,port,startcode
-//   move TABLE           move every region of TABLE to the next live server (round robin)
+//   move TABLE           move every region of TABLE to the next live server (round robin),
+//                        all at once
 //   split TABLE          flush TABLE and split each of its regions at its midpoint
 //   balance              run the balancer once
 //
@@ -12,12 +13,15 @@
 import java.util.ArrayList;
 import java.util.EnumSet;
 import java.util.List;
+import java.util.concurrent.CompletableFuture;
+import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hbase.ClusterMetrics;
 import org.apache.hadoop.hbase.HBaseConfiguration;
 import org.apache.hadoop.hbase.HRegionLocation;
 import org.apache.hadoop.hbase.ServerName;
 import org.apache.hadoop.hbase.TableName;
 import org.apache.hadoop.hbase.client.Admin;
+import org.apache.hadoop.hbase.client.AsyncConnection;
 import org.apache.hadoop.hbase.client.Connection;
 import org.apache.hadoop.hbase.client.ConnectionFactory;
 import org.apache.hadoop.hbase.client.RegionLocator;
@@ -28,7 +32,8 @@ public class ClusterAdmin {
   private static final long TIMEOUT_MS = 300_000;
 
   public static void main(String[] args) throws Exception {
-    try (Connection conn = ConnectionFactory.createConnection(HBaseConfiguration.create());
+    Configuration conf = HBaseConfiguration.create();
+    try (Connection conn = ConnectionFactory.createConnection(conf);
         Admin admin = conn.getAdmin()) {
       switch (args[0]) {
         case "regions" -> regions(conn, TableName.valueOf(args[1]));
@@ -40,10 +45,14 @@ public class ClusterAdmin {
         case "move" -> {
           TableName table = TableName.valueOf(args[1]);
           List<ServerName> servers = servers(admin);
-          for (HRegionLocation loc : locations(conn, table)) {
-            int at = servers.indexOf(loc.getServerName());
-            ServerName to = servers.get((at + 1) % servers.size());
-            admin.move(loc.getRegion().getEncodedNameAsBytes(), to);
+          List<CompletableFuture<Void>> moves = new ArrayList<>();
+          try (AsyncConnection async = ConnectionFactory.createAsyncConnection(conf).get()) {
+            for (HRegionLocation loc : locations(conn, table)) { // all at once
+              int at = servers.indexOf(loc.getServerName());
+              ServerName to = servers.get((at + 1) % servers.size());
+              moves.add(async.getAdmin().move(loc.getRegion().getEncodedNameAsBytes(), to));
+            }
+            CompletableFuture.allOf(moves.toArray(new CompletableFuture[0])).get();
           }
           settle(admin);
           regions(conn, table);

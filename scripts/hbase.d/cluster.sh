@@ -95,12 +95,23 @@ cluster_any_running() {
   return 1
 }
 
+# One cluster command at a time per cluster dir.  Jars and observer are fetched under
+# scripts/hbase's own lock (shared with the standalone instance), released before the
+# start so that a standalone start beside it (scripts/test's passes) never waits on it.
+cluster_lock() {
+  command -v flock >/dev/null 2>&1 || return 0
+  exec 8>"$CLUSTER_DIR/.lock"
+  flock -w 900 8 || die "another scripts/hbase cluster command holds $CLUSTER_DIR/.lock"
+}
+
 cluster_start() {
+  cluster_lock
   take_lock
   ensure_probe_deps
   check_java
   fetch_jars
   build_observer
+  exec 9>&-
   cluster_any_running && die "cluster: already (partly) running; see: scripts/hbase cluster status"
   if [[ "$FRESH" == 1 ]]; then
     log "cluster: wiping $DATA_DIR"
@@ -176,7 +187,7 @@ cluster_kill_all() {
 # Gateways first, then a cluster shutdown (the master tells every region server to
 # flush and stop, as stop-hbase.sh does), then ZooKeeper.
 cluster_stop() {
-  take_lock
+  cluster_lock
   cluster_any_running || { log "cluster: not running"; return 0; }
   terminate cluster-thrift2 15
   terminate cluster-thrift 15
@@ -215,13 +226,22 @@ cluster_rs_arg() {
   [[ ${1:-} =~ ^[0-9]+$ ]] && (($1 >= 1 && $1 <= SERVERS)) || die "cluster: a region server number 1..$SERVERS, not '${1:-}'"
 }
 
-# The Admin API calls Thrift lacks (hbase.d/ClusterAdmin.java, run from source: JDK 11+).
+# The Admin API calls Thrift lacks (hbase.d/ClusterAdmin.java), compiled once per source
+# content into the cluster dir (javac, as the observer).
 cluster_admin() {
-  local java
+  local java src="$ASSETS/ClusterAdmin.java" out="$CLUSTER_DIR/admin" sum
   java=$(java_bin)
+  sum=$(sha256sum "$src" | cut -d' ' -f1)
+  if [[ "$(cat "$out/.sha256" 2>/dev/null)" != "$sum" ]]; then
+    rm -rf "$out"
+    mkdir -p "$out"
+    "$(jdk_tool javac)" --release 17 -nowarn -cp "$LIB_DIR/*" -d "$out" "$src" >&2 ||
+      die "javac failed to build $src"
+    echo "$sum" >"$out/.sha256"
+  fi
   local -a opts
   mapfile -t opts < <(jvm_opts cluster-admin 256m)
-  "$java" "${opts[@]}" -Dlog4j2.level=WARN "$ASSETS/ClusterAdmin.java" "$@"
+  "$java" "${opts[@]}" -cp "$CONF_DIR:$LIB_DIR/*:$out" ClusterAdmin "$@"
 }
 
 cluster_main() {
@@ -242,7 +262,7 @@ cluster_main() {
     start) cluster_start ;;
     stop) cluster_stop ;;
     status) cluster_status ;;
-    kill) take_lock; cluster_kill_all ;;
+    kill) cluster_lock; cluster_kill_all ;;
     kill-rs) cluster_rs_arg "${1:-}"; cluster_kill_role "cluster-rs$1" ;;
     start-rs)
       cluster_rs_arg "${1:-}"
