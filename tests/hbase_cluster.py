@@ -135,10 +135,11 @@ class ClusterHBase:
     def restore(self) -> None:
         """Every region server running, regions spread over them (after a kill)."""
         status = self._script("status", check=False).stdout
-        for n in range(1, self.servers + 1):
-            if f"rs{n}=down" in status:
-                self.start_rs(n)
-        self.admin("balance")
+        down = [n for n in range(1, self.servers + 1) if f"rs{n}=down" in status]
+        for n in down:
+            self.start_rs(n)
+        if down:
+            self.admin("balance")
 
     def diagnostics(self) -> str:
         parts = []
@@ -150,5 +151,7 @@ class ClusterHBase:
         return "\n".join(parts)
 
     def close(self) -> None:
-        if self.mode == "start":
-            self._script("stop", check=False)
+        if self.mode == "start":  # its data is of no more use: no flush, a kill
+            self._script("kill", check=False)
+        else:  # someone else's: left as found
+            self.restore()

@@ -20,9 +20,12 @@
 # SHDB_HBASE_CLUSTER_THRIFT_PORT [9790], Thrift2 the next port [9791].
 # Other settings: SHDB_HBASE_CLUSTER_DIR (conf, logs, pids, data) [$SHDB_HBASE_HOME/cluster],
 # SHDB_HBASE_CLUSTER_SERVERS [3] (at most 5), SHDB_HBASE_RS_HEAP [448m],
-# SHDB_HBASE_MASTER_HEAP [384m here], SHDB_HBASE_THRIFT_HEAP [320m here].
+# SHDB_HBASE_MASTER_HEAP [384m here], SHDB_HBASE_THRIFT_HEAP [320m here],
+# SHDB_HBASE_CLUSTER_JVM_FLAGS, added to every JVM's [-XX:TieredStopAtLevel=1: the quick
+# JIT only, so that seven JVMs starting on two cores do not spend them compiling].
 
 CLUSTER_ROLES=()  # every role, in start order (set by cluster_init)
+CLUSTER_JVM=()  # extra JVM flags of every role
 
 cluster_init() {
   CLUSTER_DIR=${SHDB_HBASE_CLUSTER_DIR:-$HB_HOME/cluster}
@@ -41,6 +44,7 @@ cluster_init() {
   RS_HEAP=${SHDB_HBASE_RS_HEAP:-448m}
   MASTER_HEAP=${SHDB_HBASE_MASTER_HEAP:-384m}
   THRIFT_HEAP=${SHDB_HBASE_THRIFT_HEAP:-320m}
+  read -r -a CLUSTER_JVM <<<"${SHDB_HBASE_CLUSTER_JVM_FLAGS--XX:TieredStopAtLevel=1}"
   local v
   for v in ZK_PORT THRIFT_PORT BASE_PORT SERVERS; do
     [[ ${!v} =~ ^[0-9]+$ ]] || die "cluster: $v must be a number, not '${!v}'"
@@ -74,7 +78,7 @@ cluster_render_conf() {
 cluster_start_rs() {
   local n=$1
   reset_logs "cluster-rs$n"
-  launch "cluster-rs$n" "$RS_HEAP" org.apache.hadoop.hbase.regionserver.HRegionServer \
+  launch "cluster-rs$n" "$RS_HEAP" "${CLUSTER_JVM[@]}" org.apache.hadoop.hbase.regionserver.HRegionServer \
     -D "hbase.regionserver.port=$(rs_port "$n")" \
     -D "hbase.regionserver.info.port=$(rs_info_port "$n")" start
 }
@@ -129,7 +133,7 @@ cluster_start() {
   local t0=$SECONDS role
   for role in "${CLUSTER_ROLES[@]}"; do reset_logs "$role"; done
   log "cluster: starting ZooKeeper on 127.0.0.1:$ZK_PORT (data in $DATA_DIR)"
-  launch cluster-zk 128m -Dzookeeper.admin.enableServer=false \
+  launch cluster-zk 128m "${CLUSTER_JVM[@]}" -Dzookeeper.admin.enableServer=false \
     org.apache.hadoop.hbase.zookeeper.HQuorumPeer
   until port_open "$ZK_PORT"; do
     is_running cluster-zk || cluster_fail "ZooKeeper exited"
@@ -137,11 +141,11 @@ cluster_start() {
     sleep 0.5
   done
   log "cluster: starting HMaster on $BASE_PORT and $SERVERS region servers"
-  launch cluster-master "$MASTER_HEAP" org.apache.hadoop.hbase.master.HMaster start
+  launch cluster-master "$MASTER_HEAP" "${CLUSTER_JVM[@]}" org.apache.hadoop.hbase.master.HMaster start
   for ((n = 1; n <= SERVERS; n++)); do cluster_start_rs "$n"; done
-  launch cluster-thrift "$THRIFT_HEAP" org.apache.hadoop.hbase.thrift.ThriftServer \
+  launch cluster-thrift "$THRIFT_HEAP" "${CLUSTER_JVM[@]}" org.apache.hadoop.hbase.thrift.ThriftServer \
     -threadpool -b 127.0.0.1 -p "$THRIFT_PORT" start
-  launch cluster-thrift2 "$THRIFT_HEAP" org.apache.hadoop.hbase.thrift2.ThriftServer \
+  launch cluster-thrift2 "$THRIFT_HEAP" "${CLUSTER_JVM[@]}" org.apache.hadoop.hbase.thrift2.ThriftServer \
     -threadpool -b 127.0.0.1 -p "$THRIFT2_PORT" start
   for ((n = 1; n <= SERVERS; n++)); do
     (cluster_wait_rs "$n" "$WAIT_TIMEOUT") || cluster_fail "region server $n did not start"
