@@ -48,6 +48,7 @@ MODULES = (
     "storage",
     "schemes",
     "removal",
+    "retention",
     "hbase_transports",
     "spark",
     "peers_embedded",

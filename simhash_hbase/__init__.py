@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from simhash_hbase.index.client import SimhashIndex
     from simhash_hbase.index.remote import RemoteIndex
     from simhash_hbase.layout.scheme import SCHEMES, Scheme
+    from simhash_hbase.layout.window import Window
     from simhash_hbase.records import (
         BadRecord,
         Document,
@@ -60,6 +61,7 @@ _HOMES = {
     "simhash_hbase.index.client": ("SimhashIndex",),
     "simhash_hbase.index.remote": ("RemoteIndex",),
     "simhash_hbase.layout.scheme": ("SCHEMES", "Scheme"),
+    "simhash_hbase.layout.window": ("Window",),
     "simhash_hbase.text.extract": ("to_text",),
     "simhash_hbase.records": (
         "BadRecord",
@@ -114,6 +116,7 @@ __all__ = [
     "SimhashIndex",
     "StoreError",
     "StoreUnavailable",
+    "Window",
     "__version__",
     "hamming",
     "to_text",

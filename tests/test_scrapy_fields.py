@@ -55,7 +55,7 @@ BAD_VALUES = {
 KIND = {
     name: str if f.default is dataclasses.MISSING else type(f.default)
     for f, name in zip(dataclasses.fields(PipelineSettings), SETTINGS)
-} | {"SHDB_SIMILARITY": float}  # None by default: the index's
+} | {"SHDB_SIMILARITY": float, "SHDB_WITHIN": int}  # None by default (the index's; no window)
 
 
 @given(st.sampled_from(SETTINGS).flatmap(lambda n: st.tuples(st.just(n), BAD_VALUES[KIND[n]])))
@@ -87,7 +87,7 @@ def test_any_value_gives_a_setting_of_its_kind_or_an_error_naming_it(name: str, 
         return
     field = dataclasses.fields(PipelineSettings)[SETTINGS.index(name)]
     got = getattr(made, field.name)
-    if got is None:  # only a setting whose default is None (SHDB_SIMILARITY: the index's)
+    if got is None:  # only a setting whose default is None (SHDB_SIMILARITY, SHDB_WITHIN)
         assert field.default is None
         return
     assert isinstance(got, KIND[name]) and (KIND[name] is not float or math.isfinite(got))

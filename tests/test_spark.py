@@ -302,6 +302,8 @@ def test_spark_ingest_then_query_and_verify(spark, hbase_url: str, tmp_path: Pat
         ],
     )  # fmt: skip
     assert result.exit_code == 3, result.output
+    # the rule the index's nets apply, as `shdb ingest` words it (not a bare k)
+    assert "; a match: similarity >= " in result.output
     assert [r["source"] for r in _read_parts(rejects)] == [f"{path}:{len(texts) + 1}"]
     dups = _read_parts(report / "duplicates.jsonl")
     hit = [d for d in dups if (d["id"], d["near_id"]) == ("n10", "old")]

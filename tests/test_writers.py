@@ -27,7 +27,7 @@ import pytest
 from simhash_hbase import Document, SimhashIndex
 from simhash_hbase.errors import IndexBusy, IndexNotFound
 from simhash_hbase.store import Store
-from simhash_hbase.store.lock import RUN_ROW, LeaseLock, fingerprint_locks
+from simhash_hbase.store.lock import RUN_ROW, SECTION_ROW, LeaseLock, LeaseSection
 
 from .serve_server import live_server
 
@@ -313,26 +313,29 @@ def test_sole_writer_waits_then_refuses_naming_the_holder(tmp_path: Path) -> Non
         assert outcome[0]["job"] == "job two"  # type: ignore[index]
 
 
-class _NoSection:
-    """The embedded store holding fingerprints as HBase does: check-and-add then
-    locks each fingerprint in meta rows (:func:`fingerprint_locks`)."""
+class _LeaseSectioned:
+    """The embedded store with HBase's write section: a lease row in its meta
+    table (:class:`LeaseSection`), whose checkAndPut both stores share."""
 
     def __init__(self, store: Store) -> None:
         self._held = store
+        self._section = LeaseSection(store)
 
-    def exclusive(self, owner: str, fps: set[int]) -> contextlib.AbstractContextManager[set[int]]:
-        return fingerprint_locks(self._held, owner, fps)
+    def write_section(self) -> contextlib.AbstractContextManager[None]:
+        return self._section.held()
 
     def __getattr__(self, name: str) -> object:
         return getattr(self._held, name)
 
 
-def test_fingerprint_locks_exclusive_across_threads_of_one_handle(tmp_path: Path) -> None:
-    """HBase's path (meta lock rows) with 10 threads sharing one handle, 5 rounds:
-    exactly one new (two threads locking in one millisecond both held the row)."""
+def test_lease_section_exclusive_across_handles_and_threads(tmp_path: Path) -> None:
+    """HBase's section (the meta row ``write-section``) with 10 threads on two
+    handles (as two replicas), 5 rounds of one fingerprint: exactly one new, and
+    the row is free after; a hold whose release was lost is taken again at once
+    by its own handle, and only by it."""
     with SimhashIndex.open(str(tmp_path / "ix")) as index:
         store = index._store
-        index._store = _NoSection(store)  # type: ignore[assignment]
+        sections = [_LeaseSectioned(store), _LeaseSectioned(store)]
         barrier, found = threading.Barrier(10), {}
         fps = [random.Random(r).getrandbits(64) for r in range(5)]
 
@@ -340,16 +343,32 @@ def test_fingerprint_locks_exclusive_across_threads_of_one_handle(tmp_path: Path
             for r in range(5):
                 barrier.wait()
                 doc = Document(f"r{r}-t{t}", fps[r])
-                found[doc.doc_id] = index.check_and_add([doc])[0].total
+                found[doc.doc_id] = index._writer.check_and_add(
+                    sections[t % 2],
+                    [doc],
+                    3,
+                    None,
+                    False,
+                    None,  # type: ignore[arg-type]
+                )[0].total
 
         workers = [threading.Thread(target=submit, args=(t,)) for t in range(10)]
         for w in workers:
             w.start()
         for w in workers:
             w.join()
-        index._store = store
         new = Counter(doc_id.split("-")[0] for doc_id, total in found.items() if not total)
         assert [new[f"r{r}"] for r in range(5)] == [1] * 5
+        assert store.get_meta(SECTION_ROW) == {"free": True}
+        section = LeaseSection(store)
+        with section.held():
+            mine = store.get_meta(SECTION_ROW)
+        store.put_meta(SECTION_ROW, mine)  # a release lost (HBase gone for a moment)
+        with section.held(wait=0):  # its own last hold: taken at once, not after the lease
+            assert store.get_meta(SECTION_ROW) not in (mine, {"free": True})
+        store.put_meta(SECTION_ROW, mine)  # for another handle, a live lease: refused
+        with pytest.raises(IndexBusy), LeaseSection(store).held(wait=0):
+            pass
 
 
 def test_lease_lock_refuses_waits_renews_and_takes_over_a_dead_one(tmp_path: Path) -> None:

@@ -13,8 +13,9 @@ compiler the install goes on). Its sources, by concern:
   The pure-Python code stays the reference: tests/test_native.py checks that both
   give the same tokens, terms, weights and fingerprints on arbitrary text.
 - page and cell kernels (``probes.c``, ``match.c``), used by ``layout/codec.py`` and
-  ``store/lmdb/``: one query's probes of the embedded store and a batch's cells
-  matched to its prefixes (tests/test_native_probe.py and tests/test_compact.py
+  ``store/lmdb/``: one query's probes of the embedded store, a batch's cells
+  matched to its prefixes and a removal's taken out of their buckets
+  (tests/test_native_probe.py and tests/test_compact.py
   compare them with their pure-Python references).
 
 ``$SHDB_NATIVE=0`` turns the C path off; ``shdb --version`` says which path runs.

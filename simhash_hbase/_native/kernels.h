@@ -18,6 +18,6 @@ int shdb_terms_ready(PyObject *module);  /* terms.c: adds the Terms type */
 
 /* Page and cell kernels: the index's probes and batch lookups (layout/, store/lmdb/) */
 extern PyMethodDef shdb_probe_methods[]; /* probes.c: prefixes, buckets, LMDB pages */
-extern PyMethodDef shdb_match_methods[]; /* match.c: a batch's cells to its prefixes */
+extern PyMethodDef shdb_match_methods[]; /* match.c: cells to prefixes, removals */
 
 #endif

@@ -1,7 +1,12 @@
-/* Page and cell kernels in C: match_cells(found, probes, order), store/lmdb's
- * probes._matched_py (the reference; tests/test_compact.py compares them on
- * arbitrary buckets): the cells of a batch's buckets matched to its prefixes
- * in one pass, with no array per cell.
+/* Page and cell kernels in C, each with a pure-Python reference that
+ * tests/test_compact.py compares it with on arbitrary buckets:
+ *
+ * - match_cells(found, probes, order), store/lmdb's probes._matched_py: the
+ *   cells of a batch's buckets matched to its prefixes in one pass, with no
+ *   array per cell;
+ * - remove_cells(found, keys, packed), store/lmdb's buckets._edited_py: a
+ *   removal's cells taken out of the buckets that hold them, with no Python
+ *   work per bucket or per cell (the Python loop was most of a bulk removal).
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -134,8 +139,173 @@ done:
     return result;
 }
 
+/* ------------------------------------------------------------------ */
+/* Bulk removal of the compact store: buckets._edited_py in C          */
+/* ------------------------------------------------------------------ */
+
+static uint64_t
+cell_value(const unsigned char *c)
+{
+    return (uint64_t)c[0] << 40 | (uint64_t)c[1] << 32 | (uint64_t)c[2] << 24 |
+           (uint64_t)c[3] << 16 | (uint64_t)c[4] << 8 | c[5];
+}
+
+static int
+cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* Whether ``v`` is one of want[0:w] (ascending where w > 8). */
+static int
+wanted(const uint64_t *want, Py_ssize_t w, uint64_t v)
+{
+    if (w <= 8) {
+        for (Py_ssize_t i = 0; i < w; i++) {
+            if (want[i] == v) {
+                return 1;
+            }
+        }
+        return 0;
+    }
+    Py_ssize_t lo = 0, hi = w;
+    while (lo < hi) {
+        Py_ssize_t mid = lo + (hi - lo) / 2;
+        if (want[mid] < v) {
+            lo = mid + 1;
+        } else {
+            hi = mid;
+        }
+    }
+    return lo < w && want[lo] == v;
+}
+
+static int
+bucket_item(PyObject *item, PyObject **key, PyObject **value)
+{
+    if (!PyTuple_Check(item) || PyTuple_GET_SIZE(item) != 2) {
+        return -1;
+    }
+    *key = PyTuple_GET_ITEM(item, 0);
+    *value = PyTuple_GET_ITEM(item, 1);
+    return PyBytes_Check(*key) && PyBytes_GET_SIZE(*key) == 3 && PyBytes_Check(*value) &&
+                   PyBytes_GET_SIZE(*value) % 6 == 0
+               ? 0
+               : -1;
+}
+
+/* remove_cells(found, keys, packed): buckets._edited_py. ``keys`` (distinct
+ * 3-byte bucket keys) and ``packed`` (the cells to take out of each, 6 bytes
+ * apiece) are what a multi-get of ``keys`` answered with ``found`` (the pairs
+ * (key, cells) of those held, in the order of ``keys``). Every copy of a cell
+ * asked for goes. (changed, emptied, removed, marked): the pairs (key, cells
+ * kept) of the buckets that lost cells and keep some, the keys of those left
+ * empty, the cells removed, and the pairs of ``found`` whose buckets hold a
+ * spilled lead's mark (a number of 0xffffffff). */
+static PyObject *
+remove_cells(PyObject *module, PyObject *args)
+{
+    PyObject *found, *keys, *packed, *result = NULL;
+    if (!PyArg_ParseTuple(args, "O!O!O!:remove_cells", &PyList_Type, &found, &PyList_Type, &keys,
+                          &PyList_Type, &packed)) {
+        return NULL;
+    }
+    Py_ssize_t nkeys = PyList_GET_SIZE(keys);
+    if (PyList_GET_SIZE(packed) != nkeys) {
+        PyErr_SetString(PyExc_ValueError, "remove_cells: one packed value per key");
+        return NULL;
+    }
+    PyObject *changed = PyList_New(0), *emptied = PyList_New(0), *marked = PyList_New(0);
+    Grow kept = {NULL, 0, 0}, want = {NULL, 0, 0};
+    Py_ssize_t removed = 0, k = 0;
+    if (changed == NULL || emptied == NULL || marked == NULL) {
+        goto done;
+    }
+    for (Py_ssize_t at = 0; at < PyList_GET_SIZE(found); at++) {
+        PyObject *item = PyList_GET_ITEM(found, at), *key, *value;
+        if (bucket_item(item, &key, &value) < 0) {
+            PyErr_SetString(PyExc_ValueError,
+                            "remove_cells: a bucket key is 3 bytes, its cells 6 bytes each");
+            goto done;
+        }
+        const char *kb = PyBytes_AS_STRING(key);
+        while (k < nkeys) {
+            PyObject *asked = PyList_GET_ITEM(keys, k);
+            if (PyBytes_Check(asked) && PyBytes_GET_SIZE(asked) == 3 &&
+                memcmp(PyBytes_AS_STRING(asked), kb, 3) == 0) {
+                break;
+            }
+            k++;
+        }
+        PyObject *cells = k < nkeys ? PyList_GET_ITEM(packed, k) : NULL;
+        if (cells == NULL || !PyBytes_Check(cells) || PyBytes_GET_SIZE(cells) % 6) {
+            PyErr_SetString(PyExc_ValueError,
+                            "remove_cells: found holds a key not asked (in order), or its "
+                            "cells are not 6 bytes each");
+            goto done;
+        }
+        k++;
+        const unsigned char *c = (const unsigned char *)PyBytes_AS_STRING(cells);
+        Py_ssize_t w = PyBytes_GET_SIZE(cells) / 6;
+        want.used = 0;
+        for (Py_ssize_t i = 0; i < w; i++) {
+            uint64_t v = cell_value(c + 6 * i);
+            if (grow_put(&want, &v, sizeof(v)) < 0) {
+                goto done;
+            }
+        }
+        uint64_t *wv = (uint64_t *)want.data;
+        if (w > 8) {
+            qsort(wv, w, sizeof(uint64_t), cmp_u64);
+        }
+        const unsigned char *old = (const unsigned char *)PyBytes_AS_STRING(value);
+        Py_ssize_t n = PyBytes_GET_SIZE(value), gone = 0;
+        int mark = 0;
+        kept.used = 0;
+        for (Py_ssize_t i = 0; i < n; i += 6) {
+            const unsigned char *cell = old + i;
+            mark |= cell[2] == 0xff && cell[3] == 0xff && cell[4] == 0xff && cell[5] == 0xff;
+            if (w && wanted(wv, w, cell_value(cell))) {
+                gone++;
+            } else if (grow_put(&kept, cell, 6) < 0) {
+                goto done;
+            }
+        }
+        if (mark && PyList_Append(marked, item) < 0) {
+            goto done;
+        }
+        if (!gone) {
+            continue;
+        }
+        removed += gone;
+        if (kept.used == 0) {
+            if (PyList_Append(emptied, key) < 0) {
+                goto done;
+            }
+            continue;
+        }
+        PyObject *pair = Py_BuildValue("(Oy#)", key, kept.data, kept.used);
+        if (pair == NULL || PyList_Append(changed, pair) < 0) {
+            Py_XDECREF(pair);
+            goto done;
+        }
+        Py_DECREF(pair);
+    }
+    result = Py_BuildValue("(OOnO)", changed, emptied, removed, marked);
+done:
+    Py_XDECREF(changed);
+    Py_XDECREF(emptied);
+    Py_XDECREF(marked);
+    PyMem_Free(kept.data);
+    PyMem_Free(want.data);
+    return result;
+}
+
 PyMethodDef shdb_match_methods[] = {
     {"match_cells", match_cells, METH_VARARGS,
      "match_cells(found, probes, order): probes._matched_py, one pass over the cells."},
+    {"remove_cells", remove_cells, METH_VARARGS,
+     "remove_cells(found, keys, packed): buckets._edited_py, a removal's bucket edits."},
     {NULL, NULL, 0, NULL},
 };

@@ -6,7 +6,8 @@
  *   counts, weights, top-N);
  * - page and cell kernels (layout/, store/lmdb/): probes.c (one query's
  *   prefixes, bucket keys and numbers, prefix filters, LMDB page prefetch) and
- *   match.c (a batch's cells matched to its prefixes).
+ *   match.c (a batch's cells matched to its prefixes; a removal's cells taken
+ *   out of their buckets).
  *
  * SOURCE_SHA256 is the digest of all of them (setup.py): a build from other
  * sources is told apart and not used.

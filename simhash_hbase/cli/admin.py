@@ -6,18 +6,27 @@ from __future__ import annotations
 import dataclasses
 import io
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from typing import IO, Annotated, Any
 
 import typer
 
-from simhash_hbase.cli.options import IndexOpt, JsonOpt, PathsArg, source_options, uses
+from simhash_hbase.cli.options import (
+    IndexOpt,
+    JsonOpt,
+    PathsArg,
+    RetainOpt,
+    source_options,
+    uses,
+)
 from simhash_hbase.cli.render import (
     EXIT_ERROR,
+    EXIT_INTERRUPTED,
     EXIT_NO_MATCH,
     EXIT_SKIPPED,
     echo_json,
+    err,
     error,
     group,
     note,
@@ -28,10 +37,11 @@ from simhash_hbase.cli.render import (
 )
 from simhash_hbase.errors import InvalidInput
 from simhash_hbase.index.client import SimhashIndex
+from simhash_hbase.index.write import REMOVE_BATCH
 from simhash_hbase.jobs.idf import build_idf_file
 from simhash_hbase.jobs.ingest import check_output
 from simhash_hbase.jobs.migrate import migrate
-from simhash_hbase.jobs.remove import chosen, id_lines, remove_ids
+from simhash_hbase.jobs.remove import RemoveSummary, chosen, id_lines, remove_ids
 from simhash_hbase.jobs.verify import verify
 from simhash_hbase.records import parse_time
 from simhash_hbase.store.hbase.tables import shell_script
@@ -66,12 +76,23 @@ IdPrefixOpt = Annotated[
     typer.Option(metavar="PREFIX", help="Remove the documents whose id starts with PREFIX."),
 ]
 
+RemoveBatchOpt = Annotated[
+    int,
+    typer.Option(
+        "--batch-size",
+        metavar="N",
+        min=1,
+        help=f"Ids per batch of a bulk removal (one read, one write; default {REMOVE_BATCH}).",
+    ),
+]
+
 
 def remove_cmd(
     doc_ids: RemoveIdsArg = None,
     ids: IdsFileOpt = None,
     before: BeforeOpt = None,
     id_prefix: IdPrefixOpt = None,
+    batch_size: RemoveBatchOpt = REMOVE_BATCH,
     index: IndexOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -87,10 +108,11 @@ def remove_cmd(
             removed = set(ix.remove_many(doc_ids))
         elif ids is not None:
             with open_ids(ids) as f:
-                summary = remove_ids(ix, id_lines(f, ids))
+                summary = _removing(ix, id_lines(f, ids), None, batch_size)
         else:
             when = None if before is None else parse_time(before)
-            summary = remove_ids(ix, chosen(ix, before=when, id_prefix=id_prefix))
+            picked = chosen(ix, before=when, id_prefix=id_prefix)
+            summary = _removing(ix, picked, len(picked), batch_size)
     if doc_ids is None:
         if as_json:
             echo_json(dataclasses.asdict(summary))
@@ -103,6 +125,66 @@ def remove_cmd(
     note(f"removed {len(doc_ids) - len(missing)} of {len(doc_ids)}")
     if missing:
         raise typer.Exit(EXIT_NO_MATCH)
+
+
+def _removing(
+    ix: SimhashIndex, doc_ids: Iterable[str], total: int | None, batch_size: int
+) -> RemoveSummary:
+    """:func:`remove_ids` under a progress bar (stderr, a terminal only); Ctrl-C
+    says what the batches written have removed and that a re-run finishes."""
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    done = RemoveSummary()
+    bar = Progress(
+        TextColumn("[bold]remove"),
+        *([BarColumn()] if total else []),
+        TextColumn("{task.fields[removed]:,} removed of {task.fields[asked]:,} ids"),
+        TimeElapsedColumn(),
+        console=err(),
+        transient=True,
+        disable=not err().is_terminal,
+    )
+
+    def on_batch(summary: RemoveSummary) -> None:
+        done.asked, done.removed = summary.asked, summary.removed
+        bar.update(task, completed=summary.asked, asked=summary.asked, removed=summary.removed)
+
+    task = bar.add_task("remove", total=total, asked=0, removed=0)
+    try:
+        with bar:
+            return remove_ids(ix, doc_ids, batch_size=batch_size, on_batch=on_batch)
+    except KeyboardInterrupt:
+        error(
+            f"interrupted: the batches written removed {done.removed:,} of the first "
+            f"{done.asked:,} ids; run the same command again to remove the rest"
+        )
+        raise typer.Exit(EXIT_INTERRUPTED) from None
+
+
+DryRunOpt = Annotated[
+    bool, typer.Option("--dry-run", help="Count the expired documents; remove nothing.")
+]
+
+
+def expire_cmd(
+    index: IndexOpt = None,
+    dry_run: DryRunOpt = False,
+    batch_size: RemoveBatchOpt = REMOVE_BATCH,
+    as_json: JsonOpt = False,
+) -> None:
+    """Remove the documents of a retained index (created with --retain) that arrived
+    longer than its retention ago, with all their index rows, oldest first, in
+    batches (docs/lifecycle.md). A run cut short is finished by running it again."""
+    with SimhashIndex.open(index, create=False) as ix:
+        if dry_run:
+            count = len(ix.due())
+        else:
+            count = ix.expire(
+                batch_size=batch_size, on_batch=lambda n: note(f"expire: {n:,} removed so far")
+            )
+    if as_json:
+        echo_json({"expired": count, "dry_run": dry_run})
+    note(f"{count:,} expired documents" + (" held (--dry-run)" if dry_run else " removed"))
 
 
 @contextmanager
@@ -197,12 +279,13 @@ def _merge_note(done: int, parts: int, moved: int) -> None:
     note(f"compact: part {done} of {parts}, {moved:,} cells moved")
 
 
-def schema_cmd(prefix: PrefixOpt = "shdb") -> None:
+def schema_cmd(prefix: PrefixOpt = "shdb", retain: RetainOpt = None) -> None:
     """Print the hbase shell script that creates the tables exactly as
     schema/hbase-tables.json defines them (the repository's schema/ folder, installed
     as the package simhash_hbase.schema); schema/hbase-tables.hbase is its output
-    for the prefix shdb."""
-    typer.echo(shell_script(prefix), nl=False)
+    for the prefix shdb. --retain: the TTL of a retained index's index and docs tables
+    (then create the index with the same --retain)."""
+    typer.echo(shell_script(prefix, retain), nl=False)
 
 
 idf_app = group("IDF tables for your own domain.")

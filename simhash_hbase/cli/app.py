@@ -28,6 +28,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "stats": ("simhash_hbase.cli.query", "stats_cmd"),
     "get": ("simhash_hbase.cli.query", "get_cmd"),
     "remove": ("simhash_hbase.cli.admin", "remove_cmd"),
+    "expire": ("simhash_hbase.cli.admin", "expire_cmd"),
     "verify": ("simhash_hbase.cli.admin", "verify_cmd"),
     "migrate": ("simhash_hbase.cli.admin", "migrate_cmd"),
     "compact": ("simhash_hbase.cli.admin", "compact_cmd"),

@@ -19,6 +19,7 @@ from simhash_hbase.cli.options import (
     fingerprint_settings,
     source_options,
     uses,
+    window_options,
 )
 from simhash_hbase.cli.render import (
     EXIT_SKIPPED,
@@ -36,6 +37,7 @@ from simhash_hbase.index.client import DEFAULT_K
 from simhash_hbase.jobs.ingest import DedupResult, check_output, find_duplicates
 from simhash_hbase.layout.pairs import clusters_of, nearest_earlier
 from simhash_hbase.layout.scheme import DEFAULT_SCHEME, get_scheme
+from simhash_hbase.layout.window import Window
 from simhash_hbase.records import DEFAULT_LIMIT, Match, Matches, check_limit
 from simhash_hbase.text.readers import SourceOptions, check_paths
 
@@ -44,7 +46,7 @@ OutputOpt = Annotated[
 ]
 
 
-@uses(source=source_options, wanted=fingerprint_settings)
+@uses(source=source_options, wanted=fingerprint_settings, window=window_options)
 def dedup_cmd(
     paths: PathsArg,
     *,
@@ -59,6 +61,7 @@ def dedup_cmd(
     wanted: dict[str, Any],
     as_json: JsonOpt = False,
     similarity: SimilarityOpt = None,
+    window: Window | None,
 ) -> None:
     """Near-duplicates within each PATH (file, folder, - for stdin), in memory, no
     index: one JSON line per input that has near-copies before it,
@@ -68,7 +71,8 @@ def dedup_cmd(
     fingerprint and a sketch per input, whatever the number of copies; in a mass of
     near-identical texts each is judged against its nearest neighbours in input
     order, so its count may be a lower bound ("total_exact": false), while the
-    clusters stay exact."""
+    clusters stay exact. --within/--since/--until (with --time-field): only the
+    inputs whose time is in the window take part."""
     check_limit(limit)
     check_paths(paths, source)
     check_output("--output", output, paths)
@@ -83,6 +87,7 @@ def dedup_cmd(
         fingerprints=fingerprints,
         exclude=excluded(output),
         lsh=lsh,
+        window=window,
     )
     copies = _write(result, output, None if as_clusters else limit)
     _summary(result, copies, predicate(k, None if fingerprints else lsh), as_json)
@@ -115,6 +120,8 @@ def _summary(result: DedupResult, copies: int | None, rule: str, as_json: bool) 
     exact = result.graph.exact()
     if as_json:
         summary: dict[str, Any] = {"inputs": len(result.ids), "pairs": pairs}
+        if result.outside:
+            summary["outside"] = result.outside
         summary["pairs_exact"] = exact
         summary["skipped"] = [skip_json(b) for b in result.skipped]
         if copies is not None:
@@ -122,6 +129,8 @@ def _summary(result: DedupResult, copies: int | None, rule: str, as_json: bool) 
         note(dumps(summary))
         return
     listed = "" if copies is None else f", {copies} of them with earlier near-copies"
+    if result.outside:
+        listed += f" ({result.outside} more outside the window, left out)"
     note(
         f"{len(result.ids)} inputs{listed}, {'' if exact else 'at least '}{pairs} "
         f"near-duplicate pairs ({rule}), "

@@ -20,6 +20,7 @@ from simhash_hbase.cli.options import (
     LimitOpt,
     PathsArg,
     ProbesOpt,
+    RetainOpt,
     SchemeOpt,
     SimilarityOpt,
     StoreTextOpt,
@@ -28,6 +29,7 @@ from simhash_hbase.cli.options import (
     fingerprint_settings,
     source_options,
     uses,
+    window_options,
 )
 from simhash_hbase.cli.render import (
     EXIT_INTERRUPTED,
@@ -56,6 +58,7 @@ from simhash_hbase.jobs.ingest import (
     index_for_ingest,
     ingest,
 )
+from simhash_hbase.layout.window import Window
 from simhash_hbase.records import (
     DEFAULT_LIMIT,
     BadRecord,
@@ -149,7 +152,7 @@ class JsonlReport:
             self._file.close()
 
 
-@uses(source=source_options, wanted=fingerprint_settings)
+@uses(source=source_options, wanted=fingerprint_settings, window=window_options)
 def ingest_cmd(
     paths: PathsArg,
     *,
@@ -172,10 +175,13 @@ def ingest_cmd(
     dedup: DedupOpt = True,
     limit: LimitOpt = DEFAULT_LIMIT,
     similarity: SimilarityOpt = None,
+    window: Window | None,
+    retain: RetainOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Index documents from each PATH (a file, a folder, or - for stdin), reporting
-    near-copies of documents already held.
+    near-copies of documents already held (--within/--since/--until: those that
+    arrived in that window; the run's own documents count as now).
 
     Exit 0, or 3 when records were skipped (each listed with file:line and why). An
     index folder that does not exist is created (and said); an hbase:// index only
@@ -190,11 +196,18 @@ def ingest_cmd(
         check_output("--report", report, paths, local_path(index))
     create = create or local_path(index) is not None
     with index_for_ingest(
-        index, scheme=scheme, params=wanted, create=create, wait=wait, similarity=similarity
+        index,
+        scheme=scheme,
+        params=wanted,
+        create=create,
+        wait=wait,
+        similarity=similarity,
+        retain=retain,
     ) as ix:
         if ix.created:
             new_index(ix.url)
-        summary = _run(ix, paths, opts, options, report, resume=resume, fingerprints=fingerprints)
+        seen = ix.within(window)
+        summary = _run(seen, paths, opts, options, report, resume=resume, fingerprints=fingerprints)
     if ix.created and not summary.written:
         note("nothing was added, so the new index was not kept")
     if as_json:

@@ -21,7 +21,9 @@ from simhash_hbase.errors import InvalidInput, InvalidSetting
 from simhash_hbase.fingerprint.minhash import DEFAULT_THRESHOLD, check_similarity
 from simhash_hbase.fingerprint.probes import DEFAULT_QUERY_PROBES
 from simhash_hbase.fingerprint.simhash import DEFAULT_FOLD, DEFAULT_VERSION, load_idf_file
+from simhash_hbase.index.manifest import check_retain
 from simhash_hbase.layout.scheme import DEFAULT_SCHEME
+from simhash_hbase.layout.window import Window, duration_ms
 from simhash_hbase.records import MAX_LIMIT
 from simhash_hbase.text.extract import check_format, to_text
 from simhash_hbase.text.readers import (
@@ -80,6 +82,27 @@ def _similarity(value: float | None) -> float | None:
     except InvalidSetting as exc:
         raise typer.BadParameter(str(exc)) from None
 
+
+def _retain(value: str) -> int:
+    """--retain as whole seconds (a duration, as --within's), said as a usage error."""
+    try:
+        return check_retain(duration_ms(value, "--retain") // 1000)
+    except InvalidInput as exc:
+        raise typer.BadParameter(str(exc)) from None
+
+
+RetainOpt = Annotated[
+    int | None,
+    typer.Option(
+        "--retain",
+        metavar="DURATION",
+        parser=_retain,
+        help="A new index keeps documents for DURATION (90d, 12h, 2w; units s m h d w) "
+        "after their time: older ones never match, and expire (docs/lifecycle.md). Set "
+        "when the index is created; given for an existing index, it must be the index's.",
+        show_default=False,
+    ),
+]
 
 SimilarityOpt = Annotated[
     float | None,
@@ -313,6 +336,42 @@ TimeFieldOpt = Annotated[
         show_default=False,
     ),
 ]
+
+
+WithinOpt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="DURATION",
+        help="Match only documents that arrived in the last DURATION (a whole number and "
+        "s, m, h, d or w, e.g. 30d); a document without a time is outside.",
+        show_default=False,
+    ),
+]
+SinceOpt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="TIME",
+        help="Match only documents that arrived at or after TIME (RFC 3339, e.g. "
+        "2026-11-29T12:00:00Z, or seconds since the epoch).",
+        show_default=False,
+    ),
+]
+UntilOpt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="TIME",
+        help="Match only documents that arrived before TIME (as --since).",
+        show_default=False,
+    ),
+]
+
+
+def window_options(
+    within: WithinOpt = None, since: SinceOpt = None, until: UntilOpt = None
+) -> Window | None:
+    """The time window a command's lookups answer in (None: every document), said
+    before any index is opened (docs/lifecycle.md, "A window")."""
+    return Window.parse(within, since, until)
 
 
 def source_options(

@@ -19,6 +19,7 @@ from simhash_hbase.cli.options import (
     fingerprint_settings,
     text_input,
     uses,
+    window_options,
 )
 from simhash_hbase.cli.render import (
     EXIT_NO_MATCH,
@@ -32,6 +33,7 @@ from simhash_hbase.errors import InvalidInput
 from simhash_hbase.fingerprint.probes import DEFAULT_QUERY_PROBES
 from simhash_hbase.fingerprint.simhash import Fingerprinter, FingerprintParams
 from simhash_hbase.index.client import DEFAULT_K, SimhashIndex
+from simhash_hbase.layout.window import Window
 from simhash_hbase.records import (
     DEFAULT_LIMIT,
     Match,
@@ -49,11 +51,12 @@ FingerprintOpt = Annotated[
 TermsOpt = Annotated[bool, typer.Option(metavar="", help="Also print the weighted terms used.")]
 
 
-@uses(given=text_input, wanted=fingerprint_settings)
+@uses(given=text_input, wanted=fingerprint_settings, window=window_options)
 def query_cmd(
     *,
     given: TextInput,
     wanted: dict[str, Any],
+    window: Window | None,
     fingerprint: FingerprintOpt = None,
     k: KOpt = DEFAULT_K,
     index: IndexOpt = None,
@@ -67,7 +70,8 @@ def query_cmd(
     distance (how many of the 64 fingerprint bits differ), similarity (the share of
     the texts' character 5-grams they have in common, estimated from their sketches,
     0 to 1; - for --fingerprint, which has no sketch), fingerprint and id (--json:
-    {"matches": [...], "total", "total_exact"}). Exit 1 if none."""
+    {"matches": [...], "total", "total_exact"}); --within/--since/--until: only the
+    documents that arrived in that window. Exit 1 if none."""
     if fingerprint is not None and given.given:
         raise InvalidInput("give exactly one of TEXT, --file or --fingerprint")
     check_limit(limit)
@@ -79,10 +83,11 @@ def query_cmd(
     query_fp = parse_fingerprint_hex(fingerprint) if fingerprint is not None else None
     probe = 0 if query_fp is not None else DEFAULT_QUERY_PROBES if probes is None else probes
     with SimhashIndex.open(index, readonly=True, params=wanted, similarity=similarity) as ix:
+        seen = ix.within(window)
         if query_fp is not None:
-            matches = ix.query_fingerprint(query_fp, k, limit=limit)
+            matches = seen.query_fingerprint(query_fp, k, limit=limit)
         else:
-            matches = ix.query(given.read(ix.params.html), k, probes=probe, limit=limit)
+            matches = seen.query(given.read(ix.params.html), k, probes=probe, limit=limit)
     _print_matches(matches, predicate(k, ix.lsh if query_fp is None else None, probe), as_json)
     if not matches:
         raise typer.Exit(EXIT_NO_MATCH)

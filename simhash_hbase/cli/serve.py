@@ -8,7 +8,14 @@ from typing import Annotated, Any
 
 import typer
 
-from simhash_hbase.cli.options import IndexOpt, KOpt, LimitOpt, QueryProbesOpt, SimilarityOpt
+from simhash_hbase.cli.options import (
+    IndexOpt,
+    KOpt,
+    LimitOpt,
+    QueryProbesOpt,
+    RetainOpt,
+    SimilarityOpt,
+)
 from simhash_hbase.cli.render import new_index
 from simhash_hbase.errors import InvalidInput
 from simhash_hbase.fingerprint.probes import DEFAULT_QUERY_PROBES
@@ -44,6 +51,15 @@ WorkersOpt = Annotated[
         "0: the server's own process.",
     ),
 ]
+ServeWithinOpt = Annotated[
+    str | None,
+    typer.Option(
+        metavar="DURATION",
+        help="Requests that ask no window (?within=, ?since=, ?until=) match only documents "
+        "that arrived in the last DURATION before each request (e.g. 30d; s, m, h, d, w).",
+        show_default=False,
+    ),
+]
 AccessLogOpt = Annotated[bool, typer.Option(help="Log every request.")]
 ServeCreateOpt = Annotated[
     bool,
@@ -67,6 +83,7 @@ def serve_cmd(
     limit: LimitOpt = DEFAULT_LIMIT,
     probes: QueryProbesOpt = None,
     similarity: SimilarityOpt = None,
+    within: ServeWithinOpt = None,
     max_items: MaxItemsOpt = 10_000,
     max_body_bytes: MaxBodyOpt = 64 * 1024 * 1024,
     max_text_bytes: MaxTextOpt = 4 * 1024 * 1024,
@@ -74,11 +91,12 @@ def serve_cmd(
     fingerprint_workers: WorkersOpt = None,
     access_log: AccessLogOpt = False,
     create: ServeCreateOpt = False,
+    retain: RetainOpt = None,
 ) -> None:
     """Serve the index over HTTP: check, add and check-and-add texts or fingerprints,
     one or in batches (see /docs on the running service, and docs/serve.md). -k,
-    --limit, --probes and --similarity are the defaults of requests that do not set
-    them (--similarity on a new index: its recorded default)."""
+    --limit, --probes, --similarity and --within are the defaults of requests that do
+    not set them (--similarity on a new index: its recorded default)."""
     serve, settings_class, token_env = _service()
     settings = settings_class(
         index=index,
@@ -89,6 +107,7 @@ def serve_cmd(
         limit=limit,
         probes=DEFAULT_QUERY_PROBES if probes is None else probes,
         similarity=similarity,
+        within=within,
         max_items=max_items,
         max_body_bytes=max_body_bytes,
         max_text_bytes=max_text_bytes,
@@ -99,16 +118,20 @@ def serve_cmd(
     )
     settings.check()  # a bad bind or token is said before the index is looked at
     with settings.listen() as sock:  # and a port in use, before the index is opened or made
-        _open_or_create(index, create, similarity)
+        _open_or_create(index, create, similarity, retain)
         serve(settings, sock, access_log=access_log)
 
 
-def _open_or_create(index: str | None, create: bool, similarity: float | None) -> None:
+def _open_or_create(
+    index: str | None, create: bool, similarity: float | None, retain: int | None
+) -> None:
     """The index must be there, or ``create`` makes it (said once, on stderr); a
-    similarity needs its sketches (both nets)."""
+    similarity needs its sketches (both nets); ``retain``: a new index's retention."""
     from simhash_hbase.index.client import SimhashIndex
 
-    opened = SimhashIndex.open(index, create=create, readonly=not create, similarity=similarity)
+    opened = SimhashIndex.open(
+        index, create=create, readonly=not create, similarity=similarity, retain=retain
+    )
     with opened as ix:
         if ix.created:
             new_index(ix.url)

@@ -282,12 +282,13 @@ def ingest_cmd(
         )
     if summary.created:
         new_index(url)
-    found = "" if report is None else f", {summary.pairs} near-duplicates (k<={k}) in {report}"
+    found = "" if report is None else f", {summary.pairs} near-duplicates in {report}"
     rate = summary.documents / summary.seconds if summary.seconds else 0.0
     _finish(
         summary,
         f"added {summary.documents} documents{found}, skipped {summary.rejected}, "
-        f"{summary.records} records in {summary.seconds:.1f} s ({rate:.0f} docs/s)",
+        f"{summary.records} records in {summary.seconds:.1f} s ({rate:.0f} docs/s)"
+        + ("" if report is None else f"; {predicate(k, summary.lsh)}"),
         as_json,
     )
 

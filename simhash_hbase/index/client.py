@@ -46,16 +46,18 @@ from simhash_hbase.index.manifest import (
     load_idf,
     nets_of,
     read_manifest,
+    retain_of,
     settle,
     store_manifest,
     validate,
 )
 from simhash_hbase.index.write import BULK_BATCH, REMOVE_BATCH, Writer, gc_paused
 from simhash_hbase.layout import codec
-from simhash_hbase.layout.codec import check_fingerprint
+from simhash_hbase.layout.codec import RETAIN, check_fingerprint
 from simhash_hbase.layout.nets import check_nets
 from simhash_hbase.layout.prepare import Preparer, error_for, prepare
 from simhash_hbase.layout.scheme import Scheme
+from simhash_hbase.layout.window import Window
 from simhash_hbase.records import (
     DEFAULT_LIMIT,
     BadRecord,
@@ -82,7 +84,9 @@ _STATE = "state/"  # meta records of jobs (e.g. ingest checkpoints) live under t
 
 
 class _Judged:
-    """The handles of an index judged at a caller's similarity (:class:`SimhashIndex`)."""
+    """The handles of an index judged at a caller's similarity, or answering in a
+    caller's time window (:class:`SimhashIndex`): views on the same store whose
+    one :class:`Finder` differs; caches and cost are shared."""
 
     def at_similarity(self, similarity: float | None) -> SimhashIndex:
         """This index judged at ``similarity`` (None: as is): a handle on the same store
@@ -100,15 +104,84 @@ class _Judged:
             )
         lsh = index.lsh.at_similarity(similarity)
         index._minhasher = index.minhasher  # built once, shared: the view hashes as the index
+        finder = copy.copy(index._finder)  # caches and cost shared
+        finder.lsh = lsh
+        view = self._view(finder)
+        view.lsh = lsh
+        return view
+
+    def within(self, window: Window | None) -> SimhashIndex:
+        """This index answering in ``window`` (None, or both sides open: as is): a
+        handle on the same store whose every lookup (queries, check-and-add,
+        ingest's report) matches only the documents inside it; a document of the
+        batch being written counts as "now" (docs/lifecycle.md, "A window").
+        Close the index, never the handle."""
+        index = cast("SimhashIndex", self)
+        if window is None or not window.bounded:
+            return index
+        finder = copy.copy(index._finder)  # caches and cost shared
+        finder.window = window
+        return self._view(finder)
+
+    def _view(self, finder: Finder) -> SimhashIndex:
+        index = cast("SimhashIndex", self)
         view = copy.copy(index)
-        view.lsh, view._finder = lsh, copy.copy(index._finder)  # caches and cost shared
-        view._finder.lsh = lsh
+        view._finder = finder
         view._writer = copy.copy(index._writer)
         view._writer.finder = view._finder
         return view
 
 
-class SimhashIndex(_Judged):
+class _Upkeep:
+    """What an index keeps between runs: job state, and a retained index's expiry
+    (:class:`SimhashIndex`)."""
+
+    _store: Store
+    _writer: Writer
+    #: The retention in whole seconds (docs/lifecycle.md); None: every document is kept.
+    retain: int | None
+
+    # job state (e.g. ingest checkpoints): small JSON records in the meta table
+    def get_state(self, name: str) -> dict[str, Any] | None:
+        return self._store.get_meta(_STATE + name)
+
+    def put_state(self, name: str, value: dict[str, Any]) -> None:
+        self._store.put_meta(_STATE + name, value)
+
+    def delete_state(self, name: str) -> None:
+        self._store.delete_meta(_STATE + name)
+
+    def expired(self, now: int | None = None) -> int:
+        """The time (ms) before which a document has expired: ``now`` (default: the
+        clock) minus the retention. :class:`InvalidSetting` if the index has none."""
+        if self.retain is None:
+            raise InvalidSetting(
+                "retain",
+                f"the index at {self._store.url} was created without a retention: nothing "
+                "expires (remove documents with remove_many, or shdb remove --before)",
+            )
+        return (now_ms() if now is None else now) - self.retain * 1000
+
+    def expire(
+        self,
+        *,
+        now: int | None = None,
+        batch_size: int = REMOVE_BATCH,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> int:
+        """Remove every expired document with all its cells (:meth:`expired`), oldest
+        first, ``batch_size`` a batch, ``on_batch`` seeing the count so far: the
+        documents removed. Idempotent: a run cut short is finished by the next."""
+        before = self.expired(now)
+        return self._writer.expire(self._store, before, None, batch_size, on_batch)
+
+    def due(self, now: int | None = None, limit: int = 2**62) -> list[str]:
+        """The ids of the expired documents still held (at most ``limit``), oldest
+        first on the embedded store: what :meth:`expire` would remove."""
+        return self._store.due(self.expired(now), limit)
+
+
+class SimhashIndex(_Upkeep, _Judged):
     """Pigeonhole SimHash index over a store (embedded LMDB or HBase)."""
 
     def __init__(
@@ -129,7 +202,8 @@ class SimhashIndex(_Judged):
         self.lsh = lsh
         self._fingerprinter: Fingerprinter | None = None
         self._minhasher: MinHasher | None = None
-        self._finder = Finder(scheme, lsh)  # every lookup
+        self.retain = manifest.get(RETAIN)
+        self._finder = Finder(scheme, lsh, self.retain)  # every lookup
         self.cost = self._finder.cost
         self._writer = Writer(scheme, self._finder)  # every write
 
@@ -145,6 +219,7 @@ class SimhashIndex(_Judged):
         nets: str | None = None,
         warm: bool = False,
         similarity: float | None = None,
+        retain: int | None = None,
     ) -> SimhashIndex:
         """Open (or create) the index at ``url``. ``scheme`` and ``params`` (a
         :class:`FingerprintParams`, or a mapping of only the fields that matter)
@@ -152,20 +227,22 @@ class SimhashIndex(_Judged):
         (:class:`ManifestMismatch`), or, for a new index, are its settings.
         ``nets``: ``"simhash"`` (the pigeonhole only) or ``"simhash+lsh"`` (the
         default; docs/SPEC.md, "Nets"). ``warm``: :meth:`warm` it (a long-lived
-        reader of a big embedded index). ``similarity``: :meth:`at_similarity` (new: kept)."""
-        validate(scheme, params, similarity)  # every setting given is valid, before any write
+        reader of a big embedded index). ``similarity``: :meth:`at_similarity` (new: kept).
+        ``retain``: a new index's retention in seconds (docs/lifecycle.md); given, the index's."""
+        validate(scheme, params, similarity, retain)  # every setting given is valid, first
         if nets is not None:
             check_nets(nets)
         create = create and not readonly  # readonly: creates nothing, no write locks
-        store = open_store(url, create=create, readonly=readonly)
+        store = open_store(url, create=create, readonly=readonly, retain=retain)
         try:
             manifest = read_manifest(store)
             created = manifest is None
             if manifest is None:
                 if not create:
                     raise IndexNotFound(store.url)
-                manifest = store_manifest(store, scheme, params, nets, similarity)
+                manifest = store_manifest(store, scheme, params, nets, similarity, retain)
             found_scheme, held = settle(manifest, store.url, scheme, params)
+            retain_of(manifest, store.url, retain)
             store.adopt(manifest)
             index = cls(store, found_scheme, manifest, held, nets_of(manifest, store.url, nets))
             index.created = created
@@ -255,16 +332,6 @@ class SimhashIndex(_Judged):
         second job is refused (after ``wait`` s) with :class:`IndexBusy` naming the
         holder; readers never wait. Both stores (:meth:`Store.run_lock`)."""
         return self._store.run_lock(job, wait)
-
-    # job state (e.g. ingest checkpoints): small JSON records in the meta table
-    def get_state(self, name: str) -> dict[str, Any] | None:
-        return self._store.get_meta(_STATE + name)
-
-    def put_state(self, name: str, value: dict[str, Any]) -> None:
-        self._store.put_meta(_STATE + name, value)
-
-    def delete_state(self, name: str) -> None:
-        self._store.delete_meta(_STATE + name)
 
     def add(
         self,
@@ -505,6 +572,8 @@ class SimhashIndex(_Judged):
         docs = stats.get("documents") or 0
         stats.update(scheme=scheme.name, rows_per_fingerprint=scheme.rows_per_fingerprint)
         stats.update(exact_for_k=scheme.k, fingerprint=self.manifest["fingerprint"])
+        if self.retain is not None:
+            stats[RETAIN] = self.retain
         if docs and "disk_bytes" in stats:
             stats["disk_bytes_per_document"] = round(stats["disk_bytes"] / docs, 1)
         return stats

@@ -6,8 +6,7 @@ generator and one judge on every path (docs/nets.md, "One candidate generator").
   the lookups of a write (ingest, check-and-add: :meth:`Finder.lookups`);
 - :func:`bucket_docs` and :func:`judged`: held documents, by scanning the rows a
   query shares with them (a batch of queries scans its distinct prefixes once);
-- :func:`batch_near`: the documents of one batch among themselves, by grouping
-  equal keys (:func:`~simhash_hbase.layout.groups.nets_graph`, as ``shdb dedup``).
+- :mod:`~simhash_hbase.index.batch`: the documents of one batch among themselves.
 """
 
 from __future__ import annotations
@@ -25,21 +24,18 @@ import numpy as np
 from simhash_hbase.errors import InvalidInput
 from simhash_hbase.fingerprint.minhash import MinHashParams, Signature
 from simhash_hbase.fingerprint.probes import bound
+from simhash_hbase.index.batch import batch_near, probe_near, settle_new
 from simhash_hbase.index.clusters import assign
 from simhash_hbase.layout import codec
 from simhash_hbase.layout.codec import check_fingerprint, check_fingerprints
-from simhash_hbase.layout.groups import nets_graph
 from simhash_hbase.layout.nets import Judge, first_band_flag
-from simhash_hbase.layout.pairs import near_graph
 from simhash_hbase.layout.scheme import Scheme
-from simhash_hbase.records import Document, Lookup, Match, Matches, check_limit
+from simhash_hbase.layout.window import Window
+from simhash_hbase.records import Document, Lookup, Match, Matches, check_limit, now_ms
 from simhash_hbase.store import IndexCell, Store
 
 _SCALAR_MAX = 4  # below this many fingerprints, plain Python beats NumPy
 _SCALAR_CANDIDATES = 24  # and below this many candidates of one query (~20 breaks even)
-
-#: A new document's (probe list, sketch, bands): what its lookup depends on.
-InsertKey = tuple[tuple[int, ...], bytes | None, bytes | None]
 
 
 def bucket_docs(
@@ -93,11 +89,14 @@ def judged(
     sketches: list[bytes | None],
     k: int,
     limit: int | None,
+    window: Window | None = None,
 ) -> list[Matches]:
     """Each query's candidates (numbers in ``read``) judged by the one rule
     (:class:`~simhash_hbase.layout.nets.Judge`), the whole batch at once: the
     ``limit`` nearest matches (distance, then id) and their count, a lower bound
-    where a row was cut (its unread documents' sketches are unread too)."""
+    where a row was cut (its unread documents' sketches are unread too). A
+    ``window`` leaves out the documents whose time (read in the same multi-get)
+    it does not hold."""
     if not read:
         return [Matches((), 0, not partial[q]) for q in range(len(lists))]
     ids = sorted({doc_id for doc_id, _ in read})
@@ -110,7 +109,8 @@ def judged(
     every = np.concatenate(found)
     doc, cand = of_read[every], fp_read[every]
     held_fp = np.array([0 if d is None else d.fingerprint for d in held], dtype=np.uint64)
-    alive = np.array([d is not None for d in held], dtype=bool)[doc] & (held_fp[doc] == cand)
+    inside = [d is not None and (window is None or window.holds(d.time)) for d in held]
+    alive = np.array(inside, dtype=bool)[doc] & (held_fp[doc] == cand)
     query, doc, cand = query[alive], doc[alive], cand[alive]
     theirs = [None if d is None else d.sketch for d in held]
     fps = np.concatenate([np.array([probes[0] for probes in lists], dtype=np.uint64), held_fp])
@@ -148,115 +148,6 @@ def with_times(store: Store, results: list[Matches]) -> list[Matches]:
     return results
 
 
-def probe_near(lists: list[list[int]], query: np.ndarray, cand: np.ndarray, k: int) -> np.ndarray:
-    """The pigeonhole's verdict on each candidate of its query (``query``: sorted
-    numbers into ``lists``, each a fingerprint and its probes): within ``k`` of
-    the fingerprint, or of a probe and within the probe bound (multi-probe, see
-    :meth:`~simhash_hbase.index.client.SimhashIndex.query_probed`). Such a
-    candidate shares a combination with the query or that probe: the pigeonhole's
-    rows find it, whatever else found it first."""
-    own = np.array([probes[0] for probes in lists], dtype=np.uint64)
-    dist = np.bitwise_count(cand ^ own[query])
-    near = dist <= k
-    bounds = np.searchsorted(query, np.arange(len(lists) + 1)).tolist()  # query is sorted
-    for q, probes in enumerate(lists):
-        if len(probes) > 1:
-            cells = np.arange(bounds[q], bounds[q + 1])
-            cells = cells[~near[cells]]
-            flipped = np.array(probes[1:], dtype=np.uint64)
-            hit = (np.bitwise_count(cand[cells, None] ^ flipped[None, :]) <= k).any(axis=1)
-            hit &= dist[cells] <= bound(k, len(probes) - 1)
-            near[cells[hit]] = True
-    return near
-
-
-def batch_near(
-    keys: list[InsertKey], k: int, scheme: Scheme, lsh: MinHashParams | None
-) -> tuple[list[list[tuple[int, int, float | None]]], list[bool]]:
-    """For each distinct (probe list, sketch, bands), those (itself first) it
-    matches by the candidates and the judge of every path (layout.groups:
-    :func:`~simhash_hbase.layout.groups.nets_graph`, the pigeonhole's
-    :func:`~simhash_hbase.layout.pairs.near_graph` without sketches), as
-    [(key index, distance, similarity)]; and whether each list is all it
-    matches (a key in a large group of near-copies is judged against a bounded
-    number of neighbours: its count is then a lower bound)."""
-    fps = np.array([key[0][0] for key in keys], dtype=np.uint64)
-    sketches = [key[1] for key in keys]
-    lsh = lsh if any(s is not None for s in sketches) else None
-    if lsh is None:
-        graph = near_graph(fps, k, scheme)
-    else:
-        graph = nets_graph(fps, k, scheme, lsh, sketches, [key[2] for key in keys])
-    node = graph.inverse.tolist()
-    sims = graph.similarity
-    same = [1.0 if s is not None and lsh is not None else None for s in sketches]
-    members: dict[int, list[int]] = {}
-    for s, u in enumerate(node):
-        members.setdefault(u, []).append(s)
-    # the keys of one node are identical (probe lists aside): one list each node
-    lists = {u: [(t, 0, same[t]) for t in group] for u, group in members.items()}
-    a, b, d = graph.edges.tolist()
-    sim = [None] * len(a) if sims is None else [None if x != x else x for x in sims.tolist()]
-    for u, v, dist, similarity in zip(a, b, d, sim):
-        lists[u] += [(t, dist, similarity) for t in members[v]]
-        lists[v] += [(t, dist, similarity) for t in members[u]]
-    near = [lists[u] for u in node]
-    probed = [s for s, key in enumerate(keys) if len(key[0]) > 1]
-    if probed:
-        _probe_hits(keys, fps, probed, near, k, lsh)
-    whole = [True] * len(keys) if graph.complete is None else graph.complete.tolist()
-    return near, [whole[u] for u in node]
-
-
-def settle_new(
-    keys: list[InsertKey], judge: Judge, s: int, targets: list[int], k: int
-) -> list[tuple[int, int, float | None]]:
-    """The keys of ``targets`` that key ``s`` matches, judged by the one rule (with
-    its probes: :func:`probe_near`): whether a check-and-add's document is new
-    must not rest on the bounded neighbours of a large group (layout.groups), so
-    one whose count there is a lower bound of 0 meets every document written."""
-    if not targets:
-        return []
-    t = np.array(targets, dtype=np.int64)
-    near = probe_near([list(keys[s][0])], np.zeros(len(t), dtype=np.int64), judge.fps[t], k)
-    match, dist, sim = judge(np.full(len(t), s, dtype=np.int64), t, near)
-    return [
-        (x, d, None if v != v else v)
-        for x, d, v in zip(t[match].tolist(), dist[match].tolist(), sim[match].tolist())
-    ]
-
-
-def _probe_hits(
-    keys: list[InsertKey],
-    fps: np.ndarray,
-    probed: list[int],
-    near: list[list[tuple[int, int, float | None]]],
-    k: int,
-    lsh: MinHashParams | None,
-) -> None:
-    """Add to ``near`` the keys a probed key's probes find (within k of a probe
-    and the probe bound of its fingerprint), judged as the pigeonhole's finds."""
-    a: list[int] = []
-    b: list[int] = []
-    every = np.zeros(len(keys), dtype=np.int64)
-    for s in probed:
-        near[s] = list(near[s])  # its own: other keys of its node probe otherwise
-        known = {t for t, _, _ in near[s]}
-        hit = probe_near([list(keys[s][0])], every, fps, k)
-        new = [t for t in np.flatnonzero(hit).tolist() if t not in known]
-        a += [s] * len(new)
-        b += new
-    if not a:
-        return
-    judge = Judge(fps, k, lsh, [key[1] for key in keys])
-    x, y = np.array(a), np.array(b)
-    match, dist, sim = judge(x, y, np.ones(len(x), dtype=bool))
-    for s, t, dv, sv in zip(
-        x[match].tolist(), y[match].tolist(), dist[match].tolist(), sim[match].tolist()
-    ):
-        near[s].append((t, dv, None if sv != sv else sv))
-
-
 def _sim(value: float) -> float | None:
     """A judged similarity as a Match holds it (NaN: a side has no sketch)."""
     return None if value != value else float(value)
@@ -278,22 +169,46 @@ class Finder:
     store is passed on each call (the index's, checked against forks and
     replaceable by tests that count its calls)."""
 
-    def __init__(self, scheme: Scheme, lsh: MinHashParams | None) -> None:
+    def __init__(self, scheme: Scheme, lsh: MinHashParams | None, retain: int | None) -> None:
         self.scheme = scheme
         self.lsh = lsh
+        self.retain = retain  # a retained index's seconds: nothing older is a match
         self.cost = QueryCost()
+        #: The window a view asks for (None: every document;
+        #: :meth:`~simhash_hbase.index.client.SimhashIndex.within`).
+        self.asked: Window | None = None
+        self._retained: tuple[int | None, Window | None] = (None, None)  # see window
         self._encode_prefixes = codec.prefix_encoder()  # the one-query hot path's
+
+    @property
+    def window(self) -> Window | None:
+        """The window every lookup answers in: the view's, narrowed in a retained
+        index to the documents since now minus the retention, so an expired document
+        is never a match, removed yet or not (docs/lifecycle.md)."""
+        if self.retain is None:
+            return self.asked
+        now, held = self._retained  # one window a millisecond: a query reads it often
+        if now != (now := now_ms()):
+            held = Window.last(self.retain * 1000, now).narrowed(self.asked)
+            self._retained = (now, held)
+        return held
+
+    @window.setter
+    def window(self, window: Window | None) -> None:
+        self.asked = window
+        self._retained = (None, None)
 
     def scanned(self, store: Store, fps: list[int], k: int, limit: int | None) -> list[Matches]:
         """:meth:`find`'s exact searches through the scans and the confirmation."""
+        cap = self._row_cap(limit)
         if len(fps) > _SCALAR_MAX:
-            hits, cells = self._near_many(store, fps, k, limit)
-            cut = _cut_rows(cells, limit)
+            hits, cells = self._near_many(store, fps, k, cap)
+            cut = _cut_rows(cells, cap)
             candidates = len(cells)
         else:
-            found = store.scan_prefixes_many(self.prefixes(fps), row_cap=limit)
+            found = store.scan_prefixes_many(self.prefixes(fps), row_cap=cap)
             hits = [_near(fp, cells, k) for fp, cells in zip(fps, found)]
-            cut = _cut_rows([c for cells in found for c in cells], limit)
+            cut = _cut_rows([c for cells in found for c in cells], cap)
             candidates = sum(map(len, found))
         self.cost.queries += len(fps)
         self.cost.scans += len(fps) * self.scheme.rows_per_fingerprint
@@ -308,7 +223,7 @@ class Finder:
         terms = self.scheme.prefix_terms
         if terms is None or not (store.atomic_batches or store.index_follows_docs):
             return None
-        found = store.scan_documents(self._encode_prefixes(fp, terms), limit)
+        found = store.scan_documents(self._encode_prefixes(fp, terms), self._row_cap(limit))
         if found is None:
             return None
         docs, cells = found
@@ -317,6 +232,8 @@ class Finder:
         cost.scans += self.scheme.rows_per_fingerprint
         cost.candidates += cells
         hits = [(i, cand, dist) for i, cand in docs if (dist := (cand ^ fp).bit_count()) <= k]
+        if self.window is not None:
+            return self._windowed(store, [{(i, cand): dist for i, cand, dist in hits}], limit)[0]
         hits.sort(key=_by_distance)
         return with_times(store, [Matches([Match(*hit) for hit in hits[:limit]], len(hits))])[0]
 
@@ -384,6 +301,10 @@ class Finder:
         path: a few fingerprints go one by one through the store's one-query path
         (:meth:`one`) where batches are atomic (remote: one multi-get is cheaper),
         or, ``alone`` (one fingerprint asked on its own), wherever the store has it.
+
+        In a window (:attr:`window`) a hit is a document inside it: rows are read
+        whole, and the times come in the one multi-get of the candidates' docs rows
+        (both nets) or of the hits' (:meth:`_windowed`), so no path adds a request.
         """
         self.scheme.check_k(k)
         check_limit(limit)
@@ -413,11 +334,11 @@ class Finder:
         if nets:
             assert sketches is not None
             return self._nets(store, lists, prefix_lists, sketches, k, limit)
-        found = store.scan_prefixes_many(prefix_lists, row_cap=limit)
+        found = store.scan_prefixes_many(prefix_lists, row_cap=self._row_cap(limit))
         self.cost.queries += len(lists)
         self.cost.scans += sum(map(len, prefix_lists))
         self.cost.candidates += sum(map(len, found))
-        cut = _cut_rows([c for cells in found for c in cells], limit)
+        cut = _cut_rows([c for cells in found for c in cells], self._row_cap(limit))
         hits: list[dict[tuple[str, int], int]] = []
         for probes, cells in zip(lists, found):
             fp, flipped, widest = probes[0], probes[1:], bound(k, len(probes) - 1)
@@ -442,18 +363,49 @@ class Finder:
         limit: int | None,
     ) -> list[Matches]:
         """:meth:`find` with both nets: one scan for the pigeonhole's and the
-        bands' prefixes, one multi-get of the candidates' docs rows (their sketches;
-        on HBase the read that already confirms hits), then :func:`is_match`."""
+        bands' prefixes, one multi-get of the candidates' docs rows (their sketches
+        and times; on HBase the read that already confirms hits), then
+        :func:`is_match`."""
         first = first_band_flag(self.scheme)
         for prefixes, (_, bands) in zip(prefix_lists, sketches):
             if bands is not None:
                 prefixes += codec.band_prefixes(bands, first)
-        read, found, partial, cells = bucket_docs(store, prefix_lists, limit)
+        read, found, partial, cells = bucket_docs(store, prefix_lists, self._row_cap(limit))
         self.cost.queries += len(lists)
         self.cost.scans += sum(map(len, prefix_lists))
         self.cost.candidates += cells
         mine = [sketch for sketch, _ in sketches]
-        return judged(store, self.lsh, lists, read, found, partial, mine, k, limit)
+        return judged(store, self.lsh, lists, read, found, partial, mine, k, limit, self.window)
+
+    def _row_cap(self, limit: int | None) -> int | None:
+        """How far a scan reads a hot row: to ``limit`` (its first cells are the
+        nearest), or whole in a window (those may all be outside it)."""
+        return limit if self.window is None else None
+
+    def _windowed(
+        self, store: Store, hits: list[dict[tuple[str, int], int]], limit: int | None
+    ) -> list[Matches]:
+        """Each query's hits inside the window, ranked and cut to ``limit``, counted
+        exactly (rows were read whole): one multi-get of every hit's docs row, the
+        read that gives shown matches their times without a window. A hit whose row
+        holds another fingerprint (a cell a write left) is not one."""
+        window = self.window
+        assert window is not None
+        ids = sorted({i for near in hits for i, _ in near})
+        docs = store.get_docs(ids) if ids else {}
+        times = {i: d.time for i, d in docs.items() if window.holds(d.time)}
+        results = []
+        for near in hits:
+            inside = {
+                (i, fp): dist
+                for (i, fp), dist in near.items()
+                if i in times and docs[i].fingerprint == fp
+            }
+            ranked = _ranked(inside, limit, len(inside), True)
+            results.append(
+                Matches([m._replace(time=times[m.doc_id]) for m in ranked], ranked.total)
+            )
+        return results
 
     def prefixes(self, fps: Sequence[int]) -> list[list[bytes]]:
         terms = self.scheme.prefix_terms
@@ -481,6 +433,8 @@ class Finder:
         hits further down are counted unread, so until ``verify --repair`` drops
         a cell an interrupted write left, it may count.
         """
+        if self.window is not None:
+            return self._windowed(store, hits, limit)
         counts = self._counts(store, hits, cut)
         if store.atomic_batches or store.index_follows_docs:
             # Cells and their docs row commit in one transaction, or cells are
@@ -558,6 +512,10 @@ class Finder:
         Documents with one probe list (unprobed: one fingerprint) are looked up once,
         and the batch is compared by distinct lists, so a batch of mass copies costs
         one lookup and ``limit`` ids per copy, not a pair per copy and partner.
+
+        In a window (:attr:`window`) the held documents are those inside it, and the
+        batch's own documents (an unchanged one too: it is written again) are "now":
+        they count while the window holds the clock's time.
         """
         keys = [(tuple(probes), d.sketch, d.bands) for d, probes in docs]
         distinct = list(dict.fromkeys(keys))
@@ -571,7 +529,10 @@ class Finder:
             None if limit is None else limit + 1,
             [key[1:] for key in distinct],
         )
-        near, whole = batch_near(distinct, k, self.scheme, self.lsh)
+        if self.window is None or self.window.holds(now_ms()):  # the batch is "now"
+            near, whole = batch_near(distinct, k, self.scheme, self.lsh)
+        else:  # a window that ended: the batch's own documents are outside it
+            near, whole = [[] for _ in distinct], [True] * len(distinct)
         ingest = keep is None
         versions = (
             self._own_versions(store, docs, [held[slot[key]] for key in keys]) if ingest else {}
@@ -582,15 +543,18 @@ class Finder:
         found: list[Matches | None] = []
         judge: Judge | None = None  # over the distinct keys, made if a new document is settled
         for j, ((doc, probes), key) in enumerate(zip(docs, keys)):
-            old = versions.get(doc.doc_id)
-            if ingest and old == doc.fingerprint:  # unchanged
+            old, counted = versions.get(doc.doc_id, (None, False))
+            unchanged = ingest and old == doc.fingerprint  # reported when it was added
+            if unchanged and self.window is None:  # its held version stands for it
                 found.append(None)
                 continue
             s = slot[key]
             result = held[s]
             total, hits = 0, list[Match]()
             if result.total or len(near[s]) > 1 or count[s] or old is not None:
-                total, hits = self._batch_matches(result, doc, probes, old, written, ingest, k)
+                total, hits = self._batch_matches(
+                    result, doc, probes, old if counted else None, written, ingest, k
+                )
                 for t, dist, sim in near[s]:
                     total += count[t]
                     hits += [
@@ -620,7 +584,7 @@ class Finder:
             # is a lower bound, unless no earlier document of the batch is written or
             # it was settled against them all
             exact = result.total_exact and (whole[s] or not written or settled)
-            found.append(Matches(hits, total, exact))
+            found.append(None if unchanged else Matches(hits, total, exact))
             if ingest or keep[j] or not total:  # type: ignore[index]
                 if doc.doc_id in written:  # its earlier version of this batch is replaced
                     _, t = written[doc.doc_id]
@@ -656,19 +620,24 @@ class Finder:
 
     def _own_versions(
         self, store: Store, docs: list[tuple[Document, Sequence[int]]], held: list[Matches]
-    ) -> dict[str, int]:
-        """The fingerprint each new document's id holds already, where it has one:
-        seen in its lookup's matches, or read when a cut result may hide it."""
-        versions: dict[str, int] = {}
+    ) -> dict[str, tuple[int, bool]]:
+        """The fingerprint each new document's id holds already, where it has one, and
+        whether its lookup counts it (inside the window): seen in its lookup's matches,
+        or read when a cut result or the window may hide it (one multi-get a batch)."""
+        versions: dict[str, tuple[int, bool]] = {}
         unsure = []
+        window = self.window
         for (doc, _), result in zip(docs, held):
             own = [m.fingerprint for m in result if m.doc_id == doc.doc_id]
             if own:
-                versions[doc.doc_id] = own[0]
-            elif result.total > len(result):
+                versions[doc.doc_id] = (own[0], True)
+            elif result.total > len(result) or window is not None:
                 unsure.append(doc.doc_id)
         if unsure:
-            versions.update((i, d.fingerprint) for i, d in store.get_docs(unsure).items())
+            versions.update(
+                (i, (d.fingerprint, window is None or window.holds(d.time)))
+                for i, d in store.get_docs(unsure).items()
+            )
         return versions
 
 

@@ -15,6 +15,7 @@ from simhash_hbase.errors import InvalidSetting, ManifestMismatch, StoreCorrupt,
 from simhash_hbase.fingerprint.minhash import MinHashParams, check_similarity
 from simhash_hbase.fingerprint.simhash import FingerprintParams, idf_table, register_idf
 from simhash_hbase.layout import codec
+from simhash_hbase.layout.codec import RETAIN
 from simhash_hbase.layout.nets import DEFAULT_NETS, NETS, SIMHASH, SIMHASH_LSH, check_nets
 from simhash_hbase.layout.scheme import DEFAULT_SCHEME, SCHEMES, Scheme, get_scheme
 from simhash_hbase.store.base import Store
@@ -28,6 +29,8 @@ FORMAT_VERSION = 1
 FORMAT_VERSIONS = (1, 2)
 MANIFEST = "manifest"  # its name in the meta table
 _IDF = "idf/"  # custom IDF tables, by digest
+#: The longest retention: HBase keeps it as a column family's TTL, an i32 of seconds.
+MAX_RETAIN_S = 2**31 - 1
 #: What the installed code brings rather than the caller: checked when texts are
 #: fingerprinted (loading them costs a second), not on every open.
 ENVIRONMENT = ("tokenizer_version", "idf_digest", "stopwords_digest", "fold_converter")
@@ -43,12 +46,17 @@ def _fields(wanted: Wanted) -> dict[str, Any]:
 
 
 def validate(
-    scheme_name: str | None, wanted: Wanted, similarity: float | None = None
+    scheme_name: str | None,
+    wanted: Wanted,
+    similarity: float | None = None,
+    retain: int | None = None,
 ) -> tuple[Scheme, FingerprintParams]:
     """The settings of a new index (defaults for those not given); cheap, so that
     every setting is checked before anything is opened or written."""
     if similarity is not None:
         check_similarity(similarity)
+    if retain is not None:
+        check_retain(retain)
     return get_scheme(scheme_name or DEFAULT_SCHEME), FingerprintParams(**_fields(wanted))
 
 
@@ -57,11 +65,13 @@ def new_manifest(
     wanted: Wanted,
     nets: str | None = None,
     similarity: float | None = None,
+    retain: int | None = None,
 ) -> dict[str, Any]:
     """The manifest of a new index (both nets unless ``nets`` says otherwise); its
-    default ``similarity`` is ``lsh.threshold`` (with its floor; docs/nets.md)."""
+    default ``similarity`` is ``lsh.threshold`` (with its floor; docs/nets.md);
+    ``retain``: its retention in seconds (docs/lifecycle.md), none if None."""
     scheme, params = validate(scheme_name, wanted)
-    manifest = {
+    manifest: dict[str, Any] = {
         "format_version": FORMAT_VERSION,
         "scheme": scheme.name,
         "fingerprint": params.to_manifest(),
@@ -79,7 +89,35 @@ def new_manifest(
         lsh = lsh.at_similarity(similarity)
     if manifest["nets"] == SIMHASH_LSH:
         manifest["lsh"] = lsh.to_manifest()
+    if retain is not None:
+        manifest[RETAIN] = check_retain(retain)
     return manifest
+
+
+def check_retain(retain: int) -> int:
+    """A retention in whole seconds, over 0 and at most what HBase's TTL holds."""
+    if isinstance(retain, bool) or not isinstance(retain, int) or not 0 < retain <= MAX_RETAIN_S:
+        raise InvalidSetting(
+            "retain",
+            f"a retention is whole seconds over 0, at most {MAX_RETAIN_S}; got {retain!r:.40}",
+        )
+    return retain
+
+
+def retain_of(manifest: dict[str, Any], url: str, retain: int | None) -> int | None:
+    """The index's retention in seconds (None: it keeps every document, as every index
+    created without one); ``retain`` given must be the index's: a retention is set
+    when an index is created (on HBase it is the tables' TTL), never changed."""
+    held: int | None = manifest.get(RETAIN)
+    if retain is not None and check_retain(retain) != held:
+        raise InvalidSetting(
+            "retain",
+            f"the index at {url} was created with "
+            + ("no retention" if held is None else f"a retention of {held} s")
+            + f", not {retain} s: a retention is set when an index is created; to keep "
+            "another span, ingest into a new index created with that --retain",
+        )
+    return held
 
 
 def nets_of(manifest: dict[str, Any], url: str, nets: str | None) -> MinHashParams | None:
@@ -176,6 +214,11 @@ def check_manifest(manifest: object, url: str) -> FingerprintParams:
         raise _refuse(url, "hbase_index", layout, f"unknown; one of {', '.join(LAYOUTS)}")
     if nets == SIMHASH_LSH:
         _parsed(url, "lsh", manifest.get("lsh"), MinHashParams.from_manifest)
+    if RETAIN in manifest:
+        try:
+            check_retain(manifest[RETAIN])
+        except InvalidSetting as exc:
+            raise _refuse(url, RETAIN, manifest[RETAIN], str(exc)) from exc
     return _parsed(url, "fingerprint", manifest.get("fingerprint"), FingerprintParams.from_manifest)
 
 
@@ -201,11 +244,12 @@ def store_manifest(
     params: Wanted,
     nets: str | None,
     similarity: float | None = None,
+    retain: int | None = None,
 ) -> dict[str, Any]:
     """Write a new index's manifest (its settings validated before: :func:`validate`)
     and its custom IDF table, which travels with the index (no later ``--idf``),
     unless another process was first; the manifest held after."""
-    manifest = new_manifest(scheme, params, nets, similarity) | store.manifest_entries()
+    manifest = new_manifest(scheme, params, nets, similarity, retain) | store.manifest_entries()
     digest = FingerprintParams.from_manifest(manifest["fingerprint"]).idf
     if digest is not None:
         parts = codec.encode_blob_parts(idf_table(digest).raw)

@@ -31,6 +31,7 @@ from simhash_hbase.errors import (
     StoreUnavailable,
 )
 from simhash_hbase.fingerprint.minhash import check_similarity
+from simhash_hbase.layout.window import Window
 from simhash_hbase.records import (
     Document,
     Match,
@@ -77,6 +78,7 @@ class RemoteIndex:
         self._retries = retries  # answers of 429 (queue full) are retried after Retry-After
         self._local = threading.local()
         self._similarity: float | None = None  # None: the service's
+        self._window: Window | None = None  # None: the service's (its --within, or none)
 
     def at_similarity(self, similarity: float | None) -> RemoteIndex:
         """This client asking the service to judge at ``similarity`` (``?similarity=``;
@@ -85,6 +87,16 @@ class RemoteIndex:
             return self
         view = copy.copy(self)
         view._similarity = check_similarity(similarity)
+        return view
+
+    def within(self, window: Window | None) -> RemoteIndex:
+        """This client asking the service to match only documents inside ``window``
+        (``?since=``/``?until=``; None: the service's default), as
+        :meth:`SimhashIndex.within`; it shares the connections."""
+        if window is None or not window.bounded:
+            return self
+        view = copy.copy(self)
+        view._window = window
         return view
 
     def __enter__(self) -> RemoteIndex:
@@ -226,6 +238,8 @@ class RemoteIndex:
             return []
         body = _body(items)
         query: dict[str, float | str | None] = {**params, "similarity": self._similarity}
+        if self._window is not None:  # as ms-exact RFC 3339 text
+            query.update(self._window.to_json())
         if endpoint in _WRITES:
             query["all_or_nothing"] = "true"
         _, results = self._call("POST", f"/v1/{endpoint}", body, query)

@@ -9,27 +9,34 @@ index follows the docs, the docs row first: :attr:`Store.index_follows_docs`).
 from __future__ import annotations
 
 import gc
-import os
-import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import replace
 from itertools import islice
+from operator import attrgetter
 
 import numpy as np
 
-from simhash_hbase.errors import BatchRefused, InvalidInput, ShdbError, StoreError
+from simhash_hbase.errors import BatchRefused, InvalidInput, ShdbError
 from simhash_hbase.index.clusters import assign, kept
 from simhash_hbase.index.lookup import Finder
 from simhash_hbase.layout import codec
 from simhash_hbase.layout.nets import first_band_flag
 from simhash_hbase.layout.scheme import Scheme
-from simhash_hbase.records import Document, Lookup, Matches, Written, check_limit
+from simhash_hbase.records import Document, Lookup, Matches, Written, check_limit, now_ms
 from simhash_hbase.store import CellBlock, IndexCell, Store
 
 BULK_BATCH = 500_000  # documents a bulk load reads and spills at a time
 #: Ids a batch of :meth:`Writer.remove_many` (one read of their docs rows, one write).
-REMOVE_BATCH = 10_000
-_LOCK_WAIT_S = 60.0  # at most this long for a fingerprint locked elsewhere (HBase)
+#: As many as an ingest batch of fingerprints: on the embedded store a batch costs
+#: about one edit per bucket it touches, and there are at most 65,536 buckets a flag,
+#: so 10,000 ids (~100,000 cells) a batch rewrote most buckets each time (0.33-0.41x
+#: ingest's rate at 1 M documents; 200,000: above 1x, docs/lifecycle.md).
+REMOVE_BATCH = 200_000
+_FINGERPRINT = attrgetter("fingerprint")
+#: A retained index's write also removes up to this many expired documents (or twice
+#: the documents it wrote, if more), so a steady stream's expiry keeps up with it.
+EXPIRE_MIN = 1_000
 
 
 @contextmanager
@@ -60,7 +67,6 @@ class Writer:
     def __init__(self, scheme: Scheme, finder: Finder) -> None:
         self.scheme = scheme
         self.finder = finder
-        self.owner = os.urandom(8).hex()  # names this handle's fingerprint locks
 
     def add_documents(
         self,
@@ -91,6 +97,9 @@ class Writer:
         if not checked:
             for doc in docs:
                 codec.check_document(doc)
+        if self.finder.retain is not None:  # every document of a retained index has a time
+            now = now_ms()
+            docs = [d if d.time is not None else replace(d, time=now) for d in docs]
         if probes is not None and (
             len(probes) != len(docs)
             or any(not p or p[0] != d.fingerprint for d, p in zip(docs, probes))
@@ -111,6 +120,8 @@ class Writer:
             written = self.write(store, latest)
         if tally is not None:
             tally.add(written)
+        if self.finder.retain is not None and not store.expires_itself:
+            self.expire(store, now_ms() - self.finder.retain * 1000, max(EXPIRE_MIN, 2 * len(docs)))
         return found
 
     def check_and_add(
@@ -130,8 +141,7 @@ class Writer:
         written. Unlike ingest, a document's own held version counts: a
         re-submitted document (same id and text) is a near-copy of itself, so it is
         not new. Of many identical submissions exactly one is new, however they
-        overlap: the lookups and the write hold their fingerprints
-        (:meth:`_add_exclusively`)."""
+        overlap: the lookups and the write are one section (:meth:`_add_exclusively`)."""
         refused: dict[int, ShdbError] = {}
         for n, doc in enumerate(docs):
             try:
@@ -158,38 +168,15 @@ class Writer:
         limit: int | None,
         every: list[bool],
     ) -> list[Matches | None]:
-        """Documents looked up and written while this handle holds their
-        fingerprints (:meth:`Store.exclusive`: the embedded store's write section
-        holds them all; HBase's lock rows, several ``shdb serve`` replicas at
-        once), in rounds (those held elsewhere wait for the next). Of identical
-        documents submitted anywhere at once exactly one is new, and the others
-        find it."""
-        found: list[Matches | None] = [None] * len(pairs)
-        pending = list(range(len(pairs)))
-        deadline, pause = time.monotonic() + _LOCK_WAIT_S, 0.002
-        while pending:
-            fps = {pairs[j][0].fingerprint for j in pending}
-            with store.exclusive(self.owner, fps) as held:
-                now = [j for j in pending if pairs[j][0].fingerprint in held]
-                if now:
-                    result, written = self.finder.lookups(
-                        store, [pairs[j] for j in now], k, limit, keep=[every[j] for j in now]
-                    )
-                    for j, matches in zip(now, result):
-                        found[j] = matches
-                    clustered = assign(store, [pairs[j][0] for j in now], result)
-                    if written:
-                        docs = [clustered[i] for i in written]
-                        self.add_documents(store, docs, checked=True)
-            pending = [j for j in pending if pairs[j][0].fingerprint not in held]
-            if pending and not now:  # every lock is held elsewhere: wait for a release
-                if time.monotonic() > deadline:
-                    raise StoreError(
-                        f"{store.url}: fingerprint {pairs[pending[0]][0].fingerprint:016x} "
-                        f"stayed locked by another writer for {_LOCK_WAIT_S:.0f} s"
-                    )
-                time.sleep(pause)
-                pause = min(pause * 2, 0.1)
+        """Documents looked up and written in one :meth:`Store.write_section`
+        (every writer of the index, a ``shdb serve`` replica or an ingest, takes
+        it): of identical documents submitted anywhere at once exactly one is new,
+        and the others find it."""
+        with store.write_section():
+            found, written = self.finder.lookups(store, pairs, k, limit, keep=every)
+            clustered = assign(store, [doc for doc, _ in pairs], found)
+            if written:
+                self.add_documents(store, [clustered[i] for i in written], checked=True)
         return found
 
     def write(self, store: Store, latest: dict[str, Document]) -> Written:
@@ -230,18 +217,39 @@ class Writer:
         removed: list[str] = []
         items = iter(doc_ids)
         while chunk := list(dict.fromkeys(islice(items, batch_size))):
-            for doc_id in chunk:
-                codec.encode_doc_id(doc_id)
-            # HBase: claiming an id never held would leave a row of its owner token
-            held = chunk if store.atomic_batches else list(store.doc_fingerprints(chunk))
-            if not held:
-                continue
+            codec.check_doc_ids(chunk)
             with store.write_section(), store.batch() as batch:
-                # another writer may have removed some meanwhile: those are not held
-                olds = batch.claim_docs(dict.fromkeys(held), self.cells)
-                batch.delete_index(self.cells(list(olds.values())))
+                # the versions held (an id not held, or removed meanwhile, is not)
+                olds = batch.claim_docs(dict.fromkeys(chunk), self.cells)
+                for block in self.cell_blocks(list(olds.values())):
+                    batch.delete_index(block)
                 batch.delete_docs(list(olds))
             removed += [doc_id for doc_id in chunk if doc_id in olds]
+        return removed
+
+    def expire(
+        self,
+        store: Store,
+        before: int,
+        limit: int | None = None,
+        batch_size: int = REMOVE_BATCH,
+        on_batch: Callable[[int], None] | None = None,
+    ) -> int:
+        """Remove the documents that arrived before ``before`` (ms), oldest first, in
+        batches of :meth:`remove_many`, at most ``limit``; those removed (``on_batch``
+        sees the count so far). Each batch picks its documents (:meth:`Store.due`) in
+        the write section it removes them in, so on the embedded store a document
+        rewritten meanwhile is never taken for its old time."""
+        removed = 0
+        while limit is None or removed < limit:
+            size = batch_size if limit is None else min(batch_size, limit - removed)
+            with store.write_section():
+                gone = self.remove_many(store, store.due(before, size), size)
+            removed += len(gone)
+            if on_batch is not None and gone:
+                on_batch(removed)
+            if len(gone) < size:
+                break
         return removed
 
     @staticmethod
@@ -275,7 +283,7 @@ class Writer:
         banded = [d for d in docs if d.bands is not None]
         if not banded:
             return None
-        fps = np.fromiter((d.fingerprint for d in banded), dtype=np.uint64, count=len(banded))
+        fps = np.fromiter(map(_FINGERPRINT, banded), dtype=np.uint64, count=len(banded))
         keys = np.frombuffer(b"".join([d.bands for d in banded]), dtype=">u4")  # type: ignore[misc]
         first = first_band_flag(self.scheme)
         rows = codec.rowkeys_array(fps, keys.reshape(len(banded), -1), first)
@@ -283,7 +291,7 @@ class Writer:
 
     def _cell_block(self, docs: Sequence[Document]) -> CellBlock:
         """:meth:`cells` as arrays, for a store to write in bulk."""
-        fps = np.fromiter((d.fingerprint for d in docs), dtype=np.uint64, count=len(docs))
+        fps = np.fromiter(map(_FINGERPRINT, docs), dtype=np.uint64, count=len(docs))
         rows = codec.rowkeys_array(fps, self.scheme.fields_many(fps))
         return CellBlock(rows, [d.doc_id for d in docs])
 

@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from simhash_hbase.errors import EmptyDocument, ShdbError, StoreError
 from simhash_hbase.fingerprint.workers import Channel, spawn
+from simhash_hbase.layout.window import Window
 from simhash_hbase.records import Document, Matches
 
 if TYPE_CHECKING:  # the crawl imports this module for IndexProcess, not the index:
@@ -161,14 +162,20 @@ def prepare(items: list[Item]) -> None:
 
 
 def check_batch(
-    seq: int, fed: int, items: list[Item], limit: int, similarity: float | None = None
+    seq: int,
+    fed: int,
+    items: list[Item],
+    limit: int,
+    similarity: float | None = None,
+    within: int | None = None,
 ) -> list[Answer]:
     """Check and add one batch, in order (``check_and_add``, the predicate ``shdb
     ingest`` uses): its first ``fed`` items were fed ahead (:func:`prepare`), the
     rest are ``items``. Each item's :data:`Answer`; an item that is not indexed does
     not keep the others from being. A store error fails the batch (the pipeline
     retries it); a retry of batch ``seq`` reuses its fingerprints. ``similarity``:
-    judged at it (None: the index's; :meth:`SimhashIndex.at_similarity`)."""
+    judged at it (None: the index's; :meth:`SimhashIndex.at_similarity`); ``within``:
+    matching only documents that arrived that many ms before now (None: every one)."""
     global _last
     index = _held()
     if _last is None or _last[0] != seq:
@@ -179,7 +186,9 @@ def check_batch(
             raise fed_item
     usable = [p for p in _last[1] if isinstance(p, tuple)]
     found = iter(
-        index.at_similarity(similarity).check_and_add(
+        index.at_similarity(similarity)
+        .within(None if within is None else Window.last(within))
+        .check_and_add(
             [doc for doc, _ in usable],
             probes=[fps for _, fps in usable],
             always=True,

@@ -50,6 +50,7 @@ from simhash_hbase.errors import (
 from simhash_hbase.fingerprint.minhash import check_similarity
 from simhash_hbase.integrations.indexer import Answer, IndexProcess
 from simhash_hbase.integrations.item_fields import TAG_FIELD, FieldWatch, Said, untaggable
+from simhash_hbase.layout.window import Window, duration_ms
 from simhash_hbase.records import Matches
 
 if TYPE_CHECKING:  # imported where used: the crawl process starts without them
@@ -95,6 +96,9 @@ class PipelineSettings:
     field_check_items: int = 100
     #: The similarity items are judged at (docs/nets.md); None: the index's.
     similarity: float | None = None
+    #: Items match only documents that arrived this long before their batch (ms;
+    #: SHDB_WITHIN = "30d"); None: every document.
+    within: int | None = None
 
     @classmethod
     def from_scrapy(cls, settings: Any) -> PipelineSettings:
@@ -167,6 +171,11 @@ def _setting(settings: Any, name: str, default: Any) -> Any:
             return _similarity_setting(value)
         except InvalidSetting as exc:
             raise InvalidSetting(name, str(exc)) from None
+    if name == "SHDB_WITHIN":  # a duration, None by default: the window's own check
+        try:
+            return duration_ms(str(value), name)
+        except InvalidInput as exc:
+            raise InvalidSetting(name, f"{exc} (docs/scrapy.md)") from None
     kind = str if default is MISSING else type(default)
     try:
         if kind is bool:
@@ -509,6 +518,7 @@ class NearDuplicatePipeline:
             [p.item for p in batch[fed:]],
             self.settings.limit,
             self.settings.similarity,
+            self.settings.within,
         )
         return self._retrying(check)
 
@@ -517,7 +527,8 @@ class NearDuplicatePipeline:
         nothing of a request holding an item it refuses (:class:`BatchRefused`), so
         the others are sent again without it and get their true answers."""
         assert self._index is not None
-        index = self._index
+        within = self.settings.within
+        index = self._index.within(None if within is None else Window.last(within))
         results: list[Answer] = []
         for fmt, run in groupby(batch, key=lambda p: p.fmt):
             send = partial(index.check_and_add_texts, fmt=fmt, limit=self.settings.limit)

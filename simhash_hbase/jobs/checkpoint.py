@@ -28,8 +28,8 @@ _FAULT_HITS: Counter[str] = Counter()
 
 
 def fault(point: str) -> None:
-    """Fault injection for the commit-protocol tests: ``SHDB_FAULT=POINT:N`` kills
-    this process (SIGKILL, nothing cleaned up) the Nth time it reaches POINT."""
+    """Fault injection for the commit-protocol and removal tests: ``SHDB_FAULT=POINT:N``
+    kills this process (SIGKILL, nothing cleaned up) the Nth time it reaches POINT."""
     spec = os.environ.get("SHDB_FAULT")
     if not spec:
         return

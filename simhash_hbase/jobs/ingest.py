@@ -48,6 +48,7 @@ from simhash_hbase.layout.groups import nets_graph
 from simhash_hbase.layout.pairs import NearGraph, near_graph
 from simhash_hbase.layout.prepare import Prepared, Preparer, checked, preparer_of
 from simhash_hbase.layout.scheme import Scheme
+from simhash_hbase.layout.window import Window
 from simhash_hbase.records import (
     DEFAULT_LIMIT,
     BadRecord,
@@ -344,6 +345,7 @@ def index_for_ingest(
     create: bool = True,
     wait: float = 0.0,
     similarity: float | None = None,
+    retain: int | None = None,
 ) -> Iterator[SimhashIndex]:
     """Open the index an ingest writes to, or create it (``create``). If this run created it and
     it holds no document at the end (every record skipped), it is removed again:
@@ -351,12 +353,13 @@ def index_for_ingest(
     not refused by the settings of an empty index. The run holds the index from
     here (:func:`_sole_run`), waiting up to ``wait`` seconds for another run to end:
     a second run never discards what the first writes. ``similarity``: the report's
-    (a new index records it as its default; :meth:`SimhashIndex.open`)."""
+    (a new index records it as its default; :meth:`SimhashIndex.open`); ``retain``, a
+    new index's retention."""
     folder = local_path(url)
     fresh = folder is not None and not folder.exists()
     with (
         SimhashIndex.open(
-            url, scheme=scheme, params=params, create=create, similarity=similarity
+            url, scheme=scheme, params=params, create=create, similarity=similarity, retain=retain
         ) as index,
         index.sole_writer("shdb ingest", wait),
     ):
@@ -500,6 +503,8 @@ class DedupResult:
     ids: list[str]
     graph: NearGraph
     skipped: list[BadRecord]
+    #: Inputs left out: their time is outside the run's window.
+    outside: int = 0
 
 
 def find_duplicates(
@@ -513,6 +518,7 @@ def find_duplicates(
     fingerprints: bool = False,
     exclude: Sequence[Path] = (),
     lsh: MinHashParams | None = None,
+    window: Window | None = None,
 ) -> DedupResult:
     """The near-duplicate graph of the input (no index): documents, or
     precomputed fingerprints with ``fingerprints=True`` (the pigeonhole net only).
@@ -525,21 +531,31 @@ def find_duplicates(
     :data:`~simhash_hbase.layout.groups.SMALL` (N near-identical texts) is judged
     against its nearest neighbours in input order only, so the work is linear in
     documents, its count a lower bound, and the clusters stay exact.
+
+    A ``window`` keeps the inputs whose time (``opts.time_field``, which it needs:
+    an input has no other time) it holds: the pairs among the documents inside it,
+    as an index in that window holding them all would find them.
     """
     scheme.check_k(k)
     opts = dataclasses.replace(opts, html=params.html)  # pages read as the params say
     sketches: list[bytes | None] = []
     bands: list[bytes | None] = []
+    if window is not None and (fingerprints or opts.time_field is None):
+        raise InvalidInput(
+            "a window needs the inputs' times: give --time-field NAME (JSON or CSV "
+            "records; --fingerprints input has no times)"
+        )
+    outside = 0
     if fingerprints:
         ids, fps, skipped = read_fingerprint_arrays(paths)
         lsh = None
     else:
-        ids, fps, skipped, sketches, bands = _fingerprinted_arrays(
-            paths, opts, preparer_of(params, lsh), workers, exclude
+        ids, fps, skipped, sketches, bands, outside = _fingerprinted_arrays(
+            paths, opts, preparer_of(params, lsh), workers, exclude, window
         )
     if lsh is None or not any(s is not None for s in sketches):
-        return DedupResult(ids, near_graph(fps, k, scheme), skipped)
-    return DedupResult(ids, nets_graph(fps, k, scheme, lsh, sketches, bands), skipped)
+        return DedupResult(ids, near_graph(fps, k, scheme), skipped, outside)
+    return DedupResult(ids, nets_graph(fps, k, scheme, lsh, sketches, bands), skipped, outside)
 
 
 def _fingerprinted_arrays(
@@ -548,21 +564,26 @@ def _fingerprinted_arrays(
     preparer: Preparer,
     workers: int,
     exclude: Sequence[Path],
-) -> tuple[list[str], np.ndarray, list[BadRecord], list[bytes | None], list[bytes | None]]:
-    """Ids, fingerprints, skipped records, and (with an LSH net) sketches and band keys."""
+    window: Window | None,
+) -> tuple[list[str], np.ndarray, list[BadRecord], list[bytes | None], list[bytes | None], int]:
+    """Ids, fingerprints, skipped records, (with an LSH net) sketches and band keys, of
+    the inputs inside ``window``; and how many were outside it."""
     ids: list[str] = []
     fps: list[int] = []
     skipped: list[BadRecord] = []
     sketches: list[bytes | None] = []
     bands: list[bytes | None] = []
+    outside = 0
     records = read_sources(paths, opts, exclude=exclude)
     prepared = prepared_chunks(records, preparer, workers, _DEDUP_CHUNK)
     for item in (item for _, chunk in prepared for item in chunk):
         if isinstance(item, BadRecord):
             skipped.append(item)
+        elif window is not None and not window.holds(item.doc.time):
+            outside += 1
         else:
             ids.append(item.doc.doc_id)
             fps.append(item.doc.fingerprint)
             sketches.append(item.doc.sketch)
             bands.append(item.doc.bands)
-    return ids, np.array(fps, dtype=np.uint64), skipped, sketches, bands
+    return ids, np.array(fps, dtype=np.uint64), skipped, sketches, bands, outside

@@ -3,6 +3,9 @@ removed with all their cells in batches (:meth:`SimhashIndex.remove_many`).
 
 Removing is idempotent, so a run cut short (a kill, a lost store) needs no
 checkpoint: running it again removes what is left and counts the rest as gone.
+Each batch is written as docs/lifecycle.md says (embedded: one transaction; HBase:
+rows claimed, cells deleted, then docs rows), so a cut never leaves a cell that a
+query counts without its document, and never touches a document not chosen.
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from typing import IO
 from simhash_hbase.errors import InvalidInput
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.index.write import REMOVE_BATCH
+from simhash_hbase.jobs.checkpoint import fault
 
 
 @dataclass
@@ -40,15 +44,19 @@ def chosen(
 ) -> list[str]:
     """The ids of the documents that arrived before ``before`` (ms since the epoch;
     a document without a time is never chosen) and whose id starts with
-    ``id_prefix``: read whole before any is removed."""
+    ``id_prefix``, oldest first (ties by id): read whole before any is removed, so
+    a run cut short has removed the oldest of them (what an expiry wants kept
+    last goes last), and its re-run chooses the rest."""
     if before is None and id_prefix is None:
         raise InvalidInput("choose the documents to remove: ids, a time or an id prefix")
-    return [
-        doc.doc_id
+    picked = [
+        (doc.time or 0, doc.doc_id)
         for doc in index.documents()
         if (id_prefix is None or doc.doc_id.startswith(id_prefix))
         and (before is None or (doc.time is not None and doc.time < before))
     ]
+    picked.sort()
+    return [doc_id for _, doc_id in picked]
 
 
 def remove_ids(
@@ -58,12 +66,14 @@ def remove_ids(
     batch_size: int = REMOVE_BATCH,
     on_batch: Callable[[RemoveSummary], None] | None = None,
 ) -> RemoveSummary:
-    """Remove ``doc_ids`` a batch at a time; ``on_batch`` sees the counts so far."""
+    """Remove ``doc_ids`` a batch at a time; ``on_batch`` sees the counts so far,
+    after each batch is written (a progress bar; what a stop has kept)."""
     summary = RemoveSummary()
     items = iter(doc_ids)
     while chunk := list(islice(items, batch_size)):
         summary.asked += len(chunk)
         summary.removed += len(index.remove_many(chunk, batch_size=batch_size))
+        fault("removed")
         if on_batch is not None:
             on_batch(summary)
     return summary

@@ -43,6 +43,10 @@ COL_SKETCH = b"f:s"  # the b-bit MinHash sketch (64 bytes), then its evidence (o
 COL_BANDS = b"f:b"  # the LSH band keys, 4 bytes each, big-endian
 COL_CLUSTER = b"f:c"  # its cluster's representative, when another document (UTF-8 id)
 COL_TIME = b"f:t"  # when the document arrived: ms since the epoch, 8 bytes big-endian signed
+#: The manifest key of an index's retention in whole seconds (absent: it keeps every
+#: document; docs/lifecycle.md): stores read it too (the embedded store's time order,
+#: HBase's TTLs).
+RETAIN = "retain_s"
 COL_OWNER = b"f:o"  # HBase: the token of the writer that owns the row (SPEC, "Writers")
 MAX_SKETCH_BYTES = 64 + 2048  # the largest b-bit sketch and evidence (MinHashParams)
 BAND_BYTES = 4
@@ -323,8 +327,24 @@ def plain_documents_valid(docs: Sequence[Document]) -> bool:
         )
     ):
         return False
+    return _ids_valid(ids)
+
+
+def check_doc_ids(doc_ids: Sequence[str]) -> None:
+    """:func:`encode_doc_id`'s check of each of ``doc_ids``: in a few C-level
+    passes where all are valid (a bulk removal's batch), else one by one (so the
+    error names the bad one as it always does)."""
+    if doc_ids and not _ids_valid(doc_ids):
+        for doc_id in doc_ids:
+            encode_doc_id(doc_id)
+
+
+def _ids_valid(ids: Sequence[str]) -> bool:
+    """True if every one of ``ids`` (at least one) is a valid id; False says nothing."""
+    if set(map(type, ids)) != {str}:
+        return False
     try:
-        sizes = [len(i.encode("utf-8")) for i in ids]
+        sizes = list(map(len, map(str.encode, ids)))
     except UnicodeEncodeError:
         return False
     return min(sizes) > 0 and max(sizes) <= MAX_DOC_ID_BYTES

@@ -25,10 +25,11 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import HTMLResponse, Response
 from starlette.routing import Route
 
-from simhash_hbase.errors import InvalidSetting, ShdbError
+from simhash_hbase.errors import InvalidInput, InvalidSetting, ShdbError
 from simhash_hbase.fingerprint.minhash import check_similarity
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.layout.prepare import Preparer, Prints, assemble, checked, error_for
+from simhash_hbase.layout.window import WindowSpec
 from simhash_hbase.records import MAX_LIMIT, BadRecord, Document, Record
 from simhash_hbase.serve import openapi
 from simhash_hbase.serve.metrics import BUCKET_SECONDS, WINDOW_BUCKETS, Metrics
@@ -179,6 +180,7 @@ class Service:
 
         async def handle(request: Request) -> Response:
             k, limit, probes, similarity = self._params(request)
+            window = _window_param(request, self.settings.within)
             content_type = request.headers.get("content-type", "")
             objs, batch = parse_body(
                 await self.body(request), content_type, self.settings.max_items
@@ -187,7 +189,9 @@ class Service:
             items: list[Item | ApiError] = [self._item(obj, kind) for obj in objs]
             lookups = await self._fingerprint(items, probes, kind == "check")
             whole = _flag(request, "all_or_nothing") and kind != "check"
-            answers = await self._run(kind, items, lookups, Terms(k, limit, similarity), whole)
+            answers = await self._run(
+                kind, items, lookups, Terms(k, limit, similarity, window), whole
+            )
             for answer in answers:
                 self.metrics.documents.labels(kind, _outcome(answer)).inc()
             if not batch:
@@ -345,6 +349,7 @@ class Service:
                     "limit": s.limit,
                     "probes": s.probes,
                     "similarity": s.similarity,
+                    "within": s.within,
                     "max_items": s.max_items,
                     "max_body_bytes": s.max_body_bytes,
                     "queue_documents": s.queue_documents,
@@ -498,6 +503,18 @@ def _similarity_param(request: Request, default: float | None) -> float | None:
         return check_similarity(value)
     except InvalidSetting as exc:
         raise ApiError(400, "invalid_parameter", f"similarity={raw[:20]!r}: {exc}") from None
+
+
+def _window_param(request: Request, default: str | None) -> WindowSpec | None:
+    """?within=DURATION, or ?since=TIME, and ?until=TIME; a request giving none: the
+    service's --within. Resolved when the lookup runs (a within counts back from then)."""
+    asked = [request.query_params.get(name) for name in ("within", "since", "until")]
+    if asked == [None, None, None]:
+        asked[0] = default
+    try:
+        return WindowSpec.parse(*asked, names=("within", "since", "until"))
+    except InvalidInput as exc:
+        raise ApiError(400, "invalid_parameter", str(exc)) from None
 
 
 def _flag(request: Request, name: str) -> bool:

@@ -113,6 +113,20 @@ def _items_op(summary: str, writes: bool = True) -> dict[str, Any]:
                 "(default: the service's --similarity, else the index's, 0.5)",
                 "number",
             ),
+            _param(
+                "within",
+                "match only documents that arrived in the last DURATION (e.g. 30d; units "
+                "s, m, h, d, w), counted back from the request (default: the service's "
+                "--within; a request giving within, since or until replaces it)",
+                "string",
+            ),
+            _param(
+                "since",
+                "match only documents that arrived at or after TIME (RFC 3339 "
+                "or epoch seconds); not with within",
+                "string",
+            ),
+            _param("until", "match only documents that arrived before TIME", "string"),
             *([whole] if writes else []),
         ],
         "requestBody": {

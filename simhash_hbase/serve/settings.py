@@ -11,6 +11,7 @@ from simhash_hbase.errors import InvalidSetting
 from simhash_hbase.fingerprint.minhash import check_similarity
 from simhash_hbase.fingerprint.probes import DEFAULT_QUERY_PROBES, check_probes
 from simhash_hbase.index.client import DEFAULT_K
+from simhash_hbase.layout.window import duration_ms
 from simhash_hbase.records import DEFAULT_LIMIT, check_limit
 
 TOKEN_ENV = "SHDB_TOKEN"
@@ -38,6 +39,7 @@ class ServeSettings:
     limit: int = DEFAULT_LIMIT  # matches shown per item (all are counted in "total")
     probes: int = DEFAULT_QUERY_PROBES  # multi-probe lookups of texts (not of fingerprints)
     similarity: float | None = None  # None: the index's (its manifest's lsh.threshold)
+    within: str | None = None  # requests asking no window: this duration back (e.g. "30d")
     max_body_bytes: int = 64 * 1024 * 1024
     max_items: int = 10_000  # per request
     max_text_bytes: int = 4 * 1024 * 1024  # per item
@@ -53,6 +55,8 @@ class ServeSettings:
         check_probes(self.probes)
         if self.similarity is not None:
             check_similarity(self.similarity)
+        if self.within is not None:
+            duration_ms(self.within)
         if not self.token and not is_loopback(self.host):
             raise InvalidSetting(
                 "token",

@@ -23,6 +23,7 @@ from typing import Any
 
 from simhash_hbase.errors import ShdbError
 from simhash_hbase.index.client import SimhashIndex
+from simhash_hbase.layout.window import WindowSpec
 from simhash_hbase.records import Document, Matches
 
 
@@ -45,6 +46,7 @@ class Terms:
     k: int
     limit: int
     similarity: float | None = None  # None: the index's (SimhashIndex.at_similarity)
+    window: WindowSpec | None = None  # None: every document (SimhashIndex.within)
 
 
 @dataclass
@@ -193,7 +195,7 @@ class StoreWorker:
     def _check(self, terms: Terms) -> Callable[[list[Op]], list[Any]]:
         def run(ops: list[Op]) -> list[Any]:
             checks = [op for op in ops if isinstance(op, Check)]
-            found = self.index.at_similarity(terms.similarity).query_probed(
+            found = _asked(self.index, terms).query_probed(
                 [pl for op in checks for pl in op.probes],
                 terms.k,
                 limit=terms.limit,
@@ -226,7 +228,7 @@ class StoreWorker:
         always = [op.always for op in writes for _ in op.docs]
         started = time.perf_counter()
         terms = writes[0].terms
-        found = self.index.at_similarity(terms.similarity).check_and_add(
+        found = _asked(self.index, terms).check_and_add(
             docs,
             terms.k,
             probes=[pl for op in writes for pl in op.probes],
@@ -251,6 +253,13 @@ class StoreWorker:
 
 def _probes(op: Op) -> list[list[int]]:
     return op.probes if isinstance(op, Check | Write) else []
+
+
+def _asked(index: SimhashIndex, terms: Terms) -> SimhashIndex:
+    """The index as ``terms`` ask: judged at their similarity, in their window (a
+    ``within`` counted back from now, as the group runs)."""
+    window = None if terms.window is None else terms.window.at()
+    return index.at_similarity(terms.similarity).within(window)
 
 
 def _terms(op: Op) -> Terms | None:

@@ -62,6 +62,7 @@ class Summary:
     seconds: float = 0.0
     rejects_path: str | None = None
     created: bool = False  # ingest: the index was new (created on purpose)
+    lsh: MinHashParams | None = None  # ingest: the index's MinHash net (None: SimHash only)
 
 
 def write_both(df: DataFrame, folder: str, name: str) -> None:
@@ -250,7 +251,10 @@ def ingest(
         fingerprinting = Fingerprinting(held_params, _idf_bytes(held_params), store_text, held_lsh)
         items = _documents(spark, reading, fingerprinting)
         summary = Summary(
-            rejects_path=rejects, rejected=_write_rejects(spark, items, rejects), created=created
+            rejects_path=rejects,
+            rejected=_write_rejects(spark, items, rejects),
+            created=created,
+            lsh=held_lsh,
         )
         parts = partitions or spark.sparkContext.defaultParallelism
         # One version per id (the last in input order), spread evenly over the tasks.

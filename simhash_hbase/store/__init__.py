@@ -62,9 +62,12 @@ def _hbase_store() -> type[HBaseStore]:
     return HBaseStore
 
 
-def open_store(url: str | None, *, create: bool = True, readonly: bool = False) -> Store:
+def open_store(
+    url: str | None, *, create: bool = True, readonly: bool = False, retain: int | None = None
+) -> Store:
     """The store at ``url``; ``readonly`` promises no writes (the embedded store then
-    opens without write locks, so a read-only folder can be read)."""
+    opens without write locks, so a read-only folder can be read). ``retain``: a new
+    index's retention in seconds, for a store that keeps it in its tables (HBase's TTL)."""
     url = resolve_url(url)
     path = local_path(url)
     if path is not None:
@@ -73,7 +76,7 @@ def open_store(url: str | None, *, create: bool = True, readonly: bool = False) 
         return EmbeddedStore(path, create=create and not readonly, readonly=readonly)
     scheme = urlsplit(url).scheme.lower()
     if scheme == "hbase":
-        return _hbase_store().from_url(url, create=create)
+        return _hbase_store().from_url(url, create=create, retain=retain)
     raise InvalidIndexUrl(
         f"index URL {url!r} has an unknown scheme {scheme!r}: a folder (or file://FOLDER) "
         "for the embedded store, or hbase://HOST:PORT?prefix=NAME for HBase"

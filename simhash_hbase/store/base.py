@@ -93,6 +93,9 @@ class Store(Maintenance, Protocol):
 
     #: True when a batch commits all or nothing (LMDB); HBase is atomic per row only.
     atomic_batches: bool
+    #: True when a retained index's store drops what outlives the retention by itself
+    #: (HBase: the tables' TTL), so writes leave expiry to it (docs/lifecycle.md).
+    expires_itself: bool
 
     @property
     def index_follows_docs(self) -> bool:
@@ -129,22 +132,14 @@ class Store(Maintenance, Protocol):
 
     def delete_meta(self, name: str) -> None: ...
     def write_section(self) -> AbstractContextManager[None]:
-        """Hold the critical section of a write (an ingest batch's lookups and
-        write, a removal): one holder at a time among every writer of the index,
-        threads and processes alike (embedded: a lock of the handle's threads and
-        ``flock`` on the folder's ``shdb-write.lock``, :mod:`store.lock`); a no-op
-        where no process can hold the index (HBase: rows are claimed one by one,
-        :meth:`StoreBatch.claim_docs`)."""
-        ...
-
-    def exclusive(self, owner: str, fps: set[int]) -> AbstractContextManager[set[int]]:
-        """Those of ``fps`` that ``owner`` (one index handle) holds till the block
-        ends, so that a check-and-add's lookups and the write they decide are one
-        critical section: of identical submissions that overlap exactly one is new.
-        Embedded: every one, in :meth:`write_section` (the folder's ``flock``);
-        HBase: a lock row each in the meta table
-        (:func:`~simhash_hbase.store.lock.fingerprint_locks`), those held by
-        another writer left out (the caller tries them again)."""
+        """Hold the critical section of a write that decides by lookups (an ingest
+        batch's lookups and write, a check-and-add, a removal): one holder at a time
+        among every writer of the index, threads and processes alike, so that a
+        writer's lookups see every batch committed before its own (docs/SPEC.md,
+        "Concurrent writers": every near-copy pair reported once, exactly one new).
+        Embedded: a lock of the handle's threads and ``flock`` on the folder's
+        ``shdb-write.lock``; HBase: a lock of the handle's threads and a lease row
+        in meta (:class:`~simhash_hbase.store.lock.LeaseSection`)."""
         ...
 
     def run_lock(self, job: str, wait: float = 0.0) -> AbstractContextManager[None]:
@@ -197,8 +192,21 @@ class Store(Maintenance, Protocol):
         """Every document; a damaged row raises, or goes to ``on_corrupt(id, error)``."""
         ...
 
+    def due(self, before: int, limit: int) -> list[str]:
+        """The ids of at most ``limit`` documents whose time is before ``before`` (ms):
+        the embedded store's oldest first from a retained index's time order (a seek;
+        an index without one: none), HBase's from a scan of its docs."""
+        ...
+
     def iter_index(self) -> Iterator[IndexCell]: ...
     def stats(self) -> dict[str, Any]: ...
     def close(self) -> None: ...
     def __enter__(self) -> Store: ...
     def __exit__(self, *exc: object) -> None: ...
+
+
+def oldest_before(docs: Iterable[Document], before: int, limit: int) -> list[str]:
+    """The ids of at most ``limit`` of ``docs`` whose time is before ``before``, oldest
+    first (:meth:`Store.due` of a store without a time order)."""
+    aged = [(d.time, d.doc_id) for d in docs if d.time is not None and d.time < before]
+    return [doc_id for _, doc_id in sorted(aged)[:limit]]

@@ -11,10 +11,10 @@ processes).
 never share its checkpoint and report: the second is refused, told the holder's
 pid, command and start time, which the holder writes into ``shdb-run.lock``.
 
-:func:`fingerprint_locks` is the same section where no process can hold a
-folder (HBase): a lock row per fingerprint in the meta table. :class:`LeaseLock`
-is the run lock there: a meta row with the holder's record and a lease its
-holder renews, which a run that died stops renewing.
+:class:`LeaseLock` is either lock where no process can hold a folder (HBase): a
+meta row with the holder's record and a lease its holder renews, which a holder
+that died stops renewing (``run-lock`` for a job, ``write-section`` for the
+section, behind a lock of the handle's threads: :class:`LeaseSection`).
 
 ``flock`` locks go with their holder: a killed process leaves nothing to clear
 (the file's stale content is overwritten by the next holder). Readers take
@@ -25,7 +25,6 @@ keep its parent's lock alive.
 from __future__ import annotations
 
 import fcntl
-import itertools
 import json
 import os
 import socket
@@ -44,10 +43,7 @@ from simhash_hbase.store.base import Store
 WRITE_FILE = "shdb-write.lock"
 RUN_FILE = "shdb-run.lock"
 LOCK_FILES = (WRITE_FILE, RUN_FILE)
-_LOCKS = "lock/"  # meta rows of fingerprints being checked and added (HBase)
-_LOCK_STALE_MS = 30_000  # a lock row held longer was left by a writer that stopped
 _RELEASED: dict[str, Any] = {"free": True}
-_CALLS = itertools.count()  # makes each fingerprint_locks call's lock value unique
 
 
 class _Locked:
@@ -183,7 +179,9 @@ def _holder(job: str) -> dict[str, Any]:
 
 
 RUN_ROW = "run-lock"  # the meta row of an HBase index's one writing job
+SECTION_ROW = "write-section"  # the meta row of an HBase index's write section
 LEASE_MS = 60_000  # a lease not renewed for this long was left by a run that died
+SECTION_WAIT_S = 600.0  # a section held (and renewed) longer than this: IndexBusy
 
 
 class LeaseLock:
@@ -193,10 +191,14 @@ class LeaseLock:
     command) and lease time; a thread renews the lease every third of
     ``LEASE_MS`` while the job runs, so a run killed without a word holds the index
     for a minute at most (not at all for a run on its host, which sees its pid is
-    gone). Reentrant in the thread that holds it; readers never look at it."""
+    gone). Reentrant in the thread that holds it; readers never look at it. Another
+    ``row`` makes it another lock (:class:`LeaseSection`)."""
 
-    def __init__(self, store: Store, lease_ms: int = LEASE_MS) -> None:
-        self._store, self._lease_ms = store, lease_ms
+    def __init__(
+        self, store: Store, row: str = RUN_ROW, lease_ms: int = LEASE_MS, most_pause: float = 1.0
+    ) -> None:
+        self._store, self._row, self._lease_ms = store, row, lease_ms
+        self._most_pause = most_pause  # the longest wait between two tries
         self._mutex = threading.Lock()
         self._depth = 0
         self._owner: int | None = None
@@ -209,12 +211,12 @@ class LeaseLock:
     def held(self, job: str, wait: float = 0.0) -> Iterator[None]:
         """Hold the index for ``job``, waiting up to ``wait`` s for another holder,
         then raising :class:`IndexBusy` naming it."""
-        deadline, pause = time.monotonic() + wait, 0.05
+        deadline, pause = time.monotonic() + wait, min(0.05, self._most_pause / 10)
         while not self._take(job):
             if time.monotonic() >= deadline:
                 raise IndexBusy(self._store.url, self._seen, lease_s=self._lease_ms / 1000)
             time.sleep(pause)
-            pause = min(pause * 2, 1.0)
+            pause = min(pause * 2, self._most_pause)
         try:
             yield
         finally:
@@ -227,32 +229,41 @@ class LeaseLock:
                     return False
                 self._depth += 1
                 return True
-            held = self._store.get_meta(RUN_ROW)
             now = int(time.time() * 1000)
+            mine = _holder(job) | {"at": now, "token": os.urandom(8).hex()}
+            # a free row (the usual case, one writer): one checkAndPut, no read first
+            if self._store.swap_meta([(self._row, _RELEASED, mine)])[0]:
+                return self._took(mine)
+            held = self._store.get_meta(self._row)
+            if held == mine:  # the checkAndPut's reply was lost (HBase): it was written
+                return self._took(mine)
             if (
                 held is not None
+                and held != self._mine  # this lock's last hold, whose release was lost
                 and not held.get("free")
                 and now - held.get("at", 0) < self._lease_ms
                 and not _ended(held)
             ):
                 self._seen = held
                 return False
-            mine = _holder(job) | {"at": now, "token": os.urandom(8).hex()}
-            (ok,) = self._store.swap_meta([(RUN_ROW, held, mine)])
-            if not ok and self._store.get_meta(RUN_ROW) != mine:  # another run was first
-                self._seen = self._store.get_meta(RUN_ROW) or {}
+            (ok,) = self._store.swap_meta([(self._row, held, mine)])
+            if not ok and self._store.get_meta(self._row) != mine:  # another run was first
+                self._seen = self._store.get_meta(self._row) or {}
                 return False
-            self._mine, self._depth, self._owner = mine, 1, threading.get_ident()
-            self._stop.clear()
-            self._renewer = threading.Thread(target=self._renew, name="shdb-lease", daemon=True)
-            self._renewer.start()
-            return True
+            return self._took(mine)
+
+    def _took(self, mine: dict[str, Any]) -> bool:
+        self._mine, self._depth, self._owner = mine, 1, threading.get_ident()
+        self._stop.clear()
+        self._renewer = threading.Thread(target=self._renew, name="shdb-lease", daemon=True)
+        self._renewer.start()
+        return True
 
     def _renew(self) -> None:
         while not self._stop.wait(self._lease_ms / 3000):
             with self._mutex, suppress(StoreError):  # a hiccup: the next round tries again
                 renewed = self._mine | {"at": int(time.time() * 1000)}
-                if self._store.swap_meta([(RUN_ROW, self._mine, renewed)])[0]:
+                if self._store.swap_meta([(self._row, self._mine, renewed)])[0]:
                     self._mine = renewed
 
     def _release(self) -> None:
@@ -268,7 +279,7 @@ class LeaseLock:
                 self._owner = None
                 # the store gone (the error being raised says so): the lease ends by itself
                 with suppress(StoreError):
-                    self._store.swap_meta([(RUN_ROW, self._mine, _RELEASED)])
+                    self._store.swap_meta([(self._row, self._mine, _RELEASED)])
 
 
 def _ended(holder: dict[str, Any]) -> bool:
@@ -288,28 +299,19 @@ def _ended(holder: dict[str, Any]) -> bool:
     return False
 
 
-@contextmanager
-def fingerprint_locks(store: Store, owner: str, fps: set[int]) -> Iterator[set[int]]:
-    """Those of ``fps`` whose lock rows (meta ``lock/<hex>``) ``owner`` got: a
-    checkAndPut from absent, released or stale (older than ``_LOCK_STALE_MS``,
-    left by a writer that stopped) to its own; released at the end by a
-    checkAndPut back to released. Each call's value is its own (threads of one
-    ``owner`` in one millisecond once wrote equal values, and both held)."""
-    now = int(time.time() * 1000)
-    mine = {"by": f"{owner}.{next(_CALLS)}", "at": now}
-    names = {f"{_LOCKS}{fp:016x}": fp for fp in sorted(fps)}
-    tried = store.swap_meta([(name, None, mine) for name in names])
-    held = [name for name, ok in zip(names, tried) if ok]
-    retry = []
-    for name in (name for name, ok in zip(names, tried) if not ok):
-        value = store.get_meta(name)
-        if value == mine:  # a retried call whose reply was lost
-            held.append(name)
-        elif value is None or value.get("free") or now - value.get("at", 0) > _LOCK_STALE_MS:
-            retry.append((name, value, mine))
-    held += [item[0] for item, ok in zip(retry, store.swap_meta(retry)) if ok]
-    try:
-        yield {names[name] for name in held}
-    finally:
-        if held:
-            store.swap_meta([(name, mine, _RELEASED) for name in held])
+class LeaseSection:
+    """:meth:`Store.write_section` where no process can hold a folder (HBase): the
+    handle's threads queue on a lock, then the holder takes the meta row
+    ``write-section`` (a :class:`LeaseLock`: a writer killed in it holds it a
+    minute at most, not at all for a writer on its host). Reentrant in its
+    thread. One writer pays two ``checkAndPut`` calls a section (docs/SPEC.md,
+    "Concurrent writers")."""
+
+    def __init__(self, store: Store, lease_ms: int = LEASE_MS) -> None:
+        self._threads = threading.RLock()
+        self._lease = LeaseLock(store, SECTION_ROW, lease_ms, most_pause=0.05)
+
+    @contextmanager
+    def held(self, wait: float = SECTION_WAIT_S) -> Iterator[None]:
+        with self._threads, self._lease.held("write section", wait):
+            yield

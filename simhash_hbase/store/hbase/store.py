@@ -18,7 +18,7 @@ import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 from simhash_hbase.errors import (
@@ -30,7 +30,7 @@ from simhash_hbase.errors import (
 )
 from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
-from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell
+from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell, oldest_before
 from simhash_hbase.store.hbase import tables as hbase_tables
 from simhash_hbase.store.hbase.settings import (
     BUCKETS,
@@ -45,7 +45,7 @@ from simhash_hbase.store.hbase.settings import (
 from simhash_hbase.store.hbase.thrift1 import Thrift1Transport
 from simhash_hbase.store.hbase.thrift2 import Thrift2Transport, gateway_api
 from simhash_hbase.store.hbase.transport import Page, Row, Transport, first_contact
-from simhash_hbase.store.lock import LeaseLock, fingerprint_locks
+from simhash_hbase.store.lock import LeaseLock, LeaseSection
 
 #: The manifest entries of a bucket-layout index: format 2 (versions that know only
 #: format 1 refuse it, rather than write 13-byte rows into it).
@@ -146,12 +146,11 @@ class _HBaseBatch:
     def claim_docs(
         self, intents: Mapping[str, Document | None], cells_of: CellsOf
     ) -> dict[str, Document]:
-        """Own the docs rows of ``intents``' ids: a checkAndPut of each row's owner
-        token, from the token read with the row to one naming this batch and the
-        version it will write (None: a removal); pipelined. A row another writer
-        claimed in between is read and claimed again. The cells of the versions
-        named by the tokens replaced (writers that may not have finished) are
-        deleted here; those of the versions returned are the caller's to delete."""
+        """Own the docs rows of ``intents``' ids: a pipelined checkAndPut of each row's
+        owner token, from the one read to one naming this batch and the version it writes
+        (None: a removal, of ids holding a document only); a row claimed meanwhile by
+        another writer is read and claimed again. The cells of the versions named by the
+        tokens replaced (writers that may not have finished) are deleted here."""
         if self._pending or self._flushed:
             raise StoreError("docs rows must be claimed before the batch writes anything")
         ids = {codec.encode_doc_id(i): i for i in intents}
@@ -161,8 +160,10 @@ class _HBaseBatch:
         replaced: list[tuple[str, bytes]] = []  # (id, token) of the other writers claimed over
         for attempt in range(_CLAIM_TRIES):
             rows = self._store.read_rows("docs", sorted(unread))
-            expected = {key: rows.get(key, {}).get(_OWNER) for key in unread}
             held.update((key, _doc_of((key, rows[key])) if key in rows else None) for key in unread)
+            # no document to remove: nothing to own (as if before whoever adds it next)
+            unread = {k for k in unread if held[k] is not None or intents[ids[k]] is not None}
+            expected = {key: rows.get(key, {}).get(_OWNER) for key in unread}
             if self._restamp(expected):  # claimed rows take the new stamp too
                 expected.update(mine)
             stamp = self.stamps()[1]
@@ -289,6 +290,7 @@ class HBaseStore:
     """The production store: tables ``<prefix>_index``, ``_docs``, ``_meta``."""
 
     atomic_batches = False
+    expires_itself = True  # a retained index's TTL (table_descriptor); due() finds the rest
 
     def __init__(
         self,
@@ -301,10 +303,12 @@ class HBaseStore:
         api: str | None = None,
         layout: str | None = None,
         create: bool = True,
+        retain: int | None = None,
     ) -> None:
         self.host, self.port, self.prefix = host, port, prefix
         self._hot: dict[bytes, bytes] = {}  # see _read_buckets
         self._run = LeaseLock(self)  # one writing job at a time
+        self._section = LeaseSection(self)  # one batch's lookups and write at a time
         self.url = f"hbase://{host}:{port}?prefix={prefix}" + (f"&api={api}" if api else "")
         self.tables = {t: hbase_tables.table_name(prefix, t).encode() for t in hbase_tables.TABLES}
         where = f"HBase at {host}:{port}"
@@ -327,7 +331,7 @@ class HBaseStore:
         self.layout: str = layout or (BUCKETS if api == "thrift2" else ROWS)
         self._rows_asked = layout == ROWS  # chosen on purpose: no warning when created
         try:
-            self._ensure_tables(create)
+            self._ensure_tables(create, retain)
             manifest = self.get_meta("manifest")
             if manifest is not None:
                 self.adopt(manifest)
@@ -336,8 +340,8 @@ class HBaseStore:
             raise
 
     @classmethod
-    def from_url(cls, url: str, *, create: bool = True) -> HBaseStore:
-        return cls(**parse_url(url), create=create)
+    def from_url(cls, url: str, *, create: bool = True, retain: int | None = None) -> HBaseStore:
+        return cls(**parse_url(url), create=create, retain=retain)
 
     @property
     def api(self) -> str:
@@ -367,7 +371,7 @@ class HBaseStore:
         self.layout = layout
 
     # -- tables ---------------------------------------------------------------
-    def _ensure_tables(self, create: bool) -> None:
+    def _ensure_tables(self, create: bool, ttl: int | None) -> None:
         # with api given, this is the first call: is a gateway there at all?
         with first_contact(self._where, self.host, self.port, self._timeout):
             existing = self.transport.table_names()
@@ -375,7 +379,7 @@ class HBaseStore:
         if create:
             for table in missing:  # meta last: its presence marks a complete index
                 schema = "index_buckets" if table == "index" and self.layout == BUCKETS else table
-                self.transport.create_table(self.tables[table], schema)
+                self.transport.create_table(self.tables[table], schema, ttl)
         elif "meta" in missing:
             raise IndexNotFound(self.url)
         elif missing:
@@ -427,12 +431,8 @@ class HBaseStore:
         )
 
     def write_section(self) -> AbstractContextManager[None]:
-        """None across replicas: rows are claimed one by one (claim_docs)."""
-        return nullcontext()
-
-    def exclusive(self, owner: str, fps: set[int]) -> AbstractContextManager[set[int]]:
-        """A lock row per fingerprint in the meta table (:func:`fingerprint_locks`)."""
-        return fingerprint_locks(self, owner, fps)
+        """The meta row ``write-section``, a lease (:class:`LeaseSection`)."""
+        return self._section.held()
 
     def load(self, blocks: Iterable[tuple[Sequence[CellBlock], Sequence[Document]]]) -> int:
         raise InvalidInput(f"{self.url} has no bulk load (the embedded store has); ingest")
@@ -656,6 +656,10 @@ class HBaseStore:
                 continue
             if doc is not None:
                 yield doc
+
+    def due(self, before: int, limit: int) -> list[str]:
+        """A scan of the docs: the TTL expires the rest (docs/hbase.md, "Retention")."""
+        return oldest_before(self.iter_docs(), before, limit)
 
     def iter_index(self) -> Iterator[IndexCell]:
         for key, columns in self._scan_all("index", keys_only=True):

@@ -74,8 +74,8 @@ class Thrift1Transport:
     def table_names(self) -> set[bytes]:
         return set(self._call("list tables", lambda c: c.getTableNames()))
 
-    def create_table(self, name: bytes, table: str) -> None:
-        descriptor = _IDL.ColumnDescriptor(**hbase_tables.thrift1_family_options(table))
+    def create_table(self, name: bytes, table: str, ttl: int | None = None) -> None:
+        descriptor = _IDL.ColumnDescriptor(**hbase_tables.thrift1_family_options(table, ttl))
 
         def create(client: Any) -> None:
             try:

@@ -146,8 +146,8 @@ class Thrift2Transport:
         names = self._call("list tables", lambda c: c.getTableNamesByPattern(None, False))
         return {n.qualifier for n in names if n.ns in (None, b"", b"default")}
 
-    def create_table(self, name: bytes, table: str) -> None:
-        descriptor = table_descriptor(name, table)
+    def create_table(self, name: bytes, table: str, ttl: int | None = None) -> None:
+        descriptor = table_descriptor(name, table, ttl)
         splits = hbase_tables.split_points(table) or None
 
         def create(client: Any) -> None:
@@ -525,9 +525,9 @@ def _pages(results: list[Any]) -> list[Page]:
     return [(r.row, [cv.qualifier for cv in r.columnValues]) for r in results if r.row is not None]
 
 
-def table_descriptor(name: bytes, table: str) -> Any:
+def table_descriptor(name: bytes, table: str, ttl: int | None = None) -> Any:
     """The TTableDescriptor of schema table ``table`` (index, docs, meta), named ``name``."""
-    family, attributes = hbase_tables.family_spec(table)
+    family, attributes = hbase_tables.family_spec(table, ttl)
     return _IDL.TTableDescriptor(
         tableName=_IDL.TTableName(qualifier=name),
         columns=[_family_descriptor(family, attributes)],
@@ -554,6 +554,8 @@ def _family_descriptor(family: str, attributes: dict[str, Any]) -> Any:
             fields["inMemory"] = bool(value)
         elif key == "CACHE_DATA_ON_WRITE":
             fields["cacheDataOnWrite"] = bool(value)
+        elif key == "TTL":
+            fields["timeToLive"] = int(value)
         elif key == "CONFIGURATION":
             fields["configuration"] = {str(k): str(v) for k, v in value.items()}
         else:

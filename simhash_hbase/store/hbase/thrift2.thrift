@@ -86,6 +86,7 @@ struct TColumnFamilyDescriptor {
   6: optional TCompressionAlgorithm compressionType,
   8: optional TDataBlockEncoding dataBlockEncoding,
   10: optional i32 maxVersions,
+  13: optional i32 timeToLive,
   14: optional bool blockCacheEnabled,
   16: optional bool cacheDataOnWrite,
   20: optional bool inMemory,

@@ -56,8 +56,9 @@ class Transport(Protocol):
 
     def table_names(self) -> set[bytes]: ...
 
-    def create_table(self, name: bytes, table: str) -> None:
-        """Create ``name`` as schema table ``table``; one that exists already is fine."""
+    def create_table(self, name: bytes, table: str, ttl: int | None = None) -> None:
+        """Create ``name`` as schema table ``table``; one that exists already is fine.
+        ``ttl``: its cells' time to live in seconds (a retained index's per-document tables)."""
         ...
 
     def get_rows(

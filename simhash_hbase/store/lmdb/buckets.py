@@ -5,10 +5,11 @@ spilling a hot lead's cells to keys of their own, and removing cells.
 from __future__ import annotations
 
 from itertools import repeat
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
+from simhash_hbase import _native as native
 from simhash_hbase.errors import StoreError
 from simhash_hbase.store.lmdb import tuning
 from simhash_hbase.store.lmdb.cells import (
@@ -103,34 +104,64 @@ def _spill_hot(tables: Tables, txn: Txn, bucket: bytes, value: bytes) -> tuple[b
     return cells[keep].tobytes() + marks, consumed - added, len(items)
 
 
+#: A removal's bucket edits: (changed: (key, cells kept), emptied keys, cells
+#: removed, marked: the (key, cells) read that hold a spilled lead's mark).
+Edits = tuple[list[tuple[bytes, bytes]], list[bytes], int, list[tuple[bytes, bytes]]]
+
+
 def _remove_cells(
     txn: Txn, db: Any, keys: list[bytes], packed: list[bytes], marks: dict[bytes, set[bytes]]
 ) -> int:
-    """Remove each of the cells ``packed`` (by bucket ``keys``) from the tier ``db``
-    where it is held; the cells removed. ``marks`` gets the spilled leads of each
-    bucket read (as it was), whose cells may be held in ``hot`` instead."""
-    removed = 0
-    wanted = dict(zip(keys, packed))
-    for key, old in txn.cursor(db).getmulti(keys):  # one call; only the buckets held
-        if SPILLED in old:  # most buckets hold no mark (a test, not a call, each)
-            marks.setdefault(key, set()).update(spilled_leads(old))
-        cells = wanted[key]
-        if old == cells:  # most buckets of a bulk removal: it held those cells alone
-            txn.delete(key, db=db)
-            removed += len(old) // CELL_BYTES
-            continue
-        kept = old
-        for i in range(0, len(cells), CELL_BYTES):  # a bulk removal's hot loop: no generator
-            cell = cells[i : i + CELL_BYTES]
-            at = kept.find(cell)
-            while at % CELL_BYTES and at >= 0:
-                at = kept.find(cell, at + 1)
-            if at >= 0:
-                kept = kept[:at] + kept[at + CELL_BYTES :]
-        if kept != old:
-            removed += (len(old) - len(kept)) // CELL_BYTES
-            txn.put(key, kept, db=db) if kept else txn.delete(key, db=db)
+    """Remove every copy of the cells ``packed`` (by distinct bucket ``keys``) from
+    the tier ``db`` where it is held; the cells removed. ``marks`` gets the spilled
+    leads of each bucket read (as it was), whose cells may be held in ``hot``
+    instead. One multi-get, the edits in C (:func:`_edited`), one multi-put: a
+    bulk removal makes no Python call per bucket or per cell."""
+    changed, emptied, removed, marked = _edited(txn.cursor(db).getmulti(keys), keys, packed)
+    if changed:
+        txn.cursor(db).putmulti(changed)
+    for key in emptied:  # LMDB's bindings have no multi-delete
+        txn.delete(key, db=db)
+    for key, old in marked:
+        marks.setdefault(key, set()).update(spilled_leads(old))
     return removed
+
+
+def _edited(found: list[tuple[bytes, bytes]], keys: list[bytes], packed: list[bytes]) -> Edits:
+    """The edits that take the cells ``packed[i]`` out of bucket ``keys[i]``, of the
+    buckets ``found`` held (a multi-get of ``keys``): by the C extension where it is
+    built, else by :func:`_edited_py`."""
+    fast = native.module()
+    if fast is None:
+        return _edited_py(found, keys, packed)
+    return cast(Edits, fast.remove_cells(found, keys, packed))
+
+
+def _edited_py(found: list[tuple[bytes, bytes]], keys: list[bytes], packed: list[bytes]) -> Edits:
+    """:func:`_edited` in Python (the reference of the C extension's)."""
+    wanted = dict(zip(keys, packed))
+    changed: list[tuple[bytes, bytes]] = []
+    emptied: list[bytes] = []
+    marked: list[tuple[bytes, bytes]] = []
+    removed = 0
+    for key, old in found:
+        if spilled_leads(old):
+            marked.append((key, old))
+        cells = wanted[key]
+        gone = {cells[i : i + CELL_BYTES] for i in range(0, len(cells), CELL_BYTES)}
+        kept = b"".join(
+            cell
+            for cell in (old[i : i + CELL_BYTES] for i in range(0, len(old), CELL_BYTES))
+            if cell not in gone
+        )
+        if len(kept) == len(old):
+            continue
+        removed += (len(old) - len(kept)) // CELL_BYTES
+        if kept:
+            changed.append((key, kept))
+        else:
+            emptied.append(key)
+    return changed, emptied, removed, marked
 
 
 def _holds(packed: bytes, cell: bytes) -> bool:

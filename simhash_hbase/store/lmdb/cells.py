@@ -64,6 +64,7 @@ FRESH = b"fresh"
 HOT_ROWS = b"hot"  # the cells of hot leads, a key each (see tuning.HOT)
 FILTERS = b"filters"  # format 4: each tier's PrefixFilter, kept exact by every commit
 ALL_TABLES = (*TABLES, FRESH, HOT_ROWS, FILTERS)
+TIMES = b"times"  # a retained index's time order (times.py); made by an index that asks
 TIERS = (b"index", FRESH)  # a tier's filter is kept under its table's name
 CELL = np.dtype([("lo", ">u2"), ("num", ">u4")])
 CELL_BYTES = CELL.itemsize
@@ -202,3 +203,27 @@ def bare_rows(nums: Sequence[int], docs: Sequence[Document]) -> list[bytes] | No
         rows["time"] = np.array(times, dtype=np.int64)
     buf, step = rows.tobytes(), kind.itemsize
     return [buf[i : i + step] for i in range(0, len(buf), step)]
+
+
+def bare_docs(ids: Sequence[str], values: Sequence[bytes]) -> list[Document] | None:
+    """The documents of docs rows that :func:`bare_rows` packs (a number, a
+    fingerprint and maybe a time, the same on every row), read in one NumPy pass;
+    None: other rows (read them one by one). A bulk removal reads its ids' rows so."""
+    if not values:
+        return []
+    size = len(values[0])
+    kind = _BARE if size == _BARE.itemsize else _TIMED if size == _TIMED.itemsize else None
+    buf = b"".join(values)
+    if kind is None or len(buf) != size * len(values):
+        return None
+    rows = np.frombuffer(buf, dtype=kind)
+    fps = rows["fp"].tolist()
+    if kind is _BARE:
+        return [Document(doc_id, fp) for doc_id, fp in zip(ids, fps)]
+    if not (
+        (rows["name_len"] == len(codec.COL_TIME))
+        & (rows["value_len"] == codec.TIME_BYTES)
+        & (rows["name"] == codec.COL_TIME)
+    ).all():
+        return None
+    return [Document(i, fp, time=t) for i, fp, t in zip(ids, fps, rows["time"].tolist())]

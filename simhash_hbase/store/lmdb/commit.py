@@ -6,6 +6,7 @@ other change in one last commit, which is what readers see change at once.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from itertools import repeat
 from typing import Any, cast
 
 import numpy as np
@@ -23,13 +24,13 @@ from simhash_hbase.store.lmdb.cells import (
     Txn,
     bare_rows,
     cell_rows,
-    encode_id,
     grouped,
     spilled_leads,
 )
 from simhash_hbase.store.lmdb.filters import PrefixFilter
 from simhash_hbase.store.lmdb.merge import merge_fresh
 from simhash_hbase.store.lmdb.tables import Tables
+from simhash_hbase.store.lmdb.times import retime, untime
 
 
 class CompactBatch:
@@ -50,11 +51,7 @@ class CompactBatch:
             found = self._t.lookup(txn, raws)
         self._observed.update(dict.fromkeys(raws))
         self._observed.update(found)
-        return {
-            raws[raw]: self._t.doc_from(self._t.h.fold(raw), value)
-            for raw, value in found.items()
-            if len(value) != _NUM.size
-        }
+        return self._t.docs_of(found, raws)
 
     def claim_docs(
         self, intents: Mapping[str, Document | None], cells_of: CellsOf
@@ -64,6 +61,14 @@ class CompactBatch:
         return self.get_docs(list(intents))
 
     def put_index(self, cells: Iterable[IndexCell]) -> None:
+        self._cells("put", cells)
+
+    def delete_index(self, cells: Iterable[IndexCell]) -> None:
+        self._cells("delete", cells)
+
+    def _cells(self, op: str, cells: Iterable[IndexCell]) -> None:
+        """Record cells as (an (n, c) row-key array, the n raw ids): a
+        :class:`CellBlock` (a document's cells a row) with no tuple per cell."""
         if isinstance(cells, CellBlock):
             rows, ids = cells.rows, list(cells.doc_ids)
             if rows.ndim == 1:
@@ -72,13 +77,7 @@ class CompactBatch:
             listed = list(cells)
             rows, ids = cell_rows(listed).reshape(-1, 1), [doc_id for _, doc_id in listed]
         if ids:
-            self._ops.append(("put", (rows, [i.encode("utf-8", "surrogateescape") for i in ids])))
-
-    def delete_index(self, cells: Iterable[IndexCell]) -> None:
-        listed = list(cells)
-        if listed:
-            rows = cell_rows(listed).reshape(-1, 1)
-            self._ops.append(("delete", (rows, [encode_id(doc_id) for _, doc_id in listed])))
+            self._ops.append((op, (rows, [i.encode("utf-8", "surrogateescape") for i in ids])))
 
     def put_docs(self, docs: Iterable[Document]) -> None:
         # The last one wins; ids were checked by the index (surrogates: a damaged id read back).
@@ -87,7 +86,7 @@ class CompactBatch:
             self._ops.append(("docs", latest))
 
     def delete_docs(self, doc_ids: Iterable[str]) -> None:
-        raws = [encode_id(doc_id) for doc_id in doc_ids]
+        raws = [doc_id.encode("utf-8", "surrogateescape") for doc_id in doc_ids]
         if raws:
             self._ops.append(("undocs", raws))
 
@@ -259,6 +258,8 @@ class _Commit:
                 # Another process wrote this id since the batch read it: the
                 # batch's version replaces it, under a new number.
                 self._unname(_NUM.unpack_from(current)[0])
+                if self._t.times is not None:
+                    untime(self._t, self._txn, [current])
                 self._rows[raw] = None
                 self._prewritten.pop(raw, None)  # theirs replaced ours: write it again
         self._nums.update(self._reserved)
@@ -269,19 +270,17 @@ class _Commit:
     def _row(self, raws: Iterable[bytes]) -> None:
         missing = [raw for raw in dict.fromkeys(raws) if raw not in self._rows]
         if missing:
-            found = self._t.lookup(self._txn, missing)
-            for raw in missing:
-                self._rows[raw] = found.get(raw)
+            self._rows.update(dict.fromkeys(missing))
+            self._rows.update(self._t.lookup(self._txn, missing))
 
     def _number(self, raws: Sequence[bytes], create: bool) -> list[int | None]:
         """The numbers of ``raws`` (None: none, unless ``create`` gives one)."""
         pending = [raw for raw in dict.fromkeys(raws) if raw not in self._nums]
         if pending:
             self._row(pending)
-            rows = map(self._rows.__getitem__, pending)
-            self._nums.update(
-                (raw, _NUM.unpack_from(row)[0]) for raw, row in zip(pending, rows) if row
-            )
+            held = [raw for raw in pending if self._rows[raw]]
+            heads = b"".join([self._rows[raw][:4] for raw in held])  # type: ignore[index]
+            self._nums.update(zip(held, np.frombuffer(heads, dtype=">u4").tolist()))
             new = [raw for raw in pending if raw not in self._nums]
             if create and new:
                 start = self._state["next"]
@@ -344,21 +343,26 @@ class _Commit:
         return added
 
     def _delete(self, arg: tuple[np.ndarray, list[bytes]]) -> None:
+        """Every cell of ``arg`` (row keys, one raw id a row) whose id is numbered,
+        out of both tiers and the hot rows: a bulk removal's Python work is per
+        batch, not per cell (:func:`_remove_cells`)."""
         rows, raws = arg
-        nums = self._number(raws, create=False)
-        held = [i for i, num in enumerate(nums) if num is not None]
-        if not held:
+        self._number(raws, create=False)
+        nums = np.fromiter(map(self._nums.get, raws, repeat(-1)), dtype=np.int64, count=len(raws))
+        held = nums >= 0
+        if not held.any():
             return
-        keys, packed = grouped(rows[held], np.array([nums[i] for i in held], dtype=np.uint32))
+        keys, packed = grouped(rows[held], nums[held].astype(np.uint32))
         spilled: dict[bytes, set[bytes]] = {}
         removed = _remove_cells(self._txn, self._t.index, keys, packed, spilled)
         if self._t.fresh is not None:
             from_fresh = _remove_cells(self._txn, self._t.fresh, keys, packed, spilled)
             self._state["fresh"] = self._state.get("fresh", 0) - from_fresh
             removed += from_fresh
-        for key, cells in zip(keys, packed):
-            leads = spilled.get(key)
-            if leads:
+        if spilled:  # a hot lead's cells may be held under keys of their own
+            wanted = dict(zip(keys, packed))
+            for key, leads in spilled.items():
+                cells = wanted[key]
                 for at in range(0, len(cells), CELL_BYTES):
                     if cells[at : at + 2] in leads:
                         removed += self._unspill(key, cells[at : at + CELL_BYTES])
@@ -399,6 +403,9 @@ class _Commit:
                 for raw, num, key in zip(raws, nums, keys)
             ]
         self._row(raws)
+        if self._t.times is not None:
+            olds = list(map(self._rows.__getitem__, raws))
+            retime(self._t, self._txn, olds, nums, docs)  # type: ignore[arg-type]
         held = [row for row in map(self._rows.__getitem__, raws) if row is not None]
         self._state["documents"] += len(raws) - sum(len(row) != _NUM.size for row in held)
         self._rows.update(zip(raws, values))
@@ -412,15 +419,28 @@ class _Commit:
             cursor.putmulti(items, append=append)
 
     def _undocs(self, raws: list[bytes]) -> None:
+        """Docs rows and their numbers' names rows deleted (the cells of a number
+        without a names row vanish): a few C calls a document, no Python one."""
         self._row(raws)
-        for raw in raws:
-            row = self._rows[raw]
-            if row is None:
-                continue
-            self._txn.delete(self._h.fold(raw), db=self._t.docs)
-            self._unname(_NUM.unpack_from(row)[0])  # its cells, if any are left, vanish
-            self._state["documents"] -= len(row) != _NUM.size
-            self._rows[raw] = None
+        gone = [raw for raw in dict.fromkeys(raws) if self._rows[raw] is not None]
+        if not gone:
+            return
+        rows = cast(list[bytes], list(map(self._rows.__getitem__, gone)))
+        if self._t.times is not None:
+            untime(self._t, self._txn, rows)
+        names = [row[:4] for row in rows]
+        if self._named:  # numbers given in this commit
+            for name in names:
+                self._named.pop(_NUM.unpack(name)[0], None)
+        delete = self._txn.delete
+        short = max(map(len, gone)) < self._h.max_key  # keys are the ids themselves
+        for key in gone if short else map(self._h.fold, gone):
+            delete(key, db=self._t.docs)
+        for name in names:
+            delete(name, db=self._t.names)
+        self._state["documents"] -= len(rows) - list(map(len, rows)).count(_NUM.size)
+        self._rows.update(dict.fromkeys(gone))
+        for raw in gone:
             self._nums.pop(raw, None)
 
     def _unname(self, num: int) -> None:

@@ -28,6 +28,7 @@ from simhash_hbase.store.lmdb.cells import (
 )
 from simhash_hbase.store.lmdb.filters import TIER_FILTER_BITS, PrefixFilter, filter_shift
 from simhash_hbase.store.lmdb.tables import Tables
+from simhash_hbase.store.lmdb.times import retime
 
 # -- bulk load ------------------------------------------------------------------
 _SPILL = np.dtype([("hi", "<u2"), ("lo", "<u2"), ("num", "<u4")])  # a flag's cell
@@ -95,7 +96,7 @@ def bulk_load(
 def _empty(tables: Tables, txn: Txn) -> None:
     """Every row of a load's tables deleted (the tables stay)."""
     tiers = (tables.index, tables.tier(txn), tables.hot_rows())
-    for db in (tables.docs, tables.names, *tiers, tables.kept):
+    for db in (tables.docs, tables.names, *tiers, tables.kept, tables.times):
         if db is not None:
             txn.drop(db, delete=False)
 
@@ -122,6 +123,8 @@ def _load_rows(
             tables.doc_value(num, doc, raw, key)
             for doc, raw, num, key in zip(docs, raws, nums.tolist(), keys)
         ]
+    if tables.times is not None:
+        retime(tables, txn, [None] * len(docs), nums.tolist(), docs)
     items = sorted(zip(keys, values))
     cursor = txn.cursor(tables.docs)
     # A key put twice (in this block, or one before) is not added: appended, it is

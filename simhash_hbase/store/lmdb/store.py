@@ -45,12 +45,13 @@ from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
 from simhash_hbase.store.base import CellBlock, IndexCell
 from simhash_hbase.store.lmdb import free as lmdb_free
-from simhash_hbase.store.lmdb import pages
+from simhash_hbase.store.lmdb import pages, times
 from simhash_hbase.store.lmdb.cells import (
     ALL_TABLES,
     FORMAT,
     STATE,
     TABLES,
+    TIMES,
     Helpers,
     Txn,
     new_state,
@@ -148,13 +149,16 @@ class EmbeddedStore:
 
     atomic_batches = True
     index_follows_docs = False  # nothing is seen before the transaction commits
+    expires_itself = False  # a retention's expiry: due() then the index removes them
 
     def manifest_entries(self) -> dict[str, Any]:
         """Nothing: the file records its own format (meta row ``store/embedded``)."""
         return {}
 
     def adopt(self, manifest: dict[str, Any]) -> None:
-        """One layout only: nothing to adopt."""
+        """A retained index keeps its time order (times.py; format 1, always older, none)."""
+        if codec.RETAIN in manifest and self._compact and not self._env.flags()["readonly"]:
+            self._compact.keep_times()
 
     def __init__(
         self,
@@ -298,7 +302,7 @@ class EmbeddedStore:
             return lmdb.open(
                 str(self.path),
                 map_size=self.map_size,
-                max_dbs=len(ALL_TABLES),
+                max_dbs=len(ALL_TABLES) + 1,  # and TIMES
                 create=not readonly,
                 readonly=readonly,
                 lock=lock,
@@ -324,7 +328,7 @@ class EmbeddedStore:
         untouched, an LMDB file that is not ours."""
         with self._env.begin() as txn:
             names = {bytes(key) for key, _ in txn.cursor()}
-        if names - set(ALL_TABLES):
+        if names - {*ALL_TABLES, TIMES}:
             shown = ", ".join(sorted(n.decode("utf-8", "replace") for n in names)[:8])
             raise StoreCorrupt(
                 f"{self.path} holds an LMDB database that is not an shdb index "
@@ -524,12 +528,6 @@ class EmbeddedStore:
     def write_section(self) -> AbstractContextManager[None]:
         return self._section.held()
 
-    @contextmanager
-    def exclusive(self, owner: str, fps: set[int]) -> Iterator[set[int]]:
-        """Every one of ``fps``: the write section holds the whole folder."""
-        with self._section.held():
-            yield fps
-
     def run_lock(self, job: str, wait: float = 0.0) -> AbstractContextManager[None]:
         return self._run.held(job, wait)
 
@@ -626,6 +624,14 @@ class EmbeddedStore:
             raise self._error(exc, "write to") from exc
         except OSError as exc:
             raise StoreError(f"cannot bulk load {self.path}: {exc}") from exc
+
+    def due(self, before: int, limit: int) -> list[str]:
+        """From the time order (times.py); none in an index without one."""
+        try:
+            with self._reading() as txn:
+                return times.due(self._compact, txn, before, limit) if self._compact else []
+        except lmdb.Error as exc:
+            raise self._error(exc, "read") from exc
 
     def doc_fingerprints(self, doc_ids: Sequence[str]) -> dict[str, int]:
         return {doc_id: doc.fingerprint for doc_id, doc in self.get_docs(doc_ids).items()}

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import heapq
 import struct
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from contextlib import suppress
 from itertools import compress, islice
 from operator import itemgetter
@@ -39,9 +39,11 @@ from simhash_hbase.store.lmdb.cells import (
     STATE,
     TABLES,
     TIERS,
+    TIMES,
     Buckets,
     Helpers,
     Txn,
+    bare_docs,
     decode_id,
     encode_id,
     find_cells,
@@ -96,6 +98,7 @@ class Tables:
         self.fresh: Any = handles.get(FRESH)  # None: a format 2 file opened read-only
         self.hot: Any = handles.get(HOT_ROWS)  # None: a file without hot rows, read-only
         self.kept: Any = handles.get(FILTERS)  # None: a file before format 4, read-only
+        self.times: Any = handles.get(TIMES)  # None: not retained (times.py)
         self.catalog = env.open_db(None)  # LMDB's main database: the named ones' records
         self.h = helpers
         self.filter: TierFilters | None = None  # see filters(); set by a warm reader
@@ -114,7 +117,15 @@ class Tables:
         for name in (FRESH, HOT_ROWS, FILTERS):
             with suppress(lmdb.NotFoundError):  # read-only: none yet (see tier(), hot_rows())
                 handles[name] = env.open_db(name, txn=txn, create=txn is not None)
+        with suppress(lmdb.NotFoundError):  # made for a retained index only (keep_times)
+            handles[TIMES] = env.open_db(TIMES, txn=txn, create=False)
         return handles
+
+    def keep_times(self) -> None:
+        """Make (or open) the time order of a retained index (times.py)."""
+        if self.times is None:
+            with self.env.begin(write=True) as txn:
+                self.times = self.env.open_db(TIMES, txn=txn)
 
     def upgrade(self, txn: Txn) -> None:
         """Record a format 2 or 3 file as format 4 (its fresh tier, hot rows and
@@ -369,11 +380,17 @@ class Tables:
     # -- reads ----------------------------------------------------------------
     def get_docs(self, txn: Txn, doc_ids: Sequence[str]) -> dict[str, Document]:
         raws = {encode_id(doc_id): doc_id for doc_id in doc_ids}
-        return {
-            raws[raw]: self.doc_from(self.h.fold(raw), value)
-            for raw, value in self.lookup(txn, raws).items()
-            if len(value) != _NUM.size
-        }
+        return self.docs_of(self.lookup(txn, raws), raws)
+
+    def docs_of(self, found: dict[bytes, bytes], ids: Mapping[bytes, str]) -> dict[str, Document]:
+        """{id: document} of the docs rows ``found`` (raw id -> row; those of a
+        number only are not documents), ``ids`` naming each raw id: rows of a
+        fingerprint (and a time) in one pass (:func:`bare_docs`), others one by one."""
+        rows = {raw: value for raw, value in found.items() if len(value) != _NUM.size}
+        bare = bare_docs(list(map(ids.__getitem__, rows)), list(rows.values()))
+        if bare is not None:
+            return {doc.doc_id: doc for doc in bare}
+        return {ids[raw]: self.doc_from(self.h.fold(raw), value) for raw, value in rows.items()}
 
     def buckets(self, txn: Txn, keys: list[bytes]) -> dict[bytes, bytes]:
         """{bucket key: its cells in both tiers} of the ``keys`` that hold any: one
