@@ -55,6 +55,7 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[ClusterHBase]:
         server = ClusterHBase(mode)
     except ClusterUnavailable as exc:
         pytest.fail(str(exc), pytrace=False)
+    server.restore()  # a region server starved out of its session while starting
     failed = request.session.testsfailed
     yield server
     if request.session.testsfailed > failed:

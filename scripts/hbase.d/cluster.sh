@@ -65,7 +65,7 @@ cluster_render_conf() {
   sed -e "s|@DATA@|$esc_data|g" -e "s|@ZK_PORT@|$ZK_PORT|g" \
     -e "s|@THRIFT_PORT@|$THRIFT_PORT|g" -e "s|@THRIFT_READ_TIMEOUT_MS@|$THRIFT_READ_TIMEOUT_MS|g" \
     -e "s|@MASTER_PORT@|$BASE_PORT|g" -e "s|@MASTER_INFO_PORT@|$((BASE_PORT + 10))|g" \
-    -e "s|@RS_COUNT@|$SERVERS|g" -e "s|@OBSERVER@|$(observer_property)|g" \
+    -e "s|@OBSERVER@|$(observer_property)|g" \
     "$ASSETS/hbase-cluster-site.xml.in" >"$CONF_DIR/hbase-site.xml"
   # The observer logs each multi-row get at DEBUG: the tests count its calls per server.
   {
