@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import random
+import re
 import subprocess
 import sys
 import threading
@@ -305,8 +306,9 @@ def test_region_server_killed_mid_ingest(cluster: ClusterHBase, tmp_path: Path) 
     """SIGKILL the region server holding the docs table under a running `shdb ingest`
     (Thrift2, calls timing out after 10 s: it stops before the failover ends, where the
     serve test rides through): every document the checkpoint acknowledged is whole,
-    `shdb verify` is clean once its regions are reassigned, and the same ingest run
-    again resumes and reports exactly what an uninterrupted ingest reports."""
+    `shdb verify` finds nothing wrong but with documents of the batch in flight once its
+    regions are reassigned, and the same ingest run again resumes, reports exactly what
+    an uninterrupted ingest reports, and leaves `shdb verify` clean."""
     cluster.restore()
     corpus = tmp_path / "c.jsonl"
     texts = _corpus(corpus, 2000)
@@ -333,8 +335,12 @@ def test_region_server_killed_mid_ingest(cluster: ClusterHBase, tmp_path: Path) 
             assert sorted(docs) == sorted(f"d{i}" for i in range(acked))
             for i in range(acked):
                 assert docs[f"d{i}"].fingerprint == index.fingerprint(texts[i])
-            report_v = verify(index)
-            assert report_v.clean, report_v.examples
+            # the batch in flight, unacknowledged, may have its docs rows without all its
+            # cells (HBase is atomic per row; docs/serve.md): the re-run writes it again
+            unsure = verify(index)
+            named = {int(i) for i in re.findall(r"document 'd(\d+)'", " ".join(unsure.examples))}
+            assert unsure.stale_cells == unsure.corrupt_documents == 0, unsure
+            assert unsure.incomplete_documents <= 100 and all(i >= acked for i in named), unsure
         if proc.returncode:
             rerun = _ingest(url, corpus, report)
             _, err = rerun.communicate(timeout=900)
@@ -347,6 +353,7 @@ def test_region_server_killed_mid_ingest(cluster: ClusterHBase, tmp_path: Path) 
     assert _report(report) == _report(reference)
     with SimhashIndex.open(patient, create=False) as index:
         assert {d.doc_id for d in index.documents()} == {f"d{i}" for i in range(len(texts))}
+        assert verify(index).clean
 
 
 @contextlib.contextmanager
