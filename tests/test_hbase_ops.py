@@ -26,7 +26,7 @@ from simhash_hbase.store.base import WHOLE, KeyRange
 from simhash_hbase.store.hbase import tables as hbase_tables
 from simhash_hbase.store.hbase.settings import parse_url
 
-from .conftest import gateway_address
+from .conftest import _drop_tables, gateway_address
 from .test_cli import shdb
 from .test_index import ARTICLE, OTHER
 
@@ -297,18 +297,7 @@ def test_stats_and_verify_commands_take_workers_and_sample(tmp_path: Path) -> No
 
 # -- on HBase ------------------------------------------------------------------------------
 def _drop(prefix: str) -> None:
-    import happybase
-
-    host, port = gateway_address("thrift1").rsplit(":", 1)
-    conn = happybase.Connection(host, int(port))
-    try:
-        for name in conn.tables():
-            if name.decode().startswith(prefix + "_"):
-                if conn.is_table_enabled(name):
-                    conn.disable_table(name)
-                conn.delete_table(name)
-    finally:
-        conn.close()
+    _drop_tables(gateway_address("thrift1"), prefix)
 
 
 @pytest.fixture
