@@ -1,5 +1,5 @@
 """Schemes at scale (issue 42): candidates a query and bytes a document, counted,
-against `shdb plan`'s predictions (``simhash_hbase.jobs.plan``).
+against `shdb plan`'s predictions (``simhash_hbase.layout.plan``).
 
 * Candidates: random fingerprints held, random queries; for each row key of a query,
   the held fingerprints that share it, counted on the scheme's own keys. Where N
@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from simhash_hbase import SimhashIndex
-from simhash_hbase.jobs.plan import plan_scheme
+from simhash_hbase.layout.plan import plan_scheme
 from simhash_hbase.layout.scheme import SCHEMES, Scheme
 from simhash_hbase.records import Document
 
@@ -31,6 +31,16 @@ from .context import Context
 from .registry import Figure, Section, Target, register
 
 SCHEME_NAMES = ("5x10", "6x20")
+#: Bytes a document of :func:`bulk_loaded_bytes` (data.mdb, ids ``d0``..), measured on
+#: this machine on 2026-11-29 (docs/scale.md, "Bytes a document"): the figures
+#: ``tests/test_plan.py`` holds `shdb plan`'s predictions to at 1 M and 10 M, which a
+#: test run cannot afford to bulk load (10 M: minutes and GBs).
+MEASURED_BYTES: dict[tuple[str, int], float] = {
+    ("5x10", 1_000_000): 180.7,
+    ("6x20", 1_000_000): 286.1,
+    ("5x10", 10_000_000): 183.6,
+    ("6x20", 10_000_000): 278.9,
+}
 #: Queries enough for ~4,000 expected hits (a count within ~2-5 %), 2,000 to 1 M.
 HITS = 4_000
 FIRST_SEGMENT = 0
@@ -56,6 +66,11 @@ def counted_candidates(scheme: Scheme, n: int, sample_bits: int = 0, seed: int =
         scale = 1 if FIRST_SEGMENT in combo else 2**sample_bits
         total += float(hits.sum()) * scale
     return total / queries_n
+
+
+def mean_id_bytes(n: int) -> float:
+    """The mean length of the ids ``d0``..``d{n-1}`` of :func:`bulk_loaded_bytes`."""
+    return sum(len(f"d{i}") for i in range(n)) / n
 
 
 def bulk_loaded_bytes(scheme: str, n: int, work: Path) -> float:
@@ -89,9 +104,13 @@ def run(ctx: Context) -> dict[str, Any]:
                  "predicted": predicted}
             )  # fmt: skip
         measured = bulk_loaded_bytes(name, bytes_n, ctx.work)
-        ids = sum(len(f"d{i}") for i in range(bytes_n)) / bytes_n
         predicted = plan_scheme(
-            scheme, bytes_n, K, store="embedded", texts=False, id_bytes=round(ids)
+            scheme,
+            bytes_n,
+            K,
+            store="embedded",
+            texts=False,
+            id_bytes=round(mean_id_bytes(bytes_n)),
         ).bytes_per_document
         out["bytes"].append(
             {"scheme": name, "n": bytes_n, "measured": measured, "predicted": predicted}

@@ -8,6 +8,10 @@
   off: its image cannot be pulled where no registry is reachable).
 - ``host:port``: an HBase already running there (e.g. ``scripts/hbase start``).
 
+Gateway tests start more Thrift gateways beside it, set their own way
+(:meth:`HBaseServer.gateway`: ``scripts/hbase gateway``, or the image's
+``entrypoint gateway`` through docker exec).
+
 Fault tests kill and restart it through :class:`HBaseServer`: for the container,
 ``docker kill`` and a new container on the same data volume; for an external
 HBase, ``scripts/hbase kill`` and ``scripts/hbase start`` (with the caller's
@@ -63,6 +67,11 @@ class HBaseServer(ABC):
         return tmp_path
 
     @abstractmethod
+    def gateway(self, *args: str) -> None:
+        """``hbase.d/gateway`` beside this HBase: ``start NAME PORT API [KEY=VALUE...]``
+        (returns once it listens), ``stop NAME`` or ``kill NAME``."""
+
+    @abstractmethod
     def close(self) -> None:
         """Release what this object started."""
 
@@ -93,6 +102,14 @@ class ExternalHBase(HBaseServer):
 
     def restart(self) -> None:
         subprocess.run([str(ROOT / "scripts" / "hbase"), "start"], check=True)
+
+    def gateway(self, *args: str) -> None:
+        self._check_it_is_scripts_hbase()
+        result = subprocess.run(
+            [str(ROOT / "scripts" / "hbase"), "gateway", *args], capture_output=True, text=True
+        )
+        if result.returncode != 0:
+            raise HBaseUnavailable(f"scripts/hbase gateway {' '.join(args)}: {result.stderr}")
 
     def close(self) -> None:
         """Nothing to release: whoever started this HBase stops it."""
@@ -216,6 +233,12 @@ class ContainerHBase(HBaseServer):
 
     def restart(self) -> None:
         self._start()
+
+    def gateway(self, *args: str) -> None:
+        assert self._container is not None
+        result = self._container.exec(["/opt/shdb/entrypoint", "gateway", *args])
+        if result.exit_code != 0:
+            raise HBaseUnavailable(f"entrypoint gateway {' '.join(args)}: {result.output.decode()}")
 
     def diagnostics(self) -> str:
         current = self._container_logs()

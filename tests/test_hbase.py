@@ -15,7 +15,7 @@ from simhash_hbase import InvalidIndexUrl, SimhashIndex, StoreUnavailable
 from simhash_hbase.errors import StoreClosed, StoreError
 from simhash_hbase.store import open_store
 from simhash_hbase.store.hbase import tables as hbase_tables
-from simhash_hbase.store.hbase.settings import parse_url
+from simhash_hbase.store.hbase.settings import Gateway, parse_url
 from simhash_hbase.store.hbase.store import HBaseStore
 
 from .conftest import HBASE_APIS, fresh_hbase_url, gateway_address
@@ -126,7 +126,7 @@ def test_bad_hbase_urls(url: str, message: str) -> None:
 
 
 def test_a_url_without_a_port_names_the_thrift2_gateway() -> None:
-    assert parse_url("hbase://h?prefix=p")["port"] == 9091  # the fast one (issue 43)
+    assert parse_url("hbase://h?prefix=p")["gateways"] == (Gateway("h", 9091),)  # issue 43
 
 
 @pytest.mark.hbase
@@ -163,7 +163,7 @@ def test_shell_script_in_schema_is_generated_from_the_json() -> None:
 
 def test_split_points_are_even_on_the_first_byte() -> None:
     points = hbase_tables.split_points("index")
-    assert points == [bytes([16 * i]) for i in range(1, 16)]
+    assert points == [bytes([16 * i, 0, 0, 0]) for i in range(1, 16)]
     assert hbase_tables.split_points("docs") == []
 
 

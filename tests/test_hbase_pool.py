@@ -10,6 +10,9 @@ from __future__ import annotations
 import pytest
 from thriftpy2.transport import TTransportException
 
+from simhash_hbase.store.hbase.connect import Gateways
+from simhash_hbase.store.hbase.metrics import GatewayStats
+from simhash_hbase.store.hbase.settings import Gateway, Wire
 from simhash_hbase.store.hbase.transport import ClientPool
 
 
@@ -20,6 +23,9 @@ class FakeClient:
         self.number, self.log, self.dead = number, log, dead
         self.pending: list[str] = []
         self.closed = False
+
+    def close(self) -> None:
+        self.closed = True
 
     def send(self, job: str) -> None:
         self.log.append(f"send {job} on {self.number}")
@@ -35,22 +41,29 @@ class FakeClient:
         return job
 
 
+class FakeGateways(Gateways):
+    """One gateway whose connections are :class:`FakeClient` s."""
+
+    def __init__(self, pool: Pool) -> None:
+        super().__init__([Gateway("fake", 1)], Wire(), 1000, "hbase://fake:1", GatewayStats())
+        self.pool = pool
+
+    def connect(self) -> tuple[Gateway, FakeClient]:
+        pool = self.pool
+        client = FakeClient(len(pool.opened), pool.log, dead=pool.dead_left > 0)
+        pool.dead_left -= 1
+        pool.opened.append(client)
+        return self.all[0], client
+
+
 class Pool:
     def __init__(self, size: int, dead: int = 0) -> None:
         self.log: list[str] = []
         self.opened: list[FakeClient] = []
         self.dead_left = dead  # the first ``dead`` clients opened have a dropped socket
-        self.pool: ClientPool[FakeClient] = ClientPool(self._open, self._close, size)
-
-    def _open(self) -> FakeClient:
-        client = FakeClient(len(self.opened), self.log, dead=self.dead_left > 0)
-        self.dead_left -= 1
-        self.opened.append(client)
-        return client
-
-    @staticmethod
-    def _close(client: FakeClient) -> None:
-        client.closed = True
+        self.pool: ClientPool[FakeClient] = ClientPool(
+            FakeGateways(self), lambda client: client, size, retries=3
+        )
 
     def run(self, jobs: list[str], pages: int = 1) -> list[str]:
         """Each job's reply is followed by ``pages - 1`` follow-up jobs ``job+1``, ..."""

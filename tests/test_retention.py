@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from urllib.parse import parse_qs, urlsplit
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -334,14 +335,12 @@ def _ttls(url: str) -> dict[str, int | None]:
     """Each table's family TTL, as HBase reports it (None: forever)."""
     import happybase
 
-    from simhash_hbase.store.hbase.settings import parse_url
-
-    where = parse_url(url)
-    conn = happybase.Connection(where["host"], int(gateway_address("thrift1").rsplit(":")[1]))
+    host, port = gateway_address("thrift1").rsplit(":", 1)
+    conn = happybase.Connection(host, int(port))
     try:
         ttls = {}
         for table in ("index", "docs", "meta"):
-            (family,) = conn.table(f"{where['prefix']}_{table}").families().values()
+            (family,) = conn.table(f"{_prefix(url)}_{table}").families().values()
             ttl = family["time_to_live"]
             ttls[table] = None if ttl == 2**31 - 1 else ttl
         return ttls
@@ -349,18 +348,18 @@ def _ttls(url: str) -> dict[str, int | None]:
         conn.close()
 
 
+def _prefix(url: str) -> str:
+    return parse_qs(urlsplit(url).query)["prefix"][0]
+
+
 def _major_compact(url: str) -> None:
     import happybase
 
-    from simhash_hbase.store.hbase.settings import parse_url
-
-    prefix = parse_url(url)["prefix"]
-    conn = happybase.Connection(
-        gateway_address("thrift1").rsplit(":")[0], int(gateway_address("thrift1").rsplit(":")[1])
-    )
+    host, port = gateway_address("thrift1").rsplit(":", 1)
+    conn = happybase.Connection(host, int(port))
     try:
         for table in ("index", "docs"):
-            conn.compact_table(f"{prefix}_{table}", major=True)
+            conn.compact_table(f"{_prefix(url)}_{table}", major=True)
     finally:
         conn.close()
 

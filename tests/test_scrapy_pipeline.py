@@ -439,7 +439,7 @@ def test_an_idle_index_takes_an_item_at_once_and_a_busy_one_what_arrived_meanwhi
     assert [m["id"] for m in near(copy)] == ["a"]
 
 
-@pytest.mark.parametrize("linger", [1.0, 3.0])
+@pytest.mark.parametrize("linger", [2.0, 4.0])
 def test_an_idle_index_waits_for_the_items_that_follow_until_they_stop(
     tmp_path: Path, linger: float
 ) -> None:

@@ -8,6 +8,7 @@ import io
 import sys
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
+from enum import Enum
 from typing import IO, Annotated, Any
 
 import typer
@@ -17,6 +18,8 @@ from simhash_hbase.cli.options import (
     JsonOpt,
     PathsArg,
     RetainOpt,
+    SampleOpt,
+    ScanWorkersOpt,
     source_options,
     uses,
 )
@@ -28,10 +31,12 @@ from simhash_hbase.cli.render import (
     echo_json,
     err,
     error,
+    estimated,
     group,
     note,
     print_missing,
     print_skips,
+    region_progress,
     skip_json,
     table,
 )
@@ -42,13 +47,46 @@ from simhash_hbase.jobs.idf import build_idf_file
 from simhash_hbase.jobs.ingest import check_output
 from simhash_hbase.jobs.migrate import migrate
 from simhash_hbase.jobs.remove import RemoveSummary, chosen, id_lines, remove_ids
+from simhash_hbase.jobs.schema import existing_schema
 from simhash_hbase.jobs.verify import verify
+from simhash_hbase.layout.plan import parse_count, plan
+from simhash_hbase.layout.scheme import DEFAULT_SCHEME, get_scheme
 from simhash_hbase.records import parse_time
-from simhash_hbase.store.hbase.tables import shell_script
+from simhash_hbase.store.hbase.tables import Sizing, shell_script
 from simhash_hbase.text.readers import SourceOptions, check_paths
 
 RepairOpt = Annotated[bool, typer.Option(metavar="", help="Fix what is found and report counts.")]
-PrefixOpt = Annotated[str, typer.Option(metavar="NAME", help="Table name prefix.")]
+PrefixOpt = Annotated[
+    str, typer.Option(metavar="NAME", help="Table name prefix (NS:NAME: in HBase namespace NS).")
+]
+
+
+class Layout(str, Enum):
+    rows = "rows"
+    buckets = "buckets"
+
+
+LayoutOpt = Annotated[
+    Layout, typer.Option(help="The index table's layout: rows (Thrift1) or buckets (Thrift2).")
+]
+SchemeOpt = Annotated[
+    str | None,
+    typer.Option(metavar="NAME", help="The rows' scheme (default: the plan's, else 5x10)."),
+]
+PlanOpt = Annotated[
+    str | None,
+    typer.Option("--plan", metavar="N", help="Split as `shdb plan` plans for N documents."),
+]
+DocsSampleOpt = Annotated[
+    str | None,
+    typer.Option(metavar="FILE", help="With --plan: split the docs table at these ids' quantiles."),
+]
+SchemaIndexOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--index", "-i", metavar="URL", help="Describe this HBase index's tables as they are."
+    ),
+]
 TableOutputOpt = Annotated[
     str, typer.Option("--output", "-o", metavar="FILE", help="Where to write the table.")
 ]
@@ -205,19 +243,29 @@ def open_ids(name: str) -> Iterator[IO[str]]:
         yield f
 
 
-def verify_cmd(index: IndexOpt = None, repair: RepairOpt = False, as_json: JsonOpt = False) -> None:
-    """Check that every document has all its index rows and no row is stale.
+def verify_cmd(
+    index: IndexOpt = None,
+    repair: RepairOpt = False,
+    workers: ScanWorkersOpt = 1,
+    sample: SampleOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Check that every document has all its index rows and no row is stale; with
+    --sample, in a fraction of the regions, by point reads (docs/hbase.md, "verify
+    and stats at a billion documents").
 
     Exit 0 when clean (or repaired), 1 when problems were found and left alone.
     """
     with SimhashIndex.open(index, create=False, readonly=not repair) as ix:
-        report = verify(ix, repair=repair)
-    fields = {k: v for k, v in dataclasses.asdict(report).items() if k != "examples"}
+        report = verify(ix, repair=repair, workers=workers, sample=sample, progress=region_progress)
+    skip = {"examples", "estimates"}
+    fields = {k: v for k, v in dataclasses.asdict(report).items() if k not in skip}
     fields["clean"] = report.clean
     if as_json:
-        echo_json({**fields, "examples": report.examples})
+        echo_json({**fields, "estimates": report.estimates, "examples": report.examples})
     else:
-        table(("check", "value"), fields.items())
+        estimates = [(f"estimated {k}", estimated(v)) for k, v in report.estimates.items()]
+        table(("check", "value"), [*fields.items(), *estimates])
         for example in report.examples:
             note(f"  {example}")
     if not report.clean and not report.repaired:
@@ -279,13 +327,41 @@ def _merge_note(done: int, parts: int, moved: int) -> None:
     note(f"compact: part {done} of {parts}, {moved:,} cells moved")
 
 
-def schema_cmd(prefix: PrefixOpt = "shdb", retain: RetainOpt = None) -> None:
+def schema_cmd(
+    prefix: PrefixOpt = "shdb",
+    layout: LayoutOpt = Layout.rows,
+    scheme: SchemeOpt = None,
+    plan_documents: PlanOpt = None,
+    docs_sample: DocsSampleOpt = None,
+    index: SchemaIndexOpt = None,
+    retain: RetainOpt = None,
+) -> None:
     """Print the hbase shell script that creates the tables exactly as
     schema/hbase-tables.json defines them (the repository's schema/ folder, installed
-    as the package simhash_hbase.schema); schema/hbase-tables.hbase is its output
-    for the prefix shdb. --retain: the TTL of a retained index's index and docs tables
-    (then create the index with the same --retain)."""
-    typer.echo(shell_script(prefix, retain), nl=False)
+    as the package simhash_hbase.schema), with what their row keys hold;
+    schema/hbase-tables.hbase is its output for the prefix shdb. --plan N: split as
+    planned for N documents; --index URL: those of an existing HBase index. --retain:
+    the TTL of a retained index's index and docs tables (then create the index with
+    the same --retain)."""
+    if index is not None:
+        typer.echo(existing_schema(index), nl=False)
+        return
+    if docs_sample is not None and plan_documents is None:
+        raise InvalidInput("--docs-sample splits the regions of --plan N: add --plan")
+    expected = None if plan_documents is None else parse_count(plan_documents)
+    if scheme is None:  # that of the plan, else the default
+        best = plan(expected)[1] if expected is not None else None
+        scheme = best.scheme if best is not None else DEFAULT_SCHEME
+    get_scheme(scheme)  # a known one
+    sizing, notes = Sizing.of(expected, docs_sample, scheme), []
+    if expected is not None:
+        regions = ", ".join(f"{t} {n}" for t, n in sizing.regions().items())
+        notes = [f"regions planned for {expected:,} documents (shdb plan): {regions}"]
+    buckets = layout == Layout.buckets
+    script = shell_script(
+        prefix, retain, buckets=buckets, scheme=scheme, splits=sizing.splits, notes=notes
+    )
+    typer.echo(script, nl=False)
 
 
 idf_app = group("IDF tables for your own domain.")

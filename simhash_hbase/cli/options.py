@@ -268,6 +268,19 @@ MaxBytesOpt = Annotated[
     ),
 ]
 WorkersOpt = Annotated[int, typer.Option(metavar="N", help="Fingerprinting processes.")]
+ScanWorkersOpt = Annotated[
+    int,
+    typer.Option(
+        "--workers", metavar="N", help="Regions read at once, each on its own connection (HBase)."
+    ),
+]
+SampleOpt = Annotated[
+    float | None,
+    typer.Option(
+        metavar="F",
+        help="Read a random fraction F of the regions and extrapolate, with a 95 % bound.",
+    ),
+]
 StoreTextOpt = Annotated[bool, typer.Option(metavar="", help="Keep the text in the docs table.")]
 FingerprintsOpt = Annotated[
     bool,

@@ -10,7 +10,7 @@ import typer
 
 from simhash_hbase.cli.options import JsonOpt, KOpt
 from simhash_hbase.cli.render import echo_json, note, table
-from simhash_hbase.jobs.plan import (
+from simhash_hbase.layout.plan import (
     DEFAULT_MAX_CANDIDATES,
     ROW_COSTS,
     parse_count,
@@ -75,7 +75,7 @@ def plan_cmd(
         )
     else:
         header = ("scheme", "candidates/query", "band candidates", "rows/doc", "bytes/doc",
-                  "index size", "regions", "round trips / rows read")  # fmt: skip
+                  "index size", "regions (index + docs)", "round trips / rows read")  # fmt: skip
         table(header, table_rows(plans))
         if splits and best is not None:
             for key in best.split_points:

@@ -14,6 +14,8 @@ from simhash_hbase.cli.options import (
     KOpt,
     LimitOpt,
     QueryProbesOpt,
+    SampleOpt,
+    ScanWorkersOpt,
     SimilarityOpt,
     TextInput,
     fingerprint_settings,
@@ -24,15 +26,18 @@ from simhash_hbase.cli.options import (
 from simhash_hbase.cli.render import (
     EXIT_NO_MATCH,
     echo_json,
+    estimated,
     note,
     predicate,
     print_missing,
+    region_progress,
     table,
 )
 from simhash_hbase.errors import InvalidInput
 from simhash_hbase.fingerprint.probes import DEFAULT_QUERY_PROBES
 from simhash_hbase.fingerprint.simhash import Fingerprinter, FingerprintParams
 from simhash_hbase.index.client import DEFAULT_K, SimhashIndex
+from simhash_hbase.jobs.census import count
 from simhash_hbase.layout.window import Window
 from simhash_hbase.records import (
     DEFAULT_LIMIT,
@@ -139,14 +144,26 @@ def fingerprint_cmd(
         table(("weight", "term"), ((f"{w:.3f}", t) for t, w in weighted))
 
 
-def stats_cmd(index: IndexOpt = None, as_json: JsonOpt = False) -> None:
-    """Documents, index cells, disk use and the settings of an index."""
+def stats_cmd(
+    index: IndexOpt = None,
+    workers: ScanWorkersOpt = 1,
+    sample: SampleOpt = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Documents, index cells, disk use and the settings of an index. With --workers
+    or --sample, documents and cells are counted region by region (docs/hbase.md)."""
+    regions = workers > 1 or sample is not None
     with SimhashIndex.open(index, readonly=True) as ix:
-        stats = ix.stats()
+        stats = ix.stats(counts=not regions)
+        if regions:
+            counts = count(ix, workers=workers, sample=sample, progress=region_progress)
+            stats.update(counts.to_json(), counted_by="region by region (shdb stats --workers)")
     if as_json:
         echo_json(stats, indent=2)
         return
     flat = {k: v for k, v in stats.items() if not isinstance(v, dict)}
+    flat.update({k: estimated(v) for k, v in stats.items() if k in ("documents", "index_cells")})
+    flat.update({f"pieces_read.{k}": v for k, v in stats.get("pieces_read", {}).items()})
     flat.update({f"fingerprint.{k}": v for k, v in stats.get("fingerprint", {}).items()})
     table(("stat", "value"), flat.items())
 

@@ -250,6 +250,22 @@ def new_index(url: str) -> None:
     note(f"shdb: created a new, empty index at {url}")
 
 
+def estimated(value: Any) -> Any:
+    """A count, or an extrapolated one (``{"estimate", "bound_95"}``) as ``N ± B``."""
+    if isinstance(value, dict) and "estimate" in value and value["bound_95"] is None:
+        return f"{value['estimate']:,} (sampled, nothing seen: no bound; sample more)"
+    if isinstance(value, dict) and "estimate" in value:
+        return f"{value['estimate']:,} ± {value['bound_95']:,} (95 %, sampled)"
+    if isinstance(value, dict):
+        return ", ".join(f"{k}: {v}" for k, v in value.items())
+    return value
+
+
+def region_progress(table: str, done: int, ranges: int) -> None:
+    """A line on stderr per region read of a long scan (`stats`, `verify`)."""
+    note(f"{table}: {done} of {ranges} regions read")
+
+
 def note(text: str) -> None:
     """A line for the person at the terminal (stderr), printed as is: through rich's
     console once one exists (a progress bar may be live on stderr), else plainly, so a

@@ -72,9 +72,12 @@ from simhash_hbase.records import (
     parse_time,
 )
 from simhash_hbase.store import IndexCell, Store, open_store
+from simhash_hbase.store.base import WHOLE, KeyRange
 from simhash_hbase.text.extract import check_query_text, to_text
 
 DEFAULT_K = 3
+OnCorrupt = Callable[[str, StoreCorrupt], None] | None
+DocStream = Iterator[Document]  # documents read in order, as a scan gives them
 # How many times this process has forked: an index opened before a fork refuses
 # to be used in the child (see SimhashIndex._store).
 _FORKS = [0]
@@ -492,16 +495,16 @@ class SimhashIndex(_Upkeep, _Judged):
             codec.encode_doc_id(doc_id)
         return self._store.get_docs(doc_ids)
 
-    def documents(
-        self, on_corrupt: Callable[[str, StoreCorrupt], None] | None = None
-    ) -> Iterator[Document]:
-        """Every document, in id byte order; a damaged docs row raises, or goes to
-        ``on_corrupt(id, error)`` (:class:`StoreCorrupt`) and is skipped."""
-        return self._store.iter_docs(on_corrupt)
+    def documents(self, on_corrupt: OnCorrupt = None, key_range: KeyRange = WHOLE) -> DocStream:
+        """Every document (of ``key_range``: :meth:`key_ranges`), in id order; a damaged row
+        raises, or goes to ``on_corrupt(id, error)`` (:class:`StoreCorrupt`) and is skipped."""
+        return self._store.iter_docs(on_corrupt, key_range)
 
-    def index_cells(self) -> Iterator[IndexCell]:
-        """Every index cell, in row key order."""
-        return self._store.iter_index()
+    def index_cells(self, key_range: KeyRange = WHOLE) -> Iterator[IndexCell]:
+        return self._store.iter_index(key_range)  # in row key order
+
+    def key_ranges(self, table: str) -> list[KeyRange] | None:
+        return self._store.key_ranges(table)  # docs or index: HBase's regions
 
     def query(
         self, text: str, k: int = DEFAULT_K, *, probes: int = 0, limit: int | None = DEFAULT_LIMIT
@@ -575,8 +578,8 @@ class SimhashIndex(_Upkeep, _Judged):
         """Every cell the pigeonhole scans of each fingerprint find (unfiltered)."""
         return self._store.scan_prefixes_many(self._finder.prefixes(fps))
 
-    def stats(self) -> dict[str, Any]:
-        stats, scheme = self._store.stats(), self.scheme
+    def stats(self, counts: bool = True) -> dict[str, Any]:
+        stats, scheme = self._store.stats(counts), self.scheme
         docs = stats.get("documents") or 0
         stats.update(scheme=scheme.name, rows_per_fingerprint=scheme.rows_per_fingerprint)
         stats.update(exact_for_k=scheme.k, fingerprint=self.manifest["fingerprint"])

@@ -527,8 +527,8 @@ class NearDuplicatePipeline:
         nothing of a request holding an item it refuses (:class:`BatchRefused`), so
         the others are sent again without it and get their true answers."""
         assert self._index is not None
-        within = self.settings.within
-        index = self._index.within(None if within is None else Window.last(within))
+        within = self.settings.within  # counted back from this batch
+        index = self._index if within is None else self._index.within(Window.last(within))
         results: list[Answer] = []
         for fmt, run in groupby(batch, key=lambda p: p.fmt):
             send = partial(index.check_and_add_texts, fmt=fmt, limit=self.settings.limit)

@@ -94,7 +94,8 @@ def _migrate_hbase(source: str, target: str) -> int:
                 for i in range(int(record["parts"])):
                     new.put_meta(f"{name}/{i}", held.get_meta(f"{name}/{i}") or {})
                 new.put_meta(name, record)
-            manifest = {k: v for k, v in old.manifest.items() if k != "hbase_index"}
+            store_made = ("hbase_index", "hbase_plan")  # the new store says its own
+            manifest = {k: v for k, v in old.manifest.items() if k not in store_made}
             manifest["format_version"] = FORMAT_VERSION
             new.put_meta_if_absent(MANIFEST, manifest | new.manifest_entries())
         copied = 0

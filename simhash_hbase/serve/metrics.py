@@ -5,12 +5,17 @@ from __future__ import annotations
 import random
 import time
 from collections import deque
+from collections.abc import Iterator
+from itertools import accumulate
 from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily, Metric
+from prometheus_client.registry import Collector
 
 from simhash_hbase.errors import ShdbError
 from simhash_hbase.serve.worker import Observer
+from simhash_hbase.store.hbase.metrics import GATEWAY_STATS, LATENCY_BUCKETS, GatewayStats
 
 _LATENCY = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)
 _SIZES = (1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000)
@@ -59,6 +64,34 @@ def _quantile(ordered: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] if ordered else 0.0
 
 
+class GatewayCollector(Collector):
+    """The HBase gateways' client-side figures (:mod:`simhash_hbase.store.hbase.metrics`),
+    read at each scrape: none until an HBase store made a call."""
+
+    def __init__(self, stats: GatewayStats = GATEWAY_STATS) -> None:
+        self._stats = stats
+
+    def collect(self) -> Iterator[Metric]:
+        snapshot = self._stats.snapshot()
+        seconds = HistogramMetricFamily(
+            "shdb_hbase_call_seconds", "HBase gateway call latency", labels=["gateway"]
+        )
+        retries = CounterMetricFamily(
+            "shdb_hbase_retries", "HBase gateway calls tried again", labels=["gateway"]
+        )
+        errors = CounterMetricFamily(
+            "shdb_hbase_errors", "HBase gateway failures, by kind", labels=["gateway", "kind"]
+        )
+        for gateway, figures in sorted(snapshot.items()):
+            bounds = [str(b) for b in LATENCY_BUCKETS] + ["+Inf"]
+            counts = list(accumulate(figures.buckets))
+            seconds.add_metric([gateway], list(zip(bounds, counts)), figures.seconds)
+            retries.add_metric([gateway], figures.retries)
+            for kind, count in sorted(figures.errors.items()):
+                errors.add_metric([gateway, kind], count)
+        yield from (seconds, retries, errors)
+
+
 class Metrics(Observer):
     """Requests, latencies, batch sizes, documents, commits and store errors."""
 
@@ -88,6 +121,7 @@ class Metrics(Observer):
             "shdb_store_errors", "Store operations that failed", ["kind"], registry=r
         )
         self.recent = Recent()
+        r.register(GatewayCollector())
 
     def request(self, endpoint: str, status: int, seconds: float) -> None:
         self.requests.labels(endpoint, str(status)).inc()

@@ -43,6 +43,17 @@ class CellBlock:
         return zip(rows.tolist(), ids)
 
 
+#: A range of a table's row keys: (start, inclusive; stop, exclusive); ``b""`` leaves
+#: that end open.
+KeyRange = tuple[bytes, bytes]
+WHOLE: KeyRange = (b"", b"")
+
+
+#: What a store's ``iter_docs`` is given for damaged rows, and what it yields.
+OnCorrupt = Callable[[str, StoreCorrupt], None] | None
+DocStream = Iterator[Document]
+
+
 #: The index cells of documents (a store needs them to undo a lost claim).
 CellsOf = Callable[[Sequence[Document]], Iterable[IndexCell]]
 
@@ -192,9 +203,30 @@ class Store(Maintenance, Protocol):
         ...
 
     def iter_docs(
-        self, on_corrupt: Callable[[str, StoreCorrupt], None] | None = None
+        self,
+        on_corrupt: Callable[[str, StoreCorrupt], None] | None = None,
+        key_range: KeyRange = WHOLE,
     ) -> Iterator[Document]:
-        """Every document; a damaged row raises, or goes to ``on_corrupt(id, error)``."""
+        """Every document (whose docs key, the encoded id, is in ``key_range``, one of
+        :meth:`key_ranges`: a store that has none is only given :data:`WHOLE`); a
+        damaged row raises, or goes to ``on_corrupt(id, error)``."""
+        ...
+
+    def iter_index(self, key_range: KeyRange = WHOLE) -> Iterator[IndexCell]:
+        """Every index cell (whose row key is in ``key_range``), in row key order."""
+        ...
+
+    def key_ranges(self, table: str) -> list[KeyRange] | None:
+        """``table``'s keys (``docs`` or ``index``) cut into ranges that can be read
+        apart and at once, in key order, covering every key: HBase's regions (each
+        scanned on its own connection). None: the table is read in one pass only (the
+        embedded store: its keys are not held in id or row-key order, so a range
+        would be a filter over a whole pass)."""
+        ...
+
+    def stats(self, counts: bool = True) -> dict[str, Any]:
+        """What the store holds; ``counts=False``: without the counts that take a
+        scan (HBase's: None; `shdb stats` then counts region by region)."""
         ...
 
     def due(self, before: int, limit: int) -> list[str]:
@@ -203,8 +235,6 @@ class Store(Maintenance, Protocol):
         an index without one: none), HBase's from a scan of its docs."""
         ...
 
-    def iter_index(self) -> Iterator[IndexCell]: ...
-    def stats(self) -> dict[str, Any]: ...
     def close(self) -> None: ...
     def __enter__(self) -> Store: ...
     def __exit__(self, *exc: object) -> None: ...

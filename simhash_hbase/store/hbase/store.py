@@ -14,7 +14,6 @@ import bisect
 import logging
 import os
 import random
-import threading
 import time
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -30,15 +29,30 @@ from simhash_hbase.errors import (
 )
 from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
-from simhash_hbase.store.base import CellBlock, CellsOf, IndexCell, oldest_before
+from simhash_hbase.store.base import (
+    WHOLE,
+    CellBlock,
+    CellsOf,
+    IndexCell,
+    KeyRange,
+    oldest_before,
+)
 from simhash_hbase.store.hbase import tables as hbase_tables
+from simhash_hbase.store.hbase.clock import CLOCK
+from simhash_hbase.store.hbase.connect import Gateways
+from simhash_hbase.store.hbase.create import create_tables
+from simhash_hbase.store.hbase.metrics import GATEWAY_STATS
+from simhash_hbase.store.hbase.owners import INTENT_AT, NONCE_BYTES, owner_token, unfinished
 from simhash_hbase.store.hbase.settings import (
     BUCKETS,
     DEFAULT_POOL,
-    DEFAULT_PORT,
     DEFAULT_PREFIX,
+    DEFAULT_RETRIES,
     DEFAULT_TIMEOUT_MS,
+    PLAIN,
     ROWS,
+    Gateway,
+    Wire,
     layout_of,
     parse_url,
 )
@@ -82,38 +96,7 @@ _DOC_COLUMNS = (
 )
 _INDEX_FAMILY = b"d:"
 _OWNER = codec.COL_OWNER
-_NONCE_BYTES = 8
-_INTENT_AT = 8 + _NONCE_BYTES  # an owner token: stamp, nonce, then the version it writes
 _CLAIM_TRIES = 64  # rounds of claims lost to other writers before a batch gives up
-
-
-class _Clock:
-    """Strictly increasing millisecond timestamps for this process.
-
-    HBase quirk: a delete at timestamp T masks every put at <= T, even one sent
-    later. Deletes therefore get T and the puts that follow get T+1, and no two
-    batches share a timestamp, so a remove-then-re-add in one millisecond works.
-    Across writers the clock is a Lamport clock: a batch's pair is above every
-    owner token it read (:meth:`_HBaseBatch.claim_docs`).
-    """
-
-    def __init__(self) -> None:
-        self._last = 0
-        self._lock = threading.Lock()
-
-    def observe(self, ts: int) -> None:
-        """A timestamp another writer used: the pairs after this exceed it."""
-        with self._lock:
-            self._last = max(self._last, ts)
-
-    def pair(self) -> tuple[int, int]:
-        with self._lock:
-            t = max(int(time.time() * 1000), self._last + 1)
-            self._last = t + 1
-            return t, t + 1
-
-
-_clock = _Clock()
 
 
 class _HBaseBatch:
@@ -132,7 +115,7 @@ class _HBaseBatch:
         self._doc_deletes: dict[bytes, list[bytes]] = {}
         self._pending = 0
         self._stamps: tuple[int, int] | None = None  # (deletes, puts) of every flush
-        self._nonce = os.urandom(_NONCE_BYTES)
+        self._nonce = os.urandom(NONCE_BYTES)
         self._flushed = False
         # Rows no writer had ever claimed, read empty: no columns to delete from them
         # (a later claimant writes above this batch anyway).
@@ -140,7 +123,7 @@ class _HBaseBatch:
 
     def stamps(self) -> tuple[int, int]:
         if self._stamps is None:
-            self._stamps = _clock.pair()
+            self._stamps = CLOCK.pair()
         return self._stamps
 
     def claim_docs(
@@ -168,7 +151,7 @@ class _HBaseBatch:
                 expected.update(mine)
             stamp = self.stamps()[1]
             items = [
-                (key, want, _token(stamp, self._nonce, intents[ids[key]]))
+                (key, want, owner_token(stamp, self._nonce, intents[ids[key]]))
                 for key, want in expected.items()
             ]
             won = self._store.transport.check_and_put(self._store.tables["docs"], _OWNER, items)
@@ -183,10 +166,10 @@ class _HBaseBatch:
                 mine[key] = token
                 if want is None and held[key] is None:
                     self._fresh.add(key)
-                elif want is not None and want[8:_INTENT_AT] != self._nonce:
+                elif want is not None and want[8:INTENT_AT] != self._nonce:
                     replaced.append((ids[key], want))
             if not unread:
-                self.delete_index(cells_of(_unfinished(replaced, intents, held)))
+                self.delete_index(cells_of(unfinished(replaced, intents, held)))
                 return {doc.doc_id: doc for doc in held.values() if doc is not None}
             time.sleep(random.uniform(0, 0.001 * (attempt + 1)))
         raise StoreError(
@@ -198,13 +181,13 @@ class _HBaseBatch:
     def _restamp(self, expected: dict[bytes, bytes | None]) -> bool:
         """Take the batch's timestamp pair above every other writer's token read;
         True if it replaced a pair already used in tokens."""
-        seen = [t for t in expected.values() if t is not None and t[8:_INTENT_AT] != self._nonce]
+        seen = [t for t in expected.values() if t is not None and t[8:INTENT_AT] != self._nonce]
         newest = max((int.from_bytes(t[:8], "big") for t in seen), default=0)
         if self._stamps is not None and newest < self._stamps[0]:
             return False
         used = self._stamps is not None
-        _clock.observe(newest)
-        self._stamps = _clock.pair()
+        CLOCK.observe(newest)
+        self._stamps = CLOCK.pair()
         return used
 
     def get_docs(self, doc_ids: Sequence[str]) -> dict[str, Document]:
@@ -294,32 +277,34 @@ class HBaseStore:
 
     def __init__(
         self,
-        host: str,
-        port: int = DEFAULT_PORT,
+        gateways: Sequence[Gateway],
         *,
         prefix: str = DEFAULT_PREFIX,
         pool: int = DEFAULT_POOL,
         timeout: int = DEFAULT_TIMEOUT_MS,
+        retries: int = DEFAULT_RETRIES,
         api: str | None = None,
         layout: str | None = None,
+        wire: Wire = PLAIN,
+        expect: int | None = None,
+        docs_sample: str | None = None,
         create: bool = True,
         retain: int | None = None,
     ) -> None:
-        self.host, self.port, self.prefix = host, port, prefix
+        self.prefix = prefix
+        self._sizing, self._created = hbase_tables.Sizing.of(expect, docs_sample), False
         self._hot: dict[bytes, bytes] = {}  # see _read_buckets
         self._run = RunLocks(lambda key: LeaseLock(self, f"run-lock/{key}"))  # one job a key
         self._section = LeaseSection(self)  # one batch's lookups and write at a time
-        self.url = f"hbase://{host}:{port}?prefix={prefix}" + (f"&api={api}" if api else "")
+        hosts = ",".join(str(g) for g in gateways)
+        self.url = f"hbase://{hosts}?prefix={prefix}{f'&api={api}' if api else ''}{wire.query()}"
         self.tables = {t: hbase_tables.table_name(prefix, t).encode() for t in hbase_tables.TABLES}
-        where = f"HBase at {host}:{port}"
-        self._where, self._timeout = where, timeout
+        self._gateways = Gateways(gateways, wire, timeout, self.url, GATEWAY_STATS)
         if api is None:
-            with first_contact(where, host, port, timeout):
-                api = gateway_api(host, port, timeout, where)
+            with first_contact(self._gateways):
+                api = gateway_api(self._gateways)
         transport_class = Thrift2Transport if api == "thrift2" else Thrift1Transport
-        self.transport: Transport = transport_class(
-            host, port, pool=pool, timeout=timeout, where=where
-        )
+        self.transport: Transport = transport_class(self._gateways, pool=pool, retries=retries)
         if layout == BUCKETS and api == "thrift1":
             self.close()
             raise InvalidIndexUrl(
@@ -358,7 +343,8 @@ class HBaseStore:
         layout, unless asked for, is warned about: the index keeps it for good)."""
         if self.layout == ROWS and not self._rows_asked:
             log.warning(SLOW_LAYOUT, self.url)
-        return dict(_BUCKET_MANIFEST) if self.layout == BUCKETS else {}
+        sized = self._sizing.manifest() if self._created else {}
+        return (dict(_BUCKET_MANIFEST) if self.layout == BUCKETS else {}) | sized
 
     def adopt(self, manifest: dict[str, Any]) -> None:
         """Take the layout the index's manifest records (rows unless it says buckets)."""
@@ -373,13 +359,13 @@ class HBaseStore:
     # -- tables ---------------------------------------------------------------
     def _ensure_tables(self, create: bool, ttl: int | None) -> None:
         # with api given, this is the first call: is a gateway there at all?
-        with first_contact(self._where, self.host, self.port, self._timeout):
+        with first_contact(self._gateways):
             existing = self.transport.table_names()
         missing = [t for t, name in self.tables.items() if name not in existing]
         if create:
-            for table in missing:  # meta last: its presence marks a complete index
-                schema = "index_buckets" if table == "index" and self.layout == BUCKETS else table
-                self.transport.create_table(self.tables[table], schema, ttl)
+            create_tables(self.transport, self.tables, missing, prefix=self.prefix, ttl=ttl,
+                          layout=self.layout, sizing=self._sizing, url=self.url)  # fmt: skip
+            self._created = bool(missing)
         elif "meta" in missing:
             raise IndexNotFound(self.url)
         elif missing:
@@ -396,7 +382,7 @@ class HBaseStore:
 
     def put_meta(self, name: str, value: dict[str, Any]) -> None:
         cells = [(_META_COL, codec.encode_json(value))]
-        self.transport.mutate(self.tables["meta"], {name.encode(): cells}, {}, _clock.pair()[1])
+        self.transport.mutate(self.tables["meta"], {name.encode(): cells}, {}, CLOCK.pair()[1])
 
     def put_meta_if_absent(self, name: str, value: dict[str, Any]) -> dict[str, Any]:
         (written,) = self.transport.check_and_put(
@@ -427,7 +413,7 @@ class HBaseStore:
 
     def delete_meta(self, name: str) -> None:
         self.transport.mutate(
-            self.tables["meta"], {}, {name.encode(): [_META_COL]}, _clock.pair()[0]
+            self.tables["meta"], {}, {name.encode(): [_META_COL]}, CLOCK.pair()[0]
         )
 
     def write_section(self) -> AbstractContextManager[None]:
@@ -634,21 +620,28 @@ class HBaseStore:
         a lower bound."""
         return None
 
-    def _scan_all(self, table: str, keys_only: bool) -> Iterator[Row]:
+    def _scan_all(self, table: str, keys_only: bool, key_range: KeyRange = WHOLE) -> Iterator[Row]:
         # One scanner per page (restarting after the last row), so a slow
         # consumer never holds a scanner past its lease.
-        name, start = self.tables[table], b""
+        name, (start, stop) = self.tables[table], key_range
         while True:
-            rows = self.transport.scan_page(name, start, _SCAN_ROWS, keys_only)
+            rows = self.transport.scan_page(name, start, _SCAN_ROWS, keys_only, stop)
             yield from rows
             if len(rows) < _SCAN_ROWS:
                 return
             start = rows[-1][0] + b"\x00"
 
+    def key_ranges(self, table: str) -> list[KeyRange]:
+        """The table's regions, as the gateway locates them now."""
+        starts = sorted(set(self.transport.region_starts(self.tables[table])) | {b""})
+        return list(zip(starts, [*starts[1:], b""]))
+
     def iter_docs(
-        self, on_corrupt: Callable[[str, StoreCorrupt], None] | None = None
+        self,
+        on_corrupt: Callable[[str, StoreCorrupt], None] | None = None,
+        key_range: KeyRange = WHOLE,
     ) -> Iterator[Document]:
-        for row in self._scan_all("docs", keys_only=False):
+        for row in self._scan_all("docs", False, key_range):
             try:
                 doc = _doc_of(row)
             except StoreCorrupt as exc:
@@ -663,17 +656,19 @@ class HBaseStore:
         """A scan of the docs: the TTL expires the rest (docs/hbase.md, "Retention")."""
         return oldest_before(self.iter_docs(), before, limit)
 
-    def iter_index(self) -> Iterator[IndexCell]:
-        for key, columns in self._scan_all("index", keys_only=True):
+    def iter_index(self, key_range: KeyRange = WHOLE) -> Iterator[IndexCell]:
+        for key, columns in self._scan_all("index", True, key_range):
             if self.layout == BUCKETS:
                 for column in sorted(columns):
                     yield codec.cell_of_bucket(key, column[len(_INDEX_FAMILY) :])
             else:
                 yield from _cells_of(key, columns)
 
-    def stats(self) -> dict[str, Any]:
-        docs = sum(1 for _, cols in self._scan_all("docs", keys_only=True) if _holds_doc(cols))
-        cells = sum(len(cols) for _, cols in self._scan_all("index", keys_only=True))
+    def stats(self, counts: bool = True) -> dict[str, Any]:
+        docs = cells = None
+        if counts:
+            docs = sum(1 for _, cols in self._scan_all("docs", keys_only=True) if _holds_doc(cols))
+            cells = sum(len(cols) for _, cols in self._scan_all("index", keys_only=True))
         return {
             "store": "hbase",
             "url": self.url,
@@ -681,7 +676,7 @@ class HBaseStore:
             "tables": {t: n.decode() for t, n in self.tables.items()},
             "documents": docs,
             "index_cells": cells,
-            "counted_by": "full keys-only scan (use HBase's RowCounter on big tables)",
+            "counted_by": "one keys-only scan (at scale: shdb stats --workers N or --sample F)",
         }
 
     def close(self) -> None:
@@ -759,41 +754,3 @@ def _doc_of(row: Row) -> Document | None:
     if not _holds_doc(columns):
         return None
     return codec.doc_from_columns(key.decode("utf-8"), columns)
-
-
-def _token(ts: int, nonce: bytes, doc: Document | None) -> bytes:
-    """An owner token: the owning batch's put timestamp and nonce, then the
-    fingerprint and band keys of the version it writes (none: a removal)."""
-    token = ts.to_bytes(8, "big") + nonce
-    if doc is not None:
-        token += codec.fingerprint_to_bytes(doc.fingerprint) + (doc.bands or b"")
-    return token
-
-
-def _unfinished(
-    replaced: list[tuple[str, bytes]],
-    intents: Mapping[str, Document | None],
-    held: dict[bytes, Document | None],
-) -> list[Document]:
-    """The versions named by the tokens a batch claimed over whose cells are not
-    dealt with otherwise: not the version held (the caller deletes its cells) nor
-    the one the batch writes (its cells are put again)."""
-    out = []
-    for doc_id, token in replaced:
-        doc = _intent(doc_id, token)
-        if doc is None:
-            continue
-        others = (intents[doc_id], held.get(codec.encode_doc_id(doc_id)))
-        if all(
-            o is None or (o.fingerprint, o.bands) != (doc.fingerprint, doc.bands) for o in others
-        ):
-            out.append(doc)
-    return out
-
-
-def _intent(doc_id: str, token: bytes) -> Document | None:
-    """The version an owner token says its batch writes (None: a removal)."""
-    if len(token) < _INTENT_AT + 8:
-        return None
-    fp = codec.fingerprint_from_bytes(token[_INTENT_AT : _INTENT_AT + 8])
-    return Document(doc_id, fp, bands=token[_INTENT_AT + 8 :] or None)

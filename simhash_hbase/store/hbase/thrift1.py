@@ -18,12 +18,12 @@ from importlib import resources
 from typing import Any, TypeVar
 
 import thriftpy2
-from thriftpy2.rpc import make_client
-from thriftpy2.thrift import TException
+from thriftpy2.thrift import TClient, TException
 
 from simhash_hbase.errors import ShdbError, StoreError
 from simhash_hbase.layout import codec
 from simhash_hbase.store.hbase import tables as hbase_tables
+from simhash_hbase.store.hbase.connect import Gateways
 from simhash_hbase.store.hbase.transport import (
     CHECK_AND_PUT_WIDTH,
     NETWORK_ERRORS,
@@ -49,16 +49,16 @@ _SCAN_ROWS = 1000  # rows per scannerGetList; a prefix rarely holds more than a 
 class Thrift1Transport:
     api = "thrift1"
 
-    def __init__(self, host: str, port: int, *, pool: int, timeout: int, where: str) -> None:
-        self._where = where  # "HBase at host:port", for messages
+    def __init__(self, gateways: Gateways, *, pool: int, retries: int) -> None:
+        self._where = gateways.where  # "HBase at host:port", for messages
 
-        def open_client() -> Any:
-            return make_client(_IDL.Hbase, host, port, timeout=timeout)
+        def make_client(protocol: Any) -> Any:
+            return TClient(_IDL.Hbase, protocol)
 
-        self._pool: ClientPool[Any] = ClientPool(open_client, lambda c: c.close(), pool)
+        self._pool: ClientPool[Any] = ClientPool(gateways, make_client, pool, retries)
         self._executor = ThreadPoolExecutor(max_workers=pool, thread_name_prefix="shdb-t1")
         self._cas_pool: ClientPool[Any] = ClientPool(
-            open_client, lambda c: c.close(), CHECK_AND_PUT_WIDTH
+            gateways, make_client, CHECK_AND_PUT_WIDTH, retries
         )
         self._cas_executor = ThreadPoolExecutor(CHECK_AND_PUT_WIDTH, thread_name_prefix="shdb-cas")
 
@@ -74,7 +74,14 @@ class Thrift1Transport:
     def table_names(self) -> set[bytes]:
         return set(self._call("list tables", lambda c: c.getTableNames()))
 
-    def create_table(self, name: bytes, table: str, ttl: int | None = None) -> None:
+    def create_namespace(self, name: str) -> None:
+        """Thrift1 has no namespace calls: creating a table in a namespace that does
+        not exist fails, and the store says to create it in the hbase shell."""
+
+    def create_table(
+        self, name: bytes, table: str, splits: Sequence[bytes], ttl: int | None = None
+    ) -> None:
+        """Thrift1 cannot split a new table: ``splits`` are left to `shdb schema`'s script."""
         descriptor = _IDL.ColumnDescriptor(**hbase_tables.thrift1_family_options(table, ttl))
 
         def create(client: Any) -> None:
@@ -181,9 +188,18 @@ class Thrift1Transport:
             if not result.done():  # a bug, not an HBase error: do not leave the caller hanging
                 result.set_exception(StoreError(f"scan of {prefix.hex()} failed; see the log"))
 
-    def scan_page(self, table: bytes, start: bytes, rows: int, keys_only: bool) -> list[Row]:
+    def region_starts(self, table: bytes) -> list[bytes]:
+        regions = self._call("locate regions", lambda c: c.getTableRegions(table))
+        return sorted(r.startKey or b"" for r in regions)
+
+    def scan_page(
+        self, table: bytes, start: bytes, rows: int, keys_only: bool, stop: bytes = b""
+    ) -> list[Row]:
         scan = _IDL.TScan(
-            startRow=start, caching=rows, filterString=_KEYS_ONLY if keys_only else None
+            startRow=start,
+            stopRow=stop or None,
+            caching=rows,
+            filterString=_KEYS_ONLY if keys_only else None,
         )
 
         def page(client: Any) -> list[Row]:

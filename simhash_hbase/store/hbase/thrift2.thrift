@@ -92,6 +92,11 @@ struct TColumnFamilyDescriptor {
   20: optional bool inMemory,
 }
 
+struct TNamespaceDescriptor {
+  1: required string name,
+  2: optional map<string, string> configuration,
+}
+
 struct TTableDescriptor {
   1: required TTableName tableName,
   2: optional list<TColumnFamilyDescriptor> columns,
@@ -127,5 +132,6 @@ service THBaseService {
   list<TTableName> getTableNamesByPattern(1: optional string regex,
                                           2: required bool includeSysTables)
     throws (1: TIOError io)
+  void createNamespace(1: required TNamespaceDescriptor namespaceDesc) throws (1: TIOError io)
   TThriftServerType getThriftServerType()
 }

@@ -11,16 +11,20 @@ from __future__ import annotations
 
 import logging
 import socket
+import ssl
 import threading
+import time
 from collections import deque
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from thriftpy2.thrift import TApplicationException, TException
 from thriftpy2.transport import TTransportException
 
 from simhash_hbase.errors import StoreClosed, StoreError, StoreUnavailable
+from simhash_hbase.store.hbase.connect import Gateways, tls_refusal
+from simhash_hbase.store.hbase.settings import Gateway
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +51,8 @@ CHECK_AND_PUT_WIDTH = 48
 
 #: Errors of a socket that could not be used; translated to StoreUnavailable.
 NETWORK_ERRORS = (TTransportException, socket.error)
+#: The pause before the second retry of a call (doubling after it; the first is at once).
+RETRY_PAUSE_S = 0.1
 
 
 class Transport(Protocol):
@@ -56,9 +62,16 @@ class Transport(Protocol):
 
     def table_names(self) -> set[bytes]: ...
 
-    def create_table(self, name: bytes, table: str, ttl: int | None = None) -> None:
-        """Create ``name`` as schema table ``table``; one that exists already is fine.
-        ``ttl``: its cells' time to live in seconds (a retained index's per-document tables)."""
+    def create_namespace(self, name: str) -> None:
+        """Create the HBase namespace ``name``; one that exists already is fine."""
+        ...
+
+    def create_table(
+        self, name: bytes, table: str, splits: Sequence[bytes], ttl: int | None = None
+    ) -> None:
+        """Create ``name`` as schema table ``table``, split at ``splits`` where the
+        protocol can; one that exists already is fine. ``ttl``: its cells' time to
+        live in seconds (a retained index's per-document tables)."""
         ...
 
     def get_rows(
@@ -99,8 +112,14 @@ class Transport(Protocol):
         applied by the region server: a wide row never crosses the wire whole)."""
         ...
 
-    def scan_page(self, table: bytes, start: bytes, rows: int, keys_only: bool) -> list[Row]:
-        """Up to ``rows`` rows from ``start`` on, in key order."""
+    def scan_page(
+        self, table: bytes, start: bytes, rows: int, keys_only: bool, stop: bytes = b""
+    ) -> list[Row]:
+        """Up to ``rows`` rows from ``start`` on (before ``stop``, unless empty), in key order."""
+        ...
+
+    def region_starts(self, table: bytes) -> list[bytes]:
+        """The start keys of ``table``'s regions, sorted (the first is ``b""``)."""
         ...
 
     def close(self) -> None: ...
@@ -121,6 +140,8 @@ def translate(
     """
     try:
         yield
+    except ssl.SSLError as exc:  # after the handshake: TLS 1.3 refuses a client certificate so
+        raise StoreUnavailable(tls_refusal(where, exc)) from exc
     except NETWORK_ERRORS as exc:
         raise StoreUnavailable(
             f"{where} is not reachable while trying to {action} ({exc})"
@@ -148,15 +169,18 @@ _PROBE = b"\x80\x01\x00\x01\x00\x00\x00\x13getThriftServerType\x00\x00\x00\x00\x
 
 
 @contextmanager
-def first_contact(where: str, host: str, port: int, timeout: int) -> Iterator[None]:
-    """The first exchange with ``host:port``, when a store opens: whatever fails in
+def first_contact(gateways: Gateways) -> Iterator[None]:
+    """The first exchange with a gateway, when a store opens: whatever fails in
     it is :class:`StoreUnavailable`, saying what answered when it was not an HBase
     Thrift gateway (HTTP, TLS, other bytes, a close, a reset, silence).
 
     Translated here, once, because a wrong port fails in the Thrift client's
     decoding in ways no call site can name; what answered is told by sending the
-    same first call again on a socket of our own and reading the reply's bytes.
+    same first call again on a socket of our own and reading the reply's bytes
+    (over HBase's default wire only: a TLS, framed or HTTP client's own error says
+    more than a plain probe could).
     """
+    where, timeout = gateways.where, gateways.timeout
     try:
         yield
     except Exception as exc:
@@ -168,19 +192,47 @@ def first_contact(where: str, host: str, port: int, timeout: int) -> Iterator[No
                 f"a busy gateway, or a server that is not a Thrift gateway ({GATEWAY_PORTS})",
                 answered="a silent server",
             ) from exc
-        answered, what = _identify(host, port, timeout)
+        if not gateways.wire.plain:
+            raise _wire_mismatch(gateways, exc) from exc
+        gateway = gateways.current
+        answered, what = _identify(gateway.host, gateway.port, timeout)
         if answered is None:  # nothing listens (or a gateway answered): the message stands
             if isinstance(exc, StoreUnavailable):
                 raise
             detail = (
                 str(exc)
                 if isinstance(exc, StoreError)
-                else (
-                    f"{where}: the reply is not an HBase gateway's ({_named(exc)}; {GATEWAY_PORTS})"
-                )
+                else f"{where}: the reply is not an HBase gateway's ({_named(exc)}; "
+                f"{GATEWAY_PORTS})"
             )
             raise StoreUnavailable(detail) from exc
         raise StoreUnavailable(f"{where}: {what}", answered=answered) from exc
+
+
+def _wire_mismatch(gateways: Gateways, exc: Exception) -> StoreUnavailable:
+    """A first call that failed over a URL's own wire (TLS, framed, HTTP, compact):
+    a TLS refusal or nothing listening says so itself; anything else answered in a
+    way this wire could not read, so the gateway is likely set otherwise."""
+    if (isinstance(exc, StoreUnavailable) and _in_chain(exc, ssl.SSLError)) or _refused(exc):
+        return exc if isinstance(exc, StoreUnavailable) else StoreUnavailable(str(exc))
+    said = str(exc) if isinstance(exc, StoreError) else f"{gateways.where}: {_named(exc)}"
+    return StoreUnavailable(
+        f"{said}; is the gateway set to this URL's transport, protocol and TLS "
+        "(transport=framed: hbase.regionserver.thrift.framed; transport=http: "
+        ".http; protocol=compact: .compact; tls=1: hbase.thrift.ssl.enabled, over http)?"
+    )
+
+
+def _refused(exc: BaseException) -> bool:
+    """Whether ``exc`` is a connection that could not open (nothing answered)."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError) or (
+            isinstance(seen, TTransportException) and seen.type == TTransportException.NOT_OPEN
+        ):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
 
 
 def _in_chain(exc: BaseException, kind: type[BaseException]) -> bool:
@@ -215,7 +267,8 @@ def _identify(host: str, port: int, timeout: int) -> tuple[str | None, str]:
     if not reply:
         return "a close", (
             "the server closed the connection without answering: not a Thrift gateway, or "
-            f"one set to the framed transport or compact protocol ({GATEWAY_PORTS})"
+            "one set to the framed transport or compact protocol (then say so in the index "
+            f"URL: transport=framed, protocol=compact) ({GATEWAY_PORTS})"
         )
     if reply.startswith(b"HTTP/"):
         status = reply.split(b"\r\n", 1)[0].decode("latin-1")
@@ -227,7 +280,8 @@ def _identify(host: str, port: int, timeout: int) -> tuple[str | None, str]:
     if reply[0] in (0x15, 0x16) and reply[1:2] == b"\x03":
         return "a TLS server", (
             "a TLS server answered (it expects an encrypted connection), not a plain "
-            f"Thrift gateway ({GATEWAY_PORTS})"
+            f"Thrift gateway ({GATEWAY_PORTS}); a gateway set to TLS takes tls=1 and "
+            "ca=PATH in the index URL"
         )
     if reply.startswith(b"\x80\x01"):  # a gateway (of the other protocol?): its error says
         return None, ""
@@ -251,49 +305,68 @@ def is_dropped(exc: BaseException) -> bool:
 
 
 class ClientPool(Generic[C]):
-    """Thrift clients, opened on demand and kept (up to ``size`` idle) for reuse.
+    """Thrift clients, opened on demand through :class:`~.connect.Gateways` (which
+    gateway, failover) and kept (up to ``size`` idle) for reuse.
 
     A client whose call failed in any way is closed, never reused: after a
     timeout or an error mid-message its socket is in an unknown state. A call
-    that failed because the server had dropped the connection (idle timeout,
-    gateway restart) is retried on another client, up to ``size`` times since
-    every idle client may be dead at once; a client that cannot even be
-    opened ends it at once. Every call made through here is idempotent (fixed
-    keys, explicit timestamps), so a retry never writes twice.
+    that failed on the network (a dropped connection: idle timeout, gateway
+    restart or death; a refused one; a timeout where another gateway can take
+    over) is tried again up to ``retries`` times, after closing every idle
+    client of the gateway that failed, the first time at once (a pooled
+    connection the gateway had dropped), then after a growing pause. Every call
+    made through here is idempotent (fixed keys, explicit timestamps), so a
+    retry never writes twice. Each attempt is reported to the gateways' observer.
     """
 
     def __init__(
-        self, open_client: Callable[[], C], close_client: Callable[[C], None], size: int
+        self,
+        gateways: Gateways,
+        make_client: Callable[[Any], C],
+        size: int,
+        retries: int,
     ) -> None:
-        self._open, self._close_client, self._size = open_client, close_client, size
-        self._idle: list[C] = []
+        self._gateways, self._make, self._size, self._retries = gateways, make_client, size, retries
+        self._idle: list[tuple[Gateway, C]] = []
         self._lock = threading.Lock()
         self._closed = False
+        #: The gateway of the connection whose call failed last, per thread.
+        self._failed = threading.local()
 
     def check_open(self, action: str) -> None:
         if self._closed:
             raise StoreClosed(f"cannot {action}: the HBase store was closed")
 
-    def _take(self) -> C:
+    def _take(self) -> tuple[Gateway, C]:
         with self._lock:
             if self._closed:
                 raise StoreClosed("the HBase store was closed")
             if self._idle:
                 return self._idle.pop()
-        return self._open()
+        gateway, protocol = self._gateways.connect()
+        return gateway, self._make(protocol)
 
-    def _give_back(self, client: C) -> None:
+    def _give_back(self, conn: tuple[Gateway, C]) -> None:
         with self._lock:
             if not self._closed and len(self._idle) < self._size:
-                self._idle.append(client)
+                self._idle.append(conn)
                 return
-        self._close_client(client)
+        _close(conn[1])
 
-    def _discard(self, client: C) -> None:
+    def _discard(self, conn: tuple[Gateway, C]) -> None:
+        self._failed.gateway = conn[0]
         try:
-            self._close_client(client)
+            _close(conn[1])
         except NETWORK_ERRORS as exc:  # closing a broken socket may fail too
             log.debug("closing a failed connection: %s", exc)
+
+    def _forget(self, gateway: Gateway) -> None:
+        """Close every idle client of ``gateway``: after one failed, the rest are suspect."""
+        with self._lock:
+            stale = [conn for conn in self._idle if conn[0] == gateway]
+            self._idle = [conn for conn in self._idle if conn[0] != gateway]
+        for conn in stale:
+            self._discard(conn)
 
     def call(self, action: str, fn: Callable[[C], T]) -> T:
         return self._retried(action, lambda: self._once(fn))
@@ -317,24 +390,55 @@ class ClientPool(Generic[C]):
         return self._retried(action, lambda: self._pipelined(jobs, send, receive))
 
     def _retried(self, action: str, attempt: Callable[[], T]) -> T:
-        for tries in range(self._size + 1):
+        gateways, observer = self._gateways, self._gateways.observer
+        for tries in range(self._retries + 1):
+            self._failed.gateway = None
+            started = time.monotonic()
             try:
-                return attempt()
+                result = attempt()
             except BaseException as exc:
-                if tries < self._size and is_dropped(exc):
-                    log.info("retrying %s after a dropped connection: %s", action, exc)
-                    continue
-                raise
+                gateway = self._failed.gateway or gateways.current
+                kind = _network_kind(exc)
+                if kind is None:
+                    if isinstance(exc, TException):
+                        observer.error(str(gateway), "call")
+                    raise
+                observer.error(str(gateway), kind)
+                if kind == "timeout" and len(gateways.all) == 1:
+                    # One gateway that timed out is busy (or waiting on HBase): asking
+                    # it again would only double the wait.
+                    raise StoreUnavailable(
+                        f"{gateways.where} did not answer within {gateways.timeout} ms while "
+                        f"trying to {action}: the gateway may still be waiting on HBase (its "
+                        "hbase.client.operation.timeout and hbase.client.retries.number, "
+                        'docs/hbase.md "Retries and timeouts"); give a larger timeout= in the '
+                        "index URL, or a second gateway to fail over to"
+                    ) from exc
+                if kind != "dropped" or tries > 0:  # one cut connection may be an idle cut
+                    gateways.failed(gateway)
+                self._forget(gateway)
+                if tries == self._retries:
+                    raise StoreUnavailable(
+                        f"{gateways.where} is not reachable while trying to {action} "
+                        f"(gateway {gateway}: {_named(exc)}; {tries + 1} attempts, "
+                        f"retries={self._retries} in the index URL)"
+                    ) from exc
+                observer.retry(str(gateway))
+                log.info("retrying %s after %s on %s: %s", action, kind, gateway, exc)
+                time.sleep(0 if tries == 0 and kind == "dropped" else RETRY_PAUSE_S * 2**tries)
+                continue
+            observer.call(str(self._gateways.current), time.monotonic() - started)
+            return result
         raise AssertionError("unreachable: the last attempt returns or raises")
 
     def _once(self, fn: Callable[[C], T]) -> T:
-        client = self._take()
+        conn = self._take()
         try:
-            result = fn(client)
+            result = fn(conn[1])
         except BaseException:
-            self._discard(client)
+            self._discard(conn)
             raise
-        self._give_back(client)
+        self._give_back(conn)
         return result
 
     def _pipelined(
@@ -345,24 +449,27 @@ class ClientPool(Generic[C]):
     ) -> list[T]:
         results: list[T] = []
         waiting = deque(jobs)
-        in_flight: deque[tuple[C, J]] = deque()  # sent, reply unread, in sending order
+        # sent, reply unread, in sending order
+        in_flight: deque[tuple[tuple[Gateway, C], J]] = deque()
         try:
             while waiting or in_flight:
                 while waiting and len(in_flight) < self._size:
                     in_flight.append((self._take(), waiting.popleft()))
-                    send(*in_flight[-1])
-                client, job = in_flight[0]
-                result, more = receive(client, job)
+                    send(in_flight[-1][0][1], in_flight[-1][1])
+                conn, job = in_flight[0]
+                result, more = receive(conn[1], job)
                 in_flight.popleft()
                 results.append(result)
                 if more is None:
-                    self._give_back(client)
+                    self._give_back(conn)
                 else:
-                    in_flight.append((client, more))
-                    send(client, more)
+                    in_flight.append((conn, more))
+                    send(conn[1], more)
         except BaseException:
-            for client, _ in in_flight:
-                self._discard(client)
+            failed = in_flight[0][0] if in_flight else None
+            for conn, _ in in_flight:
+                self._discard(conn)
+            self._failed.gateway = failed[0] if failed else None
             raise
         return results
 
@@ -370,5 +477,23 @@ class ClientPool(Generic[C]):
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []
-        for client in idle:
-            self._discard(client)
+        for conn in idle:
+            self._discard(conn)
+
+
+def _close(client: Any) -> None:
+    client.close()
+
+
+def _network_kind(exc: BaseException) -> str | None:
+    """How ``exc`` failed on the network (``dropped``, ``connect``, ``timeout``), or
+    None for what no retry mends: a server's answer, a TLS refusal, a bug."""
+    if is_dropped(exc):
+        return "dropped"
+    if isinstance(exc, TimeoutError) or (
+        isinstance(exc, TTransportException) and exc.type == TTransportException.TIMED_OUT
+    ):
+        return "timeout"
+    if isinstance(exc, NETWORK_ERRORS) and not isinstance(exc, ssl.SSLError):
+        return "connect"
+    return None

@@ -26,7 +26,7 @@ import tempfile
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from operator import itemgetter
 from pathlib import Path
@@ -43,7 +43,7 @@ from simhash_hbase.errors import (
 )
 from simhash_hbase.layout import codec
 from simhash_hbase.records import Document
-from simhash_hbase.store.base import CellBlock, IndexCell
+from simhash_hbase.store.base import WHOLE, CellBlock, DocStream, IndexCell, KeyRange, OnCorrupt
 from simhash_hbase.store.lmdb import free as lmdb_free
 from simhash_hbase.store.lmdb import pages, times
 from simhash_hbase.store.lmdb.cells import (
@@ -588,9 +588,8 @@ class EmbeddedStore:
         return int((self._env.info()["last_pgno"] + 1) * self._env.stat()["psize"])
 
     def _counted(self) -> None:
-        """Count a query; at the :data:`POPULATE_AFTER`-th of a read-only store,
-        start mapping the file's cached pages in the background (a writer's file
-        changes under it, and its batches map what they touch)."""
+        """Count a query; at the :data:`POPULATE_AFTER`-th of a read-only store, map the file's
+        cached pages in the background (a writer's file changes under it, its batches map)."""
         self._queries += 1
         if self._queries < POPULATE_AFTER:
             return
@@ -718,9 +717,7 @@ class EmbeddedStore:
         except lmdb.Error as exc:
             raise self._error(exc, "read") from exc
 
-    def iter_docs(
-        self, on_corrupt: Callable[[str, StoreCorrupt], None] | None = None
-    ) -> Iterator[Document]:
+    def iter_docs(self, on_corrupt: OnCorrupt = None, key_range: KeyRange = WHOLE) -> DocStream:
         """Every document; a damaged row raises, or goes to ``on_corrupt(id, error)``."""
         try:
             with self._env.begin(db=self._docs) as txn:
@@ -737,14 +734,17 @@ class EmbeddedStore:
     def _doc_items_of(self, txn: Txn) -> Iterator[tuple[bytes, Document | StoreCorrupt]]:
         yield from self._tables.iter_docs(txn)
 
-    def iter_index(self) -> Iterator[IndexCell]:
+    def iter_index(self, key_range: KeyRange = WHOLE) -> Iterator[IndexCell]:
         try:
             with self._env.begin(db=self._index) as txn:
                 yield from self._tables.iter_index(txn)
         except lmdb.Error as exc:
             raise self._error(exc, "read") from exc
 
-    def stats(self) -> dict[str, Any]:
+    def key_ranges(self, table: str) -> None:  # read whole: so only ever given WHOLE above
+        return None  # its keys are folded, not in id or row-key order
+
+    def stats(self, counts: bool = True) -> dict[str, Any]:  # counted as written
         try:
             with self._reading() as txn:
                 fresh = None

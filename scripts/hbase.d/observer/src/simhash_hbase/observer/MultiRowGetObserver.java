@@ -24,6 +24,8 @@ import org.apache.hadoop.hbase.coprocessor.RegionObserver;
 import org.apache.hadoop.hbase.filter.ColumnRangeFilter;
 import org.apache.hadoop.hbase.regionserver.Region;
 import org.apache.hadoop.hbase.util.Bytes;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 /**
  * Several rows in one single-row Get (simhash-hbase, docs/hbase.md "Multi-row reads").
@@ -49,6 +51,8 @@ public class MultiRowGetObserver implements RegionCoprocessor, RegionObserver {
   public static final String ATTRIBUTE = "shdb.rows";
   public static final byte VERSION = 1;
   static final byte[] MARKER = Bytes.toBytes("\0shdb-multiget-v1");
+  /** At DEBUG, one line per multi-row get (the cluster tests count them per server). */
+  private static final Logger LOG = LoggerFactory.getLogger(MultiRowGetObserver.class);
 
   @Override
   public Optional<RegionObserver> getRegionObserver() {
@@ -104,6 +108,10 @@ public class MultiRowGetObserver implements RegionCoprocessor, RegionObserver {
       throw new DoNotRetryIOException(ATTRIBUTE + ": a truncated request", e);
     }
     byte[] family = home.getTableDescriptor().getColumnFamilies()[0].getName();
+    if (LOG.isDebugEnabled()) {
+      LOG.debug("shdb.rows get of {} in {}: {} rows not here", Bytes.toStringBinary(anchor),
+          table, missing.size() / 2);
+    }
     result.add(new KeyValue(anchor, family, MARKER, 0L, KeyValue.Type.Put, missing.toByteArray()));
     result.addAll(cells);
     c.bypass();

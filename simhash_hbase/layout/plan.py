@@ -5,12 +5,15 @@ widths (random fingerprints; real ones cluster, so treat it as a floor), bytes
 from the per-row costs this project measured (sources in :data:`ROW_COSTS` and
 docs/scale.md), HBase regions from a target region size. ``benchmarks/schemes.py``
 checks the candidate figures against counted ones from 1 M to 100 M.
+
+In the layout layer because the HBase store sizes the tables it creates from it
+(``hbase://...?expect=N``: docs/hbase.md, "Regions and split points").
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from simhash_hbase.errors import InvalidSetting
@@ -65,7 +68,10 @@ class SchemePlan:
     rows_per_document: int
     bytes_per_document: float
     index_bytes: float
-    regions: int
+    #: HBase regions of the index table (index rows) and of the docs table, at
+    #: :data:`REGION_BYTES` each; the meta table is one region at any size.
+    index_regions: int
+    docs_regions: int
     split_points: tuple[str, ...]
     round_trips: int
     rows_read: int
@@ -82,10 +88,32 @@ def collision_rate(scheme: Scheme) -> float:
     return sum(2.0 ** -min(sum(scheme.widths[i] for i in c), FIELD_BITS) for c in scheme.combos)
 
 
+def index_split_keys(regions: int) -> list[bytes]:
+    """Even split keys of the index table (4 bytes each): its keys start with a
+    left-aligned segment field, uniform over the first bytes (docs/SPEC.md)."""
+    return [((i << FIELD_BITS) // regions).to_bytes(4, "big") for i in range(1, regions)]
+
+
 def split_points(regions: int) -> tuple[str, ...]:
-    """Even split keys of the index table, as hex row-key prefixes: its keys start
-    with a left-aligned segment field, uniform over the first bytes."""
-    return tuple(f"{(i << 32) // regions:08x}" for i in range(1, regions))
+    """:func:`index_split_keys` as hex, as `shdb plan --splits` prints them."""
+    return tuple(key.hex() for key in index_split_keys(regions))
+
+
+def docs_split_keys(sample: Iterable[bytes], regions: int) -> list[bytes]:
+    """Split keys of the docs table from a sample of its row keys (document ids):
+    the sample's quantiles, so each region gets an equal share of the sampled ids.
+    Ids are user strings (URLs share ``https://``), so nothing else places them;
+    fewer distinct ids than regions give fewer splits."""
+    keys = sorted(set(sample))
+    if regions < 2 or len(keys) < 2:
+        return []
+    cuts = {keys[(i * len(keys)) // regions] for i in range(1, regions)}
+    return sorted(cuts - {keys[0]})
+
+
+def regions_for(total_bytes: float) -> int:
+    """Regions of :data:`REGION_BYTES` that hold ``total_bytes``."""
+    return max(1, math.ceil(total_bytes / REGION_BYTES))
 
 
 def plan_scheme(
@@ -105,7 +133,9 @@ def plan_scheme(
     )
     others = max(documents - 1, 0)
     total = per_doc * documents
-    regions = max(1, math.ceil(total / REGION_BYTES)) if store == "hbase" else 1
+    index_rows = costs.per_row * rows * documents
+    hbase = store == "hbase"
+    index_regions = regions_for(index_rows) if hbase else 1
     return SchemePlan(
         scheme=scheme.name,
         k=k,
@@ -117,8 +147,9 @@ def plan_scheme(
         rows_per_document=rows,
         bytes_per_document=per_doc,
         index_bytes=total,
-        regions=regions,
-        split_points=split_points(regions),
+        index_regions=index_regions,
+        docs_regions=regions_for(total - index_rows) if hbase else 1,
+        split_points=split_points(index_regions),
         # HBase: one multi-row get of every prefix, read by the observer; embedded:
         # one B+tree seek a prefix, no round trip.
         round_trips=1 if store == "hbase" else 0,
@@ -191,7 +222,7 @@ def table_rows(plans: Sequence[SchemePlan]) -> list[tuple[str, ...]]:
             str(p.rows_per_document),
             f"{p.bytes_per_document:,.0f}",
             human_bytes(p.index_bytes),
-            str(p.regions),
+            f"{p.index_regions} + {p.docs_regions}",
             f"{p.round_trips} / {p.rows_read}",
         )
         for p in plans

@@ -1,0 +1,238 @@
+"""From an ``hbase://`` URL's gateways and wire settings to connected Thrift protocols.
+
+:class:`Gateways` is where failover lives: connections go to one gateway (sticky)
+until it fails; a gateway that failed is skipped for a backoff, then probed again
+by the next connection that needs one. What each gateway must be set to serve
+(TLS, framed or HTTP transport, compact protocol) is the URL's :class:`Wire`;
+docs/hbase.md has the matching gateway settings.
+"""
+
+from __future__ import annotations
+
+import http.client
+import io
+import logging
+import ssl
+import threading
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from thriftpy2.protocol import TBinaryProtocolFactory, TCompactProtocolFactory
+from thriftpy2.transport import (
+    TBufferedTransportFactory,
+    TFramedTransportFactory,
+    TSocket,
+    TSSLSocket,
+    TTransportBase,
+    TTransportException,
+)
+
+from simhash_hbase.errors import InvalidIndexUrl, StoreUnavailable
+from simhash_hbase.store.hbase.metrics import GatewayObserver
+from simhash_hbase.store.hbase.settings import Gateway, Wire
+
+log = logging.getLogger(__name__)
+
+#: Seconds a gateway that failed is skipped before it is tried again (doubling per
+#: failure in a row, up to ``MAX_BACKOFF_S``), while another one answers.
+BACKOFF_S = 1.0
+MAX_BACKOFF_S = 30.0
+INSECURE = (
+    "WARNING: %s: verify=0, so the gateways' TLS certificates are NOT checked: anyone "
+    "between this process and them can read and change every call. Give ca=PATH instead"
+)
+
+
+def tls_context(wire: Wire, url: str) -> ssl.SSLContext | None:
+    """The client TLS context of ``wire`` (None without TLS); a CA, certificate or key
+    that cannot be read is an :class:`InvalidIndexUrl` naming the option."""
+    if not wire.tls:
+        return None
+    try:
+        context = ssl.create_default_context(cafile=wire.ca)
+        if wire.cert:
+            context.load_cert_chain(wire.cert, keyfile=wire.key)
+    except (OSError, ssl.SSLError) as exc:
+        option = "ca" if wire.ca and not wire.cert else "ca, cert or key"
+        raise InvalidIndexUrl(f"index URL {url}: cannot load {option} ({exc})") from None
+    if not wire.verify:
+        log.warning(INSECURE, url)
+        context.check_hostname = False
+        context.verify_mode = ssl.CERT_NONE
+    return context
+
+
+class HttpTransport(TTransportBase):  # type: ignore[misc]
+    """Thrift over HTTP POSTs on one kept-alive connection (a gateway set to
+    hbase.regionserver.thrift.http), with the call timeout that thriftpy2's own
+    THttpClient does not pass on."""
+
+    def __init__(self, gateway: Gateway, timeout: int, context: ssl.SSLContext | None) -> None:
+        self._gateway = gateway
+        self._conn: http.client.HTTPConnection = (
+            http.client.HTTPSConnection(
+                gateway.host, gateway.port, timeout=timeout / 1000, context=context
+            )
+            if context is not None
+            else http.client.HTTPConnection(gateway.host, gateway.port, timeout=timeout / 1000)
+        )
+        self._out = io.BytesIO()
+        self._in = io.BytesIO()
+
+    def open(self) -> None:
+        self._conn.connect()
+
+    def is_open(self) -> bool:
+        return self._conn.sock is not None
+
+    def close(self) -> None:
+        self._conn.close()
+
+    def write(self, data: bytes) -> None:
+        self._out.write(data)
+
+    def read(self, size: int) -> bytes:
+        """Up to ``size`` bytes of the last reply (the buffered transport above asks
+        for a buffer's worth); none left is a reply cut short."""
+        data = self._in.read(size)
+        if not data:
+            raise TTransportException(
+                TTransportException.END_OF_FILE, f"the HTTP reply from {self._gateway} ended early"
+            )
+        return data
+
+    def flush(self) -> None:
+        body, self._out = self._out.getvalue(), io.BytesIO()
+        try:
+            self._conn.request(
+                "POST", "/", body, {"Content-Type": "application/x-thrift", "Accept": "*/*"}
+            )
+            reply = self._conn.getresponse()
+            content = reply.read()
+        except http.client.HTTPException as exc:  # a protocol error, not an OSError
+            raise TTransportException(TTransportException.END_OF_FILE, str(exc)) from exc
+        if reply.status != 200:
+            raise TTransportException(
+                TTransportException.UNKNOWN,
+                f"HTTP {reply.status} {reply.reason} from {self._gateway}: is it set to "
+                "hbase.regionserver.thrift.http (transport=http)?",
+            )
+        self._in = io.BytesIO(content)
+
+
+def open_protocol(
+    gateway: Gateway, wire: Wire, timeout: int, context: ssl.SSLContext | None
+) -> Any:
+    """A Thrift protocol on a new connection to ``gateway``."""
+    raw: Any
+    if wire.transport == "http":
+        raw = HttpTransport(gateway, timeout, context)
+    elif context is not None:
+        raw = TSSLSocket(gateway.host, gateway.port, socket_timeout=timeout, ssl_context=context)
+    else:  # TSocket sets TCP_NODELAY: a request is one small write, never held back
+        raw = TSocket(gateway.host, gateway.port, socket_timeout=timeout)
+    framing = TFramedTransportFactory if wire.transport == "framed" else TBufferedTransportFactory
+    transport = framing().get_transport(raw)
+    transport.open()
+    coding = TCompactProtocolFactory if wire.protocol == "compact" else TBinaryProtocolFactory
+    return coding().get_protocol(transport)
+
+
+class Gateways:
+    """The gateways of one index URL, and which of them new connections go to."""
+
+    def __init__(
+        self,
+        gateways: Sequence[Gateway],
+        wire: Wire,
+        timeout: int,
+        url: str,
+        observer: GatewayObserver,
+    ) -> None:
+        self.all = tuple(gateways)
+        self.wire, self.timeout, self.url, self.observer = wire, timeout, url, observer
+        self._context = tls_context(wire, url)
+        self._lock = threading.Lock()
+        self._current = 0
+        self._down: dict[int, tuple[float, int]] = {}  # gateway -> (retry after, failures)
+        #: "HBase at HOST:PORT[,HOST:PORT...]", for messages.
+        self.where = "HBase at " + ",".join(str(g) for g in self.all)
+
+    @property
+    def current(self) -> Gateway:
+        """The gateway new connections go to first."""
+        return self.all[self._current]
+
+    def connect(self) -> tuple[Gateway, Any]:
+        """A connected protocol to the current gateway, else to the next that answers;
+        a TLS failure ends it at once (:class:`StoreUnavailable` saying what to do),
+        as does the last network error when none answers."""
+        last: BaseException | None = None
+        for i in self._order():
+            gateway = self.all[i]
+            try:
+                protocol = open_protocol(gateway, self.wire, self.timeout, self._context)
+            except (TTransportException, OSError) as exc:
+                refusal = _tls_failure(exc)  # TSocket wraps the handshake's error
+                if refusal is not None:
+                    self.observer.error(str(gateway), "tls")
+                    raise self._tls_error(gateway, refusal) from exc
+                self.observer.error(str(gateway), "connect")
+                self.failed(gateway)
+                last = exc
+                continue
+            with self._lock:
+                self._current = i
+                self._down.pop(i, None)
+            return gateway, protocol
+        assert last is not None, "a URL names at least one gateway"
+        raise last
+
+    def _order(self) -> list[int]:
+        """The current gateway, then the others; those in their backoff last (soonest
+        due first): tried only when no other answers."""
+        now = time.monotonic()
+        with self._lock:
+            ring = [(self._current + k) % len(self.all) for k in range(len(self.all))]
+            ready = [i for i in ring if self._down.get(i, (0.0, 0))[0] <= now]
+            waiting = sorted(set(ring) - set(ready), key=lambda i: self._down[i][0])
+            return ready + waiting
+
+    def failed(self, gateway: Gateway) -> None:
+        """``gateway`` failed on the network: skip it for a (growing) backoff."""
+        i = self.all.index(gateway)
+        with self._lock:
+            _, failures = self._down.get(i, (0.0, 0))
+            pause = min(BACKOFF_S * 2**failures, MAX_BACKOFF_S)
+            self._down[i] = (time.monotonic() + pause, failures + 1)
+            if len(self.all) > 1:
+                log.info("%s: gateway %s failed; next try in %.0f s", self.url, gateway, pause)
+
+    def _tls_error(self, gateway: Gateway, exc: ssl.SSLError) -> StoreUnavailable:
+        return StoreUnavailable(tls_refusal(f"HBase at {gateway} (index URL {self.url})", exc))
+
+
+def tls_refusal(where: str, exc: ssl.SSLError) -> str:
+    """What a TLS failure with ``where`` means, and what to do about it."""
+    if isinstance(exc, ssl.SSLCertVerificationError):
+        return (
+            f"{where}: the gateway's TLS certificate is not trusted ({exc.verify_message}): "
+            "give the CA certificate that signed it as ca=PATH in the index URL, or fix the "
+            "gateway's keystore (hbase.thrift.ssl.keystore.store) so that it names this host"
+        )
+    return (
+        f"{where}: TLS failed ({exc.reason or exc}): is the gateway set to TLS "
+        "(hbase.thrift.ssl.enabled, over transport=http)? Without it, leave tls=1 out of "
+        "the URL; where it asks for client certificates, give cert= and key="
+    )
+
+
+def _tls_failure(exc: BaseException) -> ssl.SSLError | None:
+    """The TLS error behind a connection that failed, if that is why."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ssl.SSLError):
+            return seen
+        seen = seen.__cause__ or seen.__context__
+    return None
