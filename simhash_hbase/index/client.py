@@ -278,22 +278,19 @@ class SimhashIndex(_Upkeep, _Judged):
         return self._held.url
 
     def close(self) -> None:
-        if self._forks != _FORKS[0]:
-            return  # the parent's: closing it here would release the parent's locks
-        self._store.close()
+        if self._forks == _FORKS[0]:  # in a forked child, closing would free the parent's locks
+            self._store.close()
 
     def discard(self) -> bool:
-        """Undo this open's creation of the index when it holds no document (an ingest
-        that skipped every record), so a later run may create it with other settings.
-        Decided in the write section: a document another writer committed keeps the
-        index, and one that writes after finds no manifest (:meth:`Writer.add_documents`)."""
-        if not self.created:
-            return False
-        with self._store.write_section():
-            if next(iter(self._store.iter_docs()), None) is not None:
-                return False
-            drop_manifest(self._store, self.params.idf)
-        return True
+        """Undo this open's creation of an index that holds no document (an ingest that
+        skipped every record), in the write section: another writer's document keeps it,
+        and a later write finds no manifest (:meth:`Writer.add_documents`)."""
+        if self.created:
+            with self._store.write_section():
+                if next(iter(self._store.iter_docs()), None) is None:
+                    drop_manifest(self._store, self.params.idf)
+                    return True
+        return False
 
     def __enter__(self) -> SimhashIndex:
         return self
@@ -338,10 +335,9 @@ class SimhashIndex(_Upkeep, _Judged):
     def sole_writer(
         self, job: str, wait: float = 0.0, key: str = "index"
     ) -> AbstractContextManager[None]:
-        """Hold the lock ``key`` for one writing job till the block ends (an ingest run:
-        its checkpoint's; ``index``: the whole index's): a second job of that key is
-        refused (after ``wait`` s) with :class:`IndexBusy` naming the holder; jobs of
-        other keys and readers never wait. Both stores (:meth:`Store.run_lock`)."""
+        """Hold lock ``key`` (an ingest: its checkpoint's; ``index``: the whole index's)
+        till the block ends: a second job of that key gets :class:`IndexBusy` naming the
+        holder after ``wait`` s; other keys and readers never wait (:meth:`Store.run_lock`)."""
         return self._store.run_lock(job, wait, key)
 
     def add(
