@@ -257,7 +257,13 @@ def verify_cmd(
     Exit 0 when clean (or repaired), 1 when problems were found and left alone.
     """
     with SimhashIndex.open(index, create=False, readonly=not repair) as ix:
-        report = verify(ix, repair=repair, workers=workers, sample=sample, progress=region_progress)
+        report = verify(
+            ix,
+            repair=repair,
+            workers=workers,
+            sample=sample,
+            progress=None if as_json else region_progress,  # --json: no chatter
+        )
     skip = {"examples", "estimates"}
     fields = {k: v for k, v in dataclasses.asdict(report).items() if k not in skip}
     fields["clean"] = report.clean

@@ -156,7 +156,12 @@ def stats_cmd(
     with SimhashIndex.open(index, readonly=True) as ix:
         stats = ix.stats(counts=not regions)
         if regions:
-            counts = count(ix, workers=workers, sample=sample, progress=region_progress)
+            counts = count(
+                ix,
+                workers=workers,
+                sample=sample,
+                progress=None if as_json else region_progress,  # --json: no chatter
+            )
             stats.update(counts.to_json(), counted_by="region by region (shdb stats --workers)")
     if as_json:
         echo_json(stats, indent=2)
