@@ -53,10 +53,11 @@ def _hbase_store() -> type[HBaseStore]:
     try:
         from simhash_hbase.store.hbase.store import HBaseStore
     except ModuleNotFoundError as exc:
-        if exc.name not in ("thriftpy2", "happybase"):
+        missing = (exc.name or "").partition(".")[0]  # thriftpy2.protocol: thriftpy2's
+        if missing not in ("thriftpy2", "happybase"):
             raise
         raise InvalidIndexUrl(
-            f"hbase:// indexes need the HBase client ({exc.name} is not installed): "
+            f"hbase:// indexes need the HBase client ({missing} is not installed): "
             "pip install 'simhash-hbase[hbase]'"
         ) from None
     return HBaseStore
