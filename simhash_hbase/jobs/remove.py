@@ -19,6 +19,7 @@ from simhash_hbase.errors import InvalidInput
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.index.write import REMOVE_BATCH
 from simhash_hbase.jobs.checkpoint import fault
+from simhash_hbase.store.base import oldest_before
 
 
 @dataclass
@@ -49,14 +50,10 @@ def chosen(
     last goes last), and its re-run chooses the rest."""
     if before is None and id_prefix is None:
         raise InvalidInput("choose the documents to remove: ids, a time or an id prefix")
-    picked = [
-        (doc.time or 0, doc.doc_id)
-        for doc in index.documents()
-        if (id_prefix is None or doc.doc_id.startswith(id_prefix))
-        and (before is None or (doc.time is not None and doc.time < before))
-    ]
-    picked.sort()
-    return [doc_id for _, doc_id in picked]
+    docs = (d for d in index.documents() if id_prefix is None or d.doc_id.startswith(id_prefix))
+    if before is not None:
+        return oldest_before(docs, before)
+    return [doc_id for _, doc_id in sorted((d.time or 0, d.doc_id) for d in docs)]
 
 
 def remove_ids(

@@ -240,8 +240,9 @@ class Store(Maintenance, Protocol):
     def __exit__(self, *exc: object) -> None: ...
 
 
-def oldest_before(docs: Iterable[Document], before: int, limit: int) -> list[str]:
-    """The ids of at most ``limit`` of ``docs`` whose time is before ``before``, oldest
-    first (:meth:`Store.due` of a store without a time order)."""
+def oldest_before(docs: Iterable[Document], before: int, limit: int | None = None) -> list[str]:
+    """The ids of at most ``limit`` (None: all) of ``docs`` whose time is before
+    ``before``, oldest first, ties by id (:meth:`Store.due` of a store without a time
+    order; ``shdb remove --before``)."""
     aged = [(d.time, d.doc_id) for d in docs if d.time is not None and d.time < before]
     return [doc_id for _, doc_id in sorted(aged)[:limit]]
