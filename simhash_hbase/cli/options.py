@@ -118,6 +118,7 @@ SimilarityOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", metavar="", help="Print JSON instead of a table.")]
+RepairOpt = Annotated[bool, typer.Option(metavar="", help="Fix what is found and report counts.")]
 SchemeOpt = Annotated[
     str | None,
     typer.Option(

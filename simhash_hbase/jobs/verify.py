@@ -92,7 +92,7 @@ def _read_held(index: SimhashIndex, key_range: KeyRange) -> _Held:
     return held
 
 
-def _read_docs(
+def read_docs(
     index: SimhashIndex, key_range: KeyRange
 ) -> tuple[list[Document], list[tuple[str, str]]]:
     """A docs range's documents (id, fingerprint, band keys) and its damaged rows
@@ -132,7 +132,7 @@ def verify(
     docs: dict[str, Document] = {}
     corrupt: list[tuple[str, str]] = []
     docs_ranges = ranges_of(index, "docs")
-    for part, damaged in each("docs", index, docs_ranges, _read_docs, workers, progress):
+    for part, damaged in each("docs", index, docs_ranges, read_docs, workers, progress):
         docs.update((doc.doc_id, doc) for doc in part)
         corrupt += damaged
     report.corrupt_documents = len(corrupt)
