@@ -272,7 +272,7 @@ WorkersOpt = Annotated[int, typer.Option(metavar="N", help="Fingerprinting proce
 ScanWorkersOpt = Annotated[
     int,
     typer.Option(
-        "--workers", metavar="N", help="Regions read at once, each on its own connection (HBase)."
+        "--workers", metavar="N", help="Regions read at once, each in its own process (HBase)."
     ),
 ]
 SampleOpt = Annotated[
