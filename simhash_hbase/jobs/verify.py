@@ -10,13 +10,18 @@ Meant to run while nothing writes.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import islice
+
+import numpy as np
 
 from simhash_hbase.errors import InvalidSetting, StoreCorrupt
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.jobs.census import Progress, check, each, extrapolate, ranges_of, sampled
 from simhash_hbase.layout import codec
+from simhash_hbase.layout.nets import band_rows, pigeonhole_rows
+from simhash_hbase.layout.scheme import Scheme
 from simhash_hbase.records import Document
 from simhash_hbase.store import IndexCell
 from simhash_hbase.store.base import KeyRange
@@ -44,15 +49,41 @@ class VerifyReport:
         return not (self.stale_cells or self.missing_cells or self.corrupt_documents)
 
 
-def stale_of(
-    index: SimhashIndex, cells: Sequence[IndexCell], docs: Mapping[str, Document]
-) -> list[IndexCell]:
-    """The ``cells`` that are not cells of their documents in ``docs`` (a missing
-    one owns none). A document's cells are :meth:`SimhashIndex.cells` of it, the one
-    definition the writers, this verify and `shdb spark verify` share."""
-    owners = [docs[d] for d in sorted({doc_id for _, doc_id in cells}) if d in docs]
-    owned = set(index.cells(owners))
-    return [cell for cell in cells if cell not in owned]
+def owned(
+    scheme: Scheme, cells: Sequence[IndexCell], owners: Sequence[Document | None]
+) -> np.ndarray:
+    """Whether each cell is one of the cells of ``owners[i]`` (None: it has no
+    owner): the row key its flag gives the owner's fingerprint, a pigeonhole
+    combination or, after them, an LSH band key (:func:`.nets.pigeonhole_rows`,
+    :func:`.nets.band_rows`: what :meth:`SimhashIndex.cells` writes; `shdb spark
+    verify` joins with those). In NumPy, a batch at once."""
+    ok = np.zeros(len(cells), dtype=bool)
+    at: list[int] = []
+    docs: list[Document] = []
+    for i, ((row, _), doc) in enumerate(zip(cells, owners)):
+        if doc is not None and len(row) == codec.ROWKEY_BYTES:
+            at.append(i)
+            docs.append(doc)
+    if not at:
+        return ok
+    keys = np.frombuffer(b"".join([cells[i][0] for i in at]), dtype=codec.ROWKEY_DTYPE)
+    fps = np.array([doc.fingerprint for doc in docs], dtype=np.uint64)
+    col = keys["flag"].astype(np.int64) - 1
+    combos = scheme.rows_per_fingerprint
+    pigeon = (col >= 0) & (col < combos)
+    want = pigeonhole_rows(scheme, fps)[np.arange(len(at)), np.clip(col, 0, combos - 1)]
+    ok[at] = pigeon & (want == keys)
+    by_count: dict[int, list[int]] = {}  # band cells, by their owner's number of bands
+    for n in np.flatnonzero(col >= combos).tolist():
+        bands = docs[n].bands or b""
+        if col[n] - combos < len(bands) // codec.BAND_BYTES:
+            by_count.setdefault(len(bands), []).append(n)
+    for width, ns in by_count.items():
+        joined = b"".join([docs[n].bands or b"" for n in ns])
+        band_keys = np.frombuffer(joined, dtype=">u4").reshape(len(ns), width // codec.BAND_BYTES)
+        want = band_rows(scheme, fps[ns], band_keys)[np.arange(len(ns)), col[ns] - combos]
+        ok[[at[n] for n in ns]] = want == keys[ns]
+    return ok
 
 
 @dataclass
@@ -70,25 +101,17 @@ class _Held:
 
 def _read_held(index: SimhashIndex, key_range: KeyRange) -> _Held:
     held = _Held()
-    batch: list[IndexCell] = []
-    for cell in [*index.index_cells(key_range), None]:
-        if cell is not None:
-            held.cells += 1
-            if len(cell[0]) == codec.ROWKEY_BYTES:
-                batch.append(cell)
+    cells = index.index_cells(key_range)
+    while batch := list(islice(cells, _CHECK_BATCH)):
+        held.cells += len(batch)
+        fps = [codec.rowkey_fingerprint(row) for row, _ in batch]
+        # no bands: a cell is judged against its row key's fingerprint's combinations
+        mine = owned(index.scheme, batch, [Document(d, fp) for (_, d), fp in zip(batch, fps)])
+        for (row, doc_id), fp, ok in zip(batch, fps, mine.tolist()):
+            if ok:
+                held.own.append((row, doc_id, fp))
             else:
-                held.others.append(cell)
-        if batch and (cell is None or len(batch) >= _CHECK_BATCH):
-            fps = [codec.rowkey_fingerprint(row) for row, _ in batch]
-            owners = sorted({(doc_id, fp) for (_, doc_id), fp in zip(batch, fps)})
-            plain = [Document(doc_id, fp) for doc_id, fp in owners]
-            pigeonhole = set(index.cells(plain))  # no bands: the fingerprint's cells only
-            for (row, doc_id), fp in zip(batch, fps):
-                if (row, doc_id) in pigeonhole:
-                    held.own.append((row, doc_id, fp))
-                else:
-                    held.others.append((row, doc_id))
-            batch = []
+                held.others.append((row, doc_id))
     return held
 
 
@@ -148,9 +171,12 @@ def verify(
                 present[doc_id] += 1
             else:
                 stale.append((row, doc_id))
-        bad = set(stale_of(index, held.others, docs))
-        stale += [cell for cell in held.others if cell in bad]
-        present.update(doc_id for row, doc_id in held.others if (row, doc_id) not in bad)
+        judged = owned(index.scheme, held.others, [docs.get(d) for _, d in held.others])
+        for cell, ok in zip(held.others, judged.tolist()):
+            if ok:
+                present[cell[1]] += 1
+            else:
+                stale.append(cell)
     report.stale_cells = len(stale)
     report.examples += [f"stale cell {row.hex()} -> {d!r}" for row, d in stale[:_EXAMPLES]]
     incomplete = [d for d in docs.values() if present[d.doc_id] < cells_per_doc(index, d)]
@@ -219,7 +245,8 @@ def verify_sample(
                 batch.append(cell)
             if batch and (cell is None or len(batch) >= _CHECK_BATCH):
                 docs = index.get_many(sorted({doc_id for _, doc_id in batch}))
-                bad = stale_of(index, batch, docs)
+                judged = owned(index.scheme, batch, [docs.get(d) for _, d in batch])
+                bad = [cell for cell, ok in zip(batch, judged.tolist()) if not ok]
                 cells += len(batch)
                 stale += len(bad)
                 examples += [f"stale cell {row.hex()} -> {d!r}" for row, d in bad]
