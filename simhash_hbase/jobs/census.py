@@ -5,8 +5,10 @@ the ranges, whose counts are extrapolated to the table with an error bound.
 
 A region is the unit of the parallel read because a scan of one stays on one
 region server: N workers keep N servers busy. Processes, not threads: the client
-decodes the Thrift replies in Python, under the GIL (threads measured 0.72x of one
-worker); a process returns what its range comes to, small beside the range.
+decodes the Thrift replies in Python, under the GIL, so threads share one core's
+decoding; processes decode side by side where there are cores for them (on a
+shared 2-core machine there are not: docs/scale.md, "verify and stats"). A process
+returns what its range comes to, small beside the range.
 
 A sample of the index table cuts its regions into at least 256 pieces (even in
 key space: its keys are uniform), one of the docs table takes whole regions;
