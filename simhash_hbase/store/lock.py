@@ -236,7 +236,8 @@ class LeaseLock:
         deadline, pause = time.monotonic() + wait, min(0.05, self._most_pause / 10)
         while not self._take(job):
             if time.monotonic() >= deadline:
-                raise IndexBusy(self._store.url, self._seen, lease_s=self._lease_ms / 1000)
+                lease_s = self._seen.get("lease", LEASE_MS) / 1000  # the holder's
+                raise IndexBusy(self._store.url, self._seen, lease_s=lease_s)
             time.sleep(pause)
             pause = min(pause * 2, self._most_pause)
         try:
