@@ -31,7 +31,7 @@ from simhash_hbase.jobs.checkpoint import Checkpoint
 from simhash_hbase.jobs.ingest import SourceOptions
 from simhash_hbase.jobs.verify import verify
 
-from .hbase_cluster import ClusterHBase, ClusterUnavailable
+from .hbase_cluster import ClusterHBase, ClusterUnavailable, open_cluster
 from .serve_server import Server
 
 pytestmark = pytest.mark.cluster
@@ -53,7 +53,7 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[ClusterHBase]:
             pytest.fail(f"{ENV} is not set, but the cluster tests must run here: {ENV}=start")
         pytest.skip(f"{ENV} not set (start: scripts/hbase cluster start, then {ENV}=running)")
     try:
-        server = ClusterHBase(mode)
+        server = open_cluster(mode)
     except ClusterUnavailable as exc:
         pytest.fail(str(exc), pytrace=False)
     server.restore()  # a region server starved out of its session while starting
