@@ -1,8 +1,9 @@
 """Faults on a real multi-server HBase (issue 42): region servers SIGKILLed under an
 ingest and under check-and-adds from three `shdb serve` replicas, regions split and
 moved while queries run, and the multi-row read observer with regions on three
-servers. Real processes and real regions, nothing mocked: the cluster is
-``scripts/hbase cluster`` (tests/hbase_cluster.py), run with ``SHDB_TEST_CLUSTER``.
+servers. Real processes and real regions, nothing mocked: the cluster is the project's
+image in its cluster mode, a container per JVM, or the JVMs of ``scripts/hbase cluster``
+(tests/hbase_cluster.py), run with ``SHDB_TEST_CLUSTER``.
 """
 
 from __future__ import annotations

@@ -182,6 +182,28 @@ def test_healthcheck_passes_only_when_both_gateways_answer(tmp_path: Path) -> No
     assert closed.returncode == 1 and "thrift1" in closed.stdout
 
 
+@pytest.mark.parametrize("role", ["zookeeper", "master", "regionserver", "thrift", "thrift2"])
+def test_healthcheck_of_the_cluster_mode(tmp_path: Path, role: str) -> None:
+    """A container of the cluster mode: a gateway is unhealthy while its port does not
+    answer Thrift (nothing listens here); the other roles are healthy while they run."""
+    role_file = tmp_path / "role"
+    role_file.write_text(f"{role}\n")
+    port = _free_port_pair()
+    env = {
+        **os.environ,
+        "SHDB_HBASE_CLUSTER_ROLE_FILE": str(role_file),
+        "SHDB_HBASE_CLUSTER_THRIFT_PORT": str(port),
+        "SHDB_HBASE_INIT_MARKER": str(tmp_path / "never"),
+    }
+    result = subprocess.run(
+        [str(DOCKER / "healthcheck")], capture_output=True, text=True, env=env, timeout=60
+    )
+    if role.startswith("thrift"):
+        assert result.returncode == 1 and "does not answer" in result.stdout
+    else:
+        assert result.returncode == 0 and f"ok: cluster {role}" in result.stdout
+
+
 def test_healthcheck_fails_on_an_open_port_that_is_not_thrift(tmp_path: Path) -> None:
     """A listening socket is not enough: the check needs a Thrift reply."""
     marker = tmp_path / "initialised"
