@@ -267,17 +267,20 @@ cluster_rs_arg() {
 }
 
 # The Admin API calls Thrift lacks (hbase.d/ClusterAdmin.java), compiled once per source
-# content into the cluster dir (javac, as the observer).
+# content into $SHDB_HBASE_HOME beside the jars (javac, as the observer): not into the
+# cluster dir, which the tests' clusters of containers make afresh each session.
 cluster_admin() {
-  local java src="$ASSETS/ClusterAdmin.java" out="$CLUSTER_DIR/admin" sum
+  local java src="$ASSETS/ClusterAdmin.java" out="$HB_HOME/admin" sum
   java=$(java_bin)
   sum=$(sha256sum "$src" | cut -d' ' -f1)
   if [[ "$(cat "$out/.sha256" 2>/dev/null)" != "$sum" ]]; then
-    rm -rf "$out"
-    mkdir -p "$out"
-    "$(jdk_tool javac)" --release 17 -nowarn -cp "$LIB_DIR/*" -d "$out" "$src" >&2 ||
+    rm -rf "$out.$$"
+    mkdir -p "$out.$$"
+    "$(jdk_tool javac)" --release 17 -nowarn -cp "$LIB_DIR/*" -d "$out.$$" "$src" >&2 ||
       die "javac failed to build $src"
-    echo "$sum" >"$out/.sha256"
+    echo "$sum" >"$out.$$/.sha256"
+    rm -rf "$out"
+    mv -T "$out.$$" "$out" 2>/dev/null || rm -rf "$out.$$"  # or another's, just made
   fi
   local -a opts
   mapfile -t opts < <(jvm_opts cluster-admin 256m)
