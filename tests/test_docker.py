@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import socket
 import subprocess
 import threading
@@ -131,6 +132,38 @@ def test_cluster_run_execs_the_role_of_cluster_start(
     assert "@" not in re.sub(r"<!--.*?-->", "", site, flags=re.DOTALL)
     assert f"file://{shared}/data/hbase" in site and "MultiRowGetObserver" in site
     assert "simhash_hbase.observer" in (shared / "conf" / "log4j2.properties").read_text()
+
+
+@pytest.mark.skipif(
+    shutil.which("unshare") is None or os.geteuid() != 0, reason="needs root's unshare"
+)
+def test_cluster_run_at_once_in_containers_renders_whole_conf(tmp_path: Path) -> None:
+    """Compose starts the cluster's containers at once, each rendering the conf into the
+    shared dir with its shell as pid 1 (here: a pid namespace each): every one starts."""
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {
+        **{k: v for k, v in os.environ.items() if not k.startswith("SHDB_HBASE_")},
+        "SHDB_HBASE_HOME": str(home),
+        "SHDB_HBASE_CLUSTER_DIR": str(tmp_path / "shared"),
+        "JAVA_HOME": str(_fake_jdk(tmp_path / "jdk")),
+    }
+    command = ["unshare", "--pid", "--fork", str(ROOT / "scripts" / "hbase"), "cluster", "run"]
+    roles = [["master"], ["thrift"], ["thrift2"], *(["regionserver", str(n)] for n in (1, 2, 3))]
+    for _ in range(3):
+        runs = [
+            subprocess.Popen(
+                [*command, *role],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.PIPE,
+                text=True,
+            )
+            for role in roles
+        ]
+        errors = [run.communicate(timeout=120)[1] for run in runs]
+        assert [run.returncode for run in runs] == [0] * len(runs), errors
+    assert "</configuration>" in (tmp_path / "shared" / "conf" / "hbase-site.xml").read_text()
 
 
 def test_cluster_run_names_the_roles_it_knows(tmp_path: Path) -> None:

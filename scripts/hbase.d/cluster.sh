@@ -63,22 +63,26 @@ rs_port() { echo $((BASE_PORT + 10 + 10 * $1)); }
 rs_info_port() { echo $((BASE_PORT + 15 + 10 * $1)); }
 
 cluster_render_conf() {
-  local esc_data
+  local esc_data site log4j
   esc_data=$(printf '%s' "$DATA_DIR" | sed -e 's/[\\|&]/\\&/g')
-  # Written aside and renamed: the containers of the image's cluster mode render the
-  # same files into the shared dir as each starts, and a JVM must never read half a file.
+  # Written aside (a name of its own: every container's shell is pid 1) and renamed: the
+  # containers of the image's cluster mode render the same files into the shared dir as
+  # each starts, and a JVM must never read half a file.
+  site=$(mktemp "$CONF_DIR/.hbase-site.xml.XXXXXX")
+  log4j=$(mktemp "$CONF_DIR/.log4j2.properties.XXXXXX")
+  chmod 644 "$site" "$log4j"
   sed -e "s|@DATA@|$esc_data|g" -e "s|@ZK_PORT@|$ZK_PORT|g" \
     -e "s|@THRIFT_PORT@|$THRIFT_PORT|g" -e "s|@THRIFT_READ_TIMEOUT_MS@|$THRIFT_READ_TIMEOUT_MS|g" \
     -e "s|@MASTER_PORT@|$BASE_PORT|g" -e "s|@MASTER_INFO_PORT@|$((BASE_PORT + 10))|g" \
     -e "s|@OBSERVER@|$(observer_property)|g" \
-    "$ASSETS/hbase-cluster-site.xml.in" >"$CONF_DIR/.hbase-site.xml.$$"
-  mv -f "$CONF_DIR/.hbase-site.xml.$$" "$CONF_DIR/hbase-site.xml"
+    "$ASSETS/hbase-cluster-site.xml.in" >"$site"
+  mv -f "$site" "$CONF_DIR/hbase-site.xml"
   # The observer logs each multi-row get at DEBUG: the tests count its calls per server.
   {
     cat "$ASSETS/log4j2.properties"
     printf '%s\n' 'logger.observer.name = simhash_hbase.observer' 'logger.observer.level = DEBUG'
-  } >"$CONF_DIR/.log4j2.properties.$$"
-  mv -f "$CONF_DIR/.log4j2.properties.$$" "$CONF_DIR/log4j2.properties"
+  } >"$log4j"
+  mv -f "$log4j" "$CONF_DIR/log4j2.properties"
 }
 
 # The JVM of a role (cluster-zk, cluster-master, cluster-rsN, cluster-thrift,
