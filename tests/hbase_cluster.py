@@ -356,7 +356,13 @@ class ContainerCluster(ClusterHBase):
         wrapped.remove(force=True)
 
     def start_rs(self, n: int) -> None:
-        """A new container for region server ``n``."""
+        """A new container for region server ``n`` (in place of one that exited: a region
+        server starved out of its ZooKeeper session while starting aborts)."""
+        exited = self.containers.pop(f"rs{n}", None)
+        if exited is not None:
+            wrapped = exited.get_wrapped_container()
+            self._gone_logs += _tail(wrapped, f"rs{n} (exited)")
+            wrapped.remove(force=True)
         log = self.rs_log(n)
         old = log.stat().st_ino if log.exists() else None
         self._run(f"rs{n}")
