@@ -3,7 +3,7 @@
 :class:`Gateways` is where failover lives: connections go to one gateway (sticky)
 until it fails; a gateway that failed is skipped for a backoff, then probed again
 by the next connection that needs one. What each gateway must be set to serve
-(TLS, framed or HTTP transport, compact protocol) is the URL's :class:`Wire`;
+(TLS, framed or HTTP transport, compact protocol, SASL) is the URL's :class:`Wire`;
 docs/hbase.md has the matching gateway settings.
 """
 
@@ -28,7 +28,7 @@ from thriftpy2.transport import (
     TTransportException,
 )
 
-from simhash_hbase.errors import InvalidIndexUrl, StoreUnavailable
+from simhash_hbase.errors import InvalidIndexUrl, NotAuthenticated, StoreUnavailable
 from simhash_hbase.store.hbase.metrics import GatewayObserver
 from simhash_hbase.store.hbase.settings import Gateway, Wire
 
@@ -121,6 +121,50 @@ class HttpTransport(TTransportBase):  # type: ignore[misc]
         self._in = io.BytesIO(content)
 
 
+class GssapiClient:
+    """pure-sasl's Kerberos (GSSAPI) client in the shape thriftpy2's
+    TSaslClientTransport calls (Cyrus SASL's ``sasl.Client``: start, step, encode,
+    decode, getError); a failure raises from the call that met it."""
+
+    def __init__(self, host: str, wire: Wire) -> None:
+        client_class, _ = sasl_modules()
+        self._client = client_class(
+            host, wire.service, mechanism="GSSAPI", principal=wire.principal
+        )
+
+    def start(self, mechanism: str) -> tuple[bool, str, bytes]:
+        return True, mechanism, self._client.process()
+
+    def step(self, challenge: bytes) -> tuple[bool, bytes]:
+        return True, self._client.process(challenge)
+
+    def encode(self, data: bytes) -> tuple[bool, bytes]:
+        return True, self._client.wrap(data)
+
+    def decode(self, data: bytes) -> tuple[bool, bytes]:
+        return True, self._client.unwrap(data)
+
+    def getError(self) -> str:  # the name TSaslClientTransport calls
+        return "see the exception raised"
+
+
+def sasl_modules() -> tuple[Any, tuple[type[Exception], ...]]:
+    """pure-sasl's client class and the errors a handshake raises (its own and its
+    Kerberos binding's); imported here, not at the top, so that an install without
+    the ``kerberos`` extra opens every other URL."""
+    try:
+        import kerberos  # pure-sasl offers GSSAPI only when this imports
+        import puresasl
+        from puresasl.client import SASLClient
+    except ModuleNotFoundError as exc:
+        raise InvalidIndexUrl(
+            f"sasl=gssapi needs pure-sasl and kerberos ({exc.name} is not installed): "
+            "pip install 'simhash-hbase[kerberos]' (kerberos builds against libkrb5: "
+            "apt-get install libkrb5-dev)"
+        ) from None
+    return SASLClient, (kerberos.KrbError, puresasl.SASLError, puresasl.SASLProtocolException)
+
+
 def open_protocol(
     gateway: Gateway, wire: Wire, timeout: int, context: ssl.SSLContext | None
 ) -> Any:
@@ -132,11 +176,65 @@ def open_protocol(
         raw = TSSLSocket(gateway.host, gateway.port, socket_timeout=timeout, ssl_context=context)
     else:  # TSocket sets TCP_NODELAY: a request is one small write, never held back
         raw = TSocket(gateway.host, gateway.port, socket_timeout=timeout)
-    framing = TFramedTransportFactory if wire.transport == "framed" else TBufferedTransportFactory
-    transport = framing().get_transport(raw)
-    transport.open()
+    if wire.sasl is not None:  # SASL frames and buffers by itself: nothing goes between
+        transport = _sasl_opened(gateway, wire, raw)
+    else:
+        framing = (
+            TFramedTransportFactory if wire.transport == "framed" else TBufferedTransportFactory
+        )
+        transport = framing().get_transport(raw)
+        transport.open()
     coding = TCompactProtocolFactory if wire.protocol == "compact" else TBinaryProtocolFactory
     return coding().get_protocol(transport)
+
+
+def _sasl_opened(gateway: Gateway, wire: Wire, raw: Any) -> Any:
+    """``raw`` opened and authenticated by Kerberos (SASL GSSAPI, hbase.thrift.
+    security.qop on the gateway). A connection that cannot open stays a network
+    error (failover); a handshake that fails is :class:`NotAuthenticated`, saying
+    whether the ticket, the principal or the gateway's setting is wrong."""
+    from thriftpy2.transport.sasl import TCySaslClientTransport
+
+    _, refusals = sasl_modules()
+    raw.open()
+    transport = TCySaslClientTransport(lambda: GssapiClient(gateway.host, wire), "GSSAPI", raw)
+    where = f"HBase at {gateway} (sasl=gssapi)"
+    server = f"{wire.service}/{gateway.host}"
+    try:
+        transport.open()
+    except (TTransportException, ConnectionError) as exc:
+        raw.close()
+        if isinstance(exc, TTransportException) and exc.type == TTransportException.TIMED_OUT:
+            raise  # a busy gateway: a network error, as any other call's
+        raise NotAuthenticated(
+            f"{where}: the gateway did not take the Kerberos handshake ({exc}): is "
+            "it set to require SASL (hbase.thrift.security.qop, with hbase.thrift.keytab.file "
+            "and hbase.thrift.kerberos.principal)? Without it, leave sasl= out of the URL"
+        ) from exc
+    except refusals as exc:
+        raw.close()
+        said = _gss_message(exc)
+        if "not found in Kerberos database" in said:
+            raise NotAuthenticated(
+                f"{where}: the KDC knows no principal {server} ({said}): give the gateway's "
+                "principal's service as service=NAME in the index URL (its "
+                "hbase.thrift.kerberos.principal is SERVICE/HOST@REALM) and name the gateway "
+                "by that HOST"
+            ) from exc
+        raise NotAuthenticated(
+            f"{where}: no Kerberos credentials for {server} ({said}): get a ticket first "
+            "(kinit PRINCIPAL, or kinit -kt KEYTAB PRINCIPAL; KRB5CCNAME names the ticket "
+            "cache, KRB5_CONFIG the realm's krb5.conf), and give principal= in the index "
+            "URL if the cache holds several"
+        ) from exc
+    return transport
+
+
+def _gss_message(exc: Exception) -> str:
+    """The readable part of a GSS error: the (major, minor) messages the Kerberos
+    binding puts in its arguments, the minor (the mechanism's own) first."""
+    parts = [str(arg[0]) for arg in exc.args if isinstance(arg, tuple) and arg and arg[0]]
+    return "; ".join(reversed(parts)).strip() if parts else str(exc)
 
 
 class Gateways:

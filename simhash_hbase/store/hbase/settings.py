@@ -57,7 +57,13 @@ _PARAMETERS = {
     "cert": "a client certificate (PEM), for gateways that ask for one",
     "key": "the client certificate's key (PEM)",
     "verify": "0: do not check the gateways' certificates (insecure)",
+    "sasl": "gssapi: Kerberos to gateways that require it (hbase.thrift.security.qop)",
+    "service": "the service of the gateways' Kerberos principal (hbase)",
+    "principal": "the Kerberos principal to authenticate as (the ticket cache's default)",
 }
+#: SASL mechanisms a gateway may require (hbase.thrift.security.qop): Kerberos.
+SASL = ("gssapi",)
+DEFAULT_SERVICE = "hbase"
 _FLAGS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 
 
@@ -83,6 +89,11 @@ class Wire:
     cert: str | None = None
     key: str | None = None
     verify: bool = True
+    #: "gssapi": authenticate by Kerberos (SASL GSSAPI) as ``principal`` (None: the
+    #: ticket cache's default) to the gateway's ``service``/HOST principal.
+    sasl: str | None = None
+    service: str = DEFAULT_SERVICE
+    principal: str | None = None
 
     @property
     def plain(self) -> bool:
@@ -101,6 +112,9 @@ class Wire:
                 ("cert", self.cert, None),
                 ("key", self.key, None),
                 ("verify", int(self.verify), 1),
+                ("sasl", self.sasl, None),
+                ("service", self.service, DEFAULT_SERVICE),
+                ("principal", self.principal, None),
             )
             if value != default
         ]
@@ -151,6 +165,8 @@ def parse_url(url: str) -> dict[str, Any]:
         raise InvalidIndexUrl(
             f"index URL {url!r}: ca, cert, key and verify are TLS settings: add tls=1"
         )
+    sasl = _choice(url, query, "sasl", SASL)
+    _check_sasl(url, query, sasl, transport)
     if paths["key"] and not paths["cert"]:
         raise InvalidIndexUrl(f"index URL {url!r}: key= is the key of cert=: give cert= too")
     if not _PREFIX_RE.match(prefix) or pool < 1 or timeout < 1 or retries < 0:
@@ -169,8 +185,37 @@ def parse_url(url: str) -> dict[str, Any]:
         "layout": query.get("layout"),
         "expect": expect,
         "docs_sample": query.get("docs_sample"),
-        "wire": Wire(transport, protocol, tls, verify=verify, **paths),
+        "wire": Wire(
+            transport,
+            protocol,
+            tls,
+            verify=verify,
+            sasl=sasl,
+            service=query.get("service", DEFAULT_SERVICE),
+            principal=query.get("principal"),
+            **paths,
+        ),
     }
+
+
+def _check_sasl(url: str, query: dict[str, str], sasl: str | None, transport: str) -> None:
+    """SASL settings only with ``sasl=``, and over the one transport HBase takes it on."""
+    if sasl is None and ("service" in query or "principal" in query):
+        raise InvalidIndexUrl(
+            f"index URL {url!r}: service and principal are Kerberos settings: add sasl=gssapi"
+        )
+    if sasl is not None and transport == "framed":
+        raise InvalidIndexUrl(
+            f"index URL {url!r}: HBase's gateways take SASL over the buffered transport only "
+            "(they refuse hbase.regionserver.thrift.framed with hbase.thrift.security.qop): "
+            "leave transport=framed out"
+        )
+    if sasl is not None and transport == "http":
+        raise InvalidIndexUrl(
+            f"index URL {url!r}: a gateway over HTTP authenticates by SPNEGO "
+            "(hbase.thrift.spnego.*), which shdb does not speak; use a gateway on the "
+            "buffered transport with hbase.thrift.security.qop and leave transport=http out"
+        )
 
 
 def _gateway(text: str) -> Gateway:
