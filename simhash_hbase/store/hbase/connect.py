@@ -251,6 +251,8 @@ class Gateways:
         self.all = tuple(gateways)
         self.wire, self.timeout, self.url, self.observer = wire, timeout, url, observer
         self._context = tls_context(wire, url)
+        if wire.sasl is not None:
+            sasl_modules()  # a missing extra is a bad URL here, before any connection
         self._lock = threading.Lock()
         self._current = 0
         self._down: dict[int, tuple[float, int]] = {}  # gateway -> (retry after, failures)
