@@ -17,6 +17,7 @@ HBase tests must run (CI, SHDB_REQUIRE_HBASE)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import subprocess
 import uuid
@@ -37,6 +38,7 @@ from .serve_server import free_port
 pytestmark = pytest.mark.hbase
 
 ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "scripts" / "hbase"
 #: The first seconds of a new proxy user's HBase connection on a loaded machine.
 TIMEOUT = "timeout=120000"
 
@@ -46,7 +48,8 @@ class Kerberized:
     """The module's kerberized HBase: its plain and SASL gateways, and its KDC's files."""
 
     port: int  # plain Thrift1; plain Thrift2 on +1, SASL Thrift1 on +3, SASL Thrift2 on +4
-    kdc: Path  # krb5.conf, shdb.keytab
+    kdc: Path  # krb5.conf, shdb.keytab, hbase.keytab
+    env: dict[str, str]  # scripts/hbase's, for this HBase
 
     def url(self, api: str, prefix: str, *, sasl: bool = True, extra: str = "") -> str:
         port = self.port + (3 if sasl else 0) + (api == "thrift2")
@@ -55,6 +58,25 @@ class Kerberized:
 
     def kinit(self) -> None:
         subprocess.run(["kinit", "-kt", str(self.kdc / "shdb.keytab"), "shdb"], check=True)
+
+    @contextlib.contextmanager
+    def spnego_gateway(self) -> Iterator[int]:
+        """A Thrift2 gateway over HTTP that requires Kerberos (SPNEGO), on a free port."""
+        port, name = free_port(), f"spnego-{uuid.uuid4().hex[:6]}"
+        settings = [
+            "hbase.regionserver.thrift.http=true",
+            "hbase.thrift.security.qop=auth",
+            "hbase.thrift.spnego.principal=HTTP/localhost@SHDB.TEST",
+            f"hbase.thrift.spnego.keytab.file={self.kdc / 'hbase.keytab'}",
+        ]
+        gateway = [str(SCRIPT), "gateway"]
+        subprocess.run(
+            [*gateway, "start", name, str(port), "thrift2", *settings], env=self.env, check=True
+        )
+        try:
+            yield port
+        finally:
+            subprocess.run([*gateway, "stop", name], env=self.env, check=True)
 
 
 def _env(home: Path, port: int, zk: int) -> dict[str, str]:
@@ -83,7 +105,7 @@ def kerberos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kerberized]:
     port = int(os.environ.get("SHDB_TEST_KERBEROS_THRIFT_PORT", "9350"))
     zk = int(os.environ.get("SHDB_TEST_KERBEROS_ZK_PORT", "2451"))
     env = _env(home, port, zk)
-    script = [str(ROOT / "scripts" / "hbase")]
+    script = [str(SCRIPT)]
     # SHDB_TEST_KERBEROS=running: one already started (scripts/hbase start --kerberos),
     # left running (while developing: a start takes minutes)
     own = os.environ.get("SHDB_TEST_KERBEROS") != "running"
@@ -103,7 +125,7 @@ def kerberos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kerberized]:
     saved = {name: os.environ.get(name) for name in ("KRB5_CONFIG", "KRB5CCNAME")}
     os.environ["KRB5_CONFIG"] = str(home / "kdc" / "krb5.conf")
     os.environ["KRB5CCNAME"] = str(tmp_path_factory.mktemp("krb") / "ccache")
-    server = Kerberized(port, home / "kdc")
+    server = Kerberized(port, home / "kdc", env)
     try:
         server.kinit()
         yield server
@@ -151,6 +173,17 @@ def test_sasl_answers_equal_the_plain_gateways(kerberos: Kerberized, api: str) -
     plain = _answers(kerberos.url(api, _prefix(), sasl=False))
     assert secured == plain
     assert secured == ([["library"], ["tea"]], [["library"], ["tea"], []], [False, False, True])
+
+
+def test_spnego_over_http_answers_as_the_plain_gateway(kerberos: Kerberized) -> None:
+    """The HTTP gateway's Kerberos: a token in every request's Authorization header."""
+    with kerberos.spnego_gateway() as port:
+        url = f"hbase://localhost:{port}?prefix={_prefix()}&transport=http&{TIMEOUT}"
+        assert _answers(f"{url}&sasl=gssapi") == _answers(
+            kerberos.url("thrift2", _prefix(), sasl=False)
+        )
+        with pytest.raises(NotAuthenticated, match=r"HTTP 401.*add sasl=gssapi"):
+            SimhashIndex.open(url)
 
 
 def test_verify_and_stats_over_sasl(kerberos: Kerberized) -> None:

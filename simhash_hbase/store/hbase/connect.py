@@ -68,8 +68,10 @@ class HttpTransport(TTransportBase):  # type: ignore[misc]
     hbase.regionserver.thrift.http), with the call timeout that thriftpy2's own
     THttpClient does not pass on."""
 
-    def __init__(self, gateway: Gateway, timeout: int, context: ssl.SSLContext | None) -> None:
-        self._gateway = gateway
+    def __init__(
+        self, gateway: Gateway, timeout: int, context: ssl.SSLContext | None, wire: Wire
+    ) -> None:
+        self._gateway, self._wire = gateway, wire
         self._conn: http.client.HTTPConnection = (
             http.client.HTTPSConnection(
                 gateway.host, gateway.port, timeout=timeout / 1000, context=context
@@ -104,14 +106,17 @@ class HttpTransport(TTransportBase):  # type: ignore[misc]
 
     def flush(self) -> None:
         body, self._out = self._out.getvalue(), io.BytesIO()
+        headers = {"Content-Type": "application/x-thrift", "Accept": "*/*"}
+        if self._wire.sasl is not None:  # SPNEGO: a Kerberos token on every request
+            headers["Authorization"] = "Negotiate " + spnego_token(self._gateway, self._wire)
         try:
-            self._conn.request(
-                "POST", "/", body, {"Content-Type": "application/x-thrift", "Accept": "*/*"}
-            )
+            self._conn.request("POST", "/", body, headers)
             reply = self._conn.getresponse()
             content = reply.read()
         except http.client.HTTPException as exc:  # a protocol error, not an OSError
             raise TTransportException(TTransportException.END_OF_FILE, str(exc)) from exc
+        if reply.status == 401:
+            raise NotAuthenticated(self._refused())
         if reply.status != 200:
             raise TTransportException(
                 TTransportException.UNKNOWN,
@@ -119,6 +124,20 @@ class HttpTransport(TTransportBase):  # type: ignore[misc]
                 "hbase.regionserver.thrift.http (transport=http)?",
             )
         self._in = io.BytesIO(content)
+
+    def _refused(self) -> str:
+        """Why the gateway answered 401, and what to do."""
+        where = f"HBase at {self._gateway}: the gateway refused the request (HTTP 401)"
+        if self._wire.sasl is None:
+            return (
+                f"{where}: it requires Kerberos (SPNEGO, hbase.thrift.security.qop over "
+                "HTTP): add sasl=gssapi to the index URL and get a ticket (kinit)"
+            )
+        return (
+            f"{where}: it did not accept the ticket for "
+            f"{kerberos_server(self._gateway, self._wire)}: is that its "
+            "hbase.thrift.spnego.principal?"
+        )
 
 
 class GssapiClient:
@@ -129,7 +148,7 @@ class GssapiClient:
     def __init__(self, host: str, wire: Wire) -> None:
         client_class, _ = sasl_modules()
         self._client = client_class(
-            host, wire.service, mechanism="GSSAPI", principal=wire.principal
+            host, wire.kerberos_service, mechanism="GSSAPI", principal=wire.principal
         )
 
     def start(self, mechanism: str) -> tuple[bool, str, bytes]:
@@ -171,12 +190,12 @@ def open_protocol(
     """A Thrift protocol on a new connection to ``gateway``."""
     raw: Any
     if wire.transport == "http":
-        raw = HttpTransport(gateway, timeout, context)
+        raw = HttpTransport(gateway, timeout, context, wire)
     elif context is not None:
         raw = TSSLSocket(gateway.host, gateway.port, socket_timeout=timeout, ssl_context=context)
     else:  # TSocket sets TCP_NODELAY: a request is one small write, never held back
         raw = TSocket(gateway.host, gateway.port, socket_timeout=timeout)
-    if wire.sasl is not None:  # SASL frames and buffers by itself: nothing goes between
+    if wire.sasl is not None and wire.transport != "http":  # SASL frames and buffers itself
         transport = _sasl_opened(gateway, wire, raw)
     else:
         framing = (
@@ -199,7 +218,6 @@ def _sasl_opened(gateway: Gateway, wire: Wire, raw: Any) -> Any:
     raw.open()
     transport = TCySaslClientTransport(lambda: GssapiClient(gateway.host, wire), "GSSAPI", raw)
     where = f"HBase at {gateway} (sasl=gssapi)"
-    server = f"{wire.service}/{gateway.host}"
     try:
         transport.open()
     except (TTransportException, ConnectionError) as exc:
@@ -213,21 +231,49 @@ def _sasl_opened(gateway: Gateway, wire: Wire, raw: Any) -> Any:
         ) from exc
     except refusals as exc:
         raw.close()
-        said = _gss_message(exc)
-        if "not found in Kerberos database" in said:
-            raise NotAuthenticated(
-                f"{where}: the KDC knows no principal {server} ({said}): give the gateway's "
-                "principal's service as service=NAME in the index URL (its "
-                "hbase.thrift.kerberos.principal is SERVICE/HOST@REALM) and name the gateway "
-                "by that HOST"
-            ) from exc
-        raise NotAuthenticated(
-            f"{where}: no Kerberos credentials for {server} ({said}): get a ticket first "
-            "(kinit PRINCIPAL, or kinit -kt KEYTAB PRINCIPAL; KRB5CCNAME names the ticket "
-            "cache, KRB5_CONFIG the realm's krb5.conf), and give principal= in the index "
-            "URL if the cache holds several"
-        ) from exc
+        raise kerberos_refusal(where, kerberos_server(gateway, wire), exc) from exc
     return transport
+
+
+def spnego_token(gateway: Gateway, wire: Wire) -> str:
+    """A Kerberos token for one HTTP request to ``gateway`` (SPNEGO: the gateway's
+    ThriftHttpServlet checks each request's Authorization header on its own)."""
+    _, refusals = sasl_modules()
+    import kerberos
+
+    try:
+        _, context = kerberos.authGSSClientInit(
+            f"{wire.kerberos_service}@{gateway.host}", principal=wire.principal
+        )
+        kerberos.authGSSClientStep(context, "")
+        return str(kerberos.authGSSClientResponse(context))
+    except refusals as exc:
+        where = f"HBase at {gateway} (sasl=gssapi over HTTP)"
+        raise kerberos_refusal(where, kerberos_server(gateway, wire), exc) from exc
+
+
+def kerberos_server(gateway: Gateway, wire: Wire) -> str:
+    """The gateway's principal as Kerberos is asked for it (SERVICE/HOST)."""
+    return f"{wire.kerberos_service}/{gateway.host}"
+
+
+def kerberos_refusal(where: str, server: str, exc: Exception) -> NotAuthenticated:
+    """What a failed Kerberos step means: the KDC knows no such principal, or this
+    process has no (valid) ticket."""
+    said = _gss_message(exc)
+    if "not found in Kerberos database" in said:
+        return NotAuthenticated(
+            f"{where}: the KDC knows no principal {server} ({said}): give the gateway's "
+            "principal's service as service=NAME in the index URL (its "
+            "hbase.thrift.kerberos.principal, over HTTP hbase.thrift.spnego.principal, is "
+            "SERVICE/HOST@REALM) and name the gateway by that HOST"
+        )
+    return NotAuthenticated(
+        f"{where}: no Kerberos credentials for {server} ({said}): get a ticket first "
+        "(kinit PRINCIPAL, or kinit -kt KEYTAB PRINCIPAL; KRB5CCNAME names the ticket "
+        "cache, KRB5_CONFIG the realm's krb5.conf), and give principal= in the index "
+        "URL if the cache holds several"
+    )
 
 
 def _gss_message(exc: Exception) -> str:

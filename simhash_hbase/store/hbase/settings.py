@@ -58,12 +58,13 @@ _PARAMETERS = {
     "key": "the client certificate's key (PEM)",
     "verify": "0: do not check the gateways' certificates (insecure)",
     "sasl": "gssapi: Kerberos to gateways that require it (hbase.thrift.security.qop)",
-    "service": "the service of the gateways' Kerberos principal (hbase)",
+    "service": "the service of the gateways' Kerberos principal (hbase; over http, HTTP)",
     "principal": "the Kerberos principal to authenticate as (the ticket cache's default)",
 }
 #: SASL mechanisms a gateway may require (hbase.thrift.security.qop): Kerberos.
 SASL = ("gssapi",)
 DEFAULT_SERVICE = "hbase"
+SPNEGO_SERVICE = "HTTP"
 _FLAGS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 
 
@@ -92,8 +93,14 @@ class Wire:
     #: "gssapi": authenticate by Kerberos (SASL GSSAPI) as ``principal`` (None: the
     #: ticket cache's default) to the gateway's ``service``/HOST principal.
     sasl: str | None = None
-    service: str = DEFAULT_SERVICE
+    service: str | None = None
     principal: str | None = None
+
+    @property
+    def kerberos_service(self) -> str:
+        """The service of the gateways' principal: ``service``, else HBase's usual
+        one (``hbase``; over HTTP, SPNEGO's ``HTTP``)."""
+        return self.service or (SPNEGO_SERVICE if self.transport == "http" else DEFAULT_SERVICE)
 
     @property
     def plain(self) -> bool:
@@ -113,7 +120,7 @@ class Wire:
                 ("key", self.key, None),
                 ("verify", int(self.verify), 1),
                 ("sasl", self.sasl, None),
-                ("service", self.service, DEFAULT_SERVICE),
+                ("service", self.service, None),
                 ("principal", self.principal, None),
             )
             if value != default
@@ -191,7 +198,7 @@ def parse_url(url: str) -> dict[str, Any]:
             tls,
             verify=verify,
             sasl=sasl,
-            service=query.get("service", DEFAULT_SERVICE),
+            service=query.get("service"),
             principal=query.get("principal"),
             **paths,
         ),
@@ -199,7 +206,8 @@ def parse_url(url: str) -> dict[str, Any]:
 
 
 def _check_sasl(url: str, query: dict[str, str], sasl: str | None, transport: str) -> None:
-    """SASL settings only with ``sasl=``, and over the one transport HBase takes it on."""
+    """Kerberos settings only with ``sasl=``, and not over the framed transport (SASL
+    over the buffered one; over HTTP, SPNEGO)."""
     if sasl is None and ("service" in query or "principal" in query):
         raise InvalidIndexUrl(
             f"index URL {url!r}: service and principal are Kerberos settings: add sasl=gssapi"
@@ -209,12 +217,6 @@ def _check_sasl(url: str, query: dict[str, str], sasl: str | None, transport: st
             f"index URL {url!r}: HBase's gateways take SASL over the buffered transport only "
             "(they refuse hbase.regionserver.thrift.framed with hbase.thrift.security.qop): "
             "leave transport=framed out"
-        )
-    if sasl is not None and transport == "http":
-        raise InvalidIndexUrl(
-            f"index URL {url!r}: a gateway over HTTP authenticates by SPNEGO "
-            "(hbase.thrift.spnego.*), which shdb does not speak; use a gateway on the "
-            "buffered transport with hbase.thrift.security.qop and leave transport=http out"
         )
 
 
