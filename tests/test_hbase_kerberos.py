@@ -30,7 +30,8 @@ from typer.testing import CliRunner
 
 from simhash_hbase import SimhashIndex, StoreUnavailable
 from simhash_hbase.cli.app import app
-from simhash_hbase.errors import NotAuthenticated
+from simhash_hbase.errors import InvalidIndexUrl, NotAuthenticated
+from simhash_hbase.store.hbase.connect import sasl_modules
 
 from .conftest import HBASE_ENV
 from .serve_server import free_port
@@ -95,10 +96,13 @@ def _env(home: Path, port: int, zk: int) -> dict[str, str]:
 def kerberos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kerberized]:
     """KDC + kerberized HBase, started fresh here and stopped after the module; the
     test process holds a ticket of shdb@SHDB.TEST in a cache of its own."""
-    if not os.environ.get(HBASE_ENV) and not (
-        os.environ.get("CI") or os.environ.get("SHDB_REQUIRE_HBASE")
-    ):
+    required = bool(os.environ.get("CI") or os.environ.get("SHDB_REQUIRE_HBASE"))
+    if not os.environ.get(HBASE_ENV) and not required:
         pytest.skip(f"{HBASE_ENV} not set; run scripts/test to run the HBase tests")
+    try:
+        sasl_modules()
+    except InvalidIndexUrl as exc:
+        (pytest.fail if required else pytest.skip)(str(exc))
     home = Path(
         os.environ.get("SHDB_TEST_KERBEROS_HOME", Path.home() / ".cache" / "shdb-hbase-kerberos")
     )
