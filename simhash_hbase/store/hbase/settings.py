@@ -60,6 +60,7 @@ _PARAMETERS = {
     "sasl": "gssapi: Kerberos to gateways that require it (hbase.thrift.security.qop)",
     "service": "the service of the gateways' Kerberos principal (hbase; over http, HTTP)",
     "principal": "the Kerberos principal to authenticate as (the ticket cache's default)",
+    "lease": "seconds a writer's lock lasts unrenewed (default 60)",
 }
 #: SASL mechanisms a gateway may require (hbase.thrift.security.qop): Kerberos.
 SASL = ("gssapi",)
@@ -150,6 +151,7 @@ def parse_url(url: str) -> dict[str, Any]:
         retries = int(query.get("retries", DEFAULT_RETRIES))
         tls, verify = _flag(query, "tls", False), _flag(query, "verify", True)
         expect = parse_count(query["expect"]) if "expect" in query else None
+        lease = float(query["lease"]) if "lease" in query else None
     except (ValueError, InvalidSetting) as exc:
         raise InvalidIndexUrl(f"index URL {url!r}: {exc}") from None
     if "docs_sample" in query and expect is None:
@@ -176,11 +178,17 @@ def parse_url(url: str) -> dict[str, Any]:
     _check_sasl(url, query, sasl, transport)
     if paths["key"] and not paths["cert"]:
         raise InvalidIndexUrl(f"index URL {url!r}: key= is the key of cert=: give cert= too")
-    if not _PREFIX_RE.match(prefix) or pool < 1 or timeout < 1 or retries < 0:
+    if (
+        not _PREFIX_RE.match(prefix)
+        or pool < 1
+        or timeout < 1
+        or retries < 0
+        or not (lease is None or 0.3 <= lease <= 3600)
+    ):
         raise InvalidIndexUrl(
             f"index URL {url!r} is not of the form hbase://HOST[:PORT][,HOST[:PORT]...]"
             "[/[NS:]NAME] (NAME: letters, digits, _ . -; NS, an HBase namespace: letters, "
-            "digits, _; pool and timeout positive, retries 0 or more)"
+            "digits, _; pool and timeout positive, retries 0 or more, lease 0.3 to 3600 s)"
         )
     return {
         "gateways": gateways,
@@ -192,6 +200,7 @@ def parse_url(url: str) -> dict[str, Any]:
         "layout": query.get("layout"),
         "expect": expect,
         "docs_sample": query.get("docs_sample"),
+        "lease": lease,
         "wire": Wire(
             transport,
             protocol,
