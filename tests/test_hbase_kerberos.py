@@ -28,9 +28,9 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-from simhash_hbase import SimhashIndex, StoreUnavailable
+from simhash_hbase import NotAuthenticated, SimhashIndex, StoreUnavailable
 from simhash_hbase.cli.app import app
-from simhash_hbase.errors import InvalidIndexUrl, NotAuthenticated
+from simhash_hbase.errors import InvalidIndexUrl
 from simhash_hbase.store.hbase.connect import sasl_modules
 
 from .conftest import HBASE_ENV
@@ -143,6 +143,10 @@ def kerberos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Kerberized]:
             subprocess.run([*script, "kill"], env=env, capture_output=True)
 
 
+APIS = ("thrift1", "thrift2")
+Answers = tuple[list[list[str]], list[list[str]], list[bool]]
+
+
 def _prefix() -> str:
     return "k" + uuid.uuid4().hex[:10]
 
@@ -158,7 +162,7 @@ _COPIES = [
 _NEW = ("weather", (CORPUS / "weather.txt").read_text("utf-8"))
 
 
-def _answers(url: str) -> tuple[list[list[str]], list[list[str]], list[bool]]:
+def _answers(url: str) -> Answers:
     """What an index at ``url`` answers to the same ingest, queries and check-and-add."""
     with SimhashIndex.open(url, create=True) as index:
         index.check_and_add_texts(_BASES)
@@ -171,21 +175,28 @@ def _answers(url: str) -> tuple[list[list[str]], list[list[str]], list[bool]]:
     return queries, checked, present
 
 
-@pytest.mark.parametrize("api", ["thrift1", "thrift2"])
-def test_sasl_answers_equal_the_plain_gateways(kerberos: Kerberized, api: str) -> None:
+@pytest.fixture(scope="module")
+def plain(kerberos: Kerberized) -> dict[str, Answers]:
+    """The unsecured answers: the plain gateways' of the same HBase, per protocol."""
+    return {api: _answers(kerberos.url(api, _prefix(), sasl=False)) for api in APIS}
+
+
+@pytest.mark.parametrize("api", APIS)
+def test_sasl_answers_equal_the_plain_gateways(
+    kerberos: Kerberized, plain: dict[str, Answers], api: str
+) -> None:
     secured = _answers(kerberos.url(api, _prefix()))
-    plain = _answers(kerberos.url(api, _prefix(), sasl=False))
-    assert secured == plain
+    assert secured == plain[api]
     assert secured == ([["library"], ["tea"]], [["library"], ["tea"], []], [False, False, True])
 
 
-def test_spnego_over_http_answers_as_the_plain_gateway(kerberos: Kerberized) -> None:
+def test_spnego_over_http_answers_as_the_plain_gateway(
+    kerberos: Kerberized, plain: dict[str, Answers]
+) -> None:
     """The HTTP gateway's Kerberos: a token in every request's Authorization header."""
     with kerberos.spnego_gateway() as port:
         url = f"hbase://localhost:{port}?prefix={_prefix()}&transport=http&{TIMEOUT}"
-        assert _answers(f"{url}&sasl=gssapi") == _answers(
-            kerberos.url("thrift2", _prefix(), sasl=False)
-        )
+        assert _answers(f"{url}&sasl=gssapi") == plain["thrift2"]
         with pytest.raises(NotAuthenticated, match=r"HTTP 401.*add sasl=gssapi"):
             SimhashIndex.open(url)
 
