@@ -212,11 +212,14 @@ def _sasl_opened(gateway: Gateway, wire: Wire, raw: Any) -> Any:
     security.qop on the gateway). A connection that cannot open stays a network
     error (failover); a handshake that fails is :class:`NotAuthenticated`, saying
     whether the ticket, the principal or the gateway's setting is wrong."""
-    from thriftpy2.transport.sasl import TCySaslClientTransport
+    try:
+        from thriftpy2.transport.sasl import TCySaslClientTransport as Sasl
+    except ImportError:  # a thriftpy2 built without Cython (PyPy): its Python twin
+        from thriftpy2.transport.sasl import TSaslClientTransport as Sasl
 
     _, refusals = sasl_modules()
     raw.open()
-    transport = TCySaslClientTransport(lambda: GssapiClient(gateway.host, wire), "GSSAPI", raw)
+    transport = Sasl(lambda: GssapiClient(gateway.host, wire), "GSSAPI", raw)
     where = f"HBase at {gateway} (sasl=gssapi)"
     try:
         transport.open()
