@@ -31,6 +31,7 @@ from simhash_hbase.errors import (
     InvalidQuery,
     InvalidSetting,
     ManifestMismatch,
+    NotAuthenticated,
     RejectedRecord,
     ShdbError,
     StoreError,
@@ -107,6 +108,11 @@ def hint(exc: ShdbError) -> str | None:
         return (
             f"is the name right? A new index: `shdb ingest --index {exc.url} PATH...` "
             "(with --create for an hbase:// URL), or `shdb serve --create`"
+        )
+    if isinstance(exc, NotAuthenticated):
+        return (
+            "kinit, then try again; sasl=, service= and principal= in the index URL must "
+            'match the gateway (docs/hbase.md "Kerberos")'
         )
     if isinstance(exc, StoreUnavailable) and exc.answered is not None:
         return "give the port of an HBase Thrift gateway: hbase://HOST:9091 (Thrift2) or :9090"
