@@ -30,6 +30,7 @@ from simhash_hbase.errors import (
     InvalidQuery,
     InvalidSetting,
     ManifestMismatch,
+    NotAuthenticated,
     RejectedRecord,
     ShdbError,
     StoreError,
@@ -107,10 +108,18 @@ def hint(exc: ShdbError) -> str | None:
             f"is the name right? A new index: `shdb ingest --index {exc.url} PATH...` "
             "(with --create for an hbase:// URL), or `shdb serve --create`"
         )
+    if isinstance(exc, NotAuthenticated):
+        return (
+            "kinit, then try again; sasl=, service= and principal= in the index URL must "
+            'match the gateway (docs/hbase.md "Kerberos")'
+        )
     if isinstance(exc, StoreUnavailable) and exc.answered is not None:
         return "give the port of an HBase Thrift gateway: hbase://HOST:9091 (Thrift2) or :9090"
     if isinstance(exc, StoreUnavailable):
-        return "is HBase running? (`scripts/hbase start`, see README); check the host and port"
+        return (
+            "is HBase running? (`scripts/hbase start`: Thrift at 9090/9091, or "
+            "`scripts/hbase cluster start`: 9790/9791; docs/hbase.md); check the host and port"
+        )
     if isinstance(exc, ManifestMismatch):
         return _mismatch_hint(exc)
     if isinstance(exc, RejectedRecord):
