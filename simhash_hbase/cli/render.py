@@ -67,6 +67,7 @@ FLAGS = {
     "max_bytes": "--max-bytes",
     "batch_size": "--batch-size",
     "workers": "--workers",
+    "sample": "--sample",
 }
 
 #: What to do about a skipped record, by kind.
