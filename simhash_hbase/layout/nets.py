@@ -143,18 +143,22 @@ class Judge:
 
 
 class Sketches(NamedTuple):
-    """Stored sketches (rows of :func:`sketch_rows`) with which of them carry
-    evidence, found once a row rather than once a pair: a pair's judging then
-    reads its rows' b-bit parts, and their evidence only where it decides."""
+    """Stored sketches (rows of :func:`sketch_rows`) with what judging a pair reads
+    of each, found once a row rather than once a pair: its b-bit part as
+    contiguous words and whether it carries evidence. A pair's evidence is read
+    from ``rows`` only where it decides (:func:`pair_similarities`)."""
 
     rows: np.ndarray
+    words: np.ndarray
     evidenced: np.ndarray
 
 
 def sketches_of(rows: np.ndarray, lsh: MinHashParams) -> Sketches:
     """:class:`Sketches` of :func:`sketch_rows`' rows (an all-zero evidence part:
     none; no evidence part: none)."""
-    return Sketches(rows, np.any(rows[:, lsh.sketch_bytes :], axis=1))
+    size = lsh.sketch_bytes
+    words = np.ascontiguousarray(rows[:, :size]).view("<u8")
+    return Sketches(rows, words, np.any(rows[:, size:], axis=1))
 
 
 def confirm(
@@ -203,10 +207,8 @@ def pair_similarities(
     size, bits = lsh.sketch_bytes, lsh.sketch_bits
     if not len(a):
         return np.zeros(0), np.zeros(0, dtype=bool)
-    rows = sketches.rows
     lanes = np.uint64(sum(1 << i for i in range(0, 64, bits)))
-    diff = np.ascontiguousarray(rows[a, :size]).view("<u8")
-    diff ^= np.ascontiguousarray(rows[b, :size]).view("<u8")
+    diff = sketches.words[a] ^ sketches.words[b]
     folded = diff.copy()
     for shift in range(1, bits):
         folded |= diff >> np.uint64(shift)
@@ -217,6 +219,7 @@ def pair_similarities(
     low = lsh.floor - EVIDENCE_MARGIN
     unsure = np.flatnonzero(evidenced & (est >= low) & (est < lsh.threshold + EVIDENCE_MARGIN))
     if len(unsure):
+        rows = sketches.rows
         est[unsure] = evidence_similarity(rows[a[unsure], size:], rows[b[unsure], size:])
     return est, evidenced
 
