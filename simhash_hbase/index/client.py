@@ -144,6 +144,12 @@ class _Upkeep:
     #: The retention in whole seconds (docs/lifecycle.md); None: every document is kept.
     retain: int | None
 
+    def write_section(self) -> AbstractContextManager[None]:
+        """Hold the index's write section (:meth:`Store.write_section`, reentrant)
+        around several calls that must be one critical section: a Spark task reads
+        its batch's saved report and writes the batch in one (docs/spark.md)."""
+        return self._store.write_section()
+
     # job state (e.g. ingest checkpoints): small JSON records in the meta table
     def get_state(self, name: str) -> dict[str, Any] | None:
         return self._store.get_meta(_STATE + name)
