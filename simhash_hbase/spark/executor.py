@@ -149,11 +149,21 @@ def write_reported(
 
 
 def forget(index: SimhashIndex, name: str) -> None:
-    """Delete a batch's saved report lines (once the job's report is written)."""
+    """Delete a batch's saved report lines."""
     saved = index.get_state(name)
     if saved is not None:
         drop_lines(index, name, saved)
         index.delete_state(name)
+
+
+def forget_saved(url: str, batches: Iterable[Done]) -> None:
+    """Delete the saved report lines of a partition's batches, once the job's report
+    is written (in the tasks: a round trip or two a batch, spread over executors)."""
+    names = [name for _, _, name in batches if name is not None]
+    if names:
+        with SimhashIndex.open(url, create=False) as index:
+            for name in names:
+                forget(index, name)
 
 
 def _digest(batch: list[Document]) -> str:

@@ -31,7 +31,7 @@ from simhash_hbase.spark.executor import (
     Fingerprinting,
     Reporting,
     bulk_cells,
-    forget,
+    forget_saved,
     parse_fault,
     split_held,
     write_partition,
@@ -258,8 +258,9 @@ def ingest(
     started = time.perf_counter()
     parts = partitions or spark.sparkContext.defaultParallelism
     key = _job_key(reading, store_text, k, batch_size, parts)
-    # The driver holds the job's run lock (a lease it renews, store.lock): a job run
-    # again waits for nothing else; its saved report lines are its own (docs/spark.md).
+    # The driver holds its job's run lock (a lease it renews, store.lock): the same job
+    # twice at once would share saved report lines; every other writer writes at once,
+    # batch by batch in the write section (docs/spark.md, "Concurrent writers").
     with (
         SimhashIndex.open(url, scheme=scheme, params=params, create=create) as index,
         index.sole_writer("shdb spark ingest", key=key),
@@ -289,7 +290,7 @@ def ingest(
         else:
             reporting = None if report is None else Reporting(k, f"spark/{key}")
             summary.documents, summary.pairs = _thrift_write(
-                spark, index, docs, url, batch_size, reporting, report
+                spark, docs, url, batch_size, reporting, report
             )
     summary.seconds = time.perf_counter() - started
     return summary
@@ -305,7 +306,6 @@ def _job_key(reading: Reading, store_text: bool, k: int, batch_size: int, parts:
 
 def _thrift_write(
     spark: SparkSession,
-    index: SimhashIndex,
     docs: RDD[tuple[int, Document]],
     url: str,
     batch_size: int,
@@ -332,8 +332,7 @@ def _thrift_write(
         )
         write_both(rows, folder, "duplicates")
         pairs = rows.count()
-        for name in done.flatMap(lambda batch: [batch[2]] if batch[2] else []).collect():
-            forget(index, name)
+        done.foreachPartition(lambda batches: forget_saved(url, batches))
     done.unpersist()
     return written, pairs
 
@@ -385,7 +384,7 @@ def _bulk_write(
                 loader.load(table, f"{run_dir}/{table}")
         remove_outputs(spark, [run_dir])
         written = fresh.count()
-        written += _thrift_write(spark, index, held, url, batch_size)[0]
+        written += _thrift_write(spark, held, url, batch_size)[0]
         marked.unpersist()
         return written
     finally:
