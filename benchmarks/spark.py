@@ -255,7 +255,7 @@ def run_scale(ctx: Context) -> dict[str, Any]:
     --clusters` on the same generated short documents; clusters must be identical."""
     _require_pyspark()
     n = int(
-        os.environ.get("SHDB_SPARK_DOCS") or ctx.pick(smoke=5_000, quick=100_000, full=1_000_000)
+        os.environ.get("SHDB_SPARK_DOCS") or ctx.pick(smoke=1_000, quick=100_000, full=1_000_000)
     )
     data = ctx.work / f"spark-scale-{n}.jsonl"
     size = write_corpus(list(short_documents(n)), data)

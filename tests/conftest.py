@@ -35,21 +35,52 @@ settings.register_profile(
     "ci", parent=settings.get_profile("shdb"), derandomize=True, database=None, print_blob=True
 )
 CI_MAX_EXAMPLES = 100
+#: A property test that runs on the embedded store too runs at most this many examples
+#: on HBase: its embedded runs (every example of its count) prove the logic, its HBase
+#: runs the store path, at round trips (~0.5-1 s) an example. A test that runs on HBase
+#: alone keeps its count: nothing else explores its inputs.
+HBASE_MAX_EXAMPLES = 10
 _CI = bool(os.environ.get("CI"))
 settings.load_profile("ci" if _CI else "shdb")
+_FEWER = pytest.StashKey[int]()  # the example count of an HBase run of a test (above)
 
 
+@pytest.hookimpl(tryfirst=True)  # before -m deselects the other stores' runs
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Cap the example count of every property test under the CI profile."""
-    if not _CI:
-        return
+    """Cap the example count of every property test under the CI profile, and of the
+    HBase runs of the property tests that run on the embedded store too."""
+    embedded = {_test_of(i) for i in items if i.get_closest_marker("hbase") is None}
     for item in items:
-        test = getattr(item, "obj", None)
+        test = _test_of(item)
         held = getattr(test, "_hypothesis_internal_use_settings", None)
-        if held is not None and held.max_examples > CI_MAX_EXAMPLES:
-            test._hypothesis_internal_use_settings = settings(  # type: ignore[union-attr]
-                held, max_examples=CI_MAX_EXAMPLES
-            )
+        if held is None:
+            continue
+        if _CI and held.max_examples > CI_MAX_EXAMPLES:
+            held = settings(held, max_examples=CI_MAX_EXAMPLES)
+            test._hypothesis_internal_use_settings = held  # type: ignore[union-attr]
+        if item.get_closest_marker("hbase") and test in embedded:
+            item.stash[_FEWER] = min(held.max_examples, HBASE_MAX_EXAMPLES)
+
+
+def _test_of(item: pytest.Item) -> Any:
+    """The test function, one object for all of its parametrized runs."""
+    return getattr(item, "obj", None)
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Iterator[None]:
+    """Run an HBase run of a property test with its own count (its settings live on
+    the one function all its runs share: set for this run, then put back)."""
+    fewer = item.stash.get(_FEWER, None)
+    if fewer is None:
+        return (yield)
+    test = _test_of(item)
+    held = test._hypothesis_internal_use_settings
+    test._hypothesis_internal_use_settings = settings(held, max_examples=fewer)
+    try:
+        return (yield)
+    finally:
+        test._hypothesis_internal_use_settings = held
 
 
 HBASE_ENV = "SHDB_TEST_HBASE"

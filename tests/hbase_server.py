@@ -34,6 +34,8 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from testcontainers.core.container import DockerContainer
 
+    from docker import DockerClient
+
 ROOT = Path(__file__).resolve().parents[1]
 CONTAINER = "container"
 READY_LINE = r"shdb-hbase: ready: "
@@ -122,28 +124,63 @@ def _env_port(name: str, default: int) -> int:
     return int(value)
 
 
+def docker_client() -> DockerClient:
+    """The Docker engine's client (testcontainers' reaper off: its image cannot be pulled
+    where no registry is reachable)."""
+    os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
+    from docker.errors import DockerException
+
+    import docker
+
+    try:
+        client = docker.from_env()
+        client.ping()
+    except DockerException as exc:
+        raise HBaseUnavailable(
+            f"the tests run HBase from the project's image, but no Docker engine answers "
+            f"({exc}); start dockerd (scripts/test does) or use SHDB_TEST_HBASE=host"
+        ) from exc
+    return client
+
+
+def build_image() -> str:
+    """The project's image (docker/build), built if anything it is made of changed
+    (seconds when not): its tag."""
+    build = ROOT / "docker" / "build"
+    result = subprocess.run([str(build)], capture_output=True, text=True)
+    if result.returncode != 0:
+        raise HBaseUnavailable(f"docker/build failed:\n{result.stderr[-4000:]}")
+    tag = subprocess.run([str(build), "--print-tag"], capture_output=True, text=True, check=True)
+    return tag.stdout.strip()
+
+
+def probe(thrift_port: int, timeout_s: float) -> None:
+    """Retry the readiness probe of scripts/hbase until it passes: a table can be
+    created, written and read through Thrift1 (``thrift_port``), read through Thrift2
+    (the next port), and dropped."""
+    command = [sys.executable, str(ROOT / "scripts" / "hbase.d" / "probe.py")]
+    command += ["--host", "127.0.0.1", "--port", str(thrift_port)]
+    command += ["--thrift2-port", str(thrift_port + 1)]
+    deadline = time.monotonic() + timeout_s
+    while True:
+        result = subprocess.run(command, capture_output=True, text=True)
+        if result.returncode == 0:
+            return
+        if time.monotonic() > deadline:
+            raise HBaseUnavailable(f"probe failed: {result.stderr.strip()}")
+        time.sleep(2)
+
+
 class ContainerHBase(HBaseServer):
     """The project's image, run by testcontainers with host networking."""
 
     def __init__(self) -> None:
-        os.environ.setdefault("TESTCONTAINERS_RYUK_DISABLED", "true")
-        from docker.errors import DockerException
-
-        import docker
-
         self.thrift_port = _env_port("SHDB_HBASE_THRIFT_PORT", 9090)
         self.zk_port = _env_port("SHDB_HBASE_ZK_PORT", 2181)
         self.address = f"127.0.0.1:{self.thrift_port}"
         self.timeout_s = _env_port("SHDB_HBASE_WAIT_TIMEOUT", 300)
-        try:
-            self._client = docker.from_env()
-            self._client.ping()
-        except DockerException as exc:
-            raise HBaseUnavailable(
-                f"SHDB_TEST_HBASE=container, but no Docker engine answers ({exc}); "
-                "start dockerd (scripts/test does) or use SHDB_TEST_HBASE=host:port"
-            ) from exc
-        self.image = self._build_image()
+        self._client = docker_client()
+        self.image = build_image()
         run_id = uuid.uuid4().hex[:8]
         self.volume = self._client.volumes.create(f"shdb-test-hbase-{run_id}").name
         # Mounted at its own path: the container's region server reads bulk loads there.
@@ -153,18 +190,6 @@ class ContainerHBase(HBaseServer):
         self._container: DockerContainer | None = None
         self._logs = ""  # earlier containers' logs (before a restart)
         self._start()
-
-    @staticmethod
-    def _build_image() -> str:
-        """Build the image if anything it is made of changed (seconds when not)."""
-        build = ROOT / "docker" / "build"
-        result = subprocess.run([str(build)], capture_output=True, text=True)
-        if result.returncode != 0:
-            raise HBaseUnavailable(f"docker/build failed:\n{result.stderr[-4000:]}")
-        tag = subprocess.run(
-            [str(build), "--print-tag"], capture_output=True, text=True, check=True
-        )
-        return tag.stdout.strip()
 
     def _start(self) -> None:
         from testcontainers.core.container import DockerContainer
@@ -184,28 +209,13 @@ class ContainerHBase(HBaseServer):
         self._container = container
         try:
             container.start()
-            self._probe()
+            probe(self.thrift_port, self.timeout_s)
         except (TimeoutError, RuntimeError, HBaseUnavailable) as exc:
             logs = self._container_logs()
             self._remove()
             raise HBaseUnavailable(
                 f"HBase container {self.image} did not become usable: {exc}\n{logs}"
             ) from exc
-
-    def _probe(self) -> None:
-        """Retry the readiness probe of scripts/hbase: a table can be created,
-        written and read through Thrift1, read through Thrift2, and dropped."""
-        probe = [sys.executable, str(ROOT / "scripts" / "hbase.d" / "probe.py")]
-        probe += ["--host", "127.0.0.1", "--port", str(self.thrift_port)]
-        probe += ["--thrift2-port", str(self.thrift_port + 1)]
-        deadline = time.monotonic() + self.timeout_s
-        while True:
-            result = subprocess.run(probe, capture_output=True, text=True)
-            if result.returncode == 0:
-                return
-            if time.monotonic() > deadline:
-                raise HBaseUnavailable(f"probe failed: {result.stderr.strip()}")
-            time.sleep(2)
 
     def _container_logs(self) -> str:
         if self._container is None:

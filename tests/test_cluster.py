@@ -1,8 +1,9 @@
 """Faults on a real multi-server HBase (issue 42): region servers SIGKILLed under an
 ingest and under check-and-adds from three `shdb serve` replicas, regions split and
 moved while queries run, and the multi-row read observer with regions on three
-servers. Real processes and real regions, nothing mocked: the cluster is
-``scripts/hbase cluster`` (tests/hbase_cluster.py), run with ``SHDB_TEST_CLUSTER``.
+servers. Real processes and real regions, nothing mocked: the cluster is the project's
+image in its cluster mode, a container per JVM, or the JVMs of ``scripts/hbase cluster``
+(tests/hbase_cluster.py), run with ``SHDB_TEST_CLUSTER``.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from simhash_hbase.jobs.checkpoint import Checkpoint
 from simhash_hbase.jobs.ingest import SourceOptions
 from simhash_hbase.jobs.verify import verify
 
-from .hbase_cluster import ClusterHBase, ClusterUnavailable
+from .hbase_cluster import ClusterHBase, ClusterUnavailable, open_cluster
 from .serve_server import Server
 
 pytestmark = pytest.mark.cluster
@@ -53,7 +54,7 @@ def cluster(request: pytest.FixtureRequest) -> Iterator[ClusterHBase]:
             pytest.fail(f"{ENV} is not set, but the cluster tests must run here: {ENV}=start")
         pytest.skip(f"{ENV} not set (start: scripts/hbase cluster start, then {ENV}=running)")
     try:
-        server = ClusterHBase(mode)
+        server = open_cluster(mode)
     except ClusterUnavailable as exc:
         pytest.fail(str(exc), pytrace=False)
     server.restore()  # a region server starved out of its session while starting

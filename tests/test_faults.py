@@ -222,14 +222,18 @@ def test_hbase_killed_midway_then_restarted(hbase_server: HBaseServer, tmp_path:
     """SIGKILL HBase under a running ingest on each gateway (both at once: one kill
     and one restart prove it for both): a clear error; after a restart on the same
     data the same command completes and the index holds exactly the input.
-    (In a container: ``docker kill``, then a new container on the same volume.)"""
-    ids = [f"doc{i}" for i in range(3000)]
+    (In a container: ``docker kill``, then a new container on the same volume.)
+    The kill comes once a batch of each is saved: the re-runs after the restart write
+    what is left, and a just-restarted HBase takes writes several times slower than
+    usual (3,000 documents killed at 500 took 169 s in CI). Thrift2's ingest runs up
+    to 4x ahead of Thrift1's: at the kill it has done ~400, far from all 1,500."""
+    ids = [f"doc{i}" for i in range(1500)]
     corpus = _write_corpus(tmp_path / "corpus.jsonl", ids)
     with contextlib.ExitStack() as stack:
         urls = [stack.enter_context(fresh_hbase_url(api)) for api in HBASE_APIS]
         procs = [_ingest(url, corpus) for url in urls]
         for url, proc in zip(urls, procs):
-            _wait_for_checkpoint(url, corpus, 500, proc)
+            _wait_for_checkpoint(url, corpus, 100, proc)
         hbase_server.kill()
         try:
             for proc in procs:

@@ -107,6 +107,7 @@ def test_unreachable_hbase_says_what_to_do() -> None:
     assert "HBase at 127.0.0.1:1 is not reachable" in str(info.value)
     result = shdb("stats", "-i", "hbase://127.0.0.1:1?prefix=x&timeout=2000")
     assert result.exit_code == 2 and "scripts/hbase start" in result.stderr  # the CLI's hint
+    assert "`scripts/hbase cluster start`: 9790/9791" in result.stderr  # the cluster's too
 
 
 @pytest.mark.parametrize(

@@ -9,6 +9,7 @@ import contextlib
 import itertools
 import threading
 from collections.abc import Callable, Iterator
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -76,7 +77,10 @@ def turns_hook(monkeypatch: pytest.MonkeyPatch) -> list[Turns]:
     sections are left out: the claims alone keep rows whole when sections overlap
     (a section taken over from a writer whose lease ran out while it still wrote)."""
     current: list[Turns] = []
-    monkeypatch.setattr(hbase.HBaseStore, "write_section", lambda self: contextlib.nullcontext())
+    unfenced = SimpleNamespace(kept=lambda: True)  # a section nobody takes over
+    monkeypatch.setattr(
+        hbase.HBaseStore, "write_section", lambda self: contextlib.nullcontext(unfenced)
+    )
     batch = hbase._HBaseBatch
     claim, flush = batch.claim_docs, batch.flush
 

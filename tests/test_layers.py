@@ -22,7 +22,7 @@ PACKAGE = "simhash_hbase"
 #: use them, they import nothing of the package (layer-neutral).
 LAYERS: list[tuple[str, ...]] = [
     ("schema", "_native"),
-    ("errors", "records", "version"),
+    ("errors", "faults", "records", "version"),
     ("text",),
     ("fingerprint",),
     ("layout",),

@@ -18,12 +18,11 @@ import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import httpx
 import pytest
-import yaml
 
+from .compose import compose_services
 from .conftest import _drop_tables, hbase_address
 from .hbase_server import CONTAINER
 
@@ -66,23 +65,6 @@ def _free_port() -> int:
         return int(s.getsockname()[1])
 
 
-def _compose_service(name: str, variables: dict[str, str]) -> dict[str, Any]:
-    """docker-compose.yml's service ``name`` with ``${VAR:-default}`` resolved as
-    compose does (``variables`` set, else the default): no compose is needed."""
-
-    def resolve(value: Any) -> Any:
-        if isinstance(value, dict):
-            return {k: resolve(v) for k, v in value.items()}
-        if isinstance(value, list):
-            return [resolve(v) for v in value]
-        if isinstance(value, str):
-            return re.sub(r"\$\{(\w+):-([^}]*)\}", lambda m: variables.get(m[1]) or m[2], value)
-        return value
-
-    compose = yaml.safe_load((ROOT / "docker" / "docker-compose.yml").read_text())
-    return resolve(compose["services"][name])  # type: ignore[no-any-return]
-
-
 @pytest.fixture
 def served(image: str) -> Iterator[tuple[str, object]]:
     """The image serving a fresh HBase index as compose's ``serve`` service runs it
@@ -91,14 +73,14 @@ def served(image: str) -> Iterator[tuple[str, object]]:
 
     port, prefix = _free_port(), "t" + uuid.uuid4().hex[:12]
     thrift_port = hbase_address().rsplit(":", 1)[1]
-    service = _compose_service(
-        "serve",
+    service = compose_services(
+        "docker-compose.yml",
         {
             "SHDB_HBASE_THRIFT_PORT": thrift_port,
             "SHDB_PREFIX": prefix,
             "SHDB_SERVE_PORT": str(port),
         },
-    )
+    )["serve"]
     assert service["image"] == image and service["network_mode"] == "host"
     container = DockerContainer(image, name=f"shdb-test-serve-{prefix}", network_mode="host")
     for key, value in service["environment"].items():
@@ -154,4 +136,4 @@ def test_compose_serves_the_tag_docker_build_serve_makes() -> None:
         [str(BUILD), "--print-tag"], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert re.fullmatch(r"shdb-serve:\d+\.\d+\.\d+", tag)
-    assert _compose_service("serve", {})["image"] == tag
+    assert compose_services("docker-compose.yml", {})["serve"]["image"] == tag

@@ -318,7 +318,7 @@ class _LeaseSectioned:
         self._held = store
         self._section = LeaseSection(store)
 
-    def write_section(self) -> contextlib.AbstractContextManager[None]:
+    def write_section(self) -> contextlib.AbstractContextManager[Any]:
         return self._section.held()
 
     def __getattr__(self, name: str) -> object:

@@ -11,6 +11,9 @@
 #   scripts/hbase cluster start-rs N                      start region server N again
 #   scripts/hbase cluster admin CMD ARGS...               hbase.d/ClusterAdmin.java: regions,
 #                                                         move, split, balance (its header)
+#   scripts/hbase cluster run ROLE                        one JVM in the foreground: zookeeper,
+#                                                         master, regionserver N, thrift or
+#                                                         thrift2 (the image's cluster mode)
 #
 # Every JVM is its own process (hbase.cluster.distributed=true) on 127.0.0.1, and all
 # share one rootdir on the local filesystem (hbase-cluster-site.xml.in says why that
@@ -60,27 +63,67 @@ rs_port() { echo $((BASE_PORT + 10 + 10 * $1)); }
 rs_info_port() { echo $((BASE_PORT + 15 + 10 * $1)); }
 
 cluster_render_conf() {
-  local esc_data
+  local esc_data site log4j
   esc_data=$(printf '%s' "$DATA_DIR" | sed -e 's/[\\|&]/\\&/g')
+  # Written aside (a name of its own: every container's shell is pid 1) and renamed: the
+  # containers of the image's cluster mode render the same files into the shared dir as
+  # each starts, and a JVM must never read half a file.
+  site=$(mktemp "$CONF_DIR/.hbase-site.xml.XXXXXX")
+  log4j=$(mktemp "$CONF_DIR/.log4j2.properties.XXXXXX")
+  chmod 644 "$site" "$log4j"
   sed -e "s|@DATA@|$esc_data|g" -e "s|@ZK_PORT@|$ZK_PORT|g" \
     -e "s|@THRIFT_PORT@|$THRIFT_PORT|g" -e "s|@THRIFT_READ_TIMEOUT_MS@|$THRIFT_READ_TIMEOUT_MS|g" \
     -e "s|@MASTER_PORT@|$BASE_PORT|g" -e "s|@MASTER_INFO_PORT@|$((BASE_PORT + 10))|g" \
     -e "s|@OBSERVER@|$(observer_property)|g" \
-    "$ASSETS/hbase-cluster-site.xml.in" >"$CONF_DIR/hbase-site.xml"
+    "$ASSETS/hbase-cluster-site.xml.in" >"$site"
+  mv -f "$site" "$CONF_DIR/hbase-site.xml"
   # The observer logs each multi-row get at DEBUG: the tests count its calls per server.
   {
     cat "$ASSETS/log4j2.properties"
     printf '%s\n' 'logger.observer.name = simhash_hbase.observer' 'logger.observer.level = DEBUG'
-  } >"$CONF_DIR/log4j2.properties"
+  } >"$log4j"
+  mv -f "$log4j" "$CONF_DIR/log4j2.properties"
 }
 
-# Region server n: its own ports on the command line (generic -D options).
+# The JVM of a role (cluster-zk, cluster-master, cluster-rsN, cluster-thrift,
+# cluster-thrift2): sets ROLE_HEAP, and ROLE_ARGV (its own JVM flags, main class and
+# arguments; each region server's ports on its command line, as generic -D options).
+# One definition for both launchers: `cluster start` (background JVMs on this machine)
+# and `cluster run` (one in the foreground: a container of the image's cluster mode).
+cluster_role() {
+  local role=$1
+  case "$role" in
+    cluster-zk)
+      ROLE_HEAP=128m
+      ROLE_ARGV=(-Dzookeeper.admin.enableServer=false org.apache.hadoop.hbase.zookeeper.HQuorumPeer) ;;
+    cluster-master)
+      ROLE_HEAP=$MASTER_HEAP
+      ROLE_ARGV=(org.apache.hadoop.hbase.master.HMaster start) ;;
+    cluster-rs*)
+      local n=${role#cluster-rs}
+      ROLE_HEAP=$RS_HEAP
+      ROLE_ARGV=(org.apache.hadoop.hbase.regionserver.HRegionServer
+        -D "hbase.regionserver.port=$(rs_port "$n")"
+        -D "hbase.regionserver.info.port=$(rs_info_port "$n")" start) ;;
+    cluster-thrift)
+      ROLE_HEAP=$THRIFT_HEAP
+      ROLE_ARGV=(org.apache.hadoop.hbase.thrift.ThriftServer -threadpool -b 127.0.0.1 -p "$THRIFT_PORT" start) ;;
+    cluster-thrift2)
+      ROLE_HEAP=$THRIFT_HEAP
+      ROLE_ARGV=(org.apache.hadoop.hbase.thrift2.ThriftServer -threadpool -b 127.0.0.1 -p "$THRIFT2_PORT" start) ;;
+    *) die "cluster: unknown role '$role'" ;;
+  esac
+  ROLE_ARGV=("${CLUSTER_JVM[@]}" "${ROLE_ARGV[@]}")
+}
+
+cluster_launch() {
+  cluster_role "$1"
+  launch "$1" "$ROLE_HEAP" "${ROLE_ARGV[@]}"
+}
+
 cluster_start_rs() {
-  local n=$1
-  reset_logs "cluster-rs$n"
-  launch "cluster-rs$n" "$RS_HEAP" "${CLUSTER_JVM[@]}" org.apache.hadoop.hbase.regionserver.HRegionServer \
-    -D "hbase.regionserver.port=$(rs_port "$n")" \
-    -D "hbase.regionserver.info.port=$(rs_info_port "$n")" start
+  reset_logs "cluster-rs$1"
+  cluster_launch "cluster-rs$1"
 }
 
 # Wait until region server n told the master it serves (its log says "Serving as").
@@ -133,20 +176,17 @@ cluster_start() {
   local t0=$SECONDS role
   for role in "${CLUSTER_ROLES[@]}"; do reset_logs "$role"; done
   log "cluster: starting ZooKeeper on 127.0.0.1:$ZK_PORT (data in $DATA_DIR)"
-  launch cluster-zk 128m "${CLUSTER_JVM[@]}" -Dzookeeper.admin.enableServer=false \
-    org.apache.hadoop.hbase.zookeeper.HQuorumPeer
+  cluster_launch cluster-zk
   until port_open "$ZK_PORT"; do
     is_running cluster-zk || cluster_fail "ZooKeeper exited"
     ((SECONDS - t0 < 60)) || cluster_fail "ZooKeeper did not open port $ZK_PORT"
     sleep 0.5
   done
   log "cluster: starting HMaster on $BASE_PORT and $SERVERS region servers"
-  launch cluster-master "$MASTER_HEAP" "${CLUSTER_JVM[@]}" org.apache.hadoop.hbase.master.HMaster start
-  for ((n = 1; n <= SERVERS; n++)); do cluster_start_rs "$n"; done
-  launch cluster-thrift "$THRIFT_HEAP" "${CLUSTER_JVM[@]}" org.apache.hadoop.hbase.thrift.ThriftServer \
-    -threadpool -b 127.0.0.1 -p "$THRIFT_PORT" start
-  launch cluster-thrift2 "$THRIFT_HEAP" "${CLUSTER_JVM[@]}" org.apache.hadoop.hbase.thrift2.ThriftServer \
-    -threadpool -b 127.0.0.1 -p "$THRIFT2_PORT" start
+  cluster_launch cluster-master
+  for ((n = 1; n <= SERVERS; n++)); do cluster_launch "cluster-rs$n"; done
+  cluster_launch cluster-thrift
+  cluster_launch cluster-thrift2
   for ((n = 1; n <= SERVERS; n++)); do
     (cluster_wait_rs "$n" "$WAIT_TIMEOUT") || cluster_fail "region server $n did not start"
   done
@@ -231,28 +271,51 @@ cluster_rs_arg() {
 }
 
 # The Admin API calls Thrift lacks (hbase.d/ClusterAdmin.java), compiled once per source
-# content into the cluster dir (javac, as the observer).
+# content into $SHDB_HBASE_HOME beside the jars (javac, as the observer): not into the
+# cluster dir, which the tests' clusters of containers make afresh each session.
 cluster_admin() {
-  local java src="$ASSETS/ClusterAdmin.java" out="$CLUSTER_DIR/admin" sum
+  local java src="$ASSETS/ClusterAdmin.java" out="$HB_HOME/admin" sum
   java=$(java_bin)
   sum=$(sha256sum "$src" | cut -d' ' -f1)
   if [[ "$(cat "$out/.sha256" 2>/dev/null)" != "$sum" ]]; then
-    rm -rf "$out"
-    mkdir -p "$out"
-    "$(jdk_tool javac)" --release 17 -nowarn -cp "$LIB_DIR/*" -d "$out" "$src" >&2 ||
+    rm -rf "$out.$$"
+    mkdir -p "$out.$$"
+    "$(jdk_tool javac)" --release 17 -nowarn -cp "$LIB_DIR/*" -d "$out.$$" "$src" >&2 ||
       die "javac failed to build $src"
-    echo "$sum" >"$out/.sha256"
+    echo "$sum" >"$out.$$/.sha256"
+    rm -rf "$out"
+    mv -T "$out.$$" "$out" 2>/dev/null || rm -rf "$out.$$"  # or another's, just made
   fi
   local -a opts
   mapfile -t opts < <(jvm_opts cluster-admin 256m)
   "$java" "${opts[@]}" -cp "$CONF_DIR:$LIB_DIR/*:$out" ClusterAdmin "$@"
 }
 
+# One role in the foreground, in place of this shell: what each container of the
+# image's cluster mode runs (docker/entrypoint cluster ROLE).  Every container renders
+# the same conf into the shared cluster dir, mounted at the same path in each.
+cluster_run() {
+  local role
+  case "${1:-}" in
+    zookeeper) role=cluster-zk ;;
+    master | thrift | thrift2) role=cluster-$1 ;;
+    regionserver) cluster_rs_arg "${2:-}"; role=cluster-rs$2 ;;
+    *) die "cluster run: a role: zookeeper, master, regionserver N, thrift or thrift2 (not '${1:-}')" ;;
+  esac
+  cluster_render_conf
+  reset_logs "$role"
+  cluster_role "$role"
+  local -a opts
+  mapfile -t opts < <(jvm_opts "$role" "$ROLE_HEAP")
+  log "cluster: $role in the foreground (log: $LOG_DIR/$role.log)"
+  exec "$(java_bin)" "${opts[@]}" "${ROLE_ARGV[@]}"
+}
+
 cluster_main() {
   local cmd=${1:-}
   [[ -n $cmd ]] || { usage >&2; exit 2; }
   shift
-  [[ $cmd == admin ]] || while (($#)); do
+  [[ $cmd == admin || $cmd == run ]] || while (($#)); do
     case "$1" in
       --fresh) FRESH=1; shift ;;
       --timeout) [[ $# -ge 2 ]] || die "--timeout needs seconds"; WAIT_TIMEOUT=$2; shift 2 ;;
@@ -277,6 +340,7 @@ cluster_main() {
       log "cluster: region server $1 serving on $(rs_port "$1")"
       ;;
     admin) cluster_admin "$@" ;;
-    *) die "cluster: unknown command '$cmd' (start, stop, status, kill, kill-rs N, start-rs N, admin)" ;;
+    run) cluster_run "$@" ;;
+    *) die "cluster: unknown command '$cmd' (start, stop, status, kill, kill-rs N, start-rs N, admin, run)" ;;
   esac
 }

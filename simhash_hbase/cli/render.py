@@ -109,7 +109,10 @@ def hint(exc: ShdbError) -> str | None:
     if isinstance(exc, StoreUnavailable) and exc.answered is not None:
         return "give the port of an HBase Thrift gateway: hbase://HOST:9091 (Thrift2) or :9090"
     if isinstance(exc, StoreUnavailable):
-        return "is HBase running? (`scripts/hbase start`, see README); check the host and port"
+        return (
+            "is HBase running? (`scripts/hbase start`: Thrift at 9090/9091, or "
+            "`scripts/hbase cluster start`: 9790/9791; docs/hbase.md); check the host and port"
+        )
     if isinstance(exc, ManifestMismatch):
         return _mismatch_hint(exc)
     if isinstance(exc, RejectedRecord):

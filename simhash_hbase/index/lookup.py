@@ -31,7 +31,7 @@ from simhash_hbase.layout.codec import check_fingerprint, check_fingerprints
 from simhash_hbase.layout.nets import Judge, first_band_flag
 from simhash_hbase.layout.scheme import Scheme
 from simhash_hbase.layout.window import Window
-from simhash_hbase.records import Document, Lookup, Match, Matches, check_limit, now_ms
+from simhash_hbase.records import Document, Match, Matches, check_limit, now_ms
 from simhash_hbase.store import IndexCell, Store
 
 _SCALAR_MAX = 4  # below this many fingerprints, plain Python beats NumPy
@@ -476,20 +476,14 @@ class Finder:
 
     def find_at_insert(
         self, store: Store, docs: list[tuple[Document, Sequence[int]]], k: int, limit: int | None
-    ) -> tuple[list[Lookup], list[Document]]:
+    ) -> tuple[list[Matches | None], list[Document]]:
         """Near-copies of each new doc among held docs and earlier docs of this batch
-        (all written), for ingest: see :meth:`lookups`. A document re-added
-        unchanged (same id, same fingerprint) is not new: its pairs were reported
-        when it or its partners were added, so it reports none. And the documents
-        with their clusters (:func:`~simhash_hbase.index.clusters.assign`)."""
+        (all written), for ingest: see :meth:`lookups` (None: a document re-added
+        unchanged, same id and fingerprint, is not new: its pairs were reported when
+        it or its partners were added). And the documents with their clusters
+        (:func:`~simhash_hbase.index.clusters.assign`)."""
         found, _ = self.lookups(store, docs, k, limit)
-        clustered = assign(store, [doc for doc, _ in docs], found)
-        lookups = [
-            Lookup(doc.doc_id, matches)
-            for (doc, _), matches in zip(docs, found)
-            if matches is not None and matches.total
-        ]
-        return lookups, clustered
+        return found, assign(store, [doc for doc, _ in docs], found)
 
     def lookups(
         self,
@@ -579,7 +573,7 @@ class Finder:
                     ]
             # else (most documents): nothing held near, nothing near in the batch so far
             if hits:
-                hits = sorted(hits, key=_match_order)[:limit]
+                hits = sorted(hits, key=match_order)[:limit]
             # a key in a large group was judged against bounded neighbours: its count
             # is a lower bound, unless no earlier document of the batch is written or
             # it was settled against them all
@@ -713,7 +707,7 @@ def _hit_order(near: dict[tuple[str, int], int]) -> Callable[[tuple[str, int]], 
     return lambda hit: (near[hit], hit[0])
 
 
-def _match_order(match: Match) -> tuple[int, str]:
+def match_order(match: Match) -> tuple[int, str]:
     return match.distance, match.doc_id
 
 

@@ -14,12 +14,14 @@ from contextlib import contextmanager
 from dataclasses import replace
 from itertools import islice
 from operator import attrgetter
+from typing import TypeVar
 
 import numpy as np
 
 from simhash_hbase.errors import BatchRefused, InvalidInput, ShdbError, StoreError
+from simhash_hbase.faults import fault
 from simhash_hbase.index.clusters import assign, kept
-from simhash_hbase.index.lookup import Finder
+from simhash_hbase.index.lookup import Finder, match_order
 from simhash_hbase.index.manifest import MANIFEST
 from simhash_hbase.layout import codec
 from simhash_hbase.layout.nets import first_band_flag
@@ -38,6 +40,18 @@ _FINGERPRINT = attrgetter("fingerprint")
 #: A retained index's write also removes up to this many expired documents (or twice
 #: the documents it wrote, if more), so a steady stream's expiry keeps up with it.
 EXPIRE_MIN = 1_000
+#: Sections a batch takes before it gives up, each lost before its write: every loss
+#: is a stall of the writer longer than the section's lease (docs/SPEC.md).
+RETAKES = 5
+_Decision = TypeVar("_Decision")
+_Done = TypeVar("_Done")
+
+
+def reported(
+    pairs: Sequence[tuple[Document, object]], found: Sequence[Matches | None]
+) -> list[Lookup]:
+    """What a batch reports: its documents with near-copies (not those re-added unchanged)."""
+    return [Lookup(d.doc_id, m) for (d, _), m in zip(pairs, found) if m is not None and m.total]
 
 
 @contextmanager
@@ -98,37 +112,38 @@ class Writer:
         if not checked:
             for doc in docs:
                 codec.check_document(doc)
-        if self.finder.retain is not None:  # every document of a retained index has a time
-            now = now_ms()
-            docs = [d if d.time is not None else replace(d, time=now) for d in docs]
+        docs = self._stamped(docs)
         if probes is not None and (
             len(probes) != len(docs)
             or any(not p or p[0] != d.fingerprint for d, p in zip(docs, probes))
         ):
             raise InvalidInput("each document needs its probe list, its own fingerprint first")
         check_limit(limit)
-        with gc_paused(), store.write_section():  # lookups and write: one section
-            if store.get_meta(MANIFEST) is None:  # SimhashIndex.discard, by the run that made it
-                raise StoreError(
-                    f"the index at {store.url} was discarded as this run wrote: the run that "
-                    "created it added nothing; run this one again, which creates it anew"
-                )
-            latest = {d.doc_id: d for d in docs}  # the last one wins
-            found: list[Lookup] = []
-            if find_k is not None:
-                lists = probes or [[d.fingerprint] for d in docs]
-                last = {d.doc_id: p for d, p in zip(docs, lists)}
-                pairs = [(d, last[i]) for i, d in latest.items()]
-                found, clustered = self.finder.find_at_insert(store, pairs, find_k, limit)
-                latest = {d.doc_id: d for d in clustered}
+        lists = probes or [[d.fingerprint] for d in docs]
+        last = {d.doc_id: p for d, p in zip(docs, lists)}
+        pairs = [(d, last[d.doc_id]) for d in {d.doc_id: d for d in docs}.values()]  # last wins
+
+        def decide() -> tuple[list[Matches | None], dict[str, Document]]:
+            if find_k is None:
+                return [], {d.doc_id: d for d, _ in pairs}
+            found, clustered = self.finder.find_at_insert(store, pairs, find_k, limit)
+            return found, {d.doc_id: d for d in clustered}
+
+        def commit(decision: tuple[list[Matches | None], dict[str, Document]]) -> Written:
             if before_write is not None:
-                before_write(found)
-            written = self.write(store, latest)
+                before_write(reported(pairs, decision[0]))
+            return self.write(store, decision[1])
+
+        with gc_paused():
+            (found, _), written, kept = self._decided(store, decide, commit)
+            if not kept and find_k is not None:
+                found = self._missed(store, pairs, find_k, limit, found)
+                if before_write is not None:  # the pairs it adds, durable before reported
+                    before_write(reported(pairs, found))
         if tally is not None:
             tally.add(written)
-        if self.finder.retain is not None and not store.expires_itself:
-            self.expire(store, now_ms() - self.finder.retain * 1000, max(EXPIRE_MIN, 2 * len(docs)))
-        return found
+        self._expire_some(store, len(docs))
+        return reported(pairs, found)
 
     def check_and_add(
         self,
@@ -177,13 +192,98 @@ class Writer:
         """Documents looked up and written in one :meth:`Store.write_section`
         (every writer of the index, a ``shdb serve`` replica or an ingest, takes
         it): of identical documents submitted anywhere at once exactly one is new,
-        and the others find it."""
-        with store.write_section():
+        and the others find it (a writer that lost its section first: :meth:`_decided`)."""
+
+        def decide() -> tuple[list[Matches | None], list[Document]]:
             found, written = self.finder.lookups(store, pairs, k, limit, keep=every)
             clustered = assign(store, [doc for doc, _ in pairs], found)
-            if written:
-                self.add_documents(store, [clustered[i] for i in written], checked=True)
-        return found
+            return found, [clustered[i] for i in written]
+
+        def commit(decision: tuple[list[Matches | None], list[Document]]) -> None:
+            if decision[1]:
+                self.write(store, {d.doc_id: d for d in self._stamped(decision[1])})
+
+        (found, _), _, kept = self._decided(store, decide, commit)
+        self._expire_some(store, len(pairs))
+        return found if kept else self._missed(store, pairs, k, limit, found)
+
+    def _decided(
+        self, store: Store, decide: Callable[[], _Decision], commit: Callable[[_Decision], _Done]
+    ) -> tuple[_Decision, _Done, bool]:
+        """``decide`` (a batch's lookups) then ``commit`` (the write they decide) in
+        one write section, after checking the index is still there; and whether the
+        section was still this writer's alone when the write ended (:meth:`Section.kept`).
+
+        A writer stalled past its section's lease (HBase) may find that another took
+        the section meanwhile, and wrote what this one's lookups did not see: if so
+        before its write, it writes nothing and decides again in a new section, which
+        sees the other's documents (so the pairs and the answers are one writer's).
+        If the section was lost during the write itself, the caller adds what the
+        others committed meanwhile (:meth:`_missed`). docs/SPEC.md, "Concurrent writers"."""
+        for _ in range(RETAKES):
+            with store.write_section() as section:
+                if store.get_meta(MANIFEST) is None:  # SimhashIndex.discard, by its creator
+                    raise StoreError(
+                        f"the index at {store.url} was discarded as this run wrote: the run "
+                        "that created it added nothing; run this one again, which creates it anew"
+                    )
+                decision = decide()
+                fault("looked-up")  # a test's writer stalled here, inside its section
+                if section.kept():
+                    done = commit(decision)
+                    return decision, done, section.kept()
+        raise StoreError(
+            f"the write section of {store.url} was taken from this writer {RETAKES} times in "
+            "a row: each time it stalled longer than the section's lease (a pause, a frozen "
+            "VM, a network stall) between its lookups and its write; nothing was written: "
+            "run it again, or give the URL a longer lease=SECONDS"
+        )
+
+    def _missed(
+        self,
+        store: Store,
+        pairs: list[tuple[Document, Sequence[int]]],
+        k: int,
+        limit: int | None,
+        found: list[Matches | None],
+    ) -> list[Matches | None]:
+        """``found`` (a batch's lookups, before its write) with the documents other
+        writers committed while this one wrote without its section (it stalled past
+        the lease inside its write): each document is looked up again, in a new
+        section (after the others' writes), among the documents other than its own
+        batch's; a match not found before joins its matches (nearest first, at most
+        ``limit``, counted in ``total``). A document re-added unchanged (None) stays
+        so: its pairs were reported when it was first added."""
+        own = {doc.doc_id for doc, _ in pairs}
+        wider = None if limit is None else limit + len(own)
+        with store.write_section():
+            again = self.finder.find(
+                store, [p for _, p in pairs], k, wider, [(d.sketch, d.bands) for d, _ in pairs]
+            )
+        out: list[Matches | None] = []
+        for before, now in zip(found, again):
+            seen = own | {m.doc_id for m in before or ()}
+            new = [m for m in now if m.doc_id not in seen]
+            if before is None or not new:
+                out.append(before)
+                continue
+            hits = sorted([*before, *new], key=match_order)[:limit]
+            merged = Matches(hits, before.total + len(new), before.total_exact)
+            merged.cluster = before.cluster
+            out.append(merged)
+        return out
+
+    def _stamped(self, docs: Sequence[Document]) -> list[Document]:
+        """Every document of a retained index has a time: now, where it has none."""
+        if self.finder.retain is None:
+            return list(docs)
+        now = now_ms()
+        return [d if d.time is not None else replace(d, time=now) for d in docs]
+
+    def _expire_some(self, store: Store, written: int) -> None:
+        """A retained index's write also removes expired documents (:data:`EXPIRE_MIN`)."""
+        if self.finder.retain is not None and not store.expires_itself:
+            self.expire(store, now_ms() - self.finder.retain * 1000, max(EXPIRE_MIN, 2 * written))
 
     def write(self, store: Store, latest: dict[str, Document]) -> Written:
         """One batch of documents by id (see :meth:`add_documents`). The batch owns

@@ -11,33 +11,17 @@ import dataclasses
 import hashlib
 import json
 import os
-import signal
-from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from simhash_hbase.faults import fault
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.layout import codec
 from simhash_hbase.records import BadRecord, IngestSummary, Lookup, Problem
 from simhash_hbase.store import local_path
 from simhash_hbase.text.readers import STDIN, SourceOptions, input_files
-
-_FAULT_HITS: Counter[str] = Counter()
-
-
-def fault(point: str) -> None:
-    """Fault injection for the commit-protocol and removal tests: ``SHDB_FAULT=POINT:N``
-    kills this process (SIGKILL, nothing cleaned up) the Nth time it reaches POINT."""
-    spec = os.environ.get("SHDB_FAULT")
-    if not spec:
-        return
-    name, _, nth = spec.partition(":")
-    if name == point:
-        _FAULT_HITS[point] += 1
-        if _FAULT_HITS[point] == int(nth or 1):
-            os.kill(os.getpid(), signal.SIGKILL)
 
 
 class Report(Protocol):

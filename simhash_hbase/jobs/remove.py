@@ -16,9 +16,9 @@ from itertools import islice
 from typing import IO
 
 from simhash_hbase.errors import InvalidInput
+from simhash_hbase.faults import fault
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.index.write import REMOVE_BATCH
-from simhash_hbase.jobs.checkpoint import fault
 from simhash_hbase.store.base import oldest_before
 
 

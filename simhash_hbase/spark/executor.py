@@ -119,33 +119,33 @@ def write_reported(
     index: SimhashIndex, batch: list[Document], reporting: Reporting, name: str
 ) -> list[str]:
     """One batch's lookups and write in one write section, as `shdb ingest` writes a
-    batch: its report lines (the near-copies among the documents committed before
-    it, other writers' too, and the earlier ones of the batch) are saved in the job
-    state ``name`` before the write, as an ingest's checkpoint saves them. A batch
-    whose lines are saved already (a retried task's, or a failed job's run again)
-    is written again without lookups and reports them: its own first write would
-    hide its pairs (a document held unchanged reports none), and pairs with
-    documents committed since are their writers' to report. So a retry neither
-    repeats nor loses a pair."""
+    batch (:meth:`SimhashIndex.add_documents`): its report lines (the near-copies
+    among the documents committed before it, other writers' too, and the earlier
+    ones of the batch) are saved in the job state ``name`` before the write, as an
+    ingest's checkpoint saves them (again, with the pairs it adds, by a writer that
+    lost its section inside its write). A batch whose lines are saved already (a
+    retried task's, or a failed job's run again) is written again without lookups
+    and reports them: its own first write would hide its pairs (a document held
+    unchanged reports none), and pairs with documents committed since are their
+    writers' to report. So a retry neither repeats nor loses a pair."""
     digest = _digest(batch)
+    saved = index.get_state(name)
+    if saved is not None and saved.get("batch") == digest:
+        again = saved_lines(index, name, saved)
+        clusters = saved_clusters(again)
+        index.add_documents([clustered(doc, clusters) for doc in batch])
+        return again
+    if saved is not None:  # another input's, left by a run that failed
+        forget(index, name)
     lines: list[str] = []
-    with index.write_section():
-        saved = index.get_state(name)
-        if saved is not None and saved.get("batch") == digest:
-            lines = saved_lines(index, name, saved)
-            clusters = saved_clusters(lines)
-            index.add_documents([clustered(doc, clusters) for doc in batch])
-            return lines
-        if saved is not None:  # another input's, left by a run that failed
-            forget(index, name)
 
-        def save(found: list[Lookup]) -> None:
-            lines.extend(json.dumps({"id": f.doc_id, **f.matches.to_json()}) for f in found)
-            if lines:
-                index.put_state(name, {"batch": digest, **save_lines(index, name, lines)})
+    def save(found: list[Lookup]) -> None:
+        lines[:] = [json.dumps({"id": f.doc_id, **f.matches.to_json()}) for f in found]
+        if lines:
+            index.put_state(name, {"batch": digest, **save_lines(index, name, lines)})
 
-        index.add_documents(batch, find_k=reporting.k, limit=reporting.limit, before_write=save)
-        return lines
+    index.add_documents(batch, find_k=reporting.k, limit=reporting.limit, before_write=save)
+    return lines
 
 
 def forget(index: SimhashIndex, name: str) -> None:

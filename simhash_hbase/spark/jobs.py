@@ -255,6 +255,11 @@ def ingest(
     """
     check_hbase_url(url)
     check_bulk_report(report, bulk)
+    if report is not None and spark.sparkContext.getConf().get("spark.speculation") == "true":
+        raise InvalidInput(
+            "--report with spark.speculation=true: two attempts of one write task at once "
+            "would split a batch's report between them; turn speculation off for this job"
+        )
     started = time.perf_counter()
     parts = partitions or spark.sparkContext.defaultParallelism
     key = _job_key(reading, store_text, k, batch_size, parts)

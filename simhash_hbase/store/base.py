@@ -99,6 +99,17 @@ class Maintenance(Protocol):
         ...
 
 
+class Section(Protocol):
+    """A held write section (:meth:`Store.write_section`)."""
+
+    def kept(self) -> bool:
+        """Whether the section is still its holder's alone: no other writer can have
+        entered it since it was taken. Always on a folder (``flock``); on HBase, False
+        once a holder stalled past its lease finds that another took it (docs/SPEC.md,
+        "Concurrent writers": what a writer then does)."""
+        ...
+
+
 class Store(Maintenance, Protocol):
     url: str
 
@@ -142,7 +153,7 @@ class Store(Maintenance, Protocol):
         ...
 
     def delete_meta(self, name: str) -> None: ...
-    def write_section(self) -> AbstractContextManager[None]:
+    def write_section(self) -> AbstractContextManager[Section]:
         """Hold the critical section of a write that decides by lookups (an ingest
         batch's lookups and write, a check-and-add, a removal): one holder at a time
         among every writer of the index, threads and processes alike, so that a

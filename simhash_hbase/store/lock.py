@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any
 
 from simhash_hbase.errors import IndexBusy, StoreError
-from simhash_hbase.store.base import Store
+from simhash_hbase.store.base import Section, Store
 
 WRITE_FILE = "shdb-write.lock"
 _LOCK_NAME = re.compile(r"shdb-(write|run-[\w.-]+)\.lock")
@@ -104,18 +104,22 @@ class WriteSection(_Locked):
         self._depth = 0
 
     @contextmanager
-    def held(self) -> Iterator[None]:
+    def held(self) -> Iterator[WriteSection]:
         """Held till the block ends (:meth:`Store.write_section`)."""
         with self._mutex:
             if self._depth == 0:
                 fcntl.flock(self.fd(), fcntl.LOCK_EX)  # waits; the GIL is released
             self._depth += 1
             try:
-                yield
+                yield self
             finally:
                 self._depth -= 1
                 if self._depth == 0:
                     fcntl.flock(self.fd(), fcntl.LOCK_UN)
+
+    def kept(self) -> bool:
+        """Always: ``flock`` is held till released, however long its holder stalls."""
+        return True
 
     def close(self) -> None:
         with self._mutex:
@@ -190,6 +194,9 @@ def _holder(job: str) -> dict[str, Any]:
 RUN_ROW = "run-lock/index"  # the meta row of an HBase index's whole-index job
 SECTION_ROW = "write-section"  # the meta row of an HBase index's write section
 LEASE_MS = 60_000  # a lease not renewed for this long was left by a run that died
+#: Of a lease, what its holder counts as its own: the rest allows for the hosts'
+#: clocks (a taker judges the holder's ``at`` by its own clock) and their rates.
+_SURE = 5 / 6
 SECTION_WAIT_S = 600.0  # a section held (and renewed) longer than this: IndexBusy
 
 
@@ -200,8 +207,12 @@ class LeaseLock:
     command) and lease time; a thread renews the lease every third of
     ``LEASE_MS`` while the job runs, so a run killed without a word holds the index
     for a minute at most (not at all for a run on its host, which sees its pid is
-    gone). Reentrant in the thread that holds it; readers never look at it. Another
-    ``row`` makes it another lock (:class:`LeaseSection`)."""
+    gone). The record says its ``lease``, by which a taker judges it. Reentrant in
+    the thread that holds it; readers never look at it. Another ``row`` makes it
+    another lock (:class:`LeaseSection`).
+
+    A holder stalled past its lease (a pause, a frozen VM) may find it taken by
+    another: :meth:`kept` says whether it is still its own."""
 
     def __init__(
         self, store: Store, row: str, lease_ms: int = LEASE_MS, most_pause: float = 1.0
@@ -215,6 +226,8 @@ class LeaseLock:
         self._seen: dict[str, Any] = {}  # the other holder's record, at the last try
         self._stop = threading.Event()
         self._renewer: threading.Thread | None = None
+        self._until = 0.0  # (monotonic) till when no other can have taken this hold
+        self._lost = False  # a renewal found the row another's: this hold was taken
 
     @contextmanager
     def held(self, job: str, wait: float = 0.0) -> Iterator[None]:
@@ -223,7 +236,8 @@ class LeaseLock:
         deadline, pause = time.monotonic() + wait, min(0.05, self._most_pause / 10)
         while not self._take(job):
             if time.monotonic() >= deadline:
-                raise IndexBusy(self._store.url, self._seen, lease_s=self._lease_ms / 1000)
+                lease_s = self._seen.get("lease", LEASE_MS) / 1000  # the holder's
+                raise IndexBusy(self._store.url, self._seen, lease_s=lease_s)
             time.sleep(pause)
             pause = min(pause * 2, self._most_pause)
         try:
@@ -238,19 +252,20 @@ class LeaseLock:
                     return False
                 self._depth += 1
                 return True
-            now = int(time.time() * 1000)
-            mine = _holder(job) | {"at": now, "token": os.urandom(8).hex()}
+            sent, now = time.monotonic(), int(time.time() * 1000)
+            token = os.urandom(8).hex()
+            mine = _holder(job) | {"at": now, "token": token, "lease": self._lease_ms}
             # a free row (the usual case, one writer): one checkAndPut, no read first
             if self._store.swap_meta([(self._row, _RELEASED, mine)])[0]:
-                return self._took(mine)
+                return self._took(mine, sent)
             held = self._store.get_meta(self._row)
             if held == mine:  # the checkAndPut's reply was lost (HBase): it was written
-                return self._took(mine)
+                return self._took(mine, sent)
             if (
                 held is not None
                 and held != self._mine  # this lock's last hold, whose release was lost
                 and not held.get("free")
-                and now - held.get("at", 0) < self._lease_ms
+                and now - held.get("at", 0) < held.get("lease", LEASE_MS)
                 and not _ended(held)
             ):
                 self._seen = held
@@ -259,10 +274,11 @@ class LeaseLock:
             if not ok and self._store.get_meta(self._row) != mine:  # another run was first
                 self._seen = self._store.get_meta(self._row) or {}
                 return False
-            return self._took(mine)
+            return self._took(mine, sent)
 
-    def _took(self, mine: dict[str, Any]) -> bool:
+    def _took(self, mine: dict[str, Any], sent: float) -> bool:
         self._mine, self._depth, self._owner = mine, 1, threading.get_ident()
+        self._until, self._lost = sent + self._lease_ms * _SURE / 1000, False
         self._stop.clear()
         self._renewer = threading.Thread(target=self._renew, name="shdb-lease", daemon=True)
         self._renewer.start()
@@ -271,12 +287,43 @@ class LeaseLock:
     def close(self) -> None:
         """Nothing is held open: the lock is a row of meta."""
 
+    def kept(self) -> bool:
+        """Whether this hold is still its holder's alone: no other can have taken
+        it since it was taken. No round trip while the lease has half of it left
+        (the renewing thread keeps it so); else one renewal, which says. A holder
+        that was stalled past its lease and whose row another took gets False (and
+        so does every later call of this hold)."""
+        with self._mutex:
+            if self._lost:
+                return False
+            if time.monotonic() < self._until - self._lease_ms / 3000:
+                return True
+            return self._renewed()
+
     def _renew(self) -> None:
         while not self._stop.wait(self._lease_ms / 3000):
             with self._mutex, suppress(StoreError):  # a hiccup: the next round tries again
-                renewed = self._mine | {"at": int(time.time() * 1000)}
-                if self._store.swap_meta([(self._row, self._mine, renewed)])[0]:
-                    self._mine = renewed
+                if not self._lost:
+                    self._renewed()
+
+    def _renewed(self) -> bool:
+        """Renew the lease (under the mutex): False if the row is no longer this
+        hold's (another holder's, or free: taken and released meanwhile)."""
+        sent = time.monotonic()
+        renewed = self._mine | {"at": int(time.time() * 1000)}
+        if not self._store.swap_meta([(self._row, self._mine, renewed)])[0]:
+            held = self._store.get_meta(self._row)
+            # the token is this hold's alone: a row holding it was never taken
+            if held is None or held.get("token") != self._mine["token"]:
+                self._lost = True
+                return False
+            if held != renewed:  # an earlier renewal's reply was lost: it was written
+                (ok,) = self._store.swap_meta([(self._row, held, renewed)])
+                if not ok and self._store.get_meta(self._row) != renewed:
+                    self._lost = True
+                    return False
+        self._mine, self._until = renewed, sent + self._lease_ms * _SURE / 1000
+        return True
 
     def _release(self) -> None:
         with self._mutex:
@@ -317,16 +364,17 @@ class LeaseSection:
     ``write-section`` (a :class:`LeaseLock`: a writer killed in it holds it a
     minute at most, not at all for a writer on its host). Reentrant in its
     thread. One writer pays two ``checkAndPut`` calls a section (docs/SPEC.md,
-    "Concurrent writers")."""
+    "Concurrent writers"). The hold is a :class:`~simhash_hbase.store.base.Section`:
+    a writer stalled past the lease learns that it lost it (:meth:`LeaseLock.kept`)."""
 
     def __init__(self, store: Store, lease_ms: int = LEASE_MS) -> None:
         self._threads = threading.RLock()
         self._lease = LeaseLock(store, SECTION_ROW, lease_ms, most_pause=0.05)
 
     @contextmanager
-    def held(self, wait: float = SECTION_WAIT_S) -> Iterator[None]:
+    def held(self, wait: float = SECTION_WAIT_S) -> Iterator[Section]:
         with self._threads, self._lease.held("write section", wait):
-            yield
+            yield self._lease
 
 
 class RunLocks:

@@ -57,6 +57,7 @@ _PARAMETERS = {
     "cert": "a client certificate (PEM), for gateways that ask for one",
     "key": "the client certificate's key (PEM)",
     "verify": "0: do not check the gateways' certificates (insecure)",
+    "lease": "seconds a writer's lock lasts unrenewed (default 60)",
 }
 _FLAGS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 
@@ -129,6 +130,7 @@ def parse_url(url: str) -> dict[str, Any]:
         retries = int(query.get("retries", DEFAULT_RETRIES))
         tls, verify = _flag(query, "tls", False), _flag(query, "verify", True)
         expect = parse_count(query["expect"]) if "expect" in query else None
+        lease = float(query["lease"]) if "lease" in query else None
     except (ValueError, InvalidSetting) as exc:
         raise InvalidIndexUrl(f"index URL {url!r}: {exc}") from None
     if "docs_sample" in query and expect is None:
@@ -153,11 +155,17 @@ def parse_url(url: str) -> dict[str, Any]:
         )
     if paths["key"] and not paths["cert"]:
         raise InvalidIndexUrl(f"index URL {url!r}: key= is the key of cert=: give cert= too")
-    if not _PREFIX_RE.match(prefix) or pool < 1 or timeout < 1 or retries < 0:
+    if (
+        not _PREFIX_RE.match(prefix)
+        or pool < 1
+        or timeout < 1
+        or retries < 0
+        or not (lease is None or 0.3 <= lease <= 3600)
+    ):
         raise InvalidIndexUrl(
             f"index URL {url!r} is not of the form hbase://HOST[:PORT][,HOST[:PORT]...]"
             "[/[NS:]NAME] (NAME: letters, digits, _ . -; NS, an HBase namespace: letters, "
-            "digits, _; pool and timeout positive, retries 0 or more)"
+            "digits, _; pool and timeout positive, retries 0 or more, lease 0.3 to 3600 s)"
         )
     return {
         "gateways": gateways,
@@ -169,6 +177,7 @@ def parse_url(url: str) -> dict[str, Any]:
         "layout": query.get("layout"),
         "expect": expect,
         "docs_sample": query.get("docs_sample"),
+        "lease": lease,
         "wire": Wire(transport, protocol, tls, verify=verify, **paths),
     }
 

@@ -35,6 +35,7 @@ from simhash_hbase.store.base import (
     CellsOf,
     IndexCell,
     KeyRange,
+    Section,
     oldest_before,
 )
 from simhash_hbase.store.hbase import tables as hbase_tables
@@ -59,7 +60,7 @@ from simhash_hbase.store.hbase.settings import (
 from simhash_hbase.store.hbase.thrift1 import Thrift1Transport
 from simhash_hbase.store.hbase.thrift2 import Thrift2Transport, gateway_api
 from simhash_hbase.store.hbase.transport import Page, Row, Transport, first_contact
-from simhash_hbase.store.lock import LeaseLock, LeaseSection, RunLocks
+from simhash_hbase.store.lock import LEASE_MS, LeaseLock, LeaseSection, RunLocks
 
 #: The manifest entries of a bucket-layout index: format 2 (versions that know only
 #: format 1 refuse it, rather than write 13-byte rows into it).
@@ -290,12 +291,14 @@ class HBaseStore:
         docs_sample: str | None = None,
         create: bool = True,
         retain: int | None = None,
+        lease: float | None = None,
     ) -> None:
         self.prefix = prefix
         self._sizing, self._created = hbase_tables.Sizing.of(expect, docs_sample), False
         self._hot: dict[bytes, bytes] = {}  # see _read_buckets
-        self._run = RunLocks(lambda key: LeaseLock(self, f"run-lock/{key}"))  # one job a key
-        self._section = LeaseSection(self)  # one batch's lookups and write at a time
+        lease_ms = LEASE_MS if lease is None else round(lease * 1000)
+        self._run = RunLocks(lambda key: LeaseLock(self, f"run-lock/{key}", lease_ms))  # a key
+        self._section = LeaseSection(self, lease_ms)  # one batch's lookups and write at a time
         hosts = ",".join(str(g) for g in gateways)
         self.url = f"hbase://{hosts}?prefix={prefix}{f'&api={api}' if api else ''}{wire.query()}"
         self.tables = {t: hbase_tables.table_name(prefix, t).encode() for t in hbase_tables.TABLES}
@@ -416,7 +419,7 @@ class HBaseStore:
             self.tables["meta"], {}, {name.encode(): [_META_COL]}, CLOCK.pair()[0]
         )
 
-    def write_section(self) -> AbstractContextManager[None]:
+    def write_section(self) -> AbstractContextManager[Section]:
         """The meta row ``write-section``, a lease (:class:`LeaseSection`)."""
         return self._section.held()
 

@@ -527,7 +527,7 @@ class EmbeddedStore:
             return 2
         return 3 if self._compact.kept is None else FORMAT
 
-    def write_section(self) -> AbstractContextManager[None]:
+    def write_section(self) -> AbstractContextManager[WriteSection]:
         return self._section.held()
 
     def run_lock(
