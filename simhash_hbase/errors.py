@@ -107,6 +107,12 @@ class StoreUnavailable(StoreError):
         self.answered = answered
 
 
+class NotAuthenticated(StoreUnavailable):
+    """The store requires credentials this process lacks or that it refused (no
+    Kerberos ticket, an expired one, a wrong principal): the fix is the user's
+    (``kinit``, the URL's ``sasl=``), not a restart of the store."""
+
+
 class StoreCorrupt(StoreError):
     """Stored bytes cannot be read back: a damaged, truncated or foreign file or row."""
 

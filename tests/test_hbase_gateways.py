@@ -8,6 +8,7 @@ from __future__ import annotations
 import logging
 import socket
 import ssl
+import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -47,14 +48,21 @@ _PATHS = st.none() | st.sampled_from(["/etc/ca.pem", "c.pem"]) | st.text(min_siz
 def _wires(draw: st.DrawFn) -> Wire:
     tls = draw(st.booleans())
     cert = draw(_PATHS) if tls else None
+    transport = draw(st.sampled_from(["buffered", "framed", "http"]))
+    sasl = draw(st.sampled_from([None, "gssapi"])) if transport != "framed" else None
     return Wire(
-        transport=draw(st.sampled_from(["buffered", "framed", "http"])),
+        transport=transport,
         protocol=draw(st.sampled_from(["binary", "compact"])),
         tls=tls,
         ca=draw(_PATHS) if tls else None,
         cert=cert,
         key=draw(_PATHS) if cert else None,
         verify=draw(st.booleans()) if tls else True,
+        sasl=sasl,
+        service=draw(st.sampled_from([None, "hbase", "HTTP"])) if sasl else None,
+        principal=draw(st.none() | st.sampled_from(["shdb@EXAMPLE.COM", "svc/h@R"]))
+        if sasl
+        else None,
     )
 
 
@@ -74,6 +82,10 @@ def test_a_wire_reads_back_from_the_url_it_writes(wire: Wire) -> None:
         ("protocol=json", "protocol must be binary or compact"),
         ("retries=-1", "retries 0 or more"),
         ("retries=x", "index URL"),
+        ("sasl=plain", "sasl must be gssapi"),
+        ("service=hbase", "add sasl=gssapi"),
+        ("principal=shdb", "add sasl=gssapi"),
+        ("sasl=gssapi&transport=framed", "buffered transport only"),
     ],
 )
 def test_bad_wire_options_say_what_to_do(query: str, message: str) -> None:
@@ -359,6 +371,12 @@ def test_a_client_certificate_where_the_gateway_asks_for_one(certs: Certs) -> No
         assert "TLS failed" not in str(info.value) and "ok" in server.handshakes
     finally:
         server.sock.close()
+
+
+def test_sasl_without_the_kerberos_extra_names_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "kerberos", None)  # as if not installed
+    with pytest.raises(InvalidIndexUrl, match=r"pip install 'simhash-hbase\[kerberos\]'"):
+        SimhashIndex.open("hbase://127.0.0.1:1?sasl=gssapi")
 
 
 def test_a_ca_file_that_cannot_be_read_is_a_bad_url(tmp_path: Path) -> None:

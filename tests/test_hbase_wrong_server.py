@@ -8,13 +8,14 @@ import socket
 import struct
 import threading
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from typer.testing import CliRunner
 
-from simhash_hbase import SimhashIndex, StoreUnavailable
+from simhash_hbase import NotAuthenticated, SimhashIndex, StoreUnavailable
 from simhash_hbase.cli.app import app
 
 HTTP = b"HTTP/1.1 400 Bad Request\r\nContent-Length: 11\r\n\r\nbad request"
@@ -131,3 +132,30 @@ def test_the_cli_says_it_without_a_traceback(serve, kind: str) -> None:
     assert f"127.0.0.1:{server.port}" in result.stderr
     assert "Traceback" not in result.output and result.exception is not None
     assert isinstance(result.exception, SystemExit)
+
+
+SPNEGO = b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Negotiate\r\nContent-Length: 0\r\n\r\n"
+
+
+def test_an_http_gateway_asking_for_kerberos_says_add_sasl(serve) -> None:
+    server = serve(_reply(SPNEGO))
+    url = f"{server.url()}&transport=http"
+    with pytest.raises(NotAuthenticated, match="add sasl=gssapi to the index URL"):
+        SimhashIndex.open(url)
+    result = CliRunner().invoke(app, ["stats", "-i", url])
+    assert result.exit_code == 2 and "kinit" in result.stderr and "Traceback" not in result.output
+
+
+def test_sasl_without_a_ticket_says_kinit_before_sending_anything(
+    serve, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    pytest.importorskip("kerberos", reason="the kerberos extra")
+    pytest.importorskip("puresasl", reason="the kerberos extra")
+    (tmp_path / "krb5.conf").write_text("[libdefaults]\n  default_realm = SHDB.TEST\n")
+    monkeypatch.setenv("KRB5_CONFIG", str(tmp_path / "krb5.conf"))
+    monkeypatch.setenv("KRB5CCNAME", str(tmp_path / "no-cache"))
+    server = serve(_silent)
+    said = r"no Kerberos credentials for hbase/127\.0\.0\.1"
+    with pytest.raises(NotAuthenticated, match=said) as i:
+        SimhashIndex.open(f"{server.url()}&sasl=gssapi")
+    assert "kinit" in str(i.value) and f"127.0.0.1:{server.port}" in str(i.value)

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import json
+import random
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from simhash_hbase import Document, IngestSummary, SimhashIndex
 from simhash_hbase.jobs.checkpoint import Checkpoint
 from simhash_hbase.jobs.ingest import IngestOptions, SourceOptions, ingest
-from simhash_hbase.jobs.verify import verify
+from simhash_hbase.jobs.verify import owned, verify
 
 from .test_cli import shdb
 
@@ -108,3 +112,31 @@ def test_changed_input_does_not_reuse_a_checkpoint(tmp_path: Path) -> None:
         after = Checkpoint.of(index, [str(corpus)], opts)
         assert after is not None and after.name != before.name
         assert Checkpoint.of(index, ["-"], opts) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(st.tuples(st.integers(0, 2**64 - 1), st.booleans()), min_size=1, max_size=8),
+    st.randoms(use_true_random=False),
+)
+def test_owned_is_membership_in_the_cells_the_writers_give(
+    docs: list[tuple[int, bool]], rng: random.Random
+) -> None:
+    """verify's vectorised judge (`owned`) says of any cell exactly what membership
+    in `SimhashIndex.cells` of its document says: one definition, whatever the
+    damage (a byte flipped, another document's cell, another fingerprint's)."""
+    with tempfile.TemporaryDirectory() as folder, SimhashIndex.open(folder) as index:
+        owners = [
+            Document(f"d{n}", fp, bands=rng.randbytes(4 * 6) if banded else None)
+            for n, (fp, banded) in enumerate(docs)
+        ]
+        truth = set(index.cells(owners))
+        cells = sorted(truth)
+        for row, doc_id in cells[:20]:
+            at, bit = rng.randrange(13), 1 << rng.randrange(8)
+            cells.append((row[:at] + bytes([row[at] ^ bit]) + row[at + 1 :], doc_id))
+            cells.append((row, rng.choice(owners).doc_id))
+        cells.append((b"short", "d0"))
+        by_id = {d.doc_id: d for d in owners}
+        judged = owned(index.scheme, cells, [by_id.get(d) for _, d in cells])
+        assert judged.tolist() == [cell in truth for cell in cells]

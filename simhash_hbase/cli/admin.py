@@ -17,6 +17,7 @@ from simhash_hbase.cli.options import (
     IndexOpt,
     JsonOpt,
     PathsArg,
+    RepairOpt,
     RetainOpt,
     SampleOpt,
     ScanWorkersOpt,
@@ -31,14 +32,13 @@ from simhash_hbase.cli.render import (
     echo_json,
     err,
     error,
-    estimated,
     group,
     note,
     print_missing,
     print_skips,
     region_progress,
     skip_json,
-    table,
+    verify_report,
 )
 from simhash_hbase.errors import InvalidInput
 from simhash_hbase.index.client import SimhashIndex
@@ -55,7 +55,6 @@ from simhash_hbase.records import parse_time
 from simhash_hbase.store.hbase.tables import Sizing, shell_script
 from simhash_hbase.text.readers import SourceOptions, check_paths
 
-RepairOpt = Annotated[bool, typer.Option(metavar="", help="Fix what is found and report counts.")]
 PrefixOpt = Annotated[
     str, typer.Option(metavar="NAME", help="Table name prefix (NS:NAME: in HBase namespace NS).")
 ]
@@ -264,18 +263,7 @@ def verify_cmd(
             sample=sample,
             progress=None if as_json else region_progress,  # --json: no chatter
         )
-    skip = {"examples", "estimates"}
-    fields = {k: v for k, v in dataclasses.asdict(report).items() if k not in skip}
-    fields["clean"] = report.clean
-    if as_json:
-        echo_json({**fields, "estimates": report.estimates, "examples": report.examples})
-    else:
-        estimates = [(f"estimated {k}", estimated(v)) for k, v in report.estimates.items()]
-        table(("check", "value"), [*fields.items(), *estimates])
-        for example in report.examples:
-            note(f"  {example}")
-    if not report.clean and not report.repaired:
-        raise typer.Exit(EXIT_NO_MATCH)
+    verify_report(report, as_json)
 
 
 OldIndexArg = Annotated[

@@ -118,6 +118,7 @@ SimilarityOpt = Annotated[
     ),
 ]
 JsonOpt = Annotated[bool, typer.Option("--json", metavar="", help="Print JSON instead of a table.")]
+RepairOpt = Annotated[bool, typer.Option(metavar="", help="Fix what is found and report counts.")]
 SchemeOpt = Annotated[
     str | None,
     typer.Option(
@@ -271,7 +272,7 @@ WorkersOpt = Annotated[int, typer.Option(metavar="N", help="Fingerprinting proce
 ScanWorkersOpt = Annotated[
     int,
     typer.Option(
-        "--workers", metavar="N", help="Regions read at once, each on its own connection (HBase)."
+        "--workers", metavar="N", help="Regions read at once, each in its own process (HBase)."
     ),
 ]
 SampleOpt = Annotated[

@@ -26,11 +26,11 @@ from simhash_hbase.cli.options import (
 from simhash_hbase.cli.render import (
     EXIT_NO_MATCH,
     echo_json,
-    estimated,
     note,
     predicate,
     print_missing,
     region_progress,
+    stats_report,
     table,
 )
 from simhash_hbase.errors import InvalidInput
@@ -163,14 +163,7 @@ def stats_cmd(
                 progress=None if as_json else region_progress,  # --json: no chatter
             )
             stats.update(counts.to_json(), counted_by="region by region (shdb stats --workers)")
-    if as_json:
-        echo_json(stats, indent=2)
-        return
-    flat = {k: v for k, v in stats.items() if not isinstance(v, dict)}
-    flat.update({k: estimated(v) for k, v in stats.items() if k in ("documents", "index_cells")})
-    flat.update({f"pieces_read.{k}": v for k, v in stats.get("pieces_read", {}).items()})
-    flat.update({f"fingerprint.{k}": v for k, v in stats.get("fingerprint", {}).items()})
-    table(("stat", "value"), flat.items())
+    stats_report(stats, as_json)
 
 
 def get_cmd(doc_ids: IdsArg, index: IndexOpt = None, as_json: JsonOpt = False) -> None:

@@ -13,6 +13,7 @@ resumes); 3 finished but skipped records (listed); 130 interrupted (Ctrl-C);
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import sys
@@ -30,6 +31,7 @@ from simhash_hbase.errors import (
     InvalidQuery,
     InvalidSetting,
     ManifestMismatch,
+    NotAuthenticated,
     RejectedRecord,
     ShdbError,
     StoreError,
@@ -43,6 +45,7 @@ if TYPE_CHECKING:
     from rich.console import Console
 
     from simhash_hbase.fingerprint.minhash import MinHashParams
+    from simhash_hbase.jobs.verify import VerifyReport
 
 EXIT_NO_MATCH = 1
 EXIT_ERROR = 2  # ShdbError.exit_code
@@ -105,6 +108,11 @@ def hint(exc: ShdbError) -> str | None:
         return (
             f"is the name right? A new index: `shdb ingest --index {exc.url} PATH...` "
             "(with --create for an hbase:// URL), or `shdb serve --create`"
+        )
+    if isinstance(exc, NotAuthenticated):
+        return (
+            "kinit, then try again; sasl=, service= and principal= in the index URL must "
+            'match the gateway (docs/hbase.md "Kerberos")'
         )
     if isinstance(exc, StoreUnavailable) and exc.answered is not None:
         return "give the port of an HBase Thrift gateway: hbase://HOST:9091 (Thrift2) or :9090"
@@ -262,6 +270,35 @@ def estimated(value: Any) -> Any:
     if isinstance(value, dict):
         return ", ".join(f"{k}: {v}" for k, v in value.items())
     return value
+
+
+def verify_report(report: VerifyReport, as_json: bool) -> None:
+    """`verify`'s and `spark verify`'s report, one shape for scripts to read either;
+    exit 1 when problems were found and left alone."""
+    skip = {"examples", "estimates"}
+    fields = {k: v for k, v in dataclasses.asdict(report).items() if k not in skip}
+    fields["clean"] = report.clean
+    if as_json:
+        echo_json({**fields, "estimates": report.estimates, "examples": report.examples})
+    else:
+        estimates = [(f"estimated {k}", estimated(v)) for k, v in report.estimates.items()]
+        table(("check", "value"), [*fields.items(), *estimates])
+        for example in report.examples:
+            note(f"  {example}")
+    if not report.clean and not report.repaired:
+        raise typer.Exit(EXIT_NO_MATCH)
+
+
+def stats_report(stats: dict[str, Any], as_json: bool) -> None:
+    """`stats`'s and `spark stats`'s report: JSON, or a flat table of stat, value."""
+    if as_json:
+        echo_json(stats, indent=2)
+        return
+    flat = {k: v for k, v in stats.items() if not isinstance(v, dict)}
+    flat.update({k: estimated(v) for k, v in stats.items() if k in ("documents", "index_cells")})
+    flat.update({f"pieces_read.{k}": v for k, v in stats.get("pieces_read", {}).items()})
+    flat.update({f"fingerprint.{k}": v for k, v in stats.get("fingerprint", {}).items()})
+    table(("stat", "value"), flat.items())
 
 
 def region_progress(table: str, done: int, ranges: int) -> None:

@@ -1,4 +1,4 @@
-"""`shdb spark dedup|ingest`: the Spark jobs from the command line.
+"""`shdb spark dedup|ingest|verify|stats`: the Spark jobs from the command line.
 
 ``--master local[*]`` is the default; under ``spark-submit`` (see
 :mod:`simhash_hbase.cli.spark_submit`) the cluster's master is used. PySpark is
@@ -23,6 +23,7 @@ from simhash_hbase.cli.options import (
     KOpt,
     LimitOpt,
     MaxBytesOpt,
+    RepairOpt,
     SchemeOpt,
     SimilarityOpt,
     StoreTextOpt,
@@ -40,6 +41,8 @@ from simhash_hbase.cli.render import (
     new_index,
     note,
     predicate,
+    stats_report,
+    verify_report,
 )
 from simhash_hbase.errors import InvalidInput
 from simhash_hbase.fingerprint.minhash import MinHashParams
@@ -58,7 +61,9 @@ if TYPE_CHECKING:
     from simhash_hbase.spark.hfiles import Target as BulkTarget
     from simhash_hbase.spark.jobs import Reading, Summary
 
-spark_app = group("Jobs on Apache Spark: corpus-wide dedup, and backfill of an HBase index.")
+spark_app = group(
+    "Jobs on Apache Spark: corpus-wide dedup; backfill, verify and stats of an HBase index."
+)
 
 InputsArg = Annotated[
     list[str],
@@ -296,6 +301,45 @@ def ingest_cmd(
         + ("" if report is None else f"; {predicate(k, summary.lsh)}"),
         as_json,
     )
+
+
+@spark_app.command("verify")
+@uses(spark=session)
+def verify_cmd(
+    *,
+    index: IndexOpt = None,
+    repair: RepairOpt = False,
+    spark: Callable[..., SparkSession],
+    as_json: JsonOpt = False,
+) -> None:
+    """`shdb verify` of an HBase index on Spark, for one too large to check on one
+    machine: one task per region, the check a join (docs/spark.md). The same report
+    and exit codes: 0 clean (or repaired), 1 problems found and left alone."""
+    from simhash_hbase.spark.jobs import check_hbase_url
+    from simhash_hbase.spark.verify import VERIFY_LOCALLY, verify
+
+    url = resolve_url(index)
+    check_hbase_url(url, VERIFY_LOCALLY)  # before Spark starts
+    with _job_errors():
+        report = verify(spark(), url, repair=repair)
+    verify_report(report, as_json)
+
+
+@spark_app.command("stats")
+@uses(spark=session)
+def stats_cmd(
+    *, index: IndexOpt = None, spark: Callable[..., SparkSession], as_json: JsonOpt = False
+) -> None:
+    """`shdb stats` of an HBase index, documents and index cells counted on Spark,
+    one task per region."""
+    from simhash_hbase.spark.jobs import check_hbase_url
+    from simhash_hbase.spark.verify import STATS_LOCALLY, stats
+
+    url = resolve_url(index)
+    check_hbase_url(url, STATS_LOCALLY)  # before Spark starts
+    with _job_errors():
+        found = stats(spark(), url)
+    stats_report(found, as_json)
 
 
 def _bulk_target(url: str, staging: str | None, zookeeper: str | None) -> BulkTarget | None:

@@ -24,7 +24,7 @@ from simhash_hbase.index.clusters import assign, kept
 from simhash_hbase.index.lookup import Finder, match_order
 from simhash_hbase.index.manifest import MANIFEST
 from simhash_hbase.layout import codec
-from simhash_hbase.layout.nets import first_band_flag
+from simhash_hbase.layout.nets import band_rows, pigeonhole_rows
 from simhash_hbase.layout.scheme import Scheme
 from simhash_hbase.records import Document, Lookup, Matches, Written, check_limit, now_ms
 from simhash_hbase.store import CellBlock, IndexCell, Store
@@ -391,15 +391,13 @@ class Writer:
             return None
         fps = np.fromiter(map(_FINGERPRINT, banded), dtype=np.uint64, count=len(banded))
         keys = np.frombuffer(b"".join([d.bands for d in banded]), dtype=">u4")  # type: ignore[misc]
-        first = first_band_flag(self.scheme)
-        rows = codec.rowkeys_array(fps, keys.reshape(len(banded), -1), first)
+        rows = band_rows(self.scheme, fps, keys.reshape(len(banded), -1))
         return CellBlock(rows, [d.doc_id for d in banded])
 
     def _cell_block(self, docs: Sequence[Document]) -> CellBlock:
         """:meth:`cells` as arrays, for a store to write in bulk."""
         fps = np.fromiter(map(_FINGERPRINT, docs), dtype=np.uint64, count=len(docs))
-        rows = codec.rowkeys_array(fps, self.scheme.fields_many(fps))
-        return CellBlock(rows, [d.doc_id for d in docs])
+        return CellBlock(pigeonhole_rows(self.scheme, fps), [d.doc_id for d in docs])
 
     def bulk_load(self, store: Store, docs: Iterable[Document], batch_size: int) -> int:
         """Fill an empty index with ``docs`` (unique ids) through the store's

@@ -1,30 +1,36 @@
 """Reading a whole index range by range, for `shdb stats` and `shdb verify` at a
-billion documents: every range at once on ``workers`` threads (on HBase a range is
-a region, scanned on its own pooled connection), or a random ``sample`` of the
-ranges, whose counts are extrapolated to the table with an error bound.
+billion documents: every range at once in ``workers`` processes (on HBase a range
+is a region; each process opens the index from its URL), or a random ``sample`` of
+the ranges, whose counts are extrapolated to the table with an error bound.
 
 A region is the unit of the parallel read because a scan of one stays on one
-region server: N workers keep N servers busy. A sample of the index table cuts its
-regions into at least 256 pieces (even in key space: its keys are uniform), one of
-the docs table takes whole regions; either reads a random fraction of them;
-the extrapolation treats the pieces as the population (their sizes vary, which the
-bound accounts for): an estimate of the table's total and a 95 % bound from the
-spread between the sampled pieces (a normal approximation, with the
-finite-population correction).
+region server: N workers keep N servers busy. Processes, not threads: the client
+decodes the Thrift replies in Python, under the GIL, so threads share one core's
+decoding; processes decode side by side where there are cores for them (on a
+shared 2-core machine there are not: docs/scale.md, "verify and stats"). A process
+returns what its range comes to, small beside the range.
+
+A sample of the index table cuts its regions into at least 256 pieces (even in
+key space: its keys are uniform), one of the docs table takes whole regions;
+either reads a random fraction of them; the extrapolation treats the pieces as
+the population (their sizes vary, which the bound accounts for): an estimate of
+the table's total and a 95 % bound from the spread between the sampled pieces (a
+normal approximation, with the finite-population correction).
 """
 
 from __future__ import annotations
 
+import gc
 import itertools
 import math
 import random
 import statistics
 from collections.abc import Callable, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TypeVar
 
-from simhash_hbase.errors import InvalidSetting
+from simhash_hbase.errors import InvalidSetting, StoreError, WorkerDied
+from simhash_hbase.fingerprint.workers import map_chunks
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.store.base import WHOLE, KeyRange
 
@@ -105,28 +111,52 @@ def cut(key_range: KeyRange, pieces: int) -> list[KeyRange]:
     return list(itertools.pairwise([start, *points, stop]))
 
 
+#: What a worker does with a range: read it through the index it was given.
+Read = Callable[[SimhashIndex, KeyRange], T]
+
+
 def each(
     table: str,
+    index: SimhashIndex,
     ranges: Sequence[KeyRange],
-    read: Callable[[KeyRange], T],
+    read: Read[T],
     workers: int,
     progress: Progress | None = None,
 ) -> list[T]:
-    """``read`` of every range, ``workers`` at once, in range order."""
-    done = 0
+    """``read`` of every range, in range order: here, or in ``workers`` forked
+    processes, each with its own :class:`SimhashIndex` opened from ``index.url``
+    (a connection is never shared across a fork). What the parent holds is frozen
+    out of the collector first, so that the children never copy it
+    (:func:`gc.freeze`): a verify's docs dict stays in one process."""
+    results: list[T] = []
+    if workers == 1 or len(ranges) < 2:
+        for key_range in ranges:
+            results.append(read(index, key_range))
+            if progress is not None:
+                progress(table, len(results), len(ranges))
+        return results
+    url, opened = index.url, []
 
-    def step(key_range: KeyRange) -> T:
-        nonlocal done
-        out = read(key_range)
-        done += 1  # under the GIL; a progress line may repeat a count, never skip one
-        if progress is not None:
-            progress(table, done, len(ranges))
-        return out
+    def init() -> None:
+        opened.append(SimhashIndex.open(url, create=False, readonly=True))
 
-    if workers == 1 or len(ranges) == 1:
-        return [step(r) for r in ranges]
-    with ThreadPoolExecutor(workers, thread_name_prefix="shdb-census") as pool:
-        return list(pool.map(step, ranges))
+    def work(_names: Sequence[str], key_range: KeyRange) -> list[T]:
+        return [read(opened[0], key_range)]
+
+    chunks = (([f"{table} range {n}"], r) for n, r in enumerate(ranges))
+    gc.freeze()
+    try:
+        for (result,) in map_chunks(chunks, min(workers, len(ranges)), init, work):
+            results.append(result)
+            if progress is not None:
+                progress(table, len(results), len(ranges))
+    except WorkerDied as exc:  # an error in the child (the store's, say), or its death
+        raise StoreError(
+            f"the worker reading {table} range {exc.chunk + 1} of {len(ranges)} {exc.how}"
+        ) from None
+    finally:
+        gc.unfreeze()
+    return results
 
 
 def extrapolate(counts: Sequence[float], ranges: int) -> Estimate:
@@ -168,20 +198,24 @@ def count(
     docs_ranges, docs_read = sampled(index, "docs", sample)
     index_ranges, cells_read = sampled(index, "index", sample)
 
-    def documents(key_range: KeyRange) -> int:
-        damaged = [0]  # a damaged docs row is a document too (verify names it)
-
-        def skip(_id: str, _error: object) -> None:
-            damaged[0] += 1
-
-        return sum(1 for _ in index.documents(skip, key_range)) + damaged[0]
-
-    docs = each("docs", docs_read, documents, workers, progress)
-    cells = each(
-        "index", cells_read, lambda r: sum(1 for _ in index.index_cells(r)), workers, progress
-    )
+    docs = each("docs", index, docs_read, count_documents, workers, progress)
+    cells = each("index", index, cells_read, count_cells, workers, progress)
     return Counts(
         extrapolate(docs, len(docs_ranges)),
         extrapolate(cells, len(index_ranges)),
         {"docs": (len(docs_read), len(docs_ranges)), "index": (len(cells_read), len(index_ranges))},
     )
+
+
+def count_documents(index: SimhashIndex, key_range: KeyRange) -> int:
+    """The documents of a docs range; a damaged row is a document too (verify names it)."""
+    damaged = [0]
+
+    def skip(_id: str, _error: object) -> None:
+        damaged[0] += 1
+
+    return sum(1 for _ in index.documents(skip, key_range)) + damaged[0]
+
+
+def count_cells(index: SimhashIndex, key_range: KeyRange) -> int:
+    return sum(1 for _ in index.index_cells(key_range))

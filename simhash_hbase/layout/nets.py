@@ -29,6 +29,7 @@ from numpy.typing import ArrayLike
 
 from simhash_hbase.errors import InvalidSetting
 from simhash_hbase.fingerprint.minhash import BINS, MinHashParams, evidence_similarity
+from simhash_hbase.layout import codec
 from simhash_hbase.layout.scheme import Scheme
 
 SIMHASH = "simhash"
@@ -53,6 +54,20 @@ def check_nets(nets: str) -> str:
 def first_band_flag(scheme: Scheme) -> int:
     """Band b (0-based) has flag ``first_band_flag + b``: right after the combinations."""
     return scheme.rows_per_fingerprint + 1
+
+
+def pigeonhole_rows(scheme: Scheme, fps: np.ndarray) -> np.ndarray:
+    """The pigeonhole's row keys of each fingerprint, an (n, c) array of
+    :data:`codec.ROWKEY_DTYPE`: [i, j] is combination j + 1 of fp i. With
+    :func:`band_rows`, the one definition of a document's cells (the writers',
+    `shdb verify`'s and `shdb spark verify`'s)."""
+    return codec.rowkeys_array(fps, scheme.fields_many(fps))
+
+
+def band_rows(scheme: Scheme, fps: np.ndarray, bands: np.ndarray) -> np.ndarray:
+    """The LSH band row keys of each fingerprint, (n, b): [i, j] holds band key
+    ``bands[i, j]`` under flag ``first_band_flag + j``."""
+    return codec.rowkeys_array(fps, bands, first_band_flag(scheme))
 
 
 def matches(near: ArrayLike, similarity: ArrayLike, lsh: MinHashParams | None) -> np.ndarray:

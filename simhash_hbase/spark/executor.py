@@ -1,4 +1,5 @@
-"""Code that runs inside Spark tasks: fingerprinting and writing a partition.
+"""Code that runs inside Spark tasks: fingerprinting and writing a partition;
+reading and repairing one for `shdb spark verify`.
 
 A Python worker process runs many tasks one after another (Spark reuses it,
 ``spark.python.worker.reuse``), so its preparer (jieba's dictionary, ~1 s to
@@ -11,23 +12,29 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from itertools import islice
+from typing import Any, TypeVar
 
 from simhash_hbase.fingerprint.minhash import MinHashParams
 from simhash_hbase.fingerprint.simhash import FingerprintParams
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.jobs.checkpoint import drop_lines, save_lines, saved_lines
 from simhash_hbase.jobs.ingest import clustered, saved_clusters
+from simhash_hbase.jobs.verify import read_docs
 from simhash_hbase.layout.prepare import Prepared, prepare, preparer_of
 from simhash_hbase.records import DEFAULT_LIMIT, BadRecord, Document, Lookup, Record
 from simhash_hbase.spark.hfiles import Cell, docs_cells, index_cells
-from simhash_hbase.store import open_store
+from simhash_hbase.store import IndexCell, open_store
+from simhash_hbase.store.base import KeyRange
 from simhash_hbase.store.hbase.settings import BUCKETS, layout_of
 
 Item = tuple[int, Record | BadRecord]
 DocItem = tuple[int, Document | BadRecord]
+#: A docs row as verify reads it: (id, fingerprint, band keys, what is wrong or None).
+DocRow = tuple[str, int | None, bytes | None, str | None]
+T = TypeVar("T")
 
 #: Test-only fault injection, read on the driver: "PARTITION:BATCHES" makes the
 #: first attempt of that partition's write task die after that many batches,
@@ -224,3 +231,49 @@ def parse_fault(spec: str | None) -> tuple[int, int] | None:
         return None
     partition, _, batches = spec.partition(":")
     return int(partition), int(batches or 0)
+
+
+# -- `shdb spark verify` and `stats` (:mod:`simhash_hbase.spark.verify`) --------------
+def per_range(
+    url: str, ranges: Iterable[KeyRange], read: Callable[[SimhashIndex, KeyRange], T]
+) -> Iterator[T]:
+    """``read`` of each key range of a task, through one index opened for it."""
+    with SimhashIndex.open(url, create=False, readonly=True) as index:
+        for key_range in ranges:
+            yield read(index, key_range)
+
+
+def doc_rows(url: str, ranges: Iterable[KeyRange]) -> Iterator[DocRow]:
+    """The docs rows of a task's ranges: (id, fingerprint, band keys, None), or
+    (id, None, None, what is wrong) for a damaged one."""
+    for docs, damaged in per_range(url, ranges, read_docs):
+        yield from ((d.doc_id, d.fingerprint, d.bands, None) for d in docs)
+        yield from ((doc_id, None, None, why) for doc_id, why in damaged)
+
+
+def expected_cells(url: str, rows: Iterable[DocRow], batch_size: int) -> Iterator[IndexCell]:
+    """The cells the documents of a task should have (:meth:`SimhashIndex.cells`)."""
+    ordered = iter(rows)
+    with SimhashIndex.open(url, create=False, readonly=True) as index:
+        while batch := list(islice(ordered, batch_size)):
+            yield from index.cells([Document(i, fp, bands=b) for i, fp, b, _ in batch])  # type: ignore[arg-type]
+
+
+def held_cells(url: str, ranges: Iterable[KeyRange]) -> Iterator[IndexCell]:
+    with SimhashIndex.open(url, create=False, readonly=True) as index:
+        for key_range in ranges:
+            yield from index.index_cells(key_range)
+
+
+def write_fixes(url: str, edits: Iterable[tuple[str, Any]], batch_size: int) -> None:
+    """Apply a task's share of a repair in batches: ("delete", cell) a stale cell,
+    ("put", cell) a missing one, ("drop", id) a damaged docs row (its cells are
+    stale: deleted too). The writes of `shdb verify --repair`, idempotent."""
+    ordered = iter(edits)
+    with SimhashIndex.open(url, create=False) as index:
+        while batch := list(islice(ordered, batch_size)):
+            index.write_cells(
+                delete=[cell for what, cell in batch if what == "delete"],
+                put=[cell for what, cell in batch if what == "put"],
+                drop_rows=[doc_id for what, doc_id in batch if what == "drop"],
+            )

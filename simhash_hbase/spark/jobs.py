@@ -1,4 +1,5 @@
-"""The two Spark jobs, driver side: `shdb spark dedup` and `shdb spark ingest`.
+"""The two Spark jobs that read an input, driver side: `shdb spark dedup` and
+`shdb spark ingest` (those that read an index: :mod:`simhash_hbase.spark.verify`).
 
 Outputs are folders of part files, written by the executors: ``NAME.parquet/``
 and ``NAME.jsonl/`` (one JSON object a line) side by side, rows in input order.
@@ -202,11 +203,13 @@ def dedup(
     return summary
 
 
-def check_hbase_url(url: str) -> None:
+def check_hbase_url(url: str, local: str = "shdb ingest --workers N") -> None:
+    """Spark jobs reach an index through HBase's gateway; ``local``: the command
+    that does the job on a local (embedded) index instead."""
     if urlsplit(url).scheme.lower() != "hbase":
         raise InvalidInput(
-            f"{url!r} is not an HBase index URL: Spark executors write to HBase "
-            "(hbase://HOST:PORT?prefix=NAME); for a local index use `shdb ingest --workers N`"
+            f"{url!r} is not an HBase index URL: Spark executors read and write HBase "
+            f"(hbase://HOST:PORT?prefix=NAME); for a local index use `{local}`"
         )
 
 

@@ -57,8 +57,15 @@ _PARAMETERS = {
     "cert": "a client certificate (PEM), for gateways that ask for one",
     "key": "the client certificate's key (PEM)",
     "verify": "0: do not check the gateways' certificates (insecure)",
+    "sasl": "gssapi: Kerberos to gateways that require it (hbase.thrift.security.qop)",
+    "service": "the service of the gateways' Kerberos principal (hbase; over http, HTTP)",
+    "principal": "the Kerberos principal to authenticate as (the ticket cache's default)",
     "lease": "seconds a writer's lock lasts unrenewed (default 60)",
 }
+#: SASL mechanisms a gateway may require (hbase.thrift.security.qop): Kerberos.
+SASL = ("gssapi",)
+DEFAULT_SERVICE = "hbase"
+SPNEGO_SERVICE = "HTTP"
 _FLAGS = {"1": True, "true": True, "yes": True, "0": False, "false": False, "no": False}
 
 
@@ -84,6 +91,17 @@ class Wire:
     cert: str | None = None
     key: str | None = None
     verify: bool = True
+    #: "gssapi": authenticate by Kerberos (SASL GSSAPI) as ``principal`` (None: the
+    #: ticket cache's default) to the gateway's ``service``/HOST principal.
+    sasl: str | None = None
+    service: str | None = None
+    principal: str | None = None
+
+    @property
+    def kerberos_service(self) -> str:
+        """The service of the gateways' principal: ``service``, else HBase's usual
+        one (``hbase``; over HTTP, SPNEGO's ``HTTP``)."""
+        return self.service or (SPNEGO_SERVICE if self.transport == "http" else DEFAULT_SERVICE)
 
     @property
     def plain(self) -> bool:
@@ -102,6 +120,9 @@ class Wire:
                 ("cert", self.cert, None),
                 ("key", self.key, None),
                 ("verify", int(self.verify), 1),
+                ("sasl", self.sasl, None),
+                ("service", self.service, None),
+                ("principal", self.principal, None),
             )
             if value != default
         ]
@@ -153,6 +174,8 @@ def parse_url(url: str) -> dict[str, Any]:
         raise InvalidIndexUrl(
             f"index URL {url!r}: ca, cert, key and verify are TLS settings: add tls=1"
         )
+    sasl = _choice(url, query, "sasl", SASL)
+    _check_sasl(url, query, sasl, transport)
     if paths["key"] and not paths["cert"]:
         raise InvalidIndexUrl(f"index URL {url!r}: key= is the key of cert=: give cert= too")
     if (
@@ -178,8 +201,32 @@ def parse_url(url: str) -> dict[str, Any]:
         "expect": expect,
         "docs_sample": query.get("docs_sample"),
         "lease": lease,
-        "wire": Wire(transport, protocol, tls, verify=verify, **paths),
+        "wire": Wire(
+            transport,
+            protocol,
+            tls,
+            verify=verify,
+            sasl=sasl,
+            service=query.get("service"),
+            principal=query.get("principal"),
+            **paths,
+        ),
     }
+
+
+def _check_sasl(url: str, query: dict[str, str], sasl: str | None, transport: str) -> None:
+    """Kerberos settings only with ``sasl=``, and not over the framed transport (SASL
+    over the buffered one; over HTTP, SPNEGO)."""
+    if sasl is None and ("service" in query or "principal" in query):
+        raise InvalidIndexUrl(
+            f"index URL {url!r}: service and principal are Kerberos settings: add sasl=gssapi"
+        )
+    if sasl is not None and transport == "framed":
+        raise InvalidIndexUrl(
+            f"index URL {url!r}: HBase's gateways take SASL over the buffered transport only "
+            "(they refuse hbase.regionserver.thrift.framed with hbase.thrift.security.qop): "
+            "leave transport=framed out"
+        )
 
 
 def _gateway(text: str) -> Gateway:

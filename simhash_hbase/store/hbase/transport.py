@@ -22,7 +22,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from thriftpy2.thrift import TApplicationException, TException
 from thriftpy2.transport import TTransportException
 
-from simhash_hbase.errors import StoreClosed, StoreError, StoreUnavailable
+from simhash_hbase.errors import NotAuthenticated, StoreClosed, StoreError, StoreUnavailable
 from simhash_hbase.store.hbase.connect import Gateways, tls_refusal
 from simhash_hbase.store.hbase.settings import Gateway
 
@@ -165,6 +165,15 @@ def translate(
 GATEWAY_PORTS = "the HBase Thrift gateways listen on 9090 (Thrift1) and 9091 (Thrift2) by default"
 #: A getThriftServerType call (binary protocol), the first thing shdb sends: the
 #: probe of :func:`first_contact` sends it again to see what answers it.
+#: Why a gateway may wait in silence, by whether the URL has sasl= (a SASL gateway
+#: reads a plain call's first bytes as a frame length, and a plain one a SASL
+#: handshake's: each waits for megabytes that never come).
+_SILENT_SASL = {
+    False: "or one that requires Kerberos (hbase.thrift.security.qop): then add "
+    "sasl=gssapi to the index URL and get a ticket (kinit)",
+    True: "or one that does not take SASL: is it set to hbase.thrift.security.qop? "
+    "Without it, leave sasl= out of the index URL",
+}
 _PROBE = b"\x80\x01\x00\x01\x00\x00\x00\x13getThriftServerType\x00\x00\x00\x00\x00"
 
 
@@ -189,7 +198,8 @@ def first_contact(gateways: Gateways) -> Iterator[None]:
                 raise  # the connection itself timed out: "not reachable" says it
             raise StoreUnavailable(
                 f"{where} accepted the connection but sent no answer within {timeout} ms: "
-                f"a busy gateway, or a server that is not a Thrift gateway ({GATEWAY_PORTS})",
+                f"a busy gateway, or a server that is not a Thrift gateway ({GATEWAY_PORTS}); "
+                + _SILENT_SASL[gateways.wire.sasl is not None],
                 answered="a silent server",
             ) from exc
         if not gateways.wire.plain:
@@ -213,13 +223,16 @@ def _wire_mismatch(gateways: Gateways, exc: Exception) -> StoreUnavailable:
     """A first call that failed over a URL's own wire (TLS, framed, HTTP, compact):
     a TLS refusal or nothing listening says so itself; anything else answered in a
     way this wire could not read, so the gateway is likely set otherwise."""
+    if isinstance(exc, NotAuthenticated):  # it says what to do itself
+        return exc
     if (isinstance(exc, StoreUnavailable) and _in_chain(exc, ssl.SSLError)) or _refused(exc):
         return exc if isinstance(exc, StoreUnavailable) else StoreUnavailable(str(exc))
     said = str(exc) if isinstance(exc, StoreError) else f"{gateways.where}: {_named(exc)}"
     return StoreUnavailable(
         f"{said}; is the gateway set to this URL's transport, protocol and TLS "
         "(transport=framed: hbase.regionserver.thrift.framed; transport=http: "
-        ".http; protocol=compact: .compact; tls=1: hbase.thrift.ssl.enabled, over http)?"
+        ".http; protocol=compact: .compact; tls=1: hbase.thrift.ssl.enabled, over http; "
+        "sasl=gssapi: hbase.thrift.security.qop)?"
     )
 
 
