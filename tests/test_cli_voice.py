@@ -110,6 +110,19 @@ def test_an_existing_index_is_kept_when_a_run_adds_nothing(index_url: str, tmp_p
         assert set(index.get_many(["a"])) == {"a"}
 
 
+OUT_OF_RANGE = [("--sample", "1.5"), ("--sample", "0"), ("--workers", "0")]
+
+
+@pytest.mark.parametrize("command", ["stats", "verify"])
+@pytest.mark.parametrize("flag, value", OUT_OF_RANGE)
+def test_a_census_setting_out_of_range_names_its_flag(
+    index_url: str, command: str, flag: str, value: str
+) -> None:
+    result = shdb(command, "-i", index_url, flag, value)
+    assert result.exit_code == 2, result.output
+    assert result.stderr.startswith(f"shdb: error: {flag}: "), result.stderr
+
+
 def test_no_match_says_so(index_url: str) -> None:
     result = shdb("query", "完全不同的内容 今天天气", "-i", index_url)
     assert result.exit_code == 1

@@ -152,15 +152,18 @@ def test_a_bad_array_element_is_named_by_line_and_index_and_its_neighbours_are_r
         "42",
         '{"url": 7, "body": "指纹"}',
         '{"url": "e", "body": "抽屉原理"}',
+        '{"url": "f", "title": "no body"}',
+        '{"url": "g", "body": "近似重复检测"}',
     ]
     path = tmp_path / "items.json"
     path.write_text("[\n" + ",\n".join(lines) + "\n]\n", "utf-8")
     items = list(read_sources([str(path)], SourceOptions(id_field="url", text_field="body")))
-    assert [r.doc_id for r in items if isinstance(r, Record)] == ["a", "e"]
+    assert [r.doc_id for r in items if isinstance(r, Record)] == ["a", "e", "g"]
     bad = {b.where: b.reason for b in items if isinstance(b, BadRecord)}
     assert "element 1: malformed JSON" in bad[f"{path}:3"]
     assert bad[f"{path}:4"] == "element 2: a number, not an object"
-    assert "'url' is a number" in bad[f"{path}:5"]
+    assert bad[f"{path}:5"].startswith("element 3: ") and "'url' is a number" in bad[f"{path}:5"]
+    assert bad[f"{path}:7"].startswith("element 5: no 'body' field")
 
 
 def test_a_cut_array_keeps_its_elements_and_says_it_is_not_closed(tmp_path: Path) -> None:

@@ -9,10 +9,12 @@ import json
 import re
 import socket
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from typer.testing import CliRunner
 
@@ -66,6 +68,22 @@ def test_a_host_that_is_not_this_machines_is_an_error_naming_it(tmp_path: Path) 
     assert result.exit_code == 2, result.output
     assert "cannot listen on 192.0.2.1:0" in result.stderr and "--host" in result.stderr
     assert not (tmp_path / "i").exists()
+
+
+def test_port_0_says_the_port_it_chose(tmp_path: Path) -> None:
+    """`--port 0` (the hint of a port in use) picks a free port: stderr names it, and
+    it is the port that answers (uvicorn says nothing for a socket it did not bind)."""
+    cmd = [sys.executable, "-m", "simhash_hbase", "serve", "-i", str(tmp_path / "i"), "--create"]
+    proc = subprocess.Popen([*cmd, "--port", "0"], stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stderr is not None
+        said = next(line for line in proc.stderr if "listening on" in line or "complete" in line)
+        port = re.search(r"listening on http://127\.0\.0\.1:(\d+)", said)
+        assert port is not None and port[1] != "0", said
+        assert httpx.get(f"http://127.0.0.1:{port[1]}/healthz", timeout=30).status_code == 200
+    finally:
+        proc.terminate()
+        proc.wait(60)
 
 
 def _token(tmp_path: Path) -> Path:

@@ -7,6 +7,7 @@ MemoryError), at any document of any batch, with any number of workers.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -125,3 +126,59 @@ def test_the_cli_says_which_document_and_exits_2(tmp_path: Path) -> None:
     assert "was killed by SIGKILL" in result.stderr and "Traceback" not in result.stderr
     assert "hint: run the same command again to resume" in result.stderr
     assert "documents of the batches finished before it are saved" in result.stderr
+
+
+_ORPHANS = """
+import multiprocessing, sys, time
+from simhash_hbase.fingerprint.workers import map_chunks
+
+def nap(texts, seconds):
+    time.sleep(seconds)
+    return list(texts)
+
+chunks = ((["x"], float(sys.argv[1])) for _ in range(10_000))
+running = map_chunks(chunks, 3, lambda: None, nap)
+next(running)
+print(" ".join(str(p.pid) for p in multiprocessing.active_children()), flush=True)
+time.sleep(600)
+"""
+
+
+def _running(pid: int) -> bool:
+    """The process exists and is not a zombie waiting for a reaper."""
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except (FileNotFoundError, ProcessLookupError):
+        return False
+    return state not in ("Z", "X")
+
+
+@pytest.mark.parametrize("busy", [0.0, 1.0])
+def test_workers_end_when_their_parent_is_killed(busy: float) -> None:
+    """kill -9 of an ingest leaves no worker behind: every forked worker closes its
+    copies of the parent's channel ends, so the parent's death ends each channel
+    (before, each worker held the other end of its own channel and waited forever)."""
+    import subprocess
+    import sys
+    import time
+
+    parent = subprocess.Popen(
+        [sys.executable, "-c", _ORPHANS, str(busy)],
+        stdout=subprocess.PIPE,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).parents[1])},
+    )
+    assert parent.stdout is not None
+    pids = [int(p) for p in parent.stdout.readline().split()]
+    assert len(pids) == 3
+    parent.kill()
+    parent.wait()
+    deadline = time.monotonic() + 60  # a generous bound for a loaded machine
+    try:
+        while any(_running(p) for p in pids) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert not [p for p in pids if _running(p)]
+    finally:
+        for pid in pids:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGKILL)

@@ -152,7 +152,7 @@ def stats_cmd(
 ) -> None:
     """Documents, index cells, disk use and the settings of an index. With --workers
     or --sample, documents and cells are counted region by region (docs/hbase.md)."""
-    regions = workers > 1 or sample is not None
+    regions = workers != 1 or sample is not None  # --workers 0 too: count() refuses it
     with SimhashIndex.open(index, readonly=True) as ix:
         stats = ix.stats(counts=not regions)
         if regions:
@@ -162,7 +162,12 @@ def stats_cmd(
                 sample=sample,
                 progress=None if as_json else region_progress,  # --json: no chatter
             )
-            stats.update(counts.to_json(), counted_by="region by region (shdb stats --workers)")
+            by = (
+                "a sample of key ranges, extrapolated (shdb stats --sample)"
+                if sample
+                else ("region by region (shdb stats --workers)")
+            )
+            stats.update(counts.to_json(), counted_by=by)
     stats_report(stats, as_json)
 
 

@@ -32,6 +32,7 @@ import struct
 import subprocess
 import sys
 import traceback
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
@@ -122,12 +123,20 @@ def spawn(
 ChunkFn = Callable[[Sequence[str], Any], list[Any]]
 
 
+#: The parent's ends of the forked workers' channels. A fork copies every one of
+#: them, the new worker's own included: each worker closes its copies first, so
+#: that its channel ends when the parent dies, even by kill -9 (a worker holding
+#: the other end of its own channel, or a sibling's, would wait for input forever).
+_PARENT_ENDS: weakref.WeakSet[Channel] = weakref.WeakSet()
+
+
 class _Worker:
     """One forked process, its channel, and the text it is on (-1: none)."""
 
     def __init__(self, ctx: Any, init: Callable[[], None], fn: ChunkFn) -> None:
         ours, theirs = socket.socketpair()
         self.channel = Channel(ours)
+        _PARENT_ENDS.add(self.channel)
         self.at = ctx.RawValue("q", -1)
         self.process = ctx.Process(target=_serve, args=(theirs, self.at, init, fn), daemon=True)
         self.process.start()
@@ -138,11 +147,14 @@ class _Worker:
         if self.process.is_alive():
             self.process.kill()
         self.process.join()
+        _PARENT_ENDS.discard(self.channel)
         self.channel.close()
 
 
 def _serve(sock: socket.socket, at: Any, init: Callable[[], None], fn: ChunkFn) -> None:
     """A worker's loop: chunks in, results (or the error a text raised) out."""
+    for end in list(_PARENT_ENDS):
+        end.close()
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is the parent's to handle
     init()
     channel = Channel(sock)

@@ -19,6 +19,7 @@ from simhash_hbase.serve.bounds import bounded
 from simhash_hbase.serve.settings import ServeSettings
 
 DRAIN_SECONDS = 30  # requests still in flight after this are cut off
+log = logging.getLogger("shdb.serve")
 
 
 def serve(settings: ServeSettings, sock: socket.socket, *, access_log: bool = False) -> None:
@@ -40,4 +41,13 @@ def serve(settings: ServeSettings, sock: socket.socket, *, access_log: bool = Fa
         timeout_graceful_shutdown=DRAIN_SECONDS,
         log_level="info",
     )
+    # uvicorn says where it listens only for sockets it binds itself: say it here,
+    # or --port 0 (the hint of a port in use) would leave the port to guess.
+    log.info("listening on %s", address(sock))
     uvicorn.Server(config).run(sockets=[sock])
+
+
+def address(sock: socket.socket) -> str:
+    """The URL of the bound ``sock`` (its real port when --port 0 chose one)."""
+    host, port = sock.getsockname()[:2]
+    return f"http://[{host}]:{port}" if ":" in host else f"http://{host}:{port}"

@@ -217,7 +217,12 @@ def _element(buf: _Buffer, name: str, index: int, opts: SourceOptions) -> Record
         return BadRecord(where, f"element {index}: invalid UTF-8", size, Problem.NOT_UTF8)
     if not isinstance(value, dict):
         return _bad(name, line, index, f"{json_kind(value)}, not an object")._replace(size=size)
-    return record_from_fields(value, opts, where, size)
+    found = record_from_fields(value, opts, where, size)  # a missing or non-string field
+    return (
+        found._replace(reason=f"element {index}: {found.reason}")
+        if isinstance(found, BadRecord)
+        else found
+    )
 
 
 def _resync(buf: _Buffer, start: int) -> None:
