@@ -277,7 +277,10 @@ def test_stats_and_verify_commands_take_workers_and_sample(tmp_path: Path) -> No
         "index": "1 of 1",
     }
     done = shdb("stats", "-i", url, "--sample", "0.5")
-    assert done.exit_code == 0 and "index: 1 of 1 regions read" in done.stderr  # one pass
+    assert done.exit_code == 0 and "index: 1 of 1 key ranges read" in done.stderr  # one pass
+    sampled = json.loads(shdb("stats", "-i", url, "--sample", "0.5", "--json").stdout)
+    assert sampled["counted_by"].startswith("a sample of key ranges")
+    assert stats["counted_by"].startswith("region by region")
     done = shdb("verify", "-i", url, "--sample", "0.5", "--json")
     assert done.exit_code == 0, done.output
     report = json.loads(done.stdout)

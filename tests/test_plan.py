@@ -109,3 +109,21 @@ def test_plan_command_prints_the_table_the_json_and_the_budget_exit() -> None:
     assert done.exit_code == 1 and "no scheme fits the budget" in done.stderr
     done = shdb("plan", "lots")
     assert done.exit_code == 2 and "10B, 500M or 1000000" in done.stderr
+
+
+@pytest.mark.parametrize("documents", ["10M", "100M", "1B", "10B"])
+def test_plan_prints_the_regions_and_splits_an_index_created_with_expect_gets(
+    documents: str,
+) -> None:
+    """`shdb plan N` and `hbase://...?expect=N` agree: the index table's floor of
+    presplit regions (the schema's 16) is in the plan, so an operator creating the
+    tables from `shdb plan --splits` gets the splits `?expect=` makes."""
+    from simhash_hbase.store.hbase.tables import Sizing, index_split_keys
+
+    out = json.loads(shdb("plan", documents, "--json").stdout)
+    best = next(p for p in out["plans"] if p["scheme"] == out["recommended"])
+    sizing = Sizing(parse_count(documents), scheme=best["scheme"])
+    assert best["index_regions"] == sizing.regions()["index"] >= 16
+    assert best["docs_regions"] == sizing.regions()["docs"]
+    assert [bytes.fromhex(k) for k in best["split_points"]] == sizing.splits("index")
+    assert sizing.splits("index") == index_split_keys(best["index_regions"])

@@ -407,6 +407,20 @@ def test_spark_ingest_refuses_a_local_index(spark, tmp_path: Path) -> None:
     assert "not an HBase index URL" in result.output
 
 
+def test_spark_ingest_refuses_a_report_with_a_bulk_load(tmp_path: Path) -> None:
+    """A bulk load has no batches to look up in: its report could not be exact
+    beside other writers (docs/spark.md), so the pair is refused before any work."""
+    path, _ = _ingest_corpus(tmp_path, 3)
+    result = runner.invoke(
+        app,
+        ["spark", "ingest", str(path), "--index", DOWN, "--report", str(tmp_path / "r"),
+         "--bulk-load", str(tmp_path / "staging"), "--zookeeper", "127.0.0.1:1"],
+    )  # fmt: skip
+    assert result.exit_code == 2, result.output
+    assert "--report with --bulk-load" in result.output
+    assert "drop --bulk-load for a report" in result.output
+
+
 def _unreachable(_: int) -> int:
     raise StoreUnavailable("HBase at 127.0.0.1:1 is not reachable")
 

@@ -60,10 +60,13 @@ def plan_cmd(
 ) -> None:
     """Predict each scheme's candidates a query, rows and bytes a document, index size
     and HBase regions, and recommend one (docs/scale.md). Exit 1 if none fits the budget."""
+    from simhash_hbase.store.hbase.tables import presplit_regions  # the schema, no extra
+
     n = parse_count(documents)
     plans, best = plan(
         n, k, store=store.value, texts=not fingerprints, id_bytes=id_bytes,
         max_candidates=max_candidates, max_bytes_per_document=max_bytes,
+        index_floor=presplit_regions("index"),
     )  # fmt: skip
     if as_json:
         echo_json(

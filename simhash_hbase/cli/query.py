@@ -162,7 +162,12 @@ def stats_cmd(
                 sample=sample,
                 progress=None if as_json else region_progress,  # --json: no chatter
             )
-            stats.update(counts.to_json(), counted_by="region by region (shdb stats --workers)")
+            by = (
+                "a sample of key ranges, extrapolated (shdb stats --sample)"
+                if sample
+                else ("region by region (shdb stats --workers)")
+            )
+            stats.update(counts.to_json(), counted_by=by)
     stats_report(stats, as_json)
 
 

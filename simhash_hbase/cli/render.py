@@ -303,8 +303,10 @@ def stats_report(stats: dict[str, Any], as_json: bool) -> None:
 
 
 def region_progress(table: str, done: int, ranges: int) -> None:
-    """A line on stderr per region read of a long scan (`stats`, `verify`)."""
-    note(f"{table}: {done} of {ranges} regions read")
+    """A line on stderr per key range read of a long scan (`stats`, `verify`): a
+    region, or a piece of one when sampling (``ranges``: those to read, not the
+    table's)."""
+    note(f"{table}: {done} of {ranges} key ranges read")
 
 
 def note(text: str) -> None:

@@ -102,7 +102,11 @@ SparkClustersOpt = Annotated[
     bool, typer.Option("--clusters", help="Also write clusters.{parquet,jsonl}/.")
 ]
 ReportOpt = Annotated[
-    str | None, typer.Option(help="Folder for duplicates.{parquet,jsonl}/: near-copies found.")
+    str | None,
+    typer.Option(
+        help="Folder for duplicates.{parquet,jsonl}/: near-copies found (each batch's "
+        "lookups, as `shdb ingest --report`); not with --bulk-load."
+    ),
 ]
 RejectsOpt = Annotated[
     str, typer.Option(help="Folder for the bad records (JSONL: source, reason).")
@@ -260,10 +264,11 @@ def ingest_cmd(
     """Backfill an HBase index from Spark executors (same tables as `shdb ingest`):
     through the Thrift gateway in batches, or (--bulk-load) as HFiles handed to
     HBase's bulk load, the same cells. The index must exist, or --create it."""
-    from simhash_hbase.spark.jobs import ingest
+    from simhash_hbase.spark.jobs import check_bulk_report, ingest
 
     url = resolve_url(index)
     bulk = _bulk_target(url, bulk_load, zookeeper)
+    check_bulk_report(report, bulk)
     jars: list[str] = []
     if bulk is not None:
         from simhash_hbase.spark.hfiles import bulkload_jars

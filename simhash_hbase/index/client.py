@@ -72,7 +72,7 @@ from simhash_hbase.records import (
     parse_time,
 )
 from simhash_hbase.store import IndexCell, Store, open_store
-from simhash_hbase.store.base import WHOLE, KeyRange
+from simhash_hbase.store.base import WHOLE, KeyRange, Section
 from simhash_hbase.text.extract import check_query_text, to_text
 
 DEFAULT_K = 3
@@ -143,6 +143,12 @@ class _Upkeep:
     _writer: Writer
     #: The retention in whole seconds (docs/lifecycle.md); None: every document is kept.
     retain: int | None
+
+    def write_section(self) -> AbstractContextManager[Section]:
+        """Hold the index's write section (:meth:`Store.write_section`) around a write
+        made outside this client that other writers' batches must come wholly
+        before or after: a Spark bulk load's HFiles (docs/spark.md)."""
+        return self._store.write_section()
 
     # job state (e.g. ingest checkpoints): small JSON records in the meta table
     def get_state(self, name: str) -> dict[str, Any] | None:

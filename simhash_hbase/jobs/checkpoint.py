@@ -133,26 +133,15 @@ class Checkpoint:
         if held is None:
             return None
         self._parts = int(held.get("parts", 0))
-        parts = held.get("lines") or [
-            self._index.get_state(f"{self.name}/lines/{i}") or {} for i in range(self._parts)
-        ]
-        text = codec.decode_blob_parts(parts).decode("utf-8")
-        return Pending(Progress.from_json(held["after"]), text.split("\n") if text else [])
+        return Pending(Progress.from_json(held["after"]), saved_lines(self._index, self.name, held))
 
     def save(self, progress: Progress, pending: Pending | None = None) -> None:
         """Record ``progress`` (committed) and, before a batch is written, the
         batch as ``pending``: its lines go in the same record when they fit one."""
         state = progress.to_json()
         if pending is not None:
-            parts = codec.encode_blob_parts("\n".join(pending.lines).encode("utf-8"))
-            held: dict[str, Any] = {"after": pending.after.to_json()}
-            if len(parts) == 1:
-                held["lines"] = parts
-            else:
-                for i, part in enumerate(parts):
-                    self._index.put_state(f"{self.name}/lines/{i}", part)
-                held["parts"] = len(parts)
-            state["pending"] = held
+            lines = save_lines(self._index, self.name, pending.lines)
+            state["pending"] = {"after": pending.after.to_json(), **lines}
         self._index.put_state(self.name, state)
         if pending is None:
             self._drop_parts()
@@ -164,9 +153,35 @@ class Checkpoint:
         self._drop_parts()
 
     def _drop_parts(self) -> None:
-        for i in range(self._parts):
-            self._index.delete_state(f"{self.name}/lines/{i}")
+        drop_lines(self._index, self.name, {"parts": self._parts})
         self._parts = 0
+
+
+def save_lines(index: SimhashIndex, name: str, lines: Sequence[str]) -> dict[str, Any]:
+    """Report lines saved for the job state record ``name``: the entry to put in it,
+    which holds them when they fit one meta record, else says how many records
+    ``name/lines/I`` (written here) hold them, so that no HBase cell exceeds its limit."""
+    parts = codec.encode_blob_parts("\n".join(lines).encode("utf-8"))
+    if len(parts) == 1:
+        return {"lines": parts}
+    for i, part in enumerate(parts):
+        index.put_state(f"{name}/lines/{i}", part)
+    return {"parts": len(parts)}
+
+
+def saved_lines(index: SimhashIndex, name: str, entry: dict[str, Any]) -> list[str]:
+    """The lines :func:`save_lines` saved, given the entry it returned."""
+    parts = entry.get("lines") or [
+        index.get_state(f"{name}/lines/{i}") or {} for i in range(int(entry.get("parts", 0)))
+    ]
+    text = codec.decode_blob_parts(parts).decode("utf-8")
+    return text.split("\n") if text else []
+
+
+def drop_lines(index: SimhashIndex, name: str, entry: dict[str, Any]) -> None:
+    """Delete the records ``name/lines/I`` that :func:`save_lines` wrote for ``entry``."""
+    for i in range(int(entry.get("parts", 0))):
+        index.delete_state(f"{name}/lines/{i}")
 
 
 class Commits:

@@ -186,7 +186,7 @@ def _write_stream(
         summary.bytes_read += nbytes
         docs, failure = _split(chunk, summary, options.on_error)
         if options.clusters:
-            docs = [_clustered(doc, options.clusters) for doc in docs]
+            docs = [clustered(doc, options.clusters) for doc in docs]
         lists = None
         if probes is not None:  # those of the documents _split kept, in order
             kept = [p for item, p in zip(chunk, probes) if isinstance(item, Document)]
@@ -471,15 +471,23 @@ def ingest(
 def _writes_only(options: IngestOptions, lines: Sequence[str]) -> IngestOptions:
     """The options of a batch written again: no look-ups (its lines are saved, and
     with them the clusters its documents joined)."""
+    return dataclasses.replace(options, find_k=None, probes=0, clusters=saved_clusters(lines))
+
+
+def saved_clusters(lines: Sequence[str]) -> dict[str, str]:
+    """The clusters a batch's lookups gave its documents, by id, from its saved
+    report lines (``{"id", ..., "cluster"}``): a batch written again without
+    lookups (a resumed ingest's, a retried Spark task's) keeps them."""
     clusters = {}
     for line in lines:
         found = json.loads(line)
         if found.get("cluster") not in (None, found["id"]):
             clusters[found["id"]] = found["cluster"]
-    return dataclasses.replace(options, find_k=None, probes=0, clusters=clusters)
+    return clusters
 
 
-def _clustered(doc: Document, clusters: Mapping[str, str]) -> Document:
+def clustered(doc: Document, clusters: Mapping[str, str]) -> Document:
+    """``doc`` in its cluster of ``clusters`` (:func:`saved_clusters`), if it has one."""
     cluster = clusters.get(doc.doc_id)
     return doc if cluster is None else dataclasses.replace(doc, cluster=cluster)
 

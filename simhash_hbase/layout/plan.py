@@ -118,10 +118,12 @@ def regions_for(total_bytes: float) -> int:
 
 def plan_scheme(
     scheme: Scheme, documents: int, k: int, *, store: str = "hbase", texts: bool = True,
-    id_bytes: int = 40,
+    id_bytes: int = 40, index_floor: int = 1,
 ) -> SchemePlan:  # fmt: skip
     """The predicted costs of ``scheme`` for ``documents`` (``texts``: with the LSH
-    net's 25 band rows and the docs row's sketch; ``id_bytes``: a typical id)."""
+    net's 25 band rows and the docs row's sketch; ``id_bytes``: a typical id;
+    ``index_floor``: the fewest index regions a new HBase index gets, the schema's
+    presplit, so that the plan prints the regions and splits ``?expect=`` makes)."""
     scheme.check_k(k)
     costs = ROW_COSTS[store]
     rows = scheme.rows_per_fingerprint + (BANDS if texts else 0)
@@ -135,7 +137,7 @@ def plan_scheme(
     total = per_doc * documents
     index_rows = costs.per_row * rows * documents
     hbase = store == "hbase"
-    index_regions = regions_for(index_rows) if hbase else 1
+    index_regions = max(regions_for(index_rows), index_floor) if hbase else 1
     return SchemePlan(
         scheme=scheme.name,
         k=k,
@@ -166,6 +168,7 @@ def plan(
     id_bytes: int = 40,
     max_candidates: float | None = DEFAULT_MAX_CANDIDATES,
     max_bytes_per_document: float | None = None,
+    index_floor: int = 1,
 ) -> tuple[list[SchemePlan], SchemePlan | None]:
     """Every scheme exact for ``k``, and the recommended one: the fewest bytes a
     document among those within both budgets (None: no scheme is). The latency
@@ -175,7 +178,9 @@ def plan(
     if store not in ROW_COSTS:
         raise InvalidSetting("store", f"unknown store {store!r}; one of {', '.join(ROW_COSTS)}")
     plans = [
-        plan_scheme(s, documents, k, store=store, texts=texts, id_bytes=id_bytes)
+        plan_scheme(
+            s, documents, k, store=store, texts=texts, id_bytes=id_bytes, index_floor=index_floor
+        )
         for s in SCHEMES.values()
         if k <= s.k
     ]

@@ -9,6 +9,8 @@ load) is built by its first task and kept for the others
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
@@ -18,9 +20,11 @@ from typing import Any, TypeVar
 from simhash_hbase.fingerprint.minhash import MinHashParams
 from simhash_hbase.fingerprint.simhash import FingerprintParams
 from simhash_hbase.index.client import SimhashIndex
+from simhash_hbase.jobs.checkpoint import drop_lines, save_lines, saved_lines
+from simhash_hbase.jobs.ingest import clustered, saved_clusters
 from simhash_hbase.jobs.verify import read_docs
 from simhash_hbase.layout.prepare import Prepared, prepare, preparer_of
-from simhash_hbase.records import BadRecord, Document, Duplicate, Record
+from simhash_hbase.records import DEFAULT_LIMIT, BadRecord, Document, Lookup, Record
 from simhash_hbase.spark.hfiles import Cell, docs_cells, index_cells
 from simhash_hbase.store import IndexCell, open_store
 from simhash_hbase.store.base import KeyRange
@@ -62,33 +66,39 @@ def _batches(items: Iterable[DocItem], size: int) -> Iterator[list[Document]]:
         yield batch  # type: ignore[misc]
 
 
-def held_duplicates(
-    url: str, items: Iterable[DocItem], k: int, batch_size: int
-) -> Iterator[tuple[Duplicate, int]]:
-    """Near-copies of each new document among what the index holds, by batched
-    lookups: (duplicate, fingerprint of the held copy)."""
-    with SimhashIndex.open(url, create=False) as index:
-        for batch in _batches(items, batch_size):
-            found = index.query_probed(
-                [[d.fingerprint] for d in batch],
-                k,
-                sketches=[(d.sketch, d.bands) for d in batch],
-            )
-            for doc, matches in zip(batch, found):
-                for m in matches:
-                    if m.doc_id != doc.doc_id:
-                        dup = Duplicate(doc.doc_id, m.doc_id, m.distance, m.similarity)
-                        yield dup, m.fingerprint
+@dataclass(frozen=True)
+class Reporting:
+    """What a write task reports: each new document's near-copies within ``k`` (at
+    most ``limit`` listed), found by the lookups its batch is written with, as
+    `shdb ingest --report` finds them; each batch's lines are saved under the job
+    state ``journal``/PARTITION/BATCH before the batch is written."""
+
+    k: int
+    journal: str
+    limit: int = DEFAULT_LIMIT
+
+
+#: What a write task yields a batch: the documents written, the batch's report
+#: lines (`shdb ingest --report`'s: ``{"id", "matches", "total", ...}``) and the
+#: job state record that saved them (None: no line, nothing saved).
+Done = tuple[int, list[str], str | None]
 
 
 def write_partition(
-    url: str, items: Iterable[DocItem], batch_size: int, fault: tuple[int, int] | None
-) -> Iterator[int]:
-    """Write a partition's documents batch by batch (stale cells, new cells, docs
-    row: the index's crash-safe order); yields the number written.
+    url: str,
+    part: int,
+    items: Iterable[DocItem],
+    batch_size: int,
+    reporting: Reporting | None,
+    fault: tuple[int, int] | None,
+) -> Iterator[Done]:
+    """Write partition ``part``'s documents batch by batch (stale cells, new cells,
+    docs row: the index's crash-safe order), each batch with its lookups when
+    ``reporting`` (:func:`write_reported`).
 
-    A retried task writes the same batches again: every write is idempotent, and
-    a document whose cells went in before a crash gets its docs row this time.
+    A retried task writes the same batches again (sorted by input position): every
+    write is idempotent, a document whose cells went in before a crash gets its
+    docs row this time, and a batch reports what its first write saved.
     """
     from pyspark import TaskContext
 
@@ -99,14 +109,77 @@ def write_partition(
         and ctx.partitionId() == fault[0]
         and ctx.attemptNumber() == 0
     )
-    written = 0
     with SimhashIndex.open(url, create=False) as index:
         for n, batch in enumerate(_batches(items, batch_size)):
             if doomed and fault is not None and n == fault[1]:
                 _die_mid_batch(url, index, batch)
-            index.add_documents(batch)
-            written += len(batch)
-    yield written
+            if reporting is None:
+                index.add_documents(batch)
+                yield len(batch), [], None
+                continue
+            name = f"{reporting.journal}/{part}/{n}"
+            lines = write_reported(index, batch, reporting, name)
+            yield len(batch), lines, name if lines else None
+
+
+def write_reported(
+    index: SimhashIndex, batch: list[Document], reporting: Reporting, name: str
+) -> list[str]:
+    """One batch's lookups and write in one write section, as `shdb ingest` writes a
+    batch (:meth:`SimhashIndex.add_documents`): its report lines (the near-copies
+    among the documents committed before it, other writers' too, and the earlier
+    ones of the batch) are saved in the job state ``name`` before the write, as an
+    ingest's checkpoint saves them (again, with the pairs it adds, by a writer that
+    lost its section inside its write). A batch whose lines are saved already (a
+    retried task's, or a failed job's run again) is written again without lookups
+    and reports them: its own first write would hide its pairs (a document held
+    unchanged reports none), and pairs with documents committed since are their
+    writers' to report. So a retry neither repeats nor loses a pair."""
+    digest = _digest(batch)
+    saved = index.get_state(name)
+    if saved is not None and saved.get("batch") == digest:
+        again = saved_lines(index, name, saved)
+        clusters = saved_clusters(again)
+        index.add_documents([clustered(doc, clusters) for doc in batch])
+        return again
+    if saved is not None:  # another input's, left by a run that failed
+        forget(index, name)
+    lines: list[str] = []
+
+    def save(found: list[Lookup]) -> None:
+        lines[:] = [json.dumps({"id": f.doc_id, **f.matches.to_json()}) for f in found]
+        if lines:
+            index.put_state(name, {"batch": digest, **save_lines(index, name, lines)})
+
+    index.add_documents(batch, find_k=reporting.k, limit=reporting.limit, before_write=save)
+    return lines
+
+
+def forget(index: SimhashIndex, name: str) -> None:
+    """Delete a batch's saved report lines."""
+    saved = index.get_state(name)
+    if saved is not None:
+        drop_lines(index, name, saved)
+        index.delete_state(name)
+
+
+def forget_saved(url: str, batches: Iterable[Done]) -> None:
+    """Delete the saved report lines of a partition's batches, once the job's report
+    is written (in the tasks: a round trip or two a batch, spread over executors)."""
+    names = [name for _, _, name in batches if name is not None]
+    if names:
+        with SimhashIndex.open(url, create=False) as index:
+            for name in names:
+                forget(index, name)
+
+
+def _digest(batch: list[Document]) -> str:
+    """What a batch is (ids, fingerprints, band keys): saved lines are its only if
+    it is the same batch."""
+    h = hashlib.sha256()
+    for doc in batch:
+        h.update(f"{doc.doc_id}\t{doc.fingerprint:x}\t{(doc.bands or b'').hex()}\n".encode())
+    return h.hexdigest()[:32]
 
 
 def split_held(

@@ -7,6 +7,8 @@ and ``NAME.jsonl/`` (one JSON object a line) side by side, rows in input order.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import time
 from collections.abc import Sequence
@@ -26,9 +28,11 @@ from simhash_hbase.spark.dedup import DedupJob, Doc, run
 from simhash_hbase.spark.executor import (
     FAULT_ENV,
     DocItem,
+    Done,
     Fingerprinting,
+    Reporting,
     bulk_cells,
-    held_duplicates,
+    forget_saved,
     parse_fault,
     split_held,
     write_partition,
@@ -209,6 +213,18 @@ def check_hbase_url(url: str, local: str = "shdb ingest --workers N") -> None:
         )
 
 
+def check_bulk_report(report: str | None, bulk: Target | None) -> None:
+    """A report needs the lookups each batch is written with, in the write section;
+    a bulk load's HFiles land outside any batch (docs/spark.md, "Concurrent writers")."""
+    if report is not None and bulk is not None:
+        raise InvalidInput(
+            "--report with --bulk-load: a bulk load has no batches to look up in, so it "
+            "cannot report near-copies exactly beside other writers; drop --bulk-load for "
+            "a report, or bulk load without --report (`shdb spark dedup` gives the pairs "
+            "within the input)"
+        )
+
+
 def ingest(
     spark: SparkSession,
     reading: Reading,
@@ -234,22 +250,32 @@ def ingest(
 
     The manifest is created (or checked against ``scheme``/``params``) here, on
     the driver, before any executor writes. The same id twice: the last one in
-    input order wins, as with `shdb ingest`. With ``report``, near-duplicates of
-    the new documents among those the index held when the job started (batched
-    lookups, done before anything is written) and among the new documents
-    themselves are written there.
+    input order wins, as with `shdb ingest`. With ``report``, each executor batch's
+    near-copies among the documents committed before it (this job's and every
+    other writer's) and the earlier ones of the batch, looked up in the write
+    section it is written in (:func:`~simhash_hbase.spark.executor.write_reported`):
+    the lines `shdb ingest --report` would write, as rows there.
     """
     check_hbase_url(url)
+    check_bulk_report(report, bulk)
+    if report is not None and spark.sparkContext.getConf().get("spark.speculation") == "true":
+        raise InvalidInput(
+            "--report with spark.speculation=true: two attempts of one write task at once "
+            "would split a batch's report between them; turn speculation off for this job"
+        )
     started = time.perf_counter()
-    # The driver holds the whole index's run lock (a lease it renews, store.lock): one
-    # Spark ingest at a time, its report's lookups made before it writes (docs/spark.md).
+    parts = partitions or spark.sparkContext.defaultParallelism
+    key = _job_key(reading, store_text, k, batch_size, parts)
+    # The driver holds its job's run lock (a lease it renews, store.lock): the same job
+    # twice at once would share saved report lines; every other writer writes at once,
+    # batch by batch in the write section (docs/spark.md, "Concurrent writers").
     with (
         SimhashIndex.open(url, scheme=scheme, params=params, create=create) as index,
-        index.sole_writer("shdb spark ingest"),
+        index.sole_writer("shdb spark ingest", key=key),
     ):
         created = index.created
         index.scheme.check_k(k)
-        held_params, held_scheme, held_lsh = index.params, index.scheme, index.lsh
+        held_params, held_lsh = index.params, index.lsh
         index.fingerprinter  # noqa: B018  (loads the index's own IDF table, if any)
         fingerprinting = Fingerprinting(held_params, _idf_bytes(held_params), store_text, held_lsh)
         items = _documents(spark, reading, fingerprinting)
@@ -259,7 +285,6 @@ def ingest(
             created=created,
             lsh=held_lsh,
         )
-        parts = partitions or spark.sparkContext.defaultParallelism
         # One version per id (the last in input order), spread evenly over the tasks.
         docs = (
             items.flatMap(_accepted)
@@ -267,31 +292,78 @@ def ingest(
             .reduceByKey(lambda a, b: a if a[0] > b[0] else b, parts)
             .values()
         )
-        docs.persist()
         summary.records = items.count()
-        if report is not None:
-            held = (held_scheme, k, held_lsh)
-            summary.pairs = _report(spark, docs, url, held, batch_size, report)
         if bulk is not None:
-            summary.documents = _bulk_write(spark, docs, url, bulk, batch_size)
+            summary.documents = _bulk_write(spark, index, docs, url, bulk, batch_size)
         else:
-            summary.documents = _thrift_write(docs, url, batch_size)
+            reporting = None if report is None else Reporting(k, f"spark/{key}")
+            summary.documents, summary.pairs = _thrift_write(
+                spark, docs, url, batch_size, reporting, report
+            )
     summary.seconds = time.perf_counter() - started
     return summary
 
 
-def _thrift_write(docs: RDD[tuple[int, Document]], url: str, batch_size: int) -> int:
+def _job_key(reading: Reading, store_text: bool, k: int, batch_size: int, parts: int) -> str:
+    """The job's name among the index's run locks and saved report lines: its input
+    and every option that makes its batches, so that the same command run again
+    after a failure finds what it saved (each batch checks it is the same batch)."""
+    what = [list(reading.paths), reading.fmt, repr(reading.opts), store_text, k, batch_size, parts]
+    return hashlib.sha256(json.dumps(what).encode()).hexdigest()[:32]
+
+
+def _thrift_write(
+    spark: SparkSession,
+    docs: RDD[tuple[int, Document]],
+    url: str,
+    batch_size: int,
+    reporting: Reporting | None = None,
+    folder: str | None = None,
+) -> tuple[int, int]:
+    """Documents written through the Thrift gateway and, with ``reporting``, report
+    rows written under ``folder``: ``duplicates.{parquet,jsonl}``, (id, near_id,
+    distance, similarity), ``id`` the new document, a row a match its batch's
+    lookups listed. The batches' saved lines are dropped once the rows are written."""
+    from pyspark import StorageLevel
+
     fault = parse_fault(os.environ.get(FAULT_ENV))
-    return int(docs.mapPartitions(lambda part: write_partition(url, part, batch_size, fault)).sum())
+    done: RDD[Done] = docs.mapPartitionsWithIndex(
+        lambda part, items: write_partition(url, part, items, batch_size, reporting, fault)
+    )
+    done.persist(StorageLevel.MEMORY_AND_DISK)
+    written = int(done.map(lambda batch: batch[0]).sum())
+    pairs = 0
+    if reporting is not None and folder is not None:
+        rows = spark.createDataFrame(
+            done.flatMap(lambda batch: [row for line in batch[1] for row in _rows(line)]),
+            "id string, near_id string, distance int, similarity double",
+        )
+        write_both(rows, folder, "duplicates")
+        pairs = rows.count()
+        done.foreachPartition(lambda batches: forget_saved(url, batches))
+    done.unpersist()
+    return written, pairs
+
+
+def _rows(line: str) -> list[tuple[str, str, int, float | None]]:
+    found = json.loads(line)
+    return [(found["id"], m["id"], m["distance"], m["similarity"]) for m in found["matches"]]
 
 
 def _bulk_write(
-    spark: SparkSession, docs: RDD[tuple[int, Document]], url: str, bulk: Target, batch_size: int
+    spark: SparkSession,
+    index: SimhashIndex,
+    docs: RDD[tuple[int, Document]],
+    url: str,
+    bulk: Target,
+    batch_size: int,
 ) -> int:
     """Ids new to the index as HFiles, bulk loaded: the index cells first, then
     the docs rows (a docs row never lands before its cells; the bucket layout the
-    other way round: no cell lands before its docs row); ids the index holds
-    through the Thrift path. The staging folder is removed after the load."""
+    other way round: no cell lands before its docs row), both loads in one write
+    section, so that every other writer's batch (its lookups and its write) comes
+    wholly before or wholly after them; ids the index holds through the Thrift path.
+    The staging folder is removed after the load."""
     from pyspark import StorageLevel
 
     sc = spark.sparkContext
@@ -306,76 +378,22 @@ def _bulk_write(
         with open_store(url, create=False) as store:
             order = ("docs", "index") if store.index_follows_docs else ("index", "docs")
         for table in order:
-            folder = f"{run_dir}/{table}"
             write_hfiles(
                 fresh.mapPartitions(
                     lambda part, t=table: bulk_cells(url, t, part, batch_size)  # type: ignore[misc]
                 ),
                 loader.start_keys(table),
-                folder,
+                f"{run_dir}/{table}",
                 loader.format_conf(table),
                 stamp,
             )
-            loader.load(table, folder)
+        with index.write_section():
+            for table in order:
+                loader.load(table, f"{run_dir}/{table}")
         remove_outputs(spark, [run_dir])
         written = fresh.count()
-        written += _thrift_write(held, url, batch_size)
+        written += _thrift_write(spark, held, url, batch_size)[0]
         marked.unpersist()
         return written
     finally:
         loader.close()
-
-
-def _report(
-    spark: SparkSession,
-    docs: RDD[tuple[int, Document]],
-    url: str,
-    nets: tuple[Scheme, int, MinHashParams | None],
-    batch_size: int,
-    folder: str,
-) -> int:
-    """Write ``duplicates.{parquet,jsonl}``: (id, near_id, distance, similarity) rows,
-    ``id`` the new document, all judged by the index's predicate (both nets where it
-    has them): near-copies among the documents held (the index's bounded queries)
-    and, among the input, each document's ``limit`` nearest earlier ones
-    (:mod:`simhash_hbase.spark.dedup`, the answer of `shdb dedup`)."""
-    from pyspark.sql import functions as F
-
-    scheme, k, lsh = nets
-    held = spark.createDataFrame(
-        docs.mapPartitions(lambda part: held_duplicates(url, part, k, batch_size)).map(
-            lambda hit: (
-                hit[0].doc_id,
-                hit[0].existing_id,
-                hit[0].distance,
-                hit[0].similarity,
-                _signed(hit[1]),
-            )
-        ),
-        "id string, near_id string, distance int, similarity double, near_fp long",
-    )
-    # A hit on a document of this very input is not "held": a re-run after a
-    # crash finds the first run's writes, and they must not count.
-    new = spark.createDataFrame(
-        docs.map(lambda item: (item[1].doc_id, _signed(item[1].fingerprint))),
-        "near_id string, near_fp long",
-    )
-    held = held.join(new, ["near_id", "near_fp"], "left_anti")
-    found = run(spark, docs.map(_doc), DedupJob(scheme, k, lsh)).matches
-    within = found.select("id", F.explode("matches").alias("m")).select(
-        "id",
-        F.col("m.id").alias("near_id"),
-        F.col("m.distance").alias("distance"),
-        F.col("m.similarity").alias("similarity"),
-    )
-    rows = held.select("id", "near_id", "distance", "similarity").unionByName(within)
-    rows.persist()
-    write_both(rows, folder, "duplicates")
-    count = rows.count()
-    rows.unpersist()
-    return count
-
-
-def _signed(fp: int) -> int:
-    """A fingerprint as Spark's signed 64-bit long (same bits)."""
-    return fp - (1 << 64) if fp >= 1 << 63 else fp

@@ -107,12 +107,7 @@ class Sizing:
         """Regions per table (index, docs, meta)."""
         if self.expected is None:
             return {t: presplit_regions(t) for t in TABLES}
-        planned = planned_regions(self.expected, self.scheme)
-        return {
-            "index": max(planned["index"], presplit_regions("index")),
-            "docs": planned["docs"],
-            "meta": 1,
-        }
+        return planned_regions(self.expected, self.scheme)
 
     def splits(self, table: str) -> list[bytes]:
         """Split keys of ``table`` (``index`` for either layout's index table)."""
@@ -132,7 +127,7 @@ def planned_regions(documents: int, scheme: str | None = None) -> dict[str, int]
     """The regions `shdb plan` gives ``documents`` documents from their text (k = 3)
     in ``scheme``, else in the scheme it recommends (or that of fewest candidates
     when none fits)."""
-    plans, best = plan(documents)
+    plans, best = plan(documents, index_floor=presplit_regions("index"))
     chosen = next((p for p in plans if p.scheme == scheme), None) or best
     chosen = chosen or min(plans, key=lambda p: p.candidates_per_query)
     return {"index": chosen.index_regions, "docs": chosen.docs_regions, "meta": 1}
