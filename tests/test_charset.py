@@ -179,3 +179,72 @@ def test_real_text_of_every_script_is_likely() -> None:
     for lang, lines in LINES.items():
         for line in lines:
             assert odd_share(line) == 0.0 or likely(line), (lang, line)
+
+
+LINES["bg"] = [
+    "Българският език е официалният език на Република България.",
+    "Днес времето е хубаво и децата играят в парка до реката.",
+    "Файлът не може да бъде отворен, защото няма права за четене.",
+    "Моля, опитайте отново след няколко минути или се свържете с нас.",
+    "Сървърът не отговаря и връзката беше прекъсната.",
+    "Новата версия на програмата поддържа повече формати на документи.",
+]
+#: Legacy one-byte code pages of non-Latin (and Turkish) text, each beside the
+#: Mac, ISO-8859 and KOI8 pages that read the same bytes as other letters.
+CODE_PAGES = {
+    "ru": ("cp1251", "koi8_r", "iso8859_5", "mac_cyrillic"),
+    "uk": ("cp1251", "koi8_u", "mac_cyrillic"),
+    "bg": ("cp1251", "iso8859_5"),
+    "el": ("cp1253", "iso8859_7"),
+    "ar": ("cp1256", "iso8859_6"),
+    "he": ("cp1255", "iso8859_8"),
+    "tr": ("cp1254", "iso8859_9"),
+}
+#: Short texts that several one-byte pages read as likely text, the same letters
+#: but a few, as much like a language: skipped, saying so (Turkish's ``ş`` is
+#: CP1252's ``þ``, Ukrainian's ``є`` KZ-1048's ``ғ``).
+AMBIGUOUS = {("tr", "cp1254", 200), ("tr", "iso8859_9", 200), ("uk", "cp1251", 200)}
+
+
+def _lines_in(lang: str, encoding: str, size: int) -> str:
+    """Lines of ``lang`` that ``encoding`` holds, about ``size`` bytes of them."""
+    out: list[str] = []
+    for line in (line for line in LINES[lang] if _encodes(line, encoding)):
+        if out and len(" ".join([*out, line]).encode(encoding)) > size:
+            break
+        out.append(line)
+    return " ".join(out)
+
+
+@pytest.mark.parametrize("size", [200, 1500])
+@pytest.mark.parametrize(
+    ("lang", "encoding"), [(lang, enc) for lang, encs in CODE_PAGES.items() for enc in encs]
+)
+def test_legacy_one_byte_code_pages_are_read_in_their_charset(
+    tmp_path: Path, lang: str, encoding: str, size: int
+) -> None:
+    """The trial's Windows-1251 file was skipped as 'cp1251, mac_cyrillic': the Mac
+    reading (``управлени€``, ``ѕереключение``) is mojibake, and Hebrew read as
+    CP1251 is no language's letters."""
+    text = _lines_in(lang, encoding, size)
+    (tmp_path / "doc.txt").write_bytes(text.encode(encoding))
+    (got,) = read_sources([str(tmp_path)], SourceOptions())
+    if (lang, encoding, size) in AMBIGUOUS:
+        assert isinstance(got, BadRecord), got
+        assert "more than one charset reads it as likely text" in got.reason
+    else:
+        assert isinstance(got, Record), got.reason
+        assert got.text.split() == text.split()
+    assert to_text(text.encode("utf-8"), html="raw").split() == text.split()  # UTF-8 unchanged
+
+
+@pytest.mark.parametrize(
+    "mojibake",
+    [
+        "переключение между элементами управлени€",  # CP1251's я read as Mac Cyrillic
+        "ƒом ”кажите —имволические",  # its capitals read as Mac Cyrillic
+        "¶θήνα",  # ISO-8859-7's Ά read as CP1253
+    ],
+)
+def test_legacy_cyrillic_and_greek_mojibake_is_odd(mojibake: str) -> None:
+    assert odd_share(mojibake) > 0

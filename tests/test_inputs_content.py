@@ -297,3 +297,27 @@ def test_query_and_fingerprint_file_read_compressed_text_as_ingest_does(
     done = shdb("fingerprint", "--file", str(cut))
     assert done.exit_code == 2 and "binary" not in done.output  # type: ignore[attr-defined]
     assert compression.replace("zstd", "zst")[:2] in done.output.lower()  # type: ignore[attr-defined]
+
+
+def test_one_run_ingests_a_mixed_folder_with_fields_for_its_records(tmp_path: Path) -> None:
+    """The trial's folder of pages, texts, a WARC and JSON Lines took two runs: the
+    fields skipped every whole-file document, leaving them out skipped the records.
+    The fields apply to the record files; the others are read as they are."""
+    mixed = tmp_path / "mixed"
+    mixed.mkdir()
+    (mixed / "page.html").write_text(
+        "<html><body><article><p>网页里的海量文本去重方法。</p></article></body></html>", "utf-8"
+    )
+    (mixed / "notes.txt").write_text("纯文本笔记：抽屉原理与指纹。\n", "utf-8")
+    page = "<html><body><article><p>归档网页：相似文本的摘要。</p></article></body></html>"
+    _warc(mixed / "crawl.warc", [("http://a/1", "text/html", page.encode())], compress=False)
+    rows = [{"url": f"http://x/{i}", "body": f"第{i}篇 爬虫抓取的记录 {i * 79}"} for i in range(3)]
+    (mixed / "feed.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), "utf-8")
+    index = str(tmp_path / "ix")
+    done = shdb("ingest", str(mixed), "--id-field", "url", "--text-field", "body", "-i", index)
+    assert done.exit_code == 0, done.output  # type: ignore[attr-defined]
+    assert "added 6 documents" in done.stderr, done.stderr  # type: ignore[attr-defined]
+    assert "not as records" not in done.output  # type: ignore[attr-defined]
+    # a file named as input still holds what the fields name, or is refused
+    refused = shdb("ingest", str(mixed / "notes.txt"), "--id-field", "url", "-i", index)
+    assert refused.exit_code == 2 and "not as records" in refused.stderr  # type: ignore[attr-defined]

@@ -59,6 +59,7 @@ class Unit:
     ordinal: int
     path: str
     doc_id: str  # the id of a whole-file document: relative path in a folder
+    named: bool = False  # named as input, not found in a folder (:func:`read_file`)
     jsonl: bool = False
     start: int = 0
     end: int | None = None
@@ -131,8 +132,10 @@ def plan(
             listed.append((ordinal, item, doc_id))
             ordinal += 1
     split = _split_for(listed, opts, split_bytes, tasks)
+    named = {str(Path(p)) for p in local if not os.path.isdir(p)}
     for ordinal, item, doc_id in listed:
-        out.units += _units(ordinal, item, doc_id, opts, split)
+        units = _units(ordinal, item, doc_id, opts, split)
+        out.units += [replace(unit, named=unit.path in named) for unit in units]
     return out
 
 
@@ -201,7 +204,8 @@ def number_lines(spark: SparkSession, units: list[Unit]) -> list[Unit]:
 def read_unit(unit: Unit, opts: SourceOptions) -> Iterator[Item]:
     """The records of one unit with their positions (runs on an executor)."""
     if not unit.jsonl:
-        for seq, record in enumerate(read_file(Path(unit.path), unit.doc_id, opts)):
+        found = read_file(Path(unit.path), unit.doc_id, opts, named=unit.named)
+        for seq, record in enumerate(found):
             yield position(unit.ordinal, seq), record
         return
     try:

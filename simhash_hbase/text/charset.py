@@ -15,7 +15,10 @@ never indexed: mojibake is a fingerprint that matches nothing.
 words that no real text writes but mojibake does (half-width katakana, a lower-case
 letter followed by a capital in a non-ASCII word, a CJK character alone inside a Latin
 or Cyrillic word, Hangul glued to Han or kana, a symbol inside a word, a private-use
-or C1 control character). tests/test_charset.py checks the whole class: texts of many
+or C1 control character, a closing quote glued to a word's start, two scripts in one
+word). With no usable declaration, the clear best of one-byte readings (:func:`_best`)
+is taken too: Windows-1251 read as Mac Cyrillic is odd, Hebrew read as CP1251 is no
+language's letters. tests/test_charset.py checks the whole class: texts of many
 scripts in many encodings, declared right, wrong or not at all.
 """
 
@@ -88,9 +91,11 @@ def decode_bytes(raw: bytes, declared: str | None = None) -> str:
     if text is not None:
         why = "other text than the detector's best" if sure else "unlikely text (mojibake)"
         said = f"its declared charset {declared} reads it as {why}"
-    # a likely declared reading that is not the detector's clear best: two readings
-    if len(good) == 1 and not sure:
-        return _whole(raw, good[0][0], where)
+    # a likely declared reading that is not the detector's clear best: two readings;
+    # else the clear best of one-byte readings (a short CJK text ranks by chance)
+    best = _best(good, ties=False) if len(good) == 1 or _one_byte(head, good) else None
+    if best is not None and not sure:
+        return _whole(raw, best[0], where)
     names = ", ".join(reading[0] for reading in good)
     if not good:
         found = "no other charset reads it as likely text"
@@ -180,6 +185,7 @@ def _patterns() -> _Patterns:
 
     cased = r"[\p{Latin}\p{Cyrillic}\p{Greek}]"
     cjk = r"[\p{Han}\p{Hangul}\p{Hiragana}\p{Katakana}]"
+    beyond = r"[\p{L}--\p{ASCII}]"
     return _Patterns(
         regex.compile(r"[\p{L}\p{M}\p{N}\p{So}\p{Co}]+", regex.V1),
         regex.compile(
@@ -188,7 +194,16 @@ def _patterns() -> _Patterns:
             rf"|(?<={cased}){cjk}(?={cased})"  # one CJK character inside a Latin word
             r"|(?<=\p{Hangul})[\p{Han}\p{Hiragana}\p{Katakana}]"  # Hangul glued to Han, kana
             r"|(?<=[\p{Han}\p{Hiragana}\p{Katakana}])\p{Hangul}"
-            r"|(?<=\p{L})\p{So}|\p{So}(?=\p{L})",  # a symbol inside a word
+            r"|(?<=\p{L})\p{So}|\p{So}(?=\p{L})"  # a symbol inside a word
+            # a currency, math or modifier symbol (``€``: CP1251's ``я`` read as Mac
+            # Cyrillic) or a pilcrow touching a letter beyond ASCII (``US$`` is text)
+            rf"|(?<={beyond})[\p{{S}}¶--\p{{ASCII}}]|[\p{{S}}¶--\p{{ASCII}}](?={beyond})"
+            # a closing quote, dash or ellipsis glued to the start of a word beyond ASCII
+            # (``”кажите``, ``—имволические``: CP1251's capitals read as Mac Cyrillic)
+            rf"|(?<![\p{{L}}\p{{N}}])[”’»…–—](?={beyond})"
+            # letters of two cased scripts in one word (``ƒом``: CP1251's ``Д``)
+            r"|(?<=\p{Latin})[\p{Cyrillic}\p{Greek}]|(?<=[\p{Cyrillic}\p{Greek}])\p{Latin}"
+            r"|(?<=\p{Cyrillic})\p{Greek}|(?<=\p{Greek})\p{Cyrillic}",
             regex.V1,
         ),
         regex.compile(r"[^\p{L}\p{M}\p{N}]+", regex.V1),
@@ -217,19 +232,33 @@ def _head(raw: bytes) -> bytes:
 
 def _agrees(text: str, good: list[tuple[str, str, float, float]]) -> bool:
     """Whether the detector clearly agrees with a declared reading ``text``: it is
-    the best likely reading, and no other comes within :data:`MARGIN` of its mess
-    unless it is less like a language by :data:`LANGUAGE_MARGIN` (charset-normalizer's
-    coherence) or only a sibling's reading of the same letters (:func:`_siblings`:
-    CP1252 and CP1250, CP1251 and KZ-1048). Shift_JIS read as GBK ranks above
+    (or only a sibling's reading of the same letters: CP1252 and CP1250, CP1251 and
+    KZ-1048) the reading :func:`_best` names. Shift_JIS read as GBK ranks above
     Shift_JIS in a short line: without a clear agreement nothing is taken."""
+    best = _best(good, ties=True)
+    return best is not None and _siblings(_letters(text), _letters(best[1]))
+
+
+def _best(
+    good: list[tuple[str, str, float, float]], ties: bool
+) -> tuple[str, str, float, float] | None:
+    """The detector's clear best likely reading, if one is: no other comes within
+    :data:`MARGIN` of its mess unless it is less like a language by
+    :data:`LANGUAGE_MARGIN` (charset-normalizer's coherence: Hebrew read as CP1251 is
+    plain Cyrillic letters, but no language's), has more odd words, or is only a
+    sibling's reading."""
     if not good:
-        return False
-    near = sorted((g for g in good if g[2] < good[0][2] + MARGIN), key=lambda g: -g[3])
-    letters = _letters(text)
+        return None
+    near = [g for g in good if g[2] < good[0][2] + MARGIN]
+    odd = [odd_share(_sample(g[1])) for g in near]
+    # fewer odd words is evidence too: ``”кажите`` is CP1251's ``Укажите`` as Mac Cyrillic
+    near = sorted((g for g, o in zip(near, odd) if o == min(odd)), key=lambda g: -g[3])
     if len(near) == 1 or near[1][3] <= near[0][3] - LANGUAGE_MARGIN:
-        return _letters(near[0][1]) == letters
-    readings = [_letters(g[1]) for g in near]
-    return letters in readings and all(_siblings(letters, other) for other in readings)
+        return near[0]
+    top = _letters(near[0][1])
+    if not all(_siblings(top, _letters(g[1])) for g in near[1:]):
+        return None
+    return near[0] if ties or near[0][3] > near[1][3] else None
 
 
 def _siblings(a: str, b: str) -> bool:
@@ -271,6 +300,11 @@ def _named(head: bytes) -> list[tuple[str, str, float, float]]:
 
 #: UTF-16/32 without a byte order mark: any even run of bytes reads as some characters.
 _WIDE = ["utf_16", "utf_16_be", "utf_16_le", "utf_32", "utf_32_be", "utf_32_le"]
+
+
+def _one_byte(head: bytes, good: list[tuple[str, str, float, float]]) -> bool:
+    """Whether every reading is of a one-byte charset (one character a byte)."""
+    return all(len(reading[1]) == len(head) for reading in good)
 
 
 def _letters(text: str) -> str:

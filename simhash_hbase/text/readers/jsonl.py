@@ -70,6 +70,24 @@ def _time(obj: dict[str, Any], name: str, where: str) -> int | BadRecord:
         return BadRecord(where, f"field {name!r}: {exc}", 0, Problem.WRONG_TYPE)
 
 
+def json_error(exc: json.JSONDecodeError, at: str | None = None) -> str:
+    """What is wrong, in words, at ``at`` (else the column): the decoder's "Invalid
+    control character" is mostly a string whose closing quote is missing, met at the
+    line's end."""
+    at = at or f"column {exc.colno}"
+    char = exc.doc[exc.pos : exc.pos + 1]
+    if exc.msg.startswith("Invalid control character") and char in ("\n", "\r"):
+        return (
+            f"unterminated string: the line ends inside it at {at} "
+            "(close its quote; write \\n for a line break)"
+        )
+    if exc.msg.startswith("Invalid control character"):
+        return f"control character U+{ord(char):04X} inside a string at {at}: escape it"
+    if exc.msg.startswith("Unterminated string"):
+        return f"unterminated string starting at {at}: close its quote"
+    return f"{exc.msg.removesuffix(' at')} at {at}"
+
+
 def parse_json_line(line: bytes, where: str, opts: SourceOptions) -> Record | BadRecord | None:
     text = decode_text(line, where, wide=False)
     if isinstance(text, BadRecord):
@@ -79,12 +97,7 @@ def parse_json_line(line: bytes, where: str, opts: SourceOptions) -> Record | Ba
     try:
         obj = json.loads(text)
     except json.JSONDecodeError as exc:
-        return BadRecord(
-            where,
-            f"malformed JSON ({exc.msg.removesuffix(' at')} at column {exc.colno})",
-            len(line),
-            Problem.MALFORMED,
-        )
+        return BadRecord(where, f"malformed JSON ({json_error(exc)})", len(line), Problem.MALFORMED)
     except (ValueError, RecursionError) as exc:  # too deep, or an integer too long
         reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc)
         return BadRecord(where, f"unusable JSON ({reason})", len(line), Problem.MALFORMED)
@@ -198,7 +211,7 @@ def _element(buf: _Buffer, name: str, index: int, opts: SourceOptions) -> Record
                 return _too_large(name, line, index, opts.max_bytes)
             at = buf.line_at(exc.pos)
             _resync(buf, exc.pos)
-            reason = f"malformed JSON ({exc.msg} at line {at})"
+            reason = f"malformed JSON ({json_error(exc, f'line {at}')})"
             return _bad(name, line, index, reason)
         except (ValueError, RecursionError) as exc:  # too deep, or an integer too long
             _resync(buf, buf.pos + 1)

@@ -113,8 +113,13 @@ def format_of(path: Path, opts: SourceOptions) -> str:
     return "csv" if suffix in CSV_SUFFIXES else "text"
 
 
-def read_file(path: Path, doc_id: str, opts: SourceOptions) -> Iterator[Record | BadRecord]:
-    """The records of one file, read as its content and name say (:mod:`.sniff`)."""
+def read_file(
+    path: Path, doc_id: str, opts: SourceOptions, *, named: bool
+) -> Iterator[Record | BadRecord]:
+    """The records of one file, read as its content and name say (:mod:`.sniff`).
+    Named fields fit only records: a file ``named`` as input that holds none is one
+    bad record saying so; a folder's page, text or WARC is read as it is beside its
+    record files (one run ingests a mixed folder)."""
     name = display_path(path)
     try:
         f = path.open("rb", buffering=HEAD)
@@ -124,7 +129,7 @@ def read_file(path: Path, doc_id: str, opts: SourceOptions) -> Iterator[Record |
     with f:
         try:
             content = open_content(f, path.name, opts.format)
-            if opts.fields_given and content.fmt not in RECORD_KINDS:
+            if named and opts.fields_given and content.fmt not in RECORD_KINDS:
                 yield BadRecord(name, content.not_records(name), 0, Problem.INVALID)
                 return
             size = os.fstat(f.fileno()).st_size if content.compression is None else None
@@ -329,9 +334,9 @@ def read_sources(
                 if isinstance(doc_id, BadRecord):
                     yield doc_id
                 else:
-                    yield from read_file(item, doc_id, opts)  # type: ignore[arg-type]
+                    yield from read_file(item, doc_id, opts, named=False)  # type: ignore[arg-type]
         else:
-            yield from read_file(Path(path), path, opts)
+            yield from read_file(Path(path), path, opts, named=True)
 
 
 def input_files(
