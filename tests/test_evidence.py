@@ -23,7 +23,7 @@ from simhash_hbase.fingerprint.minhash import (
 )
 from simhash_hbase.index.client import SimhashIndex
 from simhash_hbase.index.manifest import new_manifest
-from simhash_hbase.layout.nets import Judge
+from simhash_hbase.layout.nets import Judge, is_match
 from simhash_hbase.store import open_store
 
 PARAMS = MinHashParams(fold="none")
@@ -182,3 +182,42 @@ def test_a_document_judged_twice_gets_the_same_answer() -> None:
             np.array([0]), np.array([1])
         )
         assert (alone[0][0], alone[2][0]) == (together[0][n], together[2][n])
+
+
+def _one_pair(x: bytes | None, y: bytes | None, near: bool) -> tuple[bool, float]:
+    """The rule of docs/nets.md ("Evidence") of one pair, from its stored bytes."""
+    sizes = (PARAMS.sketch_bytes, PARAMS.stored_bytes)
+    if x is None or y is None or len(x) not in sizes or len(y) not in sizes:
+        return near, float("nan")
+    sim = similarity(x[:64], y[:64], PARAMS.sketch_bits)
+    evidenced = any(x[64:]) and any(y[64:])
+    if evidenced and PARAMS.floor - 0.2 <= sim < PARAMS.threshold + 0.2:
+        ex, ey = (np.frombuffer(s[64:], dtype=np.uint8)[None, :] for s in (x, y))
+        sim = float(evidence_similarity(ex, ey)[0])
+    return is_match(near and not evidenced, sim, PARAMS), sim
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    st.lists(st.sampled_from(["full", "bare", "none", "odd"]), min_size=2, max_size=12),
+    st.integers(0, 2**32),
+)
+def test_a_batch_of_pairs_is_judged_as_each_pair_alone(kinds: list[str], seed: int) -> None:
+    """The batch judge (every pair of a mix of sketches with evidence, without it,
+    none and of another size; near or not) gives each pair the verdict and
+    similarity of the rule applied to that pair's bytes alone."""
+    rng = random.Random(seed)
+    base = _words(rng, 300).split()
+    texts = [" ".join(w if rng.random() > 0.3 else _words(rng, 1) for w in base) for _ in kinds]
+    made = {"full": HASHER, "bare": BARE_HASHER}
+    sketches: list[bytes | None] = [
+        made[kind].signature(t).sketch if kind in made else (None if kind == "none" else b"\1" * 65)  # type: ignore[union-attr]
+        for kind, t in zip(kinds, texts)
+    ]
+    fps = np.array([rng.choice([0, 1, (1 << 64) - 1]) for _ in kinds], dtype=np.uint64)
+    i, j = np.triu_indices(len(kinds), 1)
+    match, dist, sim = Judge(fps, 3, PARAMS, sketches)(i, j)
+    for n, (a, b) in enumerate(zip(i.tolist(), j.tolist())):
+        want, want_sim = _one_pair(sketches[a], sketches[b], int(dist[n]) <= 3)
+        assert bool(match[n]) == want
+        assert sim[n] == want_sim or (np.isnan(sim[n]) and want_sim != want_sim)

@@ -23,6 +23,7 @@ within-batch pairs, ``shdb dedup``) by grouping equal keys
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -106,7 +107,8 @@ class Judge:
     ) -> None:
         self.fps, self.k, self.lsh = np.asarray(fps, dtype=np.uint64), k, lsh
         if lsh is not None:
-            self.rows, self.has = sketch_rows(sketches, lsh)
+            rows, self.has = sketch_rows(sketches, lsh)
+            self.sketches = sketches_of(rows, lsh)
         if lsh is None or not self.has.any():
             self.lsh, self.has = None, np.zeros(len(self.fps), dtype=bool)
 
@@ -136,27 +138,46 @@ class Judge:
         near = dist <= self.k if near is None else near
         if self.lsh is None:
             return near, dist, np.full(len(a), np.nan)
-        match, sim = confirm(near, self.has[a] & self.has[b], self.rows, a, b, self.lsh)
+        match, sim = confirm(near, self.has[a] & self.has[b], self.sketches, a, b, self.lsh)
         return match, dist, sim
+
+
+class Sketches(NamedTuple):
+    """Stored sketches (rows of :func:`sketch_rows`) with what judging a pair reads
+    of each, found once a row rather than once a pair: its b-bit part as
+    contiguous words and whether it carries evidence. A pair's evidence is read
+    from ``rows`` only where it decides (:func:`pair_similarities`)."""
+
+    rows: np.ndarray
+    words: np.ndarray
+    evidenced: np.ndarray
+
+
+def sketches_of(rows: np.ndarray, lsh: MinHashParams) -> Sketches:
+    """:class:`Sketches` of :func:`sketch_rows`' rows (an all-zero evidence part:
+    none; no evidence part: none)."""
+    size = lsh.sketch_bytes
+    words = np.ascontiguousarray(rows[:, :size]).view("<u8")
+    return Sketches(rows, words, np.any(rows[:, size:], axis=1))
 
 
 def confirm(
     near: np.ndarray,
     both: np.ndarray,
-    rows: np.ndarray,
+    sketches: Sketches,
     a: np.ndarray,
     b: np.ndarray,
     lsh: MinHashParams,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(match, similarity: NaN where ``both`` is False) of pairs rows[a[i]], rows[b[i]]
-    of stored sketches (:func:`sketch_rows`): :func:`matches` of their
+    """(match, similarity: NaN where ``both`` is False) of pairs of stored sketches
+    a[i], b[i] (rows of ``sketches``): :func:`matches` of their
     :func:`pair_similarities`, where a pair both of whose sketches carry evidence
     is decided by its similarity alone (the pigeonhole's verdict and the floor are
     for sketches without evidence: docs/nets.md, "Evidence")."""
     sim = np.full(len(a), np.nan)
     near = np.array(near, dtype=bool)
     at = np.flatnonzero(both)
-    sim[at], evidenced = pair_similarities(rows[a[at]], rows[b[at]], lsh)
+    sim[at], evidenced = pair_similarities(sketches, a[at], b[at], lsh)
     near[at[evidenced]] = False
     return matches(near, sim, lsh), sim
 
@@ -176,31 +197,30 @@ def sketch_rows(
 
 
 def pair_similarities(
-    x: np.ndarray, y: np.ndarray, lsh: MinHashParams
+    sketches: Sketches, a: np.ndarray, b: np.ndarray, lsh: MinHashParams
 ) -> tuple[np.ndarray, np.ndarray]:
-    """(similarity, evidenced) of pairs of stored sketches (rows of
-    :func:`sketch_rows`, x[i] with y[i]): the b-bit sketch's estimate (docs/SPEC.md,
-    "Nets" step 6); where both carry evidence (``evidenced``) and that estimate lies
-    within EVIDENCE_MARGIN of the threshold or of the floor, the evidence's lower
-    confidence bound (step 7) instead."""
+    """(similarity, evidenced) of pairs of stored sketches (rows a[i] and b[i] of
+    ``sketches``): the b-bit sketch's estimate (docs/SPEC.md, "Nets" step 6);
+    where both carry evidence (``evidenced``) and that estimate lies within
+    EVIDENCE_MARGIN of the threshold or of the floor, the evidence's lower
+    confidence bound (step 7) instead. Only those pairs' evidence is read."""
     size, bits = lsh.sketch_bytes, lsh.sketch_bits
-    if not len(x):
+    if not len(a):
         return np.zeros(0), np.zeros(0, dtype=bool)
     lanes = np.uint64(sum(1 << i for i in range(0, 64, bits)))
-    words_x = np.ascontiguousarray(x[:, :size]).view("<u8")
-    diff = words_x ^ np.ascontiguousarray(y[:, :size]).view("<u8")
+    diff = sketches.words[a] ^ sketches.words[b]
     folded = diff.copy()
     for shift in range(1, bits):
         folded |= diff >> np.uint64(shift)
     differ = np.bitwise_count(folded & lanes).sum(axis=1, dtype=np.int64)
     chance = 2.0**-bits
     est = np.round(np.clip(((BINS - differ) / BINS - chance) / (1.0 - chance), 0.0, 1.0), 4)
-    if not lsh.evidence:
-        return est, np.zeros(len(x), dtype=bool)
-    evidenced = (x[:, size:] != 0).any(axis=1) & (y[:, size:] != 0).any(axis=1)
+    evidenced = sketches.evidenced[a] & sketches.evidenced[b]
     low = lsh.floor - EVIDENCE_MARGIN
     unsure = np.flatnonzero(evidenced & (est >= low) & (est < lsh.threshold + EVIDENCE_MARGIN))
-    est[unsure] = evidence_similarity(x[unsure, size:], y[unsure, size:])
+    if len(unsure):
+        rows = sketches.rows
+        est[unsure] = evidence_similarity(rows[a[unsure], size:], rows[b[unsure], size:])
     return est, evidenced
 
 

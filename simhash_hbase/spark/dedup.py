@@ -44,7 +44,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from simhash_hbase.fingerprint.minhash import MinHashParams
-from simhash_hbase.layout.nets import confirm, sketch_rows
+from simhash_hbase.layout.nets import confirm, sketch_rows, sketches_of
 from simhash_hbase.layout.pairs import pairs_in_groups, stars
 from simhash_hbase.layout.scheme import Scheme
 from simhash_hbase.records import fingerprint_to_hex
@@ -265,7 +265,7 @@ def _confirm(
     if lsh is None:
         keep, sims = near, np.full(len(a), np.nan)
     else:
-        rows = np.concatenate([sk_a, table[2][at]])
+        rows = sketches_of(np.concatenate([sk_a, table[2][at]]), lsh)
         first, second = np.arange(len(a)), np.arange(len(a)) + len(a)
         keep, sims = confirm(near, has_a & table[3][at], rows, first, second, lsh)
     yield a[keep], b[keep], dist[keep], sims[keep]
