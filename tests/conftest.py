@@ -297,3 +297,21 @@ def new_hbase_url(hbase_api: str) -> Iterator[str]:
     (only tests of table creation need one: the rest lease a set)."""
     with new_tables_url(hbase_api) as url:
         yield url
+
+
+@pytest.fixture(scope="module")
+def spark() -> Iterator[object]:
+    """A local Spark of 2 cores for a test module; a task may fail 3 times (the
+    fault tests kill one and expect its retry)."""
+    from simhash_hbase.spark.session import get_session
+
+    session = get_session(
+        "local[2,3]",
+        {
+            "spark.sql.shuffle.partitions": "4",
+            "spark.default.parallelism": "2",
+            "spark.python.worker.reuse": "true",
+        },
+    )
+    yield session
+    session.stop()

@@ -13,7 +13,6 @@ import random
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -37,22 +36,6 @@ from simhash_hbase.spark.executor import FAULT_ENV  # noqa: E402
 from .test_exit_contract import DOWN, INPUTS  # noqa: E402
 
 runner = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[object]:
-    from simhash_hbase.spark.session import get_session
-
-    session = get_session(
-        "local[2,3]",
-        {
-            "spark.sql.shuffle.partitions": "4",
-            "spark.default.parallelism": "2",
-            "spark.python.worker.reuse": "true",
-        },
-    )
-    yield session
-    session.stop()
 
 
 def _read_parts(folder: Path) -> list[dict[str, object]]:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -33,17 +32,6 @@ COUNTS = (
     "corrupt_documents",
     "clean",
 )
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[object]:
-    from simhash_hbase.spark.session import get_session
-
-    session = get_session(
-        "local[2]", {"spark.sql.shuffle.partitions": "4", "spark.default.parallelism": "2"}
-    )
-    yield session
-    session.stop()
 
 
 def _damage_docs_row(index: SimhashIndex, doc_id: str) -> None:

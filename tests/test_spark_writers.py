@@ -14,7 +14,6 @@ import random
 import subprocess
 import sys
 from collections import Counter
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,22 +34,6 @@ WORDS = [
     "海量", "文档", "去重", "相似", "哈希", "分段", "鸽巢", "原理",
     "行键", "区域", "服务器", "批量", "写入", "读取", "压缩", "编码",
 ]  # fmt: skip
-
-
-@pytest.fixture(scope="module")
-def spark() -> Iterator[object]:
-    from simhash_hbase.spark.session import get_session
-
-    session = get_session(
-        "local[2,3]",
-        {
-            "spark.sql.shuffle.partitions": "4",
-            "spark.default.parallelism": "2",
-            "spark.python.worker.reuse": "true",
-        },
-    )
-    yield session
-    session.stop()
 
 
 def _text(rng: random.Random, n: int) -> str:
