@@ -143,7 +143,7 @@ def write_reported(
         index.add_documents([clustered(doc, clusters) for doc in batch])
         return again
     if saved is not None:  # another input's, left by a run that failed
-        forget(index, name)
+        forget(index, name, saved)
     lines: list[str] = []
 
     def save(found: list[Lookup]) -> None:
@@ -155,9 +155,8 @@ def write_reported(
     return lines
 
 
-def forget(index: SimhashIndex, name: str) -> None:
-    """Delete a batch's saved report lines."""
-    saved = index.get_state(name)
+def forget(index: SimhashIndex, name: str, saved: dict[str, Any] | None) -> None:
+    """Delete a batch's saved report lines (``saved``: its job state record, as read)."""
     if saved is not None:
         drop_lines(index, name, saved)
         index.delete_state(name)
@@ -170,7 +169,7 @@ def forget_saved(url: str, batches: Iterable[Done]) -> None:
     if names:
         with SimhashIndex.open(url, create=False) as index:
             for name in names:
-                forget(index, name)
+                forget(index, name, index.get_state(name))
 
 
 def _digest(batch: list[Document]) -> str:
